@@ -1,0 +1,30 @@
+# salttwist: `make demo` shows it working, `make test` runs every test.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test lint demo clean
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# compat mode puts this checkout on sys.path, so the plugins in twisted/plugins
+	# and the tests package are found and edits take effect without reinstalling.
+	$(BIN)/pip install -q -e '.[test]' --config-settings editable_mode=compat
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python tools/runtests.py tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+demo: $(STAMP)
+	$(BIN)/python tools/demo.py
+
+clean:
+	rm -rf $(VENV) _trial_temp* .demo

@@ -1,0 +1,2 @@
+# -*- test-case-name: tests -*-
+"""Command-line front ends for salttwist."""

@@ -1,0 +1,89 @@
+# -*- test-case-name: tests.integration.test_end_to_end -*-
+"""
+C{salttwist-master} and C{salttwist-minion}: run a daemon through twistd,
+in the foreground by default, with C{-d} as a daemon with a pidfile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import salttwist
+from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
+from salttwist.logs import FILE_ENV, LEVEL_ENV, SALT_LEVELS
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=f"Run the {prog} daemon.")
+    parser.add_argument("--version", action="version", version=f"salttwist {salttwist.__version__}")
+    parser.add_argument(
+        "-c",
+        "--config-dir",
+        default="/etc/salttwist",
+        help="Config directory (default: %(default)s).",
+    )
+    parser.add_argument(
+        "-d",
+        "--daemon",
+        action="store_true",
+        help="Run in the background, with the pidfile of the config.",
+    )
+    parser.add_argument(
+        "-l",
+        "--log-level",
+        choices=sorted(SALT_LEVELS),
+        default=None,
+        help="Console log level (default: the config's log_level).",
+    )
+    return parser
+
+
+def twistdArgs(plugin: str, options: argparse.Namespace, config: dict[str, Any]) -> list[str]:
+    """
+    @return: the twistd command line that runs C{plugin} as asked.
+    """
+    args = ["twistd", "--logger", "salttwist.logs.observerFactory"]
+    if options.daemon:
+        args += ["--pidfile", config["pidfile"]]
+    else:
+        args += ["--nodaemon", "--pidfile", ""]
+    return [*args, plugin, "-c", options.config_dir]
+
+
+def _run(plugin: str, load: Callable[[str], dict[str, Any]], argv: list[str] | None) -> int:
+    options = _parser(plugin).parse_args(argv)
+    try:
+        config = load(options.config_dir)
+    except ConfigError as e:
+        sys.stderr.write(f"{plugin}: {e}\n")
+        return 2
+    os.environ[LEVEL_ENV] = options.log_level or config["log_level"]
+    if options.daemon:
+        for path in (config["pidfile"], config["log_file"]):
+            os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
+        os.environ[FILE_ENV] = config["log_file"]
+    else:
+        os.environ[FILE_ENV] = "-"
+    from twisted.scripts.twistd import run
+
+    sys.argv = twistdArgs(plugin, options, config)
+    run()
+    return 0
+
+
+def masterMain(argv: list[str] | None = None) -> int:
+    """
+    Entry point of C{salttwist-master}.
+    """
+    return _run("salttwist-master", loadMasterConfig, argv)
+
+
+def minionMain(argv: list[str] | None = None) -> int:
+    """
+    Entry point of C{salttwist-minion}.
+    """
+    return _run("salttwist-minion", loadMinionConfig, argv)

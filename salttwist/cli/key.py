@@ -1,0 +1,457 @@
+# -*- test-case-name: tests.test_cli_key -*-
+"""
+C{salttwist-key}: list, accept, reject, delete and fingerprint minion keys,
+with the flags and output of Salt's C{salt-key}.
+
+It works on the master's C{pki_dir} directly, through
+L{FilesystemKeyStore}, so it needs no running master; the master sees each
+change on the minion's next authentication. Every change is one atomic
+rename or unlink, so this command and the master can run at the same time.
+
+An accepted key is always the one the admin saw: the prompt shows each
+key's fingerprint, and a key whose bytes changed after that is not accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import pprint
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from salttwist.config import ConfigError, loadMasterConfig
+from salttwist.crypt import fingerprint
+from salttwist.pki.keystore import (
+    ACCEPTED,
+    DENIED,
+    PENDING,
+    REJECTED,
+    STATES,
+    FilesystemKeyStore,
+    KeyChanged,
+)
+
+__all__ = ["main"]
+
+LOCAL = "local"
+"""
+The pseudo-state of the master's own keys in fingerprint output, as Salt.
+"""
+
+LOCAL_KEYS = ("master.pub",)
+"""
+The master's own key files shown by C{-f}/C{-F}. Only the public key: its
+fingerprint is what minions pin (C{master_finger}), and the private key is
+never read by this command.
+"""
+
+_HEADINGS = {
+    LOCAL: "Local Keys:",
+    ACCEPTED: "Accepted Keys:",
+    DENIED: "Denied Keys:",
+    PENDING: "Unaccepted Keys:",
+    REJECTED: "Rejected Keys:",
+}
+
+# Salt's key outputter walks the states in sorted order of their names,
+# which puts the headings in this order.
+_HUMAN_ORDER = (LOCAL, ACCEPTED, DENIED, PENDING, REJECTED)
+
+# The order of the keys in json, yaml and txt output.
+_DATA_ORDER = (LOCAL, ACCEPTED, PENDING, REJECTED, DENIED)
+
+_ADJECTIVES = {
+    ACCEPTED: "accepted",
+    PENDING: "unaccepted",
+    REJECTED: "rejected",
+    DENIED: "denied",
+}
+
+_LIST_CHOICES = {
+    "acc": (ACCEPTED,),
+    "accepted": (ACCEPTED,),
+    "pre": (PENDING,),
+    "un": (PENDING,),
+    "unaccepted": (PENDING,),
+    "rej": (REJECTED,),
+    "rejected": (REJECTED,),
+    "den": (DENIED,),
+    "denied": (DENIED,),
+    "all": STATES,
+}
+
+
+@dataclass(frozen=True)
+class _Match:
+    """
+    One key chosen by a glob, as it was when the admin was shown it.
+
+    @ivar state: the state it is in.
+    @ivar minionId: its minion id.
+    @ivar pem: its bytes at that time.
+    """
+
+    state: str
+    minionId: str
+    pem: bytes
+
+
+def _makeParser() -> argparse.ArgumentParser:
+    """
+    Build the argument parser, with C{salt-key}'s flags.
+    """
+    parser = argparse.ArgumentParser(
+        prog="salttwist-key",
+        description="Manage the minion public keys of a salttwist master.",
+    )
+    parser.add_argument(
+        "-c",
+        "--config-dir",
+        default="/etc/salttwist",
+        help="The directory holding the master config file (default: %(default)s).",
+    )
+    actions = parser.add_mutually_exclusive_group()
+    actions.add_argument(
+        "-L", "--list-all", action="store_true", help="List all public keys (the default)."
+    )
+    actions.add_argument(
+        "-l",
+        "--list",
+        choices=list(_LIST_CHOICES),
+        metavar="{acc,pre,un,rej,den,all}",
+        help="List the public keys in one state.",
+    )
+    actions.add_argument("-a", "--accept", metavar="ID", help="Accept the keys matching a glob.")
+    actions.add_argument("-A", "--accept-all", action="store_true", help="Accept all pending keys.")
+    actions.add_argument("-r", "--reject", metavar="ID", help="Reject the keys matching a glob.")
+    actions.add_argument("-R", "--reject-all", action="store_true", help="Reject all pending keys.")
+    actions.add_argument("-d", "--delete", metavar="ID", help="Delete the keys matching a glob.")
+    actions.add_argument("-D", "--delete-all", action="store_true", help="Delete all keys.")
+    actions.add_argument(
+        "-f", "--finger", metavar="ID", help="Print the fingerprints of the keys matching a glob."
+    )
+    actions.add_argument(
+        "-F", "--finger-all", action="store_true", help="Print the fingerprints of all keys."
+    )
+    parser.add_argument("-y", "--yes", action="store_true", help="Answer yes to every question.")
+    parser.add_argument(
+        "--include-rejected",
+        action="store_true",
+        help="Let -a/-A also accept rejected keys.",
+    )
+    parser.add_argument(
+        "--include-denied",
+        action="store_true",
+        help="Let -a/-A and -r/-R also act on denied keys.",
+    )
+    parser.add_argument(
+        "--include-accepted",
+        action="store_true",
+        help="Let -r/-R also reject accepted keys.",
+    )
+    parser.add_argument(
+        "--out",
+        choices=["nested", "json", "yaml", "txt"],
+        default="nested",
+        help="The output format of listings (default: %(default)s).",
+    )
+    return parser
+
+
+def _write(text: str = "") -> None:
+    """
+    Print one line on standard output, looked up at call time so that tests
+    can replace it.
+    """
+    sys.stdout.write(text + "\n")
+
+
+def _error(text: str) -> None:
+    """
+    Print one error line on standard error.
+    """
+    sys.stderr.write(f"salttwist-key: {text}\n")
+
+
+def _globs(pattern: str) -> list[str]:
+    """
+    Split a target as Salt does: a comma-separated list of globs.
+    """
+    return pattern.split(",")
+
+
+def _matches(name: str, globs: Sequence[str]) -> bool:
+    """
+    Does C{name} match one of C{globs}? Matching is case-sensitive, as ids are.
+    """
+    return any(fnmatch.fnmatchcase(name, glob) for glob in globs)
+
+
+def _fingerprintOrNote(pem: bytes) -> str:
+    """
+    The fingerprint of C{pem}, or a note if the file does not hold a PEM
+    body (the store only writes valid keys, but an admin may not have).
+    """
+    try:
+        return fingerprint(pem)
+    except ValueError:
+        return "(unreadable key)"
+
+
+def _orList(words: Sequence[str]) -> str:
+    """
+    Join words as C{a}, C{a or b}, C{a, b or c}.
+    """
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _output(data: dict[str, Any], fmt: str, line: Callable[[str, Any], str]) -> None:
+    """
+    Print C{data}, a mapping of state to the keys in it, in format C{fmt}.
+
+    @param line: formats one entry (a key, and for a mapping its value) of
+        the human C{nested} format.
+    """
+    ordered = {state: data[state] for state in _DATA_ORDER if state in data}
+    if fmt == "json":
+        _write(json.dumps(ordered, indent=4))
+    elif fmt == "yaml":
+        sys.stdout.write(yaml.safe_dump(ordered, default_flow_style=False, sort_keys=False))
+    elif fmt == "txt":
+        for state, value in ordered.items():
+            _write(f"{state}: {pprint.pformat(value)}")
+    else:
+        for state in _HUMAN_ORDER:
+            if state in data:
+                _write(_HEADINGS[state])
+                entries = data[state]
+                for name in entries:
+                    _write(line(name, entries[name] if isinstance(entries, dict) else None))
+
+
+def _listKeys(store: FilesystemKeyStore, states: Sequence[str], fmt: str) -> int:
+    """
+    Print the ids in C{states}, as C{-L} and C{-l} do.
+    """
+    data = {state: store.listKeys(state) for state in states}
+    _output(data, fmt, lambda name, value: name)
+    return 0
+
+
+def _fingerKeys(store: FilesystemKeyStore, pattern: str | None, fmt: str) -> int:
+    """
+    Print the fingerprints of the keys matching C{pattern} (all keys, with
+    every heading, if it is L{None}), as C{-f} and C{-F} do.
+    """
+    globs = _globs(pattern) if pattern is not None else ["*"]
+    data: dict[str, dict[str, str]] = {}
+    for name in LOCAL_KEYS:
+        path = os.path.join(store.pkiDir, name)
+        if _matches(name, globs) and os.path.isfile(path):
+            with open(path, "rb") as f:
+                data.setdefault(LOCAL, {})[name] = _fingerprintOrNote(f.read())
+    for state in STATES:
+        if pattern is None:
+            data[state] = {}
+        for minionId in store.listKeys(state):
+            if not _matches(minionId, globs):
+                continue
+            try:
+                pem = store.getKey(state, minionId)
+            except OSError as e:
+                _error(f"cannot read the key of {minionId} in {state}: {e}")
+                continue
+            if pem is not None:
+                data.setdefault(state, {})[minionId] = _fingerprintOrNote(pem)
+    if pattern is not None and not data:
+        _write(f"The key glob '{pattern}' does not match any keys.")
+        return 1
+    _output(data, fmt, lambda name, value: f"{name}:  {value}")
+    return 0
+
+
+def _findMatches(store: FilesystemKeyStore, pattern: str, sources: Sequence[str]) -> list[_Match]:
+    """
+    The keys in C{sources} whose ids match C{pattern}, with their bytes now.
+    """
+    globs = _globs(pattern)
+    found = []
+    for state in sources:
+        for minionId in store.listKeys(state):
+            if not _matches(minionId, globs):
+                continue
+            try:
+                pem = store.getKey(state, minionId)
+            except OSError as e:
+                _error(f"cannot read the key of {minionId} in {state}: {e}")
+                continue
+            if pem is not None:
+                found.append(_Match(state, minionId, pem))
+    return found
+
+
+def _confirm(verb: str, found: Sequence[_Match]) -> bool:
+    """
+    Show the keys about to change, with their fingerprints, and ask.
+
+    @return: L{True} for C{y}, C{Y} or an empty line; L{False} for anything
+        else, including end of input (so that C{</dev/null} never agrees).
+    """
+    _write(f"The following keys are going to be {verb}:")
+    for state in _HUMAN_ORDER:
+        inState = [match for match in found if match.state == state]
+        if inState:
+            _write(_HEADINGS[state])
+            for match in inState:
+                _write(f"{match.minionId}  (SHA-256 fingerprint {_fingerprintOrNote(match.pem)})")
+    sys.stdout.write("Proceed? [n/Y] ")
+    sys.stdout.flush()
+    answer = sys.stdin.readline()
+    if not answer:
+        _write()
+        return False
+    return answer.strip() in ("", "y", "Y")
+
+
+def _changeKeys(
+    store: FilesystemKeyStore,
+    pattern: str,
+    sources: Sequence[str],
+    target: str | None,
+    verb: str,
+    yes: bool,
+) -> int:
+    """
+    Move (or, if C{target} is L{None}, delete) the keys in C{sources} that
+    match C{pattern}, after asking unless C{yes}.
+
+    Keys being accepted are moved only if their bytes are still the ones
+    shown (L{FilesystemKeyStore.moveKey}'s C{expected}); a key that another
+    process moved or deleted meanwhile is reported and skipped.
+
+    @return: 0 if every matched key was changed, 1 otherwise (no match, the
+        admin said no, or a key had changed or gone).
+    """
+    found = _findMatches(store, pattern, sources)
+    if not found:
+        adjectives = [_ADJECTIVES[state] for state in sources]
+        _write(f"The key glob '{pattern}' does not match any {_orList(adjectives)} keys.")
+        return 1
+    if not yes and not _confirm(verb, found):
+        _write("Aborted; no keys were changed.")
+        return 1
+
+    status = 0
+    done: list[str] = []
+    for match in found:
+        minionId = match.minionId
+        try:
+            if target is None:
+                changed = store.deleteKey(match.state, minionId)
+            else:
+                # Only an acceptance grants trust, so only it insists on the
+                # exact bytes the admin saw.
+                expected = match.pem if target == ACCEPTED else None
+                changed = store.moveKey(minionId, match.state, target, expected=expected)
+        except KeyChanged:
+            _write(
+                f"Key for minion {minionId} changed after it was listed;"
+                f" not {verb}. Check its fingerprint and try again."
+            )
+            status = 1
+            continue
+        except OSError as e:
+            _error(f"cannot change the key of {minionId} in {match.state}: {e}")
+            status = 1
+            continue
+        if not changed:
+            _write(
+                f"Key for minion {minionId} is no longer {_ADJECTIVES[match.state]}; not {verb}."
+            )
+            status = 1
+        elif minionId not in done:
+            done.append(minionId)
+            _write(f"Key for minion {minionId} {verb}.")
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """
+    Run C{salttwist-key}.
+
+    @param argv: the arguments, without the program name; L{None} for
+        C{sys.argv[1:]}.
+    @return: the exit code: 0 on success, 1 if nothing matched, the admin
+        declined or a key could not be changed, 2 for a usage or
+        configuration error.
+    """
+    parser = _makeParser()
+    try:
+        options = parser.parse_args(argv)
+    except SystemExit as e:
+        # argparse exits on --help and on usage errors; return its code instead.
+        return e.code if isinstance(e.code, int) else 2
+
+    try:
+        config = loadMasterConfig(options.config_dir)
+    except ConfigError as e:
+        _error(str(e))
+        return 2
+    try:
+        store = FilesystemKeyStore(config["pki_dir"])
+    except OSError as e:
+        _error(f"cannot use pki_dir {config['pki_dir']!r}: {e.strerror or e}")
+        return 2
+
+    try:
+        return _dispatch(store, options)
+    except OSError as e:
+        _error(str(e))
+        return 2
+
+
+def _dispatch(store: FilesystemKeyStore, options: argparse.Namespace) -> int:
+    """
+    Run the one action chosen on the command line.
+    """
+    yes = options.yes
+    if options.accept is not None or options.accept_all:
+        sources = [PENDING]
+        if options.include_rejected:
+            sources.append(REJECTED)
+        if options.include_denied:
+            sources.append(DENIED)
+        pattern = options.accept if options.accept is not None else "*"
+        return _changeKeys(store, pattern, sources, ACCEPTED, "accepted", yes)
+    if options.reject is not None or options.reject_all:
+        sources = [PENDING]
+        if options.include_accepted:
+            sources.append(ACCEPTED)
+        if options.include_denied:
+            sources.append(DENIED)
+        pattern = options.reject if options.reject is not None else "*"
+        return _changeKeys(store, pattern, sources, REJECTED, "rejected", yes)
+    if options.delete is not None or options.delete_all:
+        pattern = options.delete if options.delete is not None else "*"
+        sources = [ACCEPTED, PENDING, REJECTED, DENIED]
+        return _changeKeys(store, pattern, sources, None, "deleted", yes)
+    if options.finger is not None:
+        return _fingerKeys(store, options.finger, options.out)
+    if options.finger_all:
+        return _fingerKeys(store, None, options.out)
+    if options.list is not None:
+        return _listKeys(store, _LIST_CHOICES[options.list], options.out)
+    return _listKeys(store, STATES, options.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

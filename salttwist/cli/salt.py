@@ -1,0 +1,241 @@
+# -*- test-case-name: tests.integration.test_end_to_end -*-
+"""
+C{salttwist}: Salt's C{salt} command. Publish a job to the targeted minions
+through the local master and print their returns.
+
+Exit codes: 0 when every targeted minion returned with retcode 0; 1 when a
+minion returned a non-zero retcode or did not return; 2 when the master is
+unreachable, the job was refused, or no minion matched the target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import yaml
+
+import salttwist
+from salttwist.cli.output import OUTPUTTERS, minionReturnLine, render
+from salttwist.config import ConfigError, loadMasterConfig
+
+NO_RESPONSE = "Minion did not return. [No response]"
+EX_OK, EX_GENERIC, EX_UNAVAILABLE = 0, 1, 2
+
+TARGET_FLAGS = (
+    ("-E", "--pcre", "pcre", "Target minions by a regular expression on their id."),
+    ("-L", "--list", "list", "Target a comma-separated list of minion ids."),
+    ("-G", "--grain", "grain", "Target by grain, e.g. 'os:Debian'."),
+    ("-P", "--grain-pcre", "grain_pcre", "Target by grain with a regular expression."),
+    ("-C", "--compound", "compound", "Target with a compound expression."),
+    ("-N", "--nodegroup", "nodegroup", "Target a nodegroup from the master config."),
+)
+
+
+def buildParser() -> argparse.ArgumentParser:
+    """
+    The command line, with Salt's flags.
+    """
+    parser = argparse.ArgumentParser(
+        prog="salttwist",
+        usage="salttwist [options] '<target>' <function> [arguments]",
+        description="Run a function on the targeted minions and print their returns.",
+    )
+    parser.add_argument("--version", action="version", version=f"salttwist {salttwist.__version__}")
+    parser.add_argument(
+        "-c",
+        "--config-dir",
+        default="/etc/salttwist",
+        help="Directory of the master config (default: %(default)s).",
+    )
+    parser.add_argument(
+        "-t",
+        "--timeout",
+        type=float,
+        default=None,
+        help="Seconds to wait for returns (default: the master's 'timeout', 5).",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="Print the jid and the expected minions."
+    )
+    parser.add_argument(
+        "--out", choices=OUTPUTTERS, default="nested", help="Outputter (default: nested)."
+    )
+    parser.add_argument(
+        "--out-indent",
+        type=int,
+        default=None,
+        help="Indent for json/yaml output; negative for one line.",
+    )
+    parser.add_argument(
+        "--static", action="store_true", help="Print all returns together at the end."
+    )
+    parser.add_argument("--no-color", action="store_true", help="Never colour the output.")
+    parser.add_argument(
+        "--force-color",
+        action="store_true",
+        help="Colour the output even when it is not a terminal.",
+    )
+    group = parser.add_mutually_exclusive_group()
+    for short, long, kind, text in TARGET_FLAGS:
+        group.add_argument(
+            short, long, dest="tgt_type", action="store_const", const=kind, help=text
+        )
+    parser.add_argument("target")
+    parser.add_argument("function")
+    parser.add_argument("arg", nargs="*")
+    return parser
+
+
+def parseCliArgs(words: list[str]) -> list[Any]:
+    """
+    Turn command-line arguments into Salt's wire form: C{key=value} becomes
+    a keyword argument, and values are read as YAML scalars where that
+    gives a number, boolean, null, list or map (Salt's C{yamlify_arg}).
+    """
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if sep and key.isidentifier():
+            kwargs[key] = _yamlify(value)
+        else:
+            args.append(_yamlify(word))
+    if kwargs:
+        args.append(dict(kwargs, __kwarg__=True))
+    return args
+
+
+def _yamlify(word: str) -> Any:
+    try:
+        value = yaml.safe_load(word)
+    except yaml.YAMLError:
+        return word
+    if (
+        isinstance(value, (bool, int, float, list, dict))
+        or value is None
+        and word.strip() in ("null", "None", "~")
+    ):
+        return value
+    return word
+
+
+class _Printer:
+    def __init__(self, options: argparse.Namespace) -> None:
+        self.options = options
+        self.color = options.force_color or (
+            not options.no_color and options.out == "nested" and sys.stdout.isatty()
+        )
+        self.static: dict[str, Any] = {}
+
+    def returned(self, minionId: str, data: dict[str, Any]) -> None:
+        if self.options.static:
+            self.static[minionId] = data.get("return")
+        else:
+            self._write(
+                minionReturnLine(
+                    minionId,
+                    data.get("return"),
+                    self.options.out,
+                    self.color,
+                    indent=self.options.out_indent,
+                    retcode=data.get("retcode", 0) or 0,
+                )
+            )
+
+    def missing(self, minionIds: list[str]) -> None:
+        for minionId in minionIds:
+            if self.options.static:
+                self.static[minionId] = NO_RESPONSE
+            else:
+                self._write(
+                    minionReturnLine(
+                        minionId,
+                        NO_RESPONSE,
+                        self.options.out,
+                        self.color,
+                        indent=self.options.out_indent,
+                    )
+                )
+
+    def finish(self) -> None:
+        if self.options.static and self.static:
+            self._write(render(self.options.out, self.static, self.color, self.options.out_indent))
+
+    def _write(self, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, Any]) -> int:
+    """
+    Publish the job, print the returns, and work out the exit code.
+    """
+    from salttwist.client.local import LocalClient, MasterUnavailable
+    from salttwist.transport.reqclient import RequestError
+
+    printer = _Printer(options)
+
+    def published(jid: str, minions: list[str]) -> None:
+        if options.verbose:
+            sys.stdout.write(f"Executing job with jid {jid}\n{'-' * 67}\n\n")
+
+    client = LocalClient(config, reactor)
+    timeout = options.timeout if options.timeout is not None else float(config["timeout"])
+    try:
+        result = await client.run(
+            options.target,
+            options.function,
+            parseCliArgs(options.arg),
+            options.tgt_type or "glob",
+            timeout,
+            onPublished=published,
+            onReturn=printer.returned,
+        )
+    except MasterUnavailable as e:
+        sys.stderr.write(f"Error: {e}\n")
+        return EX_UNAVAILABLE
+    except RequestError as e:
+        sys.stderr.write(f"Error: the master refused the job: {e}\n")
+        return EX_UNAVAILABLE
+    if not result.minions:
+        sys.stderr.write(
+            "No minions matched the target. No command was sent, no jid was assigned.\n"
+        )
+        return EX_UNAVAILABLE
+    printer.missing(result.missing)
+    printer.finish()
+    failed = result.missing or any(
+        (data.get("retcode") or 0) != 0 for data in result.returns.values()
+    )
+    return EX_GENERIC if failed else EX_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """
+    Entry point of C{salttwist}.
+    """
+    options = buildParser().parse_args(argv)
+    try:
+        config = loadMasterConfig(options.config_dir)
+    except ConfigError as e:
+        sys.stderr.write(f"Error: {e}\n")
+        return EX_UNAVAILABLE
+    from twisted.internet import defer, task
+
+    exitCode: list[int] = []
+
+    async def run(reactor: Any) -> None:
+        exitCode.append(await runJob(reactor, options, config))
+
+    try:
+        task.react(lambda reactor: defer.Deferred.fromCoroutine(run(reactor)))
+    except SystemExit as e:
+        if e.code not in (0, None) or not exitCode:
+            return int(e.code or 1)
+    return exitCode[0]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

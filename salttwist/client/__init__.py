@@ -1,0 +1,3 @@
+"""
+Clients of the master: the local client used by the CLI.
+"""

@@ -1,0 +1,534 @@
+# -*- test-case-name: tests.test_config -*-
+"""
+YAML configuration for the master and the minion, using Salt's option names.
+
+Each daemon has one table, L{_MASTER_OPTIONS} or L{_MINION_OPTIONS}, that maps
+an option name to its default and to a check for its values. Everything else
+(defaults, validation, which options are paths) is derived from those tables,
+so adding an option means adding one row.
+
+Loading order, later layers winning: the defaults, the main file
+(C{CONFIG_DIR/master} or C{CONFIG_DIR/minion}), the drop-in files
+(C{CONFIG_DIR/master.d/*.conf} in sorted order), then the caller's overrides.
+Each layer is checked on its own, so an error names the file the bad value
+came from. C{root_dir} is applied last, to the merged result, as Salt does.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
+
+import yaml
+from twisted.logger import Logger
+
+__all__ = [
+    "ConfigError",
+    "MASTER_DEFAULTS",
+    "MINION_DEFAULTS",
+    "loadMasterConfig",
+    "loadMinionConfig",
+]
+
+_log = Logger()
+
+_OVERRIDES_SOURCE = "<overrides>"
+_LOG_URL_PREFIXES = ("file://", "udp://", "tcp://")
+_LOG_LEVELS = (
+    "all",
+    "garbage",
+    "trace",
+    "debug",
+    "profile",
+    "info",
+    "warning",
+    "error",
+    "critical",
+    "quiet",
+)
+_REPR_LIMIT = 60
+
+# Prefer libyaml's parser when PyYAML was built with it; both are "safe" loaders
+# (plain data only, no arbitrary Python objects).
+_YAMLLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class ConfigError(Exception):
+    """
+    A configuration file, or an override, is unreadable or holds a bad value.
+
+    The message always names the file (or C{<overrides>}) and, when one option
+    is at fault, the option, so it can be shown to the user as it is.
+    """
+
+
+class _BadValue(Exception):
+    """
+    Raised by an option check: the value is not acceptable.
+
+    @ivar expected: what the option needs, as a phrase that follows
+        C{"must be"}, such as C{"an integer"}.
+    """
+
+    def __init__(self, expected: str) -> None:
+        super().__init__(expected)
+        self.expected = expected
+
+
+_Check = Callable[[Any], Any]
+
+
+class _Option(NamedTuple):
+    """
+    One row of a spec table.
+
+    @ivar default: the value used when no layer sets the option. C{None} here
+        also means that C{null} is an accepted value.
+    @ivar check: called with a value; returns the value to store (possibly
+        normalized) or raises L{_BadValue}. Checks reject C{None}: where the
+        default is C{None}, L{_checkLayer} accepts it before the check runs.
+    """
+
+    default: Any
+    check: _Check
+
+
+def _isInteger(value: object) -> bool:
+    """
+    Is C{value} an integer? C{bool} is a subclass of C{int} in Python, but a
+    YAML C{true} given for a port is a mistake, not the number 1.
+    """
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _integer(minimum: int, maximum: int | None = None, note: str = "") -> _Check:
+    """
+    Make a check for integer options.
+
+    @param minimum: the smallest accepted value.
+    @param maximum: the largest accepted value, or C{None} for no bound.
+    @param note: text appended to the range in error messages.
+    @return: the check.
+    """
+    if maximum is not None:
+        inRange = f"an integer from {minimum} to {maximum}{note}"
+    else:
+        inRange = f"an integer >= {minimum}{note}"
+
+    def checkInteger(value: Any) -> int:
+        if not _isInteger(value):
+            raise _BadValue("an integer")
+        if value < minimum or (maximum is not None and value > maximum):
+            raise _BadValue(inRange)
+        return value
+
+    return checkInteger
+
+
+def _checkNumber(value: Any) -> int | float:
+    """
+    Check a duration or a similar quantity: a finite int or float, not
+    negative.
+    """
+    if not (_isInteger(value) or isinstance(value, float)):
+        raise _BadValue("a number")
+    if not math.isfinite(value) or value < 0:
+        raise _BadValue("a finite number >= 0")
+    return value
+
+
+def _checkBool(value: Any) -> bool:
+    """
+    Check a flag: only a real YAML boolean (C{true}, C{false}, and YAML 1.1's
+    C{yes}/C{no}/C{on}/C{off}) is accepted, never C{0}/C{1} or a string.
+    """
+    if not isinstance(value, bool):
+        raise _BadValue("a boolean (true or false)")
+    return value
+
+
+def _checkString(value: Any) -> str:
+    """
+    Check a plain string option.
+    """
+    if not isinstance(value, str):
+        raise _BadValue("a string")
+    return value
+
+
+def _checkNonEmptyString(value: Any) -> str:
+    """
+    Check a string option for which C{""} has no sensible meaning.
+    """
+    if not isinstance(value, str) or not value:
+        raise _BadValue("a non-empty string")
+    return value
+
+
+def _checkPath(value: Any) -> str:
+    """
+    Check a filesystem path. Options with this check are the ones that
+    C{root_dir} is applied to (see L{_applyRootDir}).
+    """
+    if not isinstance(value, str):
+        raise _BadValue("a string (a filesystem path)")
+    return value
+
+
+def _checkMapping(value: Any) -> dict:
+    """
+    Check a mapping option, such as C{grains} or C{nodegroups}.
+    """
+    if not isinstance(value, dict):
+        raise _BadValue("a mapping")
+    return value
+
+
+def _isStringList(value: object) -> bool:
+    """
+    Is C{value} a list whose items are all strings?
+    """
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _checkStringList(value: Any) -> list[str]:
+    """
+    Check a list of strings, such as C{autosign_grains}.
+    """
+    if not _isStringList(value):
+        raise _BadValue("a list of strings")
+    return value
+
+
+def _checkStringOrList(value: Any) -> str | list[str]:
+    """
+    Check an option that takes one string or several, such as the minion's
+    C{master}.
+    """
+    if isinstance(value, str) or (_isStringList(value) and value):
+        return value
+    raise _BadValue("a string or a non-empty list of strings")
+
+
+def _checkLogLevel(value: Any) -> str:
+    """
+    Check a Salt log level name, in any case; the result is lowercase.
+    """
+    if isinstance(value, str) and value.lower() in _LOG_LEVELS:
+        return value.lower()
+    raise _BadValue("a log level (" + ", ".join(_LOG_LEVELS) + ")")
+
+
+_PORT = _integer(0, 65535, " (0 lets the OS choose)")
+_KEYSIZE = _integer(2048)
+_MAX_FRAME_BYTES = _integer(65536)
+_COUNT = _integer(0)
+
+
+def _commonOptions(daemon: str) -> dict[str, _Option]:
+    """
+    The rows shared by the master and the minion tables.
+
+    @param daemon: C{"master"} or C{"minion"}, used in the default paths.
+    @return: a new table.
+    """
+    return {
+        "root_dir": _Option("/", _checkNonEmptyString),
+        "pki_dir": _Option(f"/etc/salttwist/pki/{daemon}", _checkPath),
+        "cachedir": _Option(f"/var/cache/salttwist/{daemon}", _checkPath),
+        "sock_dir": _Option(f"/var/run/salttwist/{daemon}", _checkPath),
+        "log_file": _Option(f"/var/log/salttwist/{daemon}", _checkPath),
+        "pidfile": _Option(f"/var/run/salttwist-{daemon}.pid", _checkPath),
+        "log_level": _Option("warning", _checkLogLevel),
+        "log_level_logfile": _Option(None, _checkLogLevel),
+        "user": _Option(None, _checkString),
+        "publish_port": _Option(4505, _PORT),
+        "keysize": _Option(2048, _KEYSIZE),
+        "transport": _Option("tcp", _checkNonEmptyString),
+        "max_frame_bytes": _Option(104857600, _MAX_FRAME_BYTES),
+    }
+
+
+_MASTER_OPTIONS: dict[str, _Option] = {
+    **_commonOptions("master"),
+    "interface": _Option("0.0.0.0", _checkString),
+    "ret_port": _Option(4506, _PORT),
+    "worker_threads": _Option(max(1, os.cpu_count() or 1), _integer(1)),
+    "auto_accept": _Option(False, _checkBool),
+    "autosign_file": _Option(None, _checkPath),
+    "autoreject_file": _Option(None, _checkPath),
+    "autosign_timeout": _Option(10, _checkNumber),
+    "keep_jobs": _Option(24, _COUNT),
+    "timeout": _Option(5, _checkNumber),
+    "publish_session": _Option(86400, _checkNumber),
+    "nodegroups": _Option({}, _checkMapping),
+    "presence_events": _Option(False, _checkBool),
+    "event_queue_max": _Option(10000, _integer(1)),
+    "master_stats": _Option(False, _checkBool),
+    "master_stats_event_iter": _Option(60, _checkNumber),
+}
+
+_MINION_OPTIONS: dict[str, _Option] = {
+    **_commonOptions("minion"),
+    "master": _Option("salt", _checkStringOrList),
+    "master_port": _Option(4506, _PORT),
+    "id": _Option(None, _checkString),
+    "acceptance_wait_time": _Option(10, _checkNumber),
+    "acceptance_wait_time_max": _Option(0, _checkNumber),
+    "recon_default": _Option(1000, _COUNT),
+    "recon_max": _Option(10000, _COUNT),
+    "recon_randomize": _Option(True, _checkBool),
+    "master_finger": _Option("", _checkString),
+    "grains": _Option({}, _checkMapping),
+    "autosign_grains": _Option([], _checkStringList),
+}
+
+
+def _defaults(options: Mapping[str, _Option]) -> dict[str, Any]:
+    """
+    The default value of every option in a table.
+    """
+    return {name: option.default for name, option in options.items()}
+
+
+MASTER_DEFAULTS: dict[str, Any] = _defaults(_MASTER_OPTIONS)
+"""The master's options and their defaults. Do not mutate: copy it."""
+
+MINION_DEFAULTS: dict[str, Any] = _defaults(_MINION_OPTIONS)
+"""The minion's options and their defaults. Do not mutate: copy it."""
+
+
+def _describe(value: object) -> str:
+    """
+    Show a bad value in an error message: its (shortened) repr and its type.
+    """
+    if value is None:
+        return "null"
+    text = repr(value)
+    if len(text) > _REPR_LIMIT:
+        text = text[: _REPR_LIMIT - 3] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _yamlErrorText(error: yaml.YAMLError) -> str:
+    """
+    Describe a YAML error by line and column (counted from 1) and problem,
+    without PyYAML's own name for the stream (which is not the file name).
+    """
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or getattr(error, "reason", None) or str(error)
+    if mark is None:
+        return f"invalid YAML: {problem}"
+    return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
+def _readFile(path: str, missingOk: bool) -> dict[Any, Any]:
+    """
+    Parse one YAML config file.
+
+    @param path: the file.
+    @param missingOk: if true, a file that does not exist reads as C{{}}.
+    @return: the top-level mapping; C{{}} for an empty file.
+    @raise ConfigError: the file cannot be read, is not YAML, or its top
+        level is not a mapping.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        if missingOk:
+            return {}
+        raise ConfigError(f"{path}: file disappeared while loading the config") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config file: {e.strerror or e}") from e
+    try:
+        # Bytes, not text: PyYAML then detects UTF-8/UTF-16 itself and reports
+        # undecodable input as a YAMLError.
+        document = yaml.load(data, Loader=_YAMLLoader)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: {_yamlErrorText(e)}") from e
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError(
+            f"{path}: the top level must be a mapping of option names to values,"
+            f" not {type(document).__name__}"
+        )
+    return document
+
+
+def _dropInFiles(directory: str) -> list[str]:
+    """
+    List the drop-in files of a C{master.d} or C{minion.d} directory: the
+    C{*.conf} files, sorted by name. Like a shell glob, names starting with a
+    dot are skipped (editor and backup leftovers).
+
+    @param directory: the drop-in directory; it may not exist.
+    @return: absolute paths.
+    @raise ConfigError: the directory exists but cannot be listed.
+    """
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise ConfigError(f"{directory}: cannot list config directory: {e.strerror or e}") from e
+    return [
+        os.path.join(directory, name)
+        for name in sorted(names)
+        if name.endswith(".conf") and not name.startswith(".")
+    ]
+
+
+def _checkLayer(
+    source: str, values: Mapping[Any, Any], options: Mapping[str, _Option]
+) -> dict[str, Any]:
+    """
+    Check every value of one layer (a file or the overrides).
+
+    Unknown options are logged and kept: a newer config may be shared with an
+    older daemon, and extension code may read options of its own.
+
+    @param source: the file name, or C{<overrides>}, for messages.
+    @param values: option name to value.
+    @param options: the daemon's spec table.
+    @return: the values to merge, normalized.
+    @raise ConfigError: an option name is not a string or a value is bad.
+    """
+    checked: dict[str, Any] = {}
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"{source}: option names must be strings, not {_describe(key)}")
+        option = options.get(key)
+        if option is None:
+            _log.warn("{path}: unknown option {key!r} ignored", path=source, key=key)
+            checked[key] = value
+        elif value is None and option.default is None:
+            checked[key] = None
+        else:
+            checked[key] = _checkValue(source, key, value, option)
+    return checked
+
+
+def _checkValue(source: str, key: str, value: Any, option: _Option) -> Any:
+    """
+    Run one option's check, turning a failure into a L{ConfigError}.
+
+    @return: the value to store.
+    """
+    try:
+        return option.check(value)
+    except _BadValue as e:
+        expected = e.expected + (" or null" if option.default is None else "")
+        raise ConfigError(
+            f"{source}: option {key!r} must be {expected}, not {_describe(value)}"
+        ) from None
+
+
+def _underRoot(rootDir: str, path: str) -> str:
+    """
+    Put one path under C{root_dir} as Salt's C{prepend_root_dir} does.
+
+    @param rootDir: an absolute root directory other than C{/}.
+    @param path: the configured path.
+    @return: C{path} if it is already under C{rootDir}, else C{rootDir} joined
+        with C{path} (with its leading slashes removed, if absolute).
+    """
+    if os.path.isabs(path):
+        # Compare whole components: "/srvx/pki" is not under "/srv".
+        if path == rootDir or path.startswith(rootDir.rstrip(os.sep) + os.sep):
+            return path
+        return os.path.join(rootDir, path.lstrip(os.sep))
+    return os.path.join(rootDir, path)
+
+
+def _applyRootDir(config: dict[str, Any], options: Mapping[str, _Option]) -> None:
+    """
+    Make C{root_dir} absolute and move every path option under it, in place.
+
+    Empty and C{null} paths stay as they are, and so does a C{log_file} that
+    is a syslog URL (C{file://}, C{udp://}, C{tcp://}).
+    """
+    rootDir = os.path.abspath(config["root_dir"])
+    config["root_dir"] = rootDir
+    if rootDir == os.sep:
+        return
+    for name, option in options.items():
+        path = config.get(name)
+        if option.check is not _checkPath or not path:
+            continue
+        if name == "log_file" and path.startswith(_LOG_URL_PREFIXES):
+            continue
+        config[name] = _underRoot(rootDir, path)
+
+
+def _loadConfig(
+    configDir: str,
+    daemon: str,
+    options: Mapping[str, _Option],
+    overrides: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """
+    Load one daemon's configuration; see L{loadMasterConfig}.
+
+    @param configDir: the config directory.
+    @param daemon: C{"master"} or C{"minion"}: the main file's name.
+    @param options: the daemon's spec table.
+    @param overrides: values that win over the files, or C{None}.
+    @return: the configuration.
+    """
+    configDir = os.path.abspath(configDir)
+    confFile = os.path.join(configDir, daemon)
+    # Deep copies: the returned dict is the caller's to mutate, and mutable
+    # defaults ({} and []) must not be shared between configs.
+    config = copy.deepcopy(_defaults(options))
+    layers: Iterable[tuple[str, Mapping[Any, Any]]] = [
+        (confFile, _readFile(confFile, missingOk=True)),
+        *((path, _readFile(path, missingOk=False)) for path in _dropInFiles(confFile + ".d")),
+        (_OVERRIDES_SOURCE, copy.deepcopy(dict(overrides or {}))),
+    ]
+    for source, values in layers:
+        config.update(_checkLayer(source, values, options))
+    _applyRootDir(config, options)
+    config["config_dir"] = configDir
+    config["conf_file"] = confFile
+    return config
+
+
+def loadMasterConfig(configDir: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """
+    Load the master's configuration.
+
+    Reads C{configDir/master} (a missing file means all defaults), then
+    C{configDir/master.d/*.conf} in sorted order, then C{overrides}; each
+    later layer wins. Options no layer sets take L{MASTER_DEFAULTS}. Path
+    options are then moved under C{root_dir}.
+
+    @param configDir: the config directory (C{-c}); relative paths are taken
+        from the current directory.
+    @param overrides: values that win over the files (CLI flags, tests). They
+        are checked like file values; C{None} is a value, not "unset".
+    @return: a new dict of every option, plus unknown options found in the
+        files, plus C{config_dir} and C{conf_file} (both absolute).
+    @raise ConfigError: a file is unreadable, not YAML, or not a mapping, or
+        a value has the wrong type or is out of range.
+    """
+    return _loadConfig(configDir, "master", _MASTER_OPTIONS, overrides)
+
+
+def loadMinionConfig(configDir: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """
+    Load the minion's configuration.
+
+    Like L{loadMasterConfig}, with C{configDir/minion}, C{configDir/minion.d}
+    and L{MINION_DEFAULTS}.
+
+    @param configDir: the config directory (C{-c}).
+    @param overrides: values that win over the files.
+    @return: a new dict of the configuration.
+    @raise ConfigError: as for L{loadMasterConfig}.
+    """
+    return _loadConfig(configDir, "minion", _MINION_OPTIONS, overrides)

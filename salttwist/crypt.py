@@ -1,0 +1,277 @@
+# -*- test-case-name: tests.test_crypt -*-
+"""
+Keys, ciphers and signatures.
+
+RSA keys (OAEP-SHA256 to encrypt, PSS-SHA256 to sign; never PKCS#1 v1.5),
+AES-256-GCM with a fresh random nonce per message, HMAC-SHA256 for proofs of
+a shared secret. Every function here is CPU work: callers on the reactor
+thread hand the expensive ones (key generation, private-key operations) to a
+thread or worker.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+NONCE_BYTES = 12
+AES_KEY_BYTES = 32
+MIN_RSA_BITS = 2048
+MAX_RSA_BITS = 8192
+
+_OAEP = padding.OAEP(
+    mgf=padding.MGF1(algorithm=hashes.SHA256()), algorithm=hashes.SHA256(), label=None
+)
+_PSS = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH)
+
+
+class CryptError(ValueError):
+    """
+    Raised when a key, ciphertext or signature is malformed or does not verify.
+    """
+
+
+def generatePrivateKey(keysize: int = 2048) -> rsa.RSAPrivateKey:
+    """
+    Make a new RSA private key with public exponent 65537.
+    """
+    if not MIN_RSA_BITS <= keysize <= MAX_RSA_BITS:
+        raise CryptError(f"keysize must be between {MIN_RSA_BITS} and {MAX_RSA_BITS}")
+    return rsa.generate_private_key(public_exponent=65537, key_size=keysize)
+
+
+def privateKeyToPem(key: rsa.RSAPrivateKey) -> bytes:
+    """
+    Serialise a private key as unencrypted PKCS#8 PEM.
+    """
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def publicKeyToPem(key: rsa.RSAPublicKey) -> bytes:
+    """
+    Serialise a public key as SubjectPublicKeyInfo PEM.
+    """
+    return key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def loadPrivateKey(pem: bytes) -> rsa.RSAPrivateKey:
+    """
+    Parse a PEM private key.
+
+    @raise CryptError: if it is not an RSA private key.
+    """
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as e:
+        raise CryptError(f"not a PEM private key: {e}") from e
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise CryptError("not an RSA private key")
+    return key
+
+
+def loadPublicKey(pem: bytes) -> rsa.RSAPublicKey:
+    """
+    Parse and vet a PEM public key.
+
+    @raise CryptError: if it is malformed, not RSA, smaller than
+        L{MIN_RSA_BITS}, larger than L{MAX_RSA_BITS}, or has a public exponent
+        other than 65537.
+    """
+    if not isinstance(pem, bytes) or len(pem) > 16384:
+        raise CryptError("public key must be PEM bytes of at most 16 KiB")
+    try:
+        key = serialization.load_pem_public_key(pem)
+    except (ValueError, TypeError) as e:
+        raise CryptError(f"not a PEM public key: {e}") from e
+    if not isinstance(key, rsa.RSAPublicKey):
+        raise CryptError("not an RSA public key")
+    if not MIN_RSA_BITS <= key.key_size <= MAX_RSA_BITS:
+        raise CryptError(
+            f"RSA key of {key.key_size} bits is outside {MIN_RSA_BITS}..{MAX_RSA_BITS}"
+        )
+    if key.public_numbers().e != 65537:
+        raise CryptError("RSA public exponent must be 65537")
+    return key
+
+
+def canonicalPublicPem(pem: bytes) -> bytes:
+    """
+    Parse, vet and re-serialise a public key, so that two encodings of one key
+    compare equal and nothing but the key itself is ever stored.
+    """
+    return publicKeyToPem(loadPublicKey(pem))
+
+
+def fingerprint(pem: bytes) -> str:
+    """
+    The SHA-256 fingerprint of a public key, as Salt shows it: the digest of
+    the DER body of the PEM, in colon-separated lowercase hex pairs.
+    """
+    lines = [
+        line.strip()
+        for line in pem.strip().splitlines()
+        if line.strip() and not line.startswith(b"-----")
+    ]
+    der = base64.b64decode(b"".join(lines))
+    digest = hashlib.sha256(der).hexdigest()
+    return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
+
+
+def rsaEncrypt(publicKey: rsa.RSAPublicKey, plaintext: bytes) -> bytes:
+    """
+    Encrypt a short secret to C{publicKey} with RSA-OAEP-SHA256.
+    """
+    return publicKey.encrypt(plaintext, _OAEP)
+
+
+def rsaDecrypt(privateKey: rsa.RSAPrivateKey, ciphertext: bytes) -> bytes:
+    """
+    Decrypt an RSA-OAEP-SHA256 ciphertext.
+
+    @raise CryptError: if it does not decrypt.
+    """
+    try:
+        return privateKey.decrypt(ciphertext, _OAEP)
+    except (ValueError, TypeError) as e:
+        raise CryptError("RSA decryption failed") from e
+
+
+def sign(privateKey: rsa.RSAPrivateKey, message: bytes) -> bytes:
+    """
+    Sign C{message} with RSA-PSS-SHA256.
+    """
+    return privateKey.sign(message, _PSS, hashes.SHA256())
+
+
+def verify(publicKey: rsa.RSAPublicKey, signature: bytes, message: bytes) -> None:
+    """
+    Check an RSA-PSS-SHA256 signature.
+
+    @raise CryptError: if it does not verify.
+    """
+    if not isinstance(signature, bytes) or not isinstance(message, bytes):
+        raise CryptError("signature and message must be bytes")
+    try:
+        publicKey.verify(signature, message, _PSS, hashes.SHA256())
+    except (InvalidSignature, ValueError, TypeError) as e:
+        raise CryptError("bad signature") from e
+
+
+def newAesKey() -> bytes:
+    """
+    A fresh random 256-bit key.
+    """
+    return os.urandom(AES_KEY_BYTES)
+
+
+@dataclass(frozen=True)
+class AesCipher:
+    """
+    AES-256-GCM with a fresh random 96-bit nonce per message; the nonce is
+    prepended to the ciphertext. C{aad} binds a ciphertext to its purpose so a
+    blob made for one channel is refused on another.
+    """
+
+    key: bytes
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, bytes) or len(self.key) != AES_KEY_BYTES:
+            raise CryptError("AES key must be 32 bytes")
+
+    def encrypt(self, plaintext: bytes, aad: bytes = b"") -> bytes:
+        """
+        @return: nonce + ciphertext + tag.
+        """
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce + AESGCM(self.key).encrypt(nonce, plaintext, aad)
+
+    def decrypt(self, blob: bytes, aad: bytes = b"") -> bytes:
+        """
+        @raise CryptError: if C{blob} is short, tampered with or made with
+            another key or C{aad}.
+        """
+        if not isinstance(blob, bytes) or len(blob) < NONCE_BYTES + 16:
+            raise CryptError("ciphertext too short")
+        try:
+            return AESGCM(self.key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
+        except InvalidTag as e:
+            raise CryptError("ciphertext does not authenticate") from e
+
+
+def hmacSha256(key: bytes, message: bytes) -> bytes:
+    """
+    HMAC-SHA256 of C{message}.
+    """
+    return hmac.new(key, message, hashlib.sha256).digest()
+
+
+def hmacEqual(a: bytes, b: bytes) -> bool:
+    """
+    Constant-time comparison of two MACs.
+    """
+    return isinstance(a, bytes) and isinstance(b, bytes) and hmac.compare_digest(a, b)
+
+
+def deriveKey(secret: bytes, context: bytes) -> bytes:
+    """
+    Derive a 256-bit key bound to C{context} from C{secret} (HMAC-SHA256 as a
+    PRF; both inputs are already uniformly random where we use it).
+    """
+    return hmacSha256(secret, b"salttwist-kdf:" + context)
+
+
+def writePrivateFile(path: str, data: bytes) -> None:
+    """
+    Create C{path} with mode 0600 and write C{data}, never following a
+    symlink and never widening the mode of an existing file: the file is
+    written beside the target and renamed over it.
+    """
+    directory = os.path.dirname(path) or "."
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def loadOrCreateKeyPair(
+    pkiDir: str, name: str, keysize: int = 2048
+) -> tuple[rsa.RSAPrivateKey, bytes]:
+    """
+    Load C{pkiDir/name.pem}, creating it (mode 0600) and C{name.pub} if it
+    does not exist. Blocking: call it before the reactor runs or in a thread.
+
+    @return: the private key and the public key PEM.
+    """
+    privPath = os.path.join(pkiDir, name + ".pem")
+    pubPath = os.path.join(pkiDir, name + ".pub")
+    if os.path.exists(privPath):
+        with open(privPath, "rb") as f:
+            key = loadPrivateKey(f.read())
+    else:
+        key = generatePrivateKey(keysize)
+        writePrivateFile(privPath, privateKeyToPem(key))
+    pubPem = publicKeyToPem(key.public_key())
+    if not os.path.exists(pubPath):
+        with open(pubPath + ".tmp", "wb") as f:
+            f.write(pubPem)
+        os.chmod(pubPath + ".tmp", 0o644)
+        os.replace(pubPath + ".tmp", pubPath)
+    return key, pubPem

@@ -1,0 +1,3 @@
+"""
+The event bus: tagged events published and subscribed over UNIX sockets.
+"""

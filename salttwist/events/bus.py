@@ -1,0 +1,217 @@
+# -*- test-case-name: tests.test_events -*-
+"""
+The master's event bus.
+
+L{LocalEventBus} is the in-process bus every part of the master fires into.
+L{EventPublisherFactory} serves it on C{master_event_pub.ipc} to subscribers
+in other processes (the CLI, salttwist-event), and L{EventPullFactory} takes
+events from other local processes on C{master_event_pull.ipc}.
+
+A subscriber that reads too slowly cannot grow the master's memory without
+bound: while its socket's write buffer is full, events wait in a queue of at
+most C{event_queue_max}; past that they are counted, not kept, and when the
+subscriber catches up it first receives a C{salt/event/dropped} event saying
+how many it missed. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from twisted.internet.interfaces import IPushProducer
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from salttwist import serial
+from salttwist.interfaces import IEventBus
+from salttwist.transport.framing import FrameProtocol, QuietFactory
+
+EventCallback = Callable[[str, dict[str, Any]], None]
+DROPPED_TAG = "salt/event/dropped"
+
+
+def stamp(data: dict[str, Any]) -> dict[str, Any]:
+    """
+    @return: a copy of C{data} with C{_stamp}, the current UTC time in ISO 8601.
+    """
+    stamped = dict(data)
+    stamped["_stamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return stamped
+
+
+def tagMatches(tag: str, prefixes: tuple[str, ...]) -> bool:
+    """
+    @return: whether C{tag} starts with one of C{prefixes}; everything matches
+        an empty tuple.
+    """
+    return not prefixes or tag.startswith(prefixes)
+
+
+class _Subscription:
+    def __init__(self, bus: LocalEventBus, prefixes: tuple[str, ...], callback: EventCallback):
+        self._bus = bus
+        self.prefixes = prefixes
+        self.callback = callback
+
+    def stop(self) -> None:
+        self._bus._subscriptions.discard(self)
+
+
+@implementer(IEventBus)
+class LocalEventBus:
+    """
+    An in-process publish/subscribe bus.
+    """
+
+    log = Logger()
+
+    def __init__(self) -> None:
+        self._subscriptions: set[_Subscription] = set()
+
+    def fire(self, tag: str, data: dict[str, Any]) -> None:
+        """
+        Deliver C{(tag, data + _stamp)} to every matching subscriber. A
+        subscriber that raises is logged and does not stop the others.
+        """
+        event = stamp(data)
+        for sub in list(self._subscriptions):
+            if tagMatches(tag, sub.prefixes):
+                try:
+                    sub.callback(tag, event)
+                except Exception:
+                    self.log.failure("event subscriber failed on {tag}", tag=tag)
+
+    def subscribe(self, prefixes: Iterable[str], callback: EventCallback) -> _Subscription:
+        """
+        Call C{callback(tag, data)} for every event whose tag starts with one of
+        C{prefixes}.
+        """
+        sub = _Subscription(self, tuple(prefixes), callback)
+        self._subscriptions.add(sub)
+        return sub
+
+
+@implementer(IPushProducer)
+class EventSubscriberProtocol(FrameProtocol):
+    """
+    One subscriber on C{master_event_pub.ipc}: it sends
+    C{{"subscribe": [prefix, ...]}}, is answered C{{"subscribed": True}}, then
+    receives C{{"tag": ..., "data": ...}} frames.
+    """
+
+    def __init__(self, bus: LocalEventBus, maxQueue: int) -> None:
+        self._bus = bus
+        self._maxQueue = maxQueue
+        self._subscription: _Subscription | None = None
+        self._paused = False
+        self._queue: deque[bytes] = deque()
+        self.dropped = 0
+
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        self.transport.registerProducer(self, True)
+
+    def frameReceived(self, message: dict[str, Any]) -> None:
+        prefixes = message.get("subscribe")
+        if self._subscription is not None or not isinstance(prefixes, list):
+            self.protocolViolation("expected one {'subscribe': [prefix, ...]} frame")
+            return
+        if not all(isinstance(p, str) for p in prefixes):
+            self.protocolViolation("subscription prefixes must be strings")
+            return
+        self._subscription = self._bus.subscribe(prefixes, self._deliver)
+        self.sendFrame({"subscribed": True})
+
+    def _deliver(self, tag: str, data: dict[str, Any]) -> None:
+        frame = serial.dumps({"tag": tag, "data": data})
+        if not self._paused:
+            self.sendString(frame)
+        elif len(self._queue) < self._maxQueue:
+            self._queue.append(frame)
+        else:
+            self.dropped += 1
+
+    def pauseProducing(self) -> None:
+        """
+        The socket's write buffer is full: queue events from now on.
+        """
+        self._paused = True
+
+    def resumeProducing(self) -> None:
+        """
+        The subscriber caught up: report drops, then flush the queue.
+        """
+        self._paused = False
+        if self.dropped:
+            self.log.warn(
+                "event subscriber {peer} was too slow: {n} events dropped",
+                peer=self.peerName,
+                n=self.dropped,
+            )
+            self.sendFrame({"tag": DROPPED_TAG, "data": stamp({"dropped": self.dropped})})
+            self.dropped = 0
+        while self._queue and not self._paused:
+            self.sendString(self._queue.popleft())
+
+    def stopProducing(self) -> None:
+        """
+        The connection is going away.
+        """
+        self._queue.clear()
+
+    def connectionLost(self, reason: object = None) -> None:
+        if self._subscription is not None:
+            self._subscription.stop()
+            self._subscription = None
+        self._queue.clear()
+
+
+class EventPublisherFactory(QuietFactory):
+    """
+    Serves L{LocalEventBus} to subscribers on a UNIX socket.
+    """
+
+    def __init__(self, bus: LocalEventBus, maxQueue: int = 10000) -> None:
+        self.bus = bus
+        self.maxQueue = maxQueue
+
+    def buildProtocol(self, addr: object) -> EventSubscriberProtocol:
+        proto = EventSubscriberProtocol(self.bus, self.maxQueue)
+        proto.factory = self
+        return proto
+
+
+class EventPullProtocol(FrameProtocol):
+    """
+    A local publisher on C{master_event_pull.ipc}: each frame
+    C{{"tag": str, "data": map}} is fired on the bus.
+    """
+
+    def __init__(self, bus: LocalEventBus, maxFrame: int) -> None:
+        self._bus = bus
+        self.MAX_LENGTH = maxFrame
+
+    def frameReceived(self, message: dict[str, Any]) -> None:
+        tag, data = message.get("tag"), message.get("data")
+        if not isinstance(tag, str) or not tag or len(tag) > 512 or not isinstance(data, dict):
+            self.protocolViolation("an event is {'tag': non-empty str, 'data': map}")
+            return
+        self._bus.fire(tag, data)
+
+
+class EventPullFactory(QuietFactory):
+    """
+    Takes events from local processes on a UNIX socket.
+    """
+
+    def __init__(self, bus: LocalEventBus, maxFrame: int) -> None:
+        self.bus = bus
+        self.maxFrame = maxFrame
+
+    def buildProtocol(self, addr: object) -> EventPullProtocol:
+        proto = EventPullProtocol(self.bus, self.maxFrame)
+        proto.factory = self
+        return proto

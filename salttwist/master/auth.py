@@ -1,0 +1,194 @@
+# -*- test-case-name: tests.test_master_auth -*-
+"""
+The master's half of minion authentication (seed 000, table 1).
+
+L{Authenticator.authenticate} is blocking (key files, an RSA signature): the
+req server runs it off the reactor thread.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from twisted.logger import Logger
+
+from salttwist import crypt, wire
+from salttwist.interfaces import IKeyStore
+from salttwist.master.keys import MasterKeys, PublicationKey
+from salttwist.pki.ids import InvalidMinionId, validateMinionId
+
+NONCE_BYTES = 32
+
+
+@dataclass
+class AuthOutcome:
+    """
+    @ivar reply: the clear-text frame to send back.
+    @ivar minionId: the validated id, or L{None} if the request was invalid.
+    @ivar sessionKey: the new session key when the minion was accepted.
+    @ivar events: C{(tag, data)} pairs to fire on the event bus.
+    """
+
+    reply: dict[str, Any]
+    minionId: str | None = None
+    sessionKey: bytes | None = None
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+def _error(message: str) -> AuthOutcome:
+    return AuthOutcome({"ret": "error", "error": message})
+
+
+class Authenticator:
+    """
+    Decides each auth request against the key store.
+
+    @param publicationKey: returns the current publication key.
+    @param publishPort: returns the port minions subscribe to.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        keyStore: IKeyStore,
+        masterKeys: MasterKeys,
+        publicationKey: Callable[[], PublicationKey],
+        publishPort: Callable[[], int],
+        autoAccept: bool = False,
+    ) -> None:
+        self._keys = keyStore
+        self._master = masterKeys
+        self._publicationKey = publicationKey
+        self._publishPort = publishPort
+        self._autoAccept = autoAccept
+
+    def authenticate(self, load: dict[str, Any], challenge: bytes, peer: str) -> AuthOutcome:
+        """
+        Check one C{_auth} request.
+
+        @param load: C{{"id", "pub", "nonce", "sig"}} as received.
+        @param challenge: the challenge this connection was greeted with.
+        """
+        try:
+            minionId = validateMinionId(load.get("id"))
+        except InvalidMinionId as e:
+            self.log.warn("auth from {peer} refused: invalid minion id: {e}", peer=peer, e=e)
+            return _error(f"invalid minion id: {e}")
+        pem, nonce, sig = load.get("pub"), load.get("nonce"), load.get("sig")
+        if not isinstance(nonce, bytes) or len(nonce) != NONCE_BYTES:
+            return _error(f"nonce must be {NONCE_BYTES} bytes")
+        try:
+            publicKey = crypt.loadPublicKey(pem)  # type: ignore[arg-type]
+            crypt.verify(
+                publicKey,
+                sig,
+                wire.authRequestMessage(challenge, nonce, minionId, pem),  # type: ignore[arg-type]
+            )
+        except crypt.CryptError as e:
+            self.log.warn("auth for {id} from {peer} refused: {e}", id=minionId, peer=peer, e=e)
+            return _error(f"authentication failed: {e}")
+        canonical = crypt.publicKeyToPem(publicKey)
+        outcome = self._decide(minionId, canonical)
+        if outcome.reply["ret"] != "accepted":
+            self.log.info(
+                "auth for {id} from {peer}: {ret}", id=minionId, peer=peer, ret=outcome.reply["ret"]
+            )
+            return outcome
+        return self._accept(minionId, publicKey, canonical, challenge, nonce)
+
+    def _decide(self, minionId: str, pem: bytes) -> AuthOutcome:
+        keys = self._keys
+        event = {"id": minionId, "pub": pem.decode("ascii")}
+        if keys.getKey("minions_rejected", minionId) is not None:
+            return AuthOutcome(
+                {"ret": "rejected"},
+                minionId,
+                events=[("salt/auth", dict(event, act="reject", result=False))],
+            )
+        for state in ("minions", "minions_pre"):
+            stored = keys.getKey(state, minionId)
+            if stored is None:
+                continue
+            if _sameKey(stored, pem):
+                if state == "minions":
+                    return AuthOutcome({"ret": "accepted"}, minionId)
+                if self._autoAccept:
+                    keys.moveKey(minionId, "minions_pre", "minions")
+                    return AuthOutcome({"ret": "accepted"}, minionId)
+                return AuthOutcome(
+                    {"ret": "pending"},
+                    minionId,
+                    events=[("salt/auth", dict(event, act="pend", result=True))],
+                )
+            keys.putKey("minions_denied", minionId, pem)
+            self.log.warn(
+                "minion {id} presented a key that differs from its {state} key; "
+                "the new key was put in minions_denied and refused",
+                id=minionId,
+                state=state,
+            )
+            return AuthOutcome(
+                {"ret": "denied"},
+                minionId,
+                events=[
+                    ("salt/auth", dict(event, act="denied", result=False)),
+                    ("salt/key", {"act": "deny", "id": minionId}),
+                ],
+            )
+        if self._autoAccept:
+            keys.putKey("minions", minionId, pem)
+            self.log.warn("auto_accept: accepted the key of new minion {id}", id=minionId)
+            return AuthOutcome(
+                {"ret": "accepted"},
+                minionId,
+                events=[("salt/key", {"act": "accept", "id": minionId})],
+            )
+        keys.putKey("minions_pre", minionId, pem)
+        return AuthOutcome(
+            {"ret": "pending"},
+            minionId,
+            events=[
+                ("salt/auth", dict(event, act="pend", result=True)),
+                ("salt/key", {"act": "pend", "id": minionId}),
+            ],
+        )
+
+    def _accept(
+        self, minionId: str, publicKey: Any, pem: bytes, challenge: bytes, nonce: bytes
+    ) -> AuthOutcome:
+        publication = self._publicationKey()
+        sessionKey = os.urandom(crypt.AES_KEY_BYTES)
+        aesCt = crypt.rsaEncrypt(publicKey, publication.key)
+        sessionCt = crypt.rsaEncrypt(publicKey, sessionKey)
+        port = self._publishPort()
+        signature = crypt.sign(
+            self._master.privateKey,
+            wire.authReplyMessage(
+                challenge, nonce, minionId, aesCt, sessionCt, publication.kid, port
+            ),
+        )
+        reply = {
+            "ret": "accepted",
+            "master_pub": self._master.publicPem,
+            "aes": aesCt,
+            "session": sessionCt,
+            "kid": publication.kid,
+            "publish_port": port,
+            "sig": signature,
+        }
+        event = (
+            "salt/auth",
+            {"id": minionId, "pub": pem.decode("ascii"), "act": "accept", "result": True},
+        )
+        return AuthOutcome(reply, minionId, sessionKey, [event])
+
+
+def _sameKey(stored: bytes, pem: bytes) -> bool:
+    try:
+        return crypt.canonicalPublicPem(stored) == pem
+    except crypt.CryptError:
+        return False

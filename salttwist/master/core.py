@@ -1,0 +1,300 @@
+# -*- test-case-name: tests.test_master_core -*-
+"""
+The master's state and the handlers the req and pub channels dispatch to.
+
+Protocols parse bytes and call one method here; everything the master knows
+(sessions, subscribers, recent jobs, keys) lives on L{Master}. Blocking or
+CPU-heavy work (key files, RSA, signing publications) goes through
+C{runBlocking}, a thread by default.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.logger import Logger
+
+from salttwist import crypt, serial, wire
+from salttwist.interfaces import IEventBus, IKeyStore
+from salttwist.jid import JidGenerator
+from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
+from salttwist.master.jobs import JobRegistry
+from salttwist.master.keys import MasterKeys, PublicationKey
+from salttwist.pki.ids import InvalidMinionId, validateMinionId
+from salttwist.targeting import TargetError, checkMinions, validateTarget
+
+if TYPE_CHECKING:
+    from salttwist.master.publisher import PubServerProtocol
+    from salttwist.master.reqserver import ReqServerProtocol
+
+RunBlocking = Callable[..., Deferred]
+FUNCTION_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
+AuthResult = tuple[dict[str, Any], bytes | None, str | None, str | None]
+
+
+def runSynchronously(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Deferred:
+    """
+    A C{runBlocking} for tests: run C{f} now, on the calling thread.
+    """
+    return maybeDeferred(f, *args, **kwargs)
+
+
+class Master:
+    """
+    The master's shared state.
+
+    @ivar sessions: authenticated minion req sessions by minion id.
+    @ivar subscribers: pub-channel subscribers by minion id.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        masterKeys: MasterKeys,
+        keyStore: IKeyStore,
+        bus: IEventBus,
+        runBlocking: RunBlocking,
+        clock: Any,
+    ) -> None:
+        self.config = config
+        self.masterKeys = masterKeys
+        self.keyStore = keyStore
+        self.bus = bus
+        self.runBlocking = runBlocking
+        self.clock = clock
+        self.maxFrameBytes: int = config["max_frame_bytes"]
+        self.publicationKey = PublicationKey()
+        self.publishPort: int = config["publish_port"]
+        self.sessions: dict[str, ReqServerProtocol] = {}
+        self.subscribers: dict[str, PubServerProtocol] = {}
+        self.jobs = JobRegistry()
+        self.jids = JidGenerator()
+        self.authenticator = Authenticator(
+            keyStore,
+            masterKeys,
+            lambda: self.publicationKey,
+            lambda: self.publishPort,
+            autoAccept=config["auto_accept"],
+        )
+
+    # -- clear-text functions -------------------------------------------------
+
+    def clearAuth(self, proto: ReqServerProtocol, load: dict[str, Any]) -> Deferred[AuthResult]:
+        """
+        C{_auth}: a minion authenticates (off the reactor thread).
+        """
+        d = self.runBlocking(self.authenticator.authenticate, load, proto.challenge, proto.peerName)
+
+        def done(outcome: AuthOutcome) -> AuthResult:
+            for tag, data in outcome.events:
+                self.bus.fire(tag, data)
+            role = "minion" if outcome.sessionKey is not None else None
+            return outcome.reply, outcome.sessionKey, role, outcome.minionId
+
+        return d.addCallback(done)
+
+    def clearClientAuth(self, proto: ReqServerProtocol, load: dict[str, Any]) -> AuthResult:
+        """
+        C{_client_auth}: the local client proves it can read the root key by
+        a MAC over this connection's challenge; the session key is derived
+        from both, so the root key itself never crosses the wire.
+        """
+        nonce, mac = load.get("nonce"), load.get("mac")
+        rootKey = self.masterKeys.rootKey
+        if isinstance(nonce, bytes) and len(nonce) == NONCE_BYTES:
+            expected = crypt.hmacSha256(rootKey, wire.clientAuthMessage(proto.challenge, nonce))
+            if crypt.hmacEqual(expected, mac):  # type: ignore[arg-type]
+                key = crypt.deriveKey(rootKey, wire.clientSessionContext(proto.challenge, nonce))
+                return {"ret": "ok"}, key, "client", None
+        self.log.warn("local client authentication from {peer} failed", peer=proto.peerName)
+        return {"ret": "error", "error": "client authentication failed"}, None, None, None
+
+    # -- sessions and subscriptions -----------------------------------------
+
+    def sessionStarted(self, proto: ReqServerProtocol) -> None:
+        """
+        A req session opened; a minion's replaces any older one of its id.
+        """
+        if proto.role != "minion" or proto.minionId is None:
+            return
+        old = self.sessions.get(proto.minionId)
+        self.sessions[proto.minionId] = proto
+        if old is not None and old is not proto:
+            self.log.info(
+                "minion {id} re-authenticated; closing its old session", id=proto.minionId
+            )
+            old.transport.loseConnection()
+
+    def sessionEnded(self, proto: ReqServerProtocol) -> None:
+        """
+        A req session closed: its pub subscription ends with it.
+        """
+        minionId = proto.minionId
+        if minionId is None or self.sessions.get(minionId) is not proto:
+            return
+        del self.sessions[minionId]
+        subscriber = self.subscribers.pop(minionId, None)
+        if subscriber is not None:
+            subscriber.transport.loseConnection()
+
+    def subscribe(self, proto: PubServerProtocol, minionId: object, mac: object) -> str | None:
+        """
+        A minion asks for publications.
+
+        @return: its id if the MAC proves it holds the current session of
+            that id, else L{None}.
+        """
+        try:
+            validId = validateMinionId(minionId)
+        except InvalidMinionId as e:
+            self.log.warn("pub subscription from {peer} refused: {e}", peer=proto.peerName, e=e)
+            return None
+        session = self.sessions.get(validId)
+        key = session.sessionKey if session is not None else None
+        if key is None:
+            self.log.warn("pub subscription for {id} refused: no session", id=validId)
+            return None
+        token = crypt.deriveKey(key, wire.PUB_TOKEN_CONTEXT)
+        expected = crypt.hmacSha256(token, wire.pubSubscribeMessage(proto.challenge, validId))
+        if not crypt.hmacEqual(expected, mac):  # type: ignore[arg-type]
+            self.log.warn("pub subscription for {id} refused: bad proof", id=validId)
+            return None
+        old = self.subscribers.get(validId)
+        self.subscribers[validId] = proto
+        if old is not None and old is not proto:
+            old.transport.loseConnection()
+        self.bus.fire(
+            f"salt/minion/{validId}/start",
+            {
+                "id": validId,
+                "cmd": "_minion_event",
+                "data": f"Minion {validId} started at {time.ctime()}",
+            },
+        )
+        return validId
+
+    def unsubscribe(self, proto: PubServerProtocol) -> None:
+        """
+        A pub connection closed.
+        """
+        if proto.minionId is not None and self.subscribers.get(proto.minionId) is proto:
+            del self.subscribers[proto.minionId]
+
+    # -- session functions ----------------------------------------------------
+
+    def minionReturn(self, proto: ReqServerProtocol, load: dict[str, Any]) -> dict[str, Any]:
+        """
+        C{_return}: a minion returns a job's result. The return must name the
+        session's own id and a job that targeted it, once.
+        """
+        claimed, jid = load.get("id"), load.get("jid")
+        if claimed != proto.minionId:
+            self.log.warn(
+                "minion {id} sent a return claiming to be {claimed!r}; refused",
+                id=proto.minionId,
+                claimed=claimed,
+            )
+            raise ValueError("the return's id does not match the session")
+        assert proto.minionId is not None
+        problem = self.jobs.checkReturn(jid, proto.minionId) if isinstance(jid, str) else "no jid"
+        if problem is not None:
+            self.log.warn("return from {id} refused: {problem}", id=proto.minionId, problem=problem)
+            raise ValueError(f"return refused: {problem}")
+        event = {
+            "cmd": "_return",
+            "id": proto.minionId,
+            "jid": jid,
+            "fun": load.get("fun"),
+            "fun_args": load.get("fun_args", []),
+            "return": load.get("return"),
+            "retcode": load.get("retcode", 0),
+            "success": load.get("success", True),
+        }
+        self.bus.fire(f"salt/job/{jid}/ret/{proto.minionId}", event)
+        return {"ret": True}
+
+    def clientPublish(
+        self, proto: ReqServerProtocol, load: dict[str, Any]
+    ) -> Deferred[dict[str, Any]]:
+        """
+        C{publish}: the local client sends a job. The master works out which
+        accepted minions are targeted, then seals, signs and broadcasts it.
+
+        @return: C{{"jid": ..., "minions": [...]}}.
+        """
+        fun, arg = load.get("fun"), load.get("arg", [])
+        tgt, tgtType = load.get("tgt"), load.get("tgt_type", "glob")
+        if not isinstance(fun, str) or not FUNCTION_NAME.match(fun):
+            raise ValueError(f"invalid function name {fun!r}")
+        if not isinstance(arg, list):
+            raise ValueError("arg must be a list")
+        if not isinstance(tgtType, str):
+            raise ValueError("tgt_type must be a string")
+        try:
+            validateTarget(tgt, tgtType)
+        except TargetError as e:
+            raise ValueError(f"invalid target: {e}") from e
+        user = load.get("user") if isinstance(load.get("user"), str) else "root"
+
+        def expected(_: object) -> list[str]:
+            return checkMinions(self.keyStore.listKeys("minions"), tgt, tgtType)
+
+        d = self.runBlocking(expected, None)
+        return d.addCallback(self._publishTo, fun, arg, tgt, tgtType, user)
+
+    def _publishTo(
+        self, minions: list[str], fun: str, arg: list[Any], tgt: Any, tgtType: str, user: str
+    ) -> Deferred[dict[str, Any]] | dict[str, Any]:
+        if not minions:
+            return {"jid": "", "minions": []}
+        jid = self.jids.next()
+        load = {
+            "jid": jid,
+            "fun": fun,
+            "arg": arg,
+            "tgt": tgt,
+            "tgt_type": tgtType,
+            "user": user,
+            "ts": self.clock.seconds(),
+        }
+        self.jobs.add(jid, load, minions)
+        self.bus.fire(
+            f"salt/job/{jid}/new",
+            {
+                "jid": jid,
+                "tgt": tgt,
+                "tgt_type": tgtType,
+                "fun": fun,
+                "arg": arg,
+                "minions": minions,
+                "user": user,
+            },
+        )
+        d = self.publish(load)
+        return d.addCallback(lambda _: {"jid": jid, "minions": minions})
+
+    def publish(self, load: dict[str, Any]) -> Deferred[None]:
+        """
+        Seal C{load} with the publication key, sign it (off the reactor
+        thread), and write the one frame to every subscriber.
+        """
+        publication = self.publicationKey
+
+        def seal() -> bytes:
+            blob = publication.cipher().encrypt(
+                serial.dumps(load), wire.publicationAad(publication.kid)
+            )
+            signature = crypt.sign(self.masterKeys.privateKey, blob)
+            return serial.dumps({"pub": blob, "sig": signature, "kid": publication.kid})
+
+        def broadcast(frame: bytes) -> None:
+            for subscriber in list(self.subscribers.values()):
+                subscriber.sendString(frame)
+
+        return self.runBlocking(seal).addCallback(broadcast)

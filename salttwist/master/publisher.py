@@ -1,0 +1,73 @@
+# -*- test-case-name: tests.test_master_core -*-
+"""
+The pub channel's server side: minions subscribe, the master broadcasts.
+
+A minion subscribes with C{{"cmd": "subscribe", "id": ..., "mac": ...}},
+where the MAC over this connection's challenge is keyed with a token derived
+from its current req-channel session key: only a minion holding a live
+session receives publications, and deleting its key cuts it off.
+
+Each publication is C{{"pub": blob, "sig": signature, "kid": n}}: the load
+sealed with the publication key (AES-256-GCM), signed by the master. The
+frame is built once and written to every subscriber.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from salttwist.transport.framing import FrameProtocol, QuietFactory
+
+if TYPE_CHECKING:
+    from salttwist.master.core import Master
+
+
+class PubServerProtocol(FrameProtocol):
+    """
+    One minion's pub-channel connection.
+    """
+
+    minionId: str | None = None
+
+    def __init__(self, master: Master) -> None:
+        self._master = master
+        self.challenge = os.urandom(32)
+
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        self.sendFrame({"cmd": "hello", "challenge": self.challenge})
+
+    def frameReceived(self, message: dict[str, Any]) -> None:
+        if self.minionId is not None:
+            if message.get("cmd") != "ping":
+                self.protocolViolation("minions only listen on the pub channel")
+            return
+        if message.get("cmd") != "subscribe":
+            self.protocolViolation("expected a subscribe frame")
+            return
+        minionId = self._master.subscribe(self, message.get("id"), message.get("mac"))
+        if minionId is None:
+            self.sendFrame({"ret": "refused"})
+            self.transport.loseConnection()
+            return
+        self.minionId = minionId
+        self.sendFrame({"ret": "subscribed"})
+
+    def connectionLost(self, reason: object = None) -> None:
+        if self.minionId is not None:
+            self._master.unsubscribe(self)
+
+
+class PubServerFactory(QuietFactory):
+    """
+    Builds L{PubServerProtocol}s bound to one L{Master}.
+    """
+
+    def __init__(self, master: Master) -> None:
+        self.master = master
+
+    def buildProtocol(self, addr: object) -> PubServerProtocol:
+        proto = PubServerProtocol(self.master)
+        proto.factory = self
+        return proto

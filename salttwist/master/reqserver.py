@@ -1,0 +1,156 @@
+# -*- test-case-name: tests.test_master_core -*-
+"""
+The req channel's server side.
+
+Before a session exists only the clear-text allow-list answers:
+L{CLEAR_FUNCS}. After C{_auth} a minion session may call only
+L{MINION_FUNCS}; after C{_client_auth} the local client only
+L{CLIENT_FUNCS}. Every name maps to a method of L{Master}; nothing else is
+reachable from the wire.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet.defer import maybeDeferred
+from twisted.python.failure import Failure
+
+from salttwist.transport.framing import FrameProtocol, QuietFactory
+from salttwist.transport.reqclient import PROTOCOL_VERSION
+from salttwist.transport.session import SessionCipher, SessionError
+
+if TYPE_CHECKING:
+    from salttwist.master.core import Master
+
+#: Clear-text commands -> Master method. Each returns a Deferred of
+#: C{(reply, sessionKey or None, role, minionId)}.
+CLEAR_FUNCS = {"_auth": "clearAuth", "_client_auth": "clearClientAuth"}
+#: Commands an authenticated minion session may send.
+MINION_FUNCS = {"_return": "minionReturn"}
+#: Commands an authenticated local-client session may send.
+CLIENT_FUNCS = {"publish": "clientPublish"}
+
+ROLE_FUNCS = {"minion": MINION_FUNCS, "client": CLIENT_FUNCS}
+
+
+class ReqServerProtocol(FrameProtocol):
+    """
+    One req-channel connection: clear-text authentication, then a session.
+
+    @ivar role: C{"minion"} or C{"client"} once authenticated.
+    @ivar minionId: the authenticated minion's id (minion sessions).
+    """
+
+    role: str | None = None
+    minionId: str | None = None
+
+    def __init__(self, master: Master) -> None:
+        self._master = master
+        self.challenge = os.urandom(32)
+        self._session: SessionCipher | None = None
+        self._authenticating = False
+
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        self.sendFrame({"cmd": "hello", "challenge": self.challenge, "version": PROTOCOL_VERSION})
+
+    def frameReceived(self, message: dict[str, Any]) -> None:
+        if self._session is None:
+            self._clearFrame(message)
+        else:
+            self._sessionFrame(message)
+
+    def _clearFrame(self, message: dict[str, Any]) -> None:
+        if self._authenticating:
+            self.protocolViolation("frame sent while authentication is in progress")
+            return
+        cmd = message.get("cmd")
+        method = CLEAR_FUNCS.get(cmd) if isinstance(cmd, str) else None
+        if method is None:
+            self.sendFrame({"ret": "error", "error": f"{cmd!r} is not available without a session"})
+            self.transport.loseConnection()
+            return
+        self._authenticating = True
+        d = maybeDeferred(getattr(self._master, method), self, message)
+        d.addCallbacks(self._authDone, self._authFailed)
+
+    def _authDone(
+        self, result: tuple[dict[str, Any], bytes | None, str | None, str | None]
+    ) -> None:
+        reply, sessionKey, role, minionId = result
+        self._authenticating = False
+        if not self.transport.connected:
+            return
+        self.sendFrame(reply)
+        if sessionKey is None:
+            self.transport.loseConnection()
+            return
+        self._session = SessionCipher(sessionKey, isServer=True)
+        self.role, self.minionId = role, minionId
+        self.setMaxFrame(self._master.maxFrameBytes)
+        self._master.sessionStarted(self)
+
+    def _authFailed(self, failure: Failure) -> None:
+        self.log.failure("authentication of {peer} failed", failure, peer=self.peerName)
+        self._authenticating = False
+        if self.transport.connected:
+            self.sendFrame({"ret": "error", "error": "internal error during authentication"})
+            self.transport.loseConnection()
+
+    def _sessionFrame(self, message: dict[str, Any]) -> None:
+        assert self._session is not None and self.role is not None
+        try:
+            payload = self._session.open(message)
+        except SessionError as e:
+            self.protocolViolation(str(e))
+            return
+        rid = payload.get("rid")
+        cmd = payload.get("cmd")
+        method = ROLE_FUNCS[self.role].get(cmd) if isinstance(cmd, str) else None
+        if method is None:
+            self.sendPayload({"rid": rid, "error": f"{cmd!r} is not available to a {self.role}"})
+            return
+        d = maybeDeferred(getattr(self._master, method), self, payload)
+        d.addErrback(self._requestFailed, cmd)
+        d.addCallback(lambda result: self.sendPayload(dict(result, rid=rid)))
+
+    def _requestFailed(self, failure: Failure, cmd: str) -> dict[str, Any]:
+        if failure.check(ValueError):
+            return {"error": str(failure.value)}
+        self.log.failure("{cmd} from {peer} failed", failure, cmd=cmd, peer=self.peerName)
+        return {"error": f"internal error in {cmd}"}
+
+    def sendPayload(self, payload: dict[str, Any]) -> None:
+        """
+        Seal and send one session payload (a reply, or a push when it has no
+        C{rid}).
+        """
+        if self._session is not None and self.transport.connected:
+            self.sendFrame(self._session.seal(payload))
+
+    @property
+    def sessionKey(self) -> bytes | None:
+        """
+        The key of this connection's session, if it has one.
+        """
+        return self._session._cipher.key if self._session is not None else None
+
+    def connectionLost(self, reason: object = None) -> None:
+        if self.role is not None:
+            self._master.sessionEnded(self)
+
+
+class ReqServerFactory(QuietFactory):
+    """
+    Builds L{ReqServerProtocol}s bound to one L{Master}.
+    """
+
+    def __init__(self, master: Master) -> None:
+        self.master = master
+
+    def buildProtocol(self, addr: object) -> ReqServerProtocol:
+        proto = ReqServerProtocol(self.master)
+        proto.factory = self
+        return proto

@@ -1,0 +1,51 @@
+# -*- test-case-name: tests.test_master_service -*-
+"""
+The twistd plugin's options and service maker for C{salttwist-master}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.python import usage
+
+from salttwist.config import ConfigError, loadMasterConfig
+from salttwist.daemon import StartupError
+
+
+class Options(usage.Options):
+    """
+    Options of C{twistd salttwist-master}.
+    """
+
+    synopsis = "[-c CONFIG_DIR]"
+    longdesc = "Run the salttwist master: the pub and req channels and the event bus."
+    optParameters = [
+        ["config-dir", "c", "/etc/salttwist", "Directory holding the 'master' config file."],
+    ]
+
+    def postOptions(self) -> None:
+        """
+        Load and check the configuration now, so twistd reports errors
+        before it daemonizes.
+        """
+        try:
+            self["config"] = loadMasterConfig(self["config-dir"])
+        except ConfigError as e:
+            raise usage.UsageError(str(e)) from e
+
+
+def makeService(options: Options, reactor: Any = None) -> Any:
+    """
+    Build the master's service tree.
+    """
+    from salttwist.master.service import MasterService
+
+    if reactor is None:
+        from twisted.internet import reactor as globalReactor
+
+        reactor = globalReactor
+    try:
+        return MasterService(options["config"], reactor)
+    except StartupError as e:
+        raise SystemExit(f"salttwist-master: {e}") from e

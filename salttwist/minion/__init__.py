@@ -1,0 +1,3 @@
+"""
+The salttwist minion daemon.
+"""

@@ -1,0 +1,391 @@
+# -*- test-case-name: tests.test_minion -*-
+"""
+The minion's connection to its master: authenticate on the req channel,
+subscribe on the pub channel, run what is published for it, send returns.
+
+One attempt runs start to finish as a coroutine (L{Minion._attempt}); any
+failure or lost connection ends the attempt and schedules the next one with
+exponential back-off and jitter (Salt's C{recon_default}, C{recon_max},
+C{recon_randomize}), or after C{acceptance_wait_time} while the key is
+pending. Each attempt has a generation number, so callbacks from an older
+attempt can never act on a newer one.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionLost
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+
+from salttwist import crypt, serial, wire
+from salttwist.jid import isJid
+from salttwist.minion.executor import Executor
+from salttwist.minion.pubclient import PubClientProtocol
+from salttwist.minion.replay import ReplayGuard
+from salttwist.targeting import TargetError, matchMinion
+from salttwist.transport.framing import quietFactory
+from salttwist.transport.reqclient import ReqClientProtocol, RequestError, reqClientFactory
+
+MASTER_PUB_FILE = "minion_master.pub"
+#: Returns kept in memory while the master is unreachable.
+MAX_PENDING_RETURNS = 10000
+
+ConnectTCP = Callable[[str, int, Factory], Deferred]
+
+
+class AttemptFailed(Exception):
+    """
+    This connection attempt ended; C{retryIn} says when to try again
+    (L{None} means the back-off decides).
+    """
+
+    def __init__(self, message: str, retryIn: float | None = None) -> None:
+        super().__init__(message)
+        self.retryIn = retryIn
+
+
+class Minion:
+    """
+    A minion's connection state and job handling.
+
+    @ivar state: C{"stopped"}, C{"connecting"}, C{"waiting"} or C{"ready"}.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        minionId: str,
+        privateKey: Any,
+        publicPem: bytes,
+        executor: Executor,
+        reactor: Any,
+        connectTCP: ConnectTCP,
+        runBlocking: Callable[..., Deferred],
+    ) -> None:
+        self.config = config
+        self.id = minionId
+        self.privateKey = privateKey
+        self.publicPem = publicPem
+        self.executor = executor
+        self.reactor = reactor
+        self.connectTCP = connectTCP
+        self.runBlocking = runBlocking
+        self.state = "stopped"
+        self.req: ReqClientProtocol | None = None
+        self.pub: PubClientProtocol | None = None
+        self.replay = ReplayGuard(reactor)
+        self.pendingReturns: deque[dict[str, Any]] = deque(maxlen=MAX_PENDING_RETURNS)
+        self._generation = 0
+        self._failures = 0
+        self._retryCall: Any = None
+        self._pubCipher: crypt.AesCipher | None = None
+        self._kid: int | None = None
+        self._masterKey: Any = None
+        self._readyWaiters: list[Deferred[None]] = []
+        master = config["master"]
+        self.masterHost: str = master if isinstance(master, str) else master[0]
+        self._pinnedPath = os.path.join(config["pki_dir"], MASTER_PUB_FILE)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def start(self) -> None:
+        """
+        Begin connecting to the master.
+        """
+        if self.state == "stopped":
+            self._startAttempt()
+
+    def stop(self) -> None:
+        """
+        Close every connection and stop retrying.
+        """
+        self.state = "stopped"
+        self._generation += 1
+        if self._retryCall is not None and self._retryCall.active():
+            self._retryCall.cancel()
+        self._closeConnections()
+
+    def whenReady(self) -> Deferred[None]:
+        """
+        @return: a L{Deferred} that fires the next time the minion is
+            authenticated and subscribed (at once if it is now).
+        """
+        d: Deferred[None] = Deferred()
+        if self.state == "ready":
+            d.callback(None)
+        else:
+            self._readyWaiters.append(d)
+        return d
+
+    def _startAttempt(self) -> None:
+        self._generation += 1
+        generation = self._generation
+        self.state = "connecting"
+        Deferred.fromCoroutine(self._attempt(generation)).addErrback(
+            self._attemptFailed, generation
+        )
+
+    def _attemptFailed(self, failure: Any, generation: int) -> None:
+        if generation != self._generation or self.state == "stopped":
+            return
+        retryIn = getattr(failure.value, "retryIn", None)
+        if retryIn is None:
+            retryIn = self._backoff()
+        if failure.check(AttemptFailed):
+            message = str(failure.value)
+        elif failure.check(ConnectionLost):
+            message = "lost the connection to the master"
+        else:
+            message = f"{type(failure.value).__name__}: {failure.value}"
+        self.log.warn(
+            "minion {id}: {message}; retrying in {delay:.1f}s",
+            id=self.id,
+            message=message,
+            delay=retryIn,
+        )
+        self._generation += 1
+        self.state = "waiting"
+        self._closeConnections()
+        self._retryCall = self.reactor.callLater(retryIn, self._startAttempt)
+
+    def _backoff(self) -> float:
+        base = self.config["recon_default"] / 1000.0
+        cap = max(base, self.config["recon_max"] / 1000.0)
+        delay = min(cap, base * (2 ** min(self._failures, 16)))
+        self._failures += 1
+        if self.config["recon_randomize"]:
+            delay = random.uniform(delay / 2, delay)
+        return delay
+
+    def _closeConnections(self) -> None:
+        for proto in (self.req, self.pub):
+            if proto is not None and proto.transport is not None:
+                proto.transport.loseConnection()
+        self.req = self.pub = None
+
+    # -- one attempt ---------------------------------------------------------
+
+    async def _attempt(self, generation: int) -> None:
+        port = self.config["master_port"]
+        maxFrame = self.config["max_frame_bytes"]
+        try:
+            req = await self.connectTCP(self.masterHost, port, reqClientFactory(maxFrame))
+        except Exception as e:
+            raise AttemptFailed(f"cannot reach the master at {self.masterHost}:{port} ({e})") from e
+        self.req = req
+        req.lost.addCallback(self._connectionLost, generation)
+        challenge = await req.hello
+        nonce = os.urandom(32)
+        signature = await self.runBlocking(
+            crypt.sign,
+            self.privateKey,
+            wire.authRequestMessage(challenge, nonce, self.id, self.publicPem),
+        )
+        reply = await req.sendClear(
+            {
+                "cmd": "_auth",
+                "id": self.id,
+                "pub": self.publicPem,
+                "nonce": nonce,
+                "sig": signature,
+                "autosign_grains": self._autosignGrains(),
+            }
+        )
+        ret = reply.get("ret")
+        if ret == "pending":
+            raise AttemptFailed(
+                f"the master has not accepted this minion's key yet (salttwist-key -a {self.id})",
+                float(self.config["acceptance_wait_time"]),
+            )
+        if ret in ("rejected", "denied"):
+            raise AttemptFailed(
+                f"the master {ret} this minion's key", float(self.config["acceptance_wait_time"])
+            )
+        if ret != "accepted":
+            raise AttemptFailed(f"authentication failed: {reply.get('error', reply)!r}")
+        publicationKey, sessionKey, publishPort = await self.runBlocking(
+            self._openAuthReply, reply, challenge, nonce
+        )
+        if generation != self._generation:
+            return
+        req.startSession(sessionKey)
+        self._pubCipher = crypt.AesCipher(publicationKey)
+        self._kid = reply["kid"]
+        pub = await self.connectTCP(
+            self.masterHost, publishPort, quietFactory(lambda: PubClientProtocol(maxFrame))
+        )
+        self.pub = pub
+        pub.lost.addCallback(self._connectionLost, generation)
+        pubChallenge = await pub.hello
+        token = crypt.deriveKey(sessionKey, wire.PUB_TOKEN_CONTEXT)
+        answer = await pub.subscribe(
+            self.id, crypt.hmacSha256(token, wire.pubSubscribeMessage(pubChallenge, self.id))
+        )
+        if answer != "subscribed":
+            raise AttemptFailed(f"the master refused the pub subscription ({answer!r})")
+        if generation != self._generation:
+            return
+        pub.onPublication = self._publicationReceived
+        self.state = "ready"
+        self._failures = 0
+        self.log.info("minion {id} authenticated and subscribed to its master", id=self.id)
+        self._flushReturns()
+        waiters, self._readyWaiters = self._readyWaiters, []
+        for waiter in waiters:
+            waiter.callback(None)
+
+    def _connectionLost(self, _: object, generation: int) -> None:
+        if generation == self._generation and self.state != "stopped":
+            from twisted.python.failure import Failure
+
+            self._attemptFailed(
+                Failure(ConnectionLost("lost the connection to the master")), generation
+            )
+
+    def _autosignGrains(self) -> dict[str, Any]:
+        grains = self.executor.context.grains
+        return {
+            name: grains[name] for name in self.config.get("autosign_grains", []) if name in grains
+        }
+
+    def _openAuthReply(
+        self, reply: dict[str, Any], challenge: bytes, nonce: bytes
+    ) -> tuple[bytes, bytes, int]:
+        """
+        Check the master's identity and signature, pin its key on first
+        contact, and decrypt the publication and session keys. Blocking (RSA).
+        """
+        masterPem = crypt.canonicalPublicPem(reply.get("master_pub"))  # type: ignore[arg-type]
+        pinned = self._readPinned()
+        if pinned is not None and pinned != masterPem:
+            raise AttemptFailed(
+                f"the master's public key differs from the pinned {self._pinnedPath}; "
+                "if the master "
+                "was rebuilt on purpose, remove that file"
+            )
+        finger = self.config.get("master_finger") or ""
+        if finger and crypt.fingerprint(masterPem) != finger.lower():
+            raise AttemptFailed("the master's key fingerprint does not match master_finger")
+        masterKey = crypt.loadPublicKey(masterPem)
+        aesCt, sessionCt, kid, port = (
+            reply.get("aes"),
+            reply.get("session"),
+            reply.get("kid"),
+            reply.get("publish_port"),
+        )
+        if not (
+            isinstance(aesCt, bytes)
+            and isinstance(sessionCt, bytes)
+            and isinstance(kid, int)
+            and isinstance(port, int)
+        ):
+            raise AttemptFailed("malformed auth reply from the master")
+        crypt.verify(
+            masterKey,
+            reply.get("sig"),
+            wire.authReplyMessage(challenge, nonce, self.id, aesCt, sessionCt, kid, port),
+        )  # type: ignore[arg-type]
+        publicationKey = crypt.rsaDecrypt(self.privateKey, aesCt)
+        sessionKey = crypt.rsaDecrypt(self.privateKey, sessionCt)
+        if pinned is None:
+            with open(self._pinnedPath + ".tmp", "wb") as f:
+                f.write(masterPem)
+            os.replace(self._pinnedPath + ".tmp", self._pinnedPath)
+            self.log.info("pinned the master's public key in {path}", path=self._pinnedPath)
+        self._masterKey = masterKey
+        return publicationKey, sessionKey, port
+
+    def _readPinned(self) -> bytes | None:
+        try:
+            with open(self._pinnedPath, "rb") as f:
+                return crypt.canonicalPublicPem(f.read())
+        except FileNotFoundError:
+            return None
+
+    # -- publications and returns ------------------------------------------------
+
+    def _publicationReceived(self, frame: dict[str, Any]) -> None:
+        """
+        Verify, decrypt and vet one publication; run it if it targets us.
+        Verification is a public-key operation of some tens of microseconds,
+        done here to keep publications in order.
+        """
+        blob, signature, kid = frame.get("pub"), frame.get("sig"), frame.get("kid")
+        if self._pubCipher is None or self._masterKey is None:
+            return
+        try:
+            if kid != self._kid:
+                raise crypt.CryptError(
+                    f"publication key {kid!r} is not the current one ({self._kid})"
+                )
+            crypt.verify(self._masterKey, signature, blob)  # type: ignore[arg-type]
+            load = serial.loads(self._pubCipher.decrypt(blob, wire.publicationAad(kid)))  # type: ignore[arg-type]
+        except (crypt.CryptError, serial.SerialError) as e:
+            self.log.warn("minion {id}: dropped a publication: {e}", id=self.id, e=e)
+            return
+        if (
+            not isinstance(load, dict)
+            or not isJid(load.get("jid"))
+            or not isinstance(load.get("fun"), str)
+        ):
+            self.log.warn("minion {id}: dropped a malformed publication", id=self.id)
+            return
+        try:
+            if not matchMinion(self.id, load.get("tgt"), load.get("tgt_type", "glob")):
+                return
+        except TargetError as e:
+            self.log.warn(
+                "minion {id}: dropped publication {jid}: {e}", id=self.id, jid=load["jid"], e=e
+            )
+            return
+        problem = self.replay.check(load["jid"], load.get("ts"))
+        if problem is not None:
+            self.log.warn(
+                "minion {id}: dropped a publication: {problem}", id=self.id, problem=problem
+            )
+            return
+        fun, arg = load["fun"], load.get("arg", [])
+        self.log.info(
+            "minion {id}: running {fun} for job {jid}", id=self.id, fun=fun, jid=load["jid"]
+        )
+        self.executor.run(fun, arg).addCallback(self._jobDone, load)
+
+    def _jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> None:
+        ret = {
+            "cmd": "_return",
+            "id": self.id,
+            "jid": load["jid"],
+            "fun": load["fun"],
+            "fun_args": load.get("arg", []),
+            **result,
+        }
+        self.pendingReturns.append(ret)
+        self._flushReturns()
+
+    def _flushReturns(self) -> None:
+        while self.state == "ready" and self.req is not None and self.pendingReturns:
+            ret = self.pendingReturns.popleft()
+            self.req.request(ret).addErrback(self._returnFailed, ret)
+
+    def _returnFailed(self, failure: Any, ret: dict[str, Any]) -> None:
+        if failure.check(RequestError):
+            self.log.warn(
+                "minion {id}: the master refused the return for {jid}: {e}",
+                id=self.id,
+                jid=ret["jid"],
+                e=failure.value,
+            )
+            return
+        # The connection went away before the master answered: keep the
+        # return and send it again after reconnecting. A duplicate is refused
+        # by the master, so the job still gets exactly one return.
+        self.pendingReturns.appendleft(ret)

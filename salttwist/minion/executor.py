@@ -1,0 +1,87 @@
+# -*- test-case-name: tests.test_minion -*-
+"""
+Runs one job's function and shapes its return as Salt does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from salttwist.modules import LoaderContext
+
+#: Salt's retcode for a function the minion does not have.
+EX_UNAVAILABLE = 254
+
+
+def parseArgs(arg: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """
+    Split Salt's wire argument list: maps carrying C{__kwarg__: True} are
+    keyword arguments, everything else is positional.
+    """
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for item in arg:
+        if isinstance(item, dict) and item.get("__kwarg__") is True:
+            kwargs.update({k: v for k, v in item.items() if k != "__kwarg__"})
+        else:
+            args.append(item)
+    return args, kwargs
+
+
+class Executor:
+    """
+    Calls execution-module functions: on the reactor for those marked
+    C{onReactor}, otherwise in a thread through C{runInThread}.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        functions: dict[str, Callable[..., Any]],
+        context: LoaderContext,
+        runInThread: Callable[..., Deferred],
+    ) -> None:
+        self.functions = functions
+        self.context = context
+        self._runInThread = runInThread
+
+    def run(self, fun: str, arg: list[Any]) -> Deferred[dict[str, Any]]:
+        """
+        @return: a L{Deferred} firing with C{{"return", "retcode", "success"}};
+            it never fails.
+        """
+        function = self.functions.get(fun)
+        if function is None:
+            return Deferred.fromCoroutine(self._unavailable(fun))
+        args, kwargs = parseArgs(arg if isinstance(arg, list) else [arg])
+        if getattr(function, "needsContext", False):
+            args = [self.context, *args]
+        if getattr(function, "runsOnReactor", False):
+            d = maybeDeferred(function, *args, **kwargs)
+        else:
+            d = self._runInThread(function, *args, **kwargs)
+        return d.addCallbacks(
+            lambda value: {"return": value, "retcode": 0, "success": True},
+            self._failed,
+            errbackArgs=(fun,),
+        )
+
+    async def _unavailable(self, fun: str) -> dict[str, Any]:
+        return {"return": f"'{fun}' is not available.", "retcode": EX_UNAVAILABLE, "success": False}
+
+    def _failed(self, failure: Failure, fun: str) -> dict[str, Any]:
+        if failure.check(TypeError):
+            message = f"Passed invalid arguments to {fun}: {failure.value}"
+        else:
+            self.log.failure("{fun} raised", failure, fun=fun)
+            message = (
+                f"The minion function caused an exception: "
+                f"{type(failure.value).__name__}: {failure.value}"
+            )
+        return {"return": message, "retcode": 1, "success": False}

@@ -1,0 +1,42 @@
+# -*- test-case-name: tests.test_minion -*-
+"""
+Drops publications seen before or stamped outside the accepted time window.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+
+class ReplayGuard:
+    """
+    Remembers the jids of the last C{window} seconds.
+
+    A publication is refused when its jid was seen, or its master timestamp
+    is more than C{window} seconds from the minion's clock (so a recorded
+    publication is useless once its jid has been forgotten).
+    """
+
+    def __init__(self, clock: Any, window: float = 600.0) -> None:
+        self._clock = clock
+        self._window = window
+        self._seen: OrderedDict[str, float] = OrderedDict()
+
+    def check(self, jid: str, timestamp: object) -> str | None:
+        """
+        Record C{jid}.
+
+        @return: L{None} if the publication is fresh, else why it is refused.
+        """
+        now = self._clock.seconds()
+        while self._seen and next(iter(self._seen.values())) < now - self._window:
+            self._seen.popitem(last=False)
+        if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
+            return "publication has no timestamp"
+        if abs(now - timestamp) > self._window:
+            return f"publication is stamped {now - timestamp:.0f}s away from this minion's clock"
+        if jid in self._seen:
+            return f"publication {jid} was already received"
+        self._seen[jid] = now
+        return None

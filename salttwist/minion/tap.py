@@ -1,0 +1,50 @@
+# -*- test-case-name: tests.test_minion -*-
+"""
+The twistd plugin's options and service maker for C{salttwist-minion}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.python import usage
+
+from salttwist.config import ConfigError, loadMinionConfig
+from salttwist.daemon import StartupError
+
+
+class Options(usage.Options):
+    """
+    Options of C{twistd salttwist-minion}.
+    """
+
+    synopsis = "[-c CONFIG_DIR]"
+    longdesc = "Run a salttwist minion: connect to the master and run its jobs."
+    optParameters = [
+        ["config-dir", "c", "/etc/salttwist", "Directory holding the 'minion' config file."],
+    ]
+
+    def postOptions(self) -> None:
+        """
+        Load and check the configuration before twistd daemonizes.
+        """
+        try:
+            self["config"] = loadMinionConfig(self["config-dir"])
+        except ConfigError as e:
+            raise usage.UsageError(str(e)) from e
+
+
+def makeService(options: Options, reactor: Any = None) -> Any:
+    """
+    Build the minion's service.
+    """
+    from salttwist.minion.service import MinionService, buildMinion
+
+    if reactor is None:
+        from twisted.internet import reactor as globalReactor
+
+        reactor = globalReactor
+    try:
+        return MinionService(buildMinion(options["config"], reactor))
+    except StartupError as e:
+        raise SystemExit(f"salttwist-minion: {e}") from e

@@ -1,0 +1,64 @@
+# -*- test-case-name: tests.test_modules -*-
+"""
+Execution modules: the functions a minion runs, named C{module.function}.
+
+A function runs in a thread unless it is marked L{onReactor}, in which case
+it runs on the reactor and must return quickly (usually a L{Deferred}).
+Functions marked L{needsContext} receive a L{LoaderContext} first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+MODULES = ("test", "cmd", "grains")
+
+
+@dataclass
+class LoaderContext:
+    """
+    What a module function may need: Salt's C{__opts__}, C{__grains__} and
+    the reactor.
+    """
+
+    opts: dict[str, Any]
+    grains: dict[str, Any]
+    reactor: Any
+    functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+
+def onReactor(f: Callable[..., Any]) -> Callable[..., Any]:
+    """
+    Mark C{f} as non-blocking: it runs on the reactor thread.
+    """
+    f.runsOnReactor = True  # type: ignore[attr-defined]
+    return f
+
+
+def needsContext(f: Callable[..., Any]) -> Callable[..., Any]:
+    """
+    Mark C{f} as taking the L{LoaderContext} as its first argument.
+    """
+    f.needsContext = True  # type: ignore[attr-defined]
+    return f
+
+
+def loadFunctions(modules: tuple[str, ...] = MODULES) -> dict[str, Callable[..., Any]]:
+    """
+    @return: every public function of the named modules, by C{module.function}.
+    """
+    functions: dict[str, Callable[..., Any]] = {}
+    for name in modules:
+        module = importlib.import_module(f"salttwist.modules.{name}")
+        virtualName = getattr(module, "__virtualname__", name)
+        for attr, value in vars(module).items():
+            if attr.startswith("_") or not inspect.isfunction(value):
+                continue
+            if value.__module__ != module.__name__:
+                continue
+            functions[f"{virtualName}.{attr.rstrip('_')}"] = value
+    return functions

@@ -1,0 +1,410 @@
+# -*- test-case-name: tests.test_keystore -*-
+"""
+Key stores: where the master keeps minion public keys.
+
+L{FilesystemKeyStore} uses Salt's layout, one PEM file per minion id under
+C{pki_dir/<state>/<id>}, so that an admin can inspect it with C{ls} and a
+second process (C{salttwist-key}) can change it while the master runs.
+L{InMemoryKeyStore} implements the same L{IKeyStore} for tests.
+
+Both take keyword argument C{expected} to C{moveKey}, beyond L{IKeyStore}:
+the move happens only if the stored key is still exactly those bytes, which
+is how C{salttwist-key} refuses to accept a key that changed after the admin
+looked at its fingerprint.
+
+Every method validates the minion id before anything else, so a hostile id
+never reaches a path.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+
+from zope.interface import implementer
+
+from salttwist.crypt import canonicalPublicPem
+from salttwist.interfaces import IKeyStore
+from salttwist.pki.ids import InvalidMinionId, validateMinionId
+
+__all__ = [
+    "ACCEPTED",
+    "DENIED",
+    "PENDING",
+    "REJECTED",
+    "STATES",
+    "FilesystemKeyStore",
+    "InMemoryKeyStore",
+    "InvalidMinionId",
+    "KeyChanged",
+]
+
+PENDING = "minions_pre"
+ACCEPTED = "minions"
+REJECTED = "minions_rejected"
+DENIED = "minions_denied"
+
+STATES: tuple[str, ...] = (PENDING, ACCEPTED, REJECTED, DENIED)
+"""
+The four key states, each a directory under C{pki_dir}.
+"""
+
+MAX_KEY_BYTES = 65536
+"""
+The largest key file L{FilesystemKeyStore.getKey} reads. L{loadPublicKey}
+accepts at most 16 KiB, so anything bigger was not written by us.
+
+@see: L{salttwist.crypt.loadPublicKey}
+"""
+
+_PUBLIC_MODE = 0o644
+_DIR_MODE = 0o700
+
+
+class KeyChanged(Exception):
+    """
+    Raised by C{moveKey(..., expected=...)} when the stored key is not the
+    expected one; nothing was moved.
+    """
+
+
+def _checkState(state: object) -> str:
+    """
+    @return: C{state} if it is one of L{STATES}.
+    @raise ValueError: otherwise.
+    """
+    if not isinstance(state, str) or state not in STATES:
+        raise ValueError(f"unknown key state {state!r}; expected one of {', '.join(STATES)}")
+    return state
+
+
+def _checkMove(minionId: object, fromState: object, toState: object) -> None:
+    """
+    Validate the arguments of C{moveKey}: the id first, then both states.
+
+    @raise InvalidMinionId: if C{minionId} is not valid.
+    @raise ValueError: if a state is unknown or both are the same.
+    """
+    validateMinionId(minionId)
+    _checkState(fromState)
+    _checkState(toState)
+    if fromState == toState:
+        raise ValueError(f"cannot move a key from {fromState!r} to itself")
+
+
+@implementer(IKeyStore)
+class FilesystemKeyStore:
+    """
+    An L{IKeyStore} over C{pki_dir/<state>/<id>}, one PEM file per id.
+
+    Files are replaced atomically (written beside the target, then
+    C{os.replace}d) and moved with C{os.rename}, so a reader in another
+    process sees either the old or the new key, never a partial one. A
+    minion has at most one file per state; in particular a second denied key
+    for an id replaces the first, as Salt keeps only one denied file per id.
+
+    All I/O here blocks; the files are small. The master calls it from a
+    thread.
+
+    @ivar pkiDir: the directory holding the state directories.
+    """
+
+    def __init__(self, pkiDir: str) -> None:
+        """
+        Create C{pkiDir} and its state directories, mode 0700, if missing.
+        Existing directories are left as they are.
+
+        @param pkiDir: the master's C{pki_dir}.
+        """
+        self.pkiDir = pkiDir
+        os.makedirs(pkiDir, mode=_DIR_MODE, exist_ok=True)
+        for state in STATES:
+            try:
+                os.mkdir(os.path.join(pkiDir, state), _DIR_MODE)
+            except FileExistsError:
+                pass
+
+    def _path(self, state: str, minionId: str) -> str:
+        """
+        The file of C{minionId} in C{state}; both must already be validated.
+        """
+        return os.path.join(self.pkiDir, state, minionId)
+
+    def _tempPath(self, state: str, kind: str) -> str:
+        """
+        A fresh name for a temporary file in the directory of C{state}.
+
+        It starts with a dot, so L{listKeys} never reports it, and does not
+        include the minion id, so it stays short of C{NAME_MAX} even for the
+        longest id.
+        """
+        return os.path.join(self.pkiDir, state, f".{kind}-{os.getpid()}-{secrets.token_hex(8)}")
+
+    def _readFile(self, path: str) -> bytes | None:
+        """
+        Read a key file without following a symlink or blocking on a FIFO.
+
+        @return: its bytes, or L{None} if there is no such file.
+        @raise OSError: if it is a symlink or not a regular file, or larger
+            than L{MAX_KEY_BYTES}.
+        """
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "key entry is not a regular file", path)
+            chunks = []
+            size = 0
+            while size <= MAX_KEY_BYTES:
+                chunk = os.read(fd, MAX_KEY_BYTES + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            if size > MAX_KEY_BYTES:
+                raise OSError(errno.EFBIG, f"key file is larger than {MAX_KEY_BYTES} bytes", path)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def getKey(self, state: str, minionId: str) -> bytes | None:
+        """
+        @param state: one of L{STATES}.
+        @param minionId: a valid minion id.
+        @return: the PEM bytes stored for C{minionId} in C{state}, or L{None}.
+        @raise InvalidMinionId: if C{minionId} is not valid.
+        @raise ValueError: if C{state} is not one of L{STATES}.
+        @raise OSError: if the entry is a symlink (it is never followed), not
+            a regular file, or too large.
+        """
+        validateMinionId(minionId)
+        _checkState(state)
+        return self._readFile(self._path(state, minionId))
+
+    def putKey(self, state: str, minionId: str, pem: bytes) -> None:
+        """
+        Store C{pem} for C{minionId} in C{state} atomically, replacing any key
+        already there in that state.
+
+        The key is vetted and stored in canonical form
+        (L{canonicalPublicPem}), so the store holds nothing but valid public
+        keys and two encodings of one key compare equal.
+
+        @raise InvalidMinionId: if C{minionId} is not valid.
+        @raise ValueError: if C{state} is not one of L{STATES}.
+        @raise salttwist.crypt.CryptError: if C{pem} is not an acceptable
+            public key.
+        """
+        validateMinionId(minionId)
+        _checkState(state)
+        data = canonicalPublicPem(pem)
+        tmp = self._tempPath(state, "tmp")
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _PUBLIC_MODE
+        )
+        try:
+            try:
+                # The umask may have narrowed the mode; public keys are 0644.
+                os.fchmod(fd, _PUBLIC_MODE)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self._path(state, minionId))
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def moveKey(
+        self, minionId: str, fromState: str, toState: str, expected: bytes | None = None
+    ) -> bool:
+        """
+        Move the key of C{minionId} from C{fromState} to C{toState}
+        atomically, replacing any key of C{minionId} in C{toState}.
+
+        @param expected: if given, move the key only if its bytes are exactly
+            these. The file is first renamed to a private name, so the bytes
+            compared are the bytes moved even if another process writes a new
+            key meanwhile; on a mismatch it is put back unless a newer key
+            has already taken its place.
+        @return: L{True} if a key was moved, L{False} if there was none (for
+            example because another process moved it first).
+        @raise KeyChanged: if C{expected} was given and the key differs.
+        @raise InvalidMinionId: if C{minionId} is not valid.
+        @raise ValueError: if a state is not one of L{STATES}, or both are
+            the same.
+        """
+        _checkMove(minionId, fromState, toState)
+        source = self._path(fromState, minionId)
+        target = self._path(toState, minionId)
+        if expected is None:
+            try:
+                os.rename(source, target)
+            except FileNotFoundError:
+                return False
+            return True
+
+        claim = self._tempPath(fromState, "claim")
+        try:
+            os.rename(source, claim)
+        except FileNotFoundError:
+            return False
+        try:
+            data = self._readFile(claim)
+            if data != expected:
+                raise KeyChanged(f"the key of {minionId} in {fromState} has changed")
+        except BaseException:
+            self._putBack(claim, source)
+            raise
+        os.rename(claim, target)
+        return True
+
+    def _putBack(self, claim: str, source: str) -> None:
+        """
+        Return a claimed file to its name, unless a new file was written
+        there while it was claimed: that one is newer and wins.
+        """
+        try:
+            os.link(claim, source)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:
+            # The claimed file itself is gone; there is nothing to put back.
+            return
+        except OSError:
+            # No hard links on this file system: fall back to a rename,
+            # which cannot tell whether a newer file arrived meanwhile.
+            if not os.path.lexists(source):
+                os.rename(claim, source)
+                return
+        os.unlink(claim)
+
+    def deleteKey(self, state: str, minionId: str) -> bool:
+        """
+        Remove the key of C{minionId} from C{state}.
+
+        @return: L{True} if a key was removed, L{False} if there was none.
+        @raise InvalidMinionId: if C{minionId} is not valid.
+        @raise ValueError: if C{state} is not one of L{STATES}.
+        """
+        validateMinionId(minionId)
+        _checkState(state)
+        try:
+            os.unlink(self._path(state, minionId))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def listKeys(self, state: str) -> list[str]:
+        """
+        @param state: one of L{STATES}.
+        @return: the sorted list of minion ids in C{state}: regular files
+            only, skipping dotfiles (our temporary files), and names that are
+            not valid minion ids.
+        @raise ValueError: if C{state} is not one of L{STATES}.
+        """
+        _checkState(state)
+        ids = []
+        with os.scandir(os.path.join(self.pkiDir, state)) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    validateMinionId(entry.name)
+                except InvalidMinionId:
+                    continue
+                if entry.is_file(follow_symlinks=False):
+                    ids.append(entry.name)
+        return sorted(ids)
+
+    def stateOf(self, minionId: str) -> list[str]:
+        """
+        @return: the states, in L{STATES} order, that hold a key (a regular
+            file) for C{minionId}.
+        @raise InvalidMinionId: if C{minionId} is not valid.
+        """
+        validateMinionId(minionId)
+        states = []
+        for state in STATES:
+            try:
+                mode = os.lstat(self._path(state, minionId)).st_mode
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(mode):
+                states.append(state)
+        return states
+
+
+@implementer(IKeyStore)
+class InMemoryKeyStore:
+    """
+    An L{IKeyStore} in a L{dict}, for tests. It validates ids, states and
+    keys exactly as L{FilesystemKeyStore} does.
+
+    @ivar keys: maps each state to a L{dict} of minion id to PEM bytes.
+    """
+
+    def __init__(self) -> None:
+        """
+        Start with no keys.
+        """
+        self.keys: dict[str, dict[str, bytes]] = {state: {} for state in STATES}
+
+    def getKey(self, state: str, minionId: str) -> bytes | None:
+        """
+        @see: L{FilesystemKeyStore.getKey}
+        """
+        validateMinionId(minionId)
+        return self.keys[_checkState(state)].get(minionId)
+
+    def putKey(self, state: str, minionId: str, pem: bytes) -> None:
+        """
+        @see: L{FilesystemKeyStore.putKey}
+        """
+        validateMinionId(minionId)
+        _checkState(state)
+        self.keys[state][minionId] = canonicalPublicPem(pem)
+
+    def moveKey(
+        self, minionId: str, fromState: str, toState: str, expected: bytes | None = None
+    ) -> bool:
+        """
+        @see: L{FilesystemKeyStore.moveKey}
+        """
+        _checkMove(minionId, fromState, toState)
+        data = self.keys[fromState].get(minionId)
+        if data is None:
+            return False
+        if expected is not None and data != expected:
+            raise KeyChanged(f"the key of {minionId} in {fromState} has changed")
+        self.keys[toState][minionId] = self.keys[fromState].pop(minionId)
+        return True
+
+    def deleteKey(self, state: str, minionId: str) -> bool:
+        """
+        @see: L{FilesystemKeyStore.deleteKey}
+        """
+        validateMinionId(minionId)
+        return self.keys[_checkState(state)].pop(minionId, None) is not None
+
+    def listKeys(self, state: str) -> list[str]:
+        """
+        @see: L{FilesystemKeyStore.listKeys}
+        """
+        return sorted(self.keys[_checkState(state)])
+
+    def stateOf(self, minionId: str) -> list[str]:
+        """
+        @see: L{FilesystemKeyStore.stateOf}
+        """
+        validateMinionId(minionId)
+        return [state for state in STATES if minionId in self.keys[state]]

@@ -1,0 +1,3 @@
+"""
+Wire transports for the pub and req channels.
+"""

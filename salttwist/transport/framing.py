@@ -1,0 +1,115 @@
+# -*- test-case-name: tests.test_framing -*-
+"""
+Length-prefixed msgpack frames: a 4-byte big-endian length and one msgpack map.
+
+The size limit is checked on the length header, before any of the body is
+buffered (L{IntNStringReceiver.dataReceived} calls L{lengthLimitExceeded} as
+soon as the header is read). A malformed or oversized frame closes that one
+connection with a log line; nothing else is affected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.protocol import Factory, Protocol
+from twisted.logger import Logger
+from twisted.protocols.basic import Int32StringReceiver
+
+from salttwist import serial
+
+#: Frames accepted before a peer has authenticated: enough for an auth request
+#: carrying an 8192-bit key, far too small to hurt.
+PREAUTH_MAX_FRAME = 64 * 1024
+
+
+class FrameProtocol(Int32StringReceiver):
+    """
+    A protocol exchanging msgpack maps in length-prefixed frames.
+
+    Subclasses implement L{frameReceived}; they raise the size limit with
+    L{setMaxFrame} once the peer is authenticated.
+
+    @ivar peerName: a printable name of the peer for log lines.
+    """
+
+    log = Logger()
+    MAX_LENGTH = PREAUTH_MAX_FRAME
+    peerName = "?"
+
+    def connectionMade(self) -> None:
+        """
+        Record the peer's address for log lines.
+        """
+        peer = self.transport.getPeer()
+        host = getattr(peer, "host", None)
+        self.peerName = f"{host}:{getattr(peer, 'port', '?')}" if host is not None else "local"
+
+    def setMaxFrame(self, size: int) -> None:
+        """
+        Change the largest frame accepted from now on.
+        """
+        self.MAX_LENGTH = size
+
+    def stringReceived(self, data: bytes) -> None:
+        """
+        Decode one frame and hand the map to L{frameReceived}.
+        """
+        try:
+            message = serial.loads(data)
+        except serial.SerialError as e:
+            self.protocolViolation(f"malformed frame: {e}")
+            return
+        if not isinstance(message, dict):
+            self.protocolViolation(f"frame is a {type(message).__name__}, not a map")
+            return
+        self.frameReceived(message)
+
+    def lengthLimitExceeded(self, length: int) -> None:
+        """
+        Close the connection: the peer announced a frame over the limit.
+        """
+        self.protocolViolation(f"frame of {length} bytes exceeds the limit of {self.MAX_LENGTH}")
+
+    def protocolViolation(self, reason: str) -> None:
+        """
+        Log C{reason} and drop this connection at once.
+        """
+        self.log.warn("closing connection from {peer}: {reason}", peer=self.peerName, reason=reason)
+        self.transport.abortConnection()
+
+    def sendFrame(self, message: dict[str, Any]) -> None:
+        """
+        Send one msgpack map.
+        """
+        self.sendString(serial.dumps(message))
+
+    def frameReceived(self, message: dict[str, Any]) -> None:
+        """
+        Handle one decoded frame. Override this.
+        """
+        raise NotImplementedError
+
+
+class QuietFactory(Factory):
+    """
+    A factory that does not log every start and stop (one per minion
+    connection attempt would flood the logs).
+    """
+
+    noisy = False
+
+
+def quietFactory(build: Callable[[], Protocol]) -> QuietFactory:
+    """
+    @return: a L{QuietFactory} whose protocols are made by C{build()}.
+    """
+    factory = QuietFactory()
+    factory.buildProtocol = lambda addr: _attach(build(), factory)  # type: ignore[method-assign]
+    return factory
+
+
+def _attach(proto: Protocol, factory: Factory) -> Protocol:
+    proto.factory = factory
+    return proto

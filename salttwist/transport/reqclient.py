@@ -1,0 +1,139 @@
+# -*- test-case-name: tests.test_reqclient -*-
+"""
+The client side of the req channel, shared by the minion and the local client.
+
+The master speaks first with C{{"cmd": "hello", "challenge": bytes}}. The
+client then sends one clear-text request (C{_auth} or C{_client_auth}) and
+reads one clear-text reply; after that, if the reply opened a session, every
+frame is sealed by a L{SessionCipher}. Session requests carry a C{rid}; the
+reply to each carries the same C{rid}, and frames without one are pushes from
+the master.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionLost
+from twisted.internet.protocol import Factory
+
+from salttwist.transport.framing import FrameProtocol, quietFactory
+from salttwist.transport.session import SessionCipher, SessionError
+
+PROTOCOL_VERSION = 1
+
+
+class RequestError(Exception):
+    """
+    The master answered a request with an error.
+    """
+
+
+class ReqClientProtocol(FrameProtocol):
+    """
+    One req-channel connection to the master.
+
+    @ivar hello: fires with the master's challenge.
+    @ivar lost: fires when the connection ends.
+    @ivar onPush: called with each unsolicited session payload.
+    """
+
+    def __init__(self, maxFrame: int = 104857600) -> None:
+        self._maxFrame = maxFrame
+        self.hello: Deferred[bytes] = Deferred()
+        self.lost: Deferred[None] = Deferred()
+        self.onPush: Callable[[dict[str, Any]], None] | None = None
+        self._clearWaiter: Deferred[dict[str, Any]] | None = None
+        self._session: SessionCipher | None = None
+        self._nextRid = 1
+        self._waiting: dict[int, Deferred[dict[str, Any]]] = {}
+
+    def frameReceived(self, message: dict[str, Any]) -> None:
+        if self._session is not None:
+            self._sessionFrame(message)
+        elif not self.hello.called:
+            challenge = message.get("challenge")
+            if message.get("cmd") != "hello" or not isinstance(challenge, bytes):
+                self.protocolViolation("the master did not greet with a challenge")
+                return
+            self.hello.callback(challenge)
+        elif self._clearWaiter is not None:
+            waiter, self._clearWaiter = self._clearWaiter, None
+            waiter.callback(message)
+        else:
+            self.protocolViolation("unexpected clear-text frame from the master")
+
+    def sendClear(self, message: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        """
+        Send one clear-text request.
+
+        @return: a L{Deferred} firing with the master's clear-text reply.
+        """
+        self._clearWaiter = Deferred()
+        self.sendFrame(message)
+        return self._clearWaiter
+
+    def startSession(self, key: bytes) -> None:
+        """
+        Seal every frame from now on with C{key}; accept frames up to the
+        post-authentication limit.
+        """
+        self._session = SessionCipher(key, isServer=False)
+        self.setMaxFrame(self._maxFrame)
+
+    def request(self, payload: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        """
+        Send a session request.
+
+        @return: a L{Deferred} firing with the reply payload, or failing with
+            L{RequestError} if the master answered C{error}.
+        """
+        if self._session is None:
+            raise RuntimeError("no session: authenticate first")
+        rid = self._nextRid
+        self._nextRid += 1
+        d: Deferred[dict[str, Any]] = Deferred()
+        self._waiting[rid] = d
+        self.sendFrame(self._session.seal(dict(payload, rid=rid)))
+        return d
+
+    def _sessionFrame(self, message: dict[str, Any]) -> None:
+        assert self._session is not None
+        try:
+            payload = self._session.open(message)
+        except SessionError as e:
+            self.protocolViolation(str(e))
+            return
+        rid = payload.get("rid")
+        if rid is None:
+            if self.onPush is not None:
+                self.onPush(payload)
+            return
+        waiter = self._waiting.pop(rid, None)
+        if waiter is None:
+            self.protocolViolation(f"reply to unknown request {rid!r}")
+        elif "error" in payload:
+            waiter.errback(RequestError(str(payload["error"])))
+        else:
+            waiter.callback(payload)
+
+    def connectionLost(self, reason: object = None) -> None:
+        waiters = list(self._waiting.values())
+        if self._clearWaiter is not None:
+            waiters.append(self._clearWaiter)
+        if not self.hello.called:
+            waiters.append(self.hello)  # type: ignore[arg-type]
+        self._waiting.clear()
+        self._clearWaiter = None
+        for waiter in waiters:
+            waiter.errback(ConnectionLost("connection to the master lost"))
+        self.lost.callback(None)
+
+
+def reqClientFactory(maxFrame: int = 104857600) -> Factory:
+    """
+    @return: a factory of L{ReqClientProtocol}s.
+    """
+    return quietFactory(lambda: ReqClientProtocol(maxFrame))

@@ -1,0 +1,437 @@
+# -*- test-case-name: tests.test_keystore -*-
+"""
+Tests for L{salttwist.pki.keystore}.
+
+L{KeyStoreContractMixin} holds the L{IKeyStore} behaviour every store must
+have and runs against both L{FilesystemKeyStore} and L{InMemoryKeyStore};
+L{FilesystemKeyStoreTests} adds what only the files on disk can show.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from cryptography.hazmat.primitives import serialization
+from twisted.trial.unittest import SynchronousTestCase
+from zope.interface.verify import verifyObject
+
+from salttwist.crypt import CryptError, generatePrivateKey, publicKeyToPem
+from salttwist.interfaces import IKeyStore
+from salttwist.pki.keystore import (
+    ACCEPTED,
+    DENIED,
+    MAX_KEY_BYTES,
+    PENDING,
+    REJECTED,
+    STATES,
+    FilesystemKeyStore,
+    InMemoryKeyStore,
+    InvalidMinionId,
+    KeyChanged,
+)
+
+# Key generation is slow; two keys serve every test.
+_KEY_A = generatePrivateKey().public_key()
+_KEY_B = generatePrivateKey().public_key()
+PEM_A = publicKeyToPem(_KEY_A)
+PEM_B = publicKeyToPem(_KEY_B)
+# The same key as PEM_A, in another encoding (PKCS#1 "RSA PUBLIC KEY").
+PEM_A_PKCS1 = _KEY_A.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.PKCS1)
+
+BAD_IDS = ["../x", "..", "", "a/b", "web\u202e1", "web 1", ".hidden", 7]
+
+
+class KeyStoreContractMixin:
+    """
+    The behaviour of every L{IKeyStore}. Subclasses are
+    L{SynchronousTestCase}s that define C{makeStore}.
+    """
+
+    def makeStore(self) -> IKeyStore:
+        """
+        @return: a new, empty store.
+        """
+        raise NotImplementedError()
+
+    def setUp(self) -> None:
+        """
+        Make a fresh store for each test.
+        """
+        self.store = self.makeStore()
+
+    def test_interface(self) -> None:
+        """
+        The store provides L{IKeyStore}.
+        """
+        self.assertTrue(verifyObject(IKeyStore, self.store))
+
+    def test_empty(self) -> None:
+        """
+        A new store has no keys: every state lists nothing and L{getKey}
+        returns L{None}.
+        """
+        for state in STATES:
+            self.assertEqual(self.store.listKeys(state), [])
+            self.assertIsNone(self.store.getKey(state, "web1"))
+        self.assertEqual(self.store.stateOf("web1"), [])
+
+    def test_putAndGet(self) -> None:
+        """
+        L{putKey} stores a key that L{getKey} returns, in that state only.
+        """
+        self.store.putKey(PENDING, "web1", PEM_A)
+        self.assertEqual(self.store.getKey(PENDING, "web1"), PEM_A)
+        self.assertIsNone(self.store.getKey(ACCEPTED, "web1"))
+        self.assertIsNone(self.store.getKey(PENDING, "web2"))
+
+    def test_putCanonical(self) -> None:
+        """
+        L{putKey} stores the canonical encoding, so another encoding of the
+        same key reads back as the canonical PEM.
+        """
+        self.store.putKey(PENDING, "web1", PEM_A_PKCS1)
+        self.assertEqual(self.store.getKey(PENDING, "web1"), PEM_A)
+
+    def test_putRefusesNonKey(self) -> None:
+        """
+        L{putKey} refuses anything that is not an acceptable public key and
+        stores nothing.
+        """
+        self.assertRaises(CryptError, self.store.putKey, PENDING, "web1", b"not a key")
+        self.assertRaises(CryptError, self.store.putKey, PENDING, "web1", "a str")
+        self.assertEqual(self.store.listKeys(PENDING), [])
+
+    def test_putReplaces(self) -> None:
+        """
+        A second L{putKey} for the same id and state replaces the first.
+        """
+        self.store.putKey(PENDING, "web1", PEM_A)
+        self.store.putKey(PENDING, "web1", PEM_B)
+        self.assertEqual(self.store.getKey(PENDING, "web1"), PEM_B)
+        self.assertEqual(self.store.listKeys(PENDING), ["web1"])
+
+    def test_oneDeniedKeyPerId(self) -> None:
+        """
+        As in Salt, only one denied key is kept per id: the latest.
+        """
+        self.store.putKey(DENIED, "web1", PEM_A)
+        self.store.putKey(DENIED, "web1", PEM_B)
+        self.assertEqual(self.store.listKeys(DENIED), ["web1"])
+        self.assertEqual(self.store.getKey(DENIED, "web1"), PEM_B)
+
+    def test_listSorted(self) -> None:
+        """
+        L{listKeys} returns the ids of one state, sorted.
+        """
+        for minionId in ["web2", "db1", "web10"]:
+            self.store.putKey(PENDING, minionId, PEM_A)
+        self.store.putKey(ACCEPTED, "other", PEM_B)
+        self.assertEqual(self.store.listKeys(PENDING), ["db1", "web10", "web2"])
+        self.assertEqual(self.store.listKeys(ACCEPTED), ["other"])
+
+    def test_unicodeId(self) -> None:
+        """
+        Non-ASCII ids are stored and listed like any other.
+        """
+        self.store.putKey(ACCEPTED, "ÄÖ_host", PEM_A)
+        self.assertEqual(self.store.listKeys(ACCEPTED), ["ÄÖ_host"])
+        self.assertEqual(self.store.getKey(ACCEPTED, "ÄÖ_host"), PEM_A)
+
+    def test_move(self) -> None:
+        """
+        L{moveKey} moves a key between states and returns L{True}.
+        """
+        self.store.putKey(PENDING, "web1", PEM_A)
+        self.assertIs(self.store.moveKey("web1", PENDING, ACCEPTED), True)
+        self.assertIsNone(self.store.getKey(PENDING, "web1"))
+        self.assertEqual(self.store.getKey(ACCEPTED, "web1"), PEM_A)
+        self.assertEqual(self.store.stateOf("web1"), [ACCEPTED])
+
+    def test_moveMissing(self) -> None:
+        """
+        L{moveKey} returns L{False} when there is no key to move (for
+        example because another process moved it first).
+        """
+        self.assertIs(self.store.moveKey("web1", PENDING, ACCEPTED), False)
+        self.store.putKey(PENDING, "web1", PEM_A)
+        self.store.moveKey("web1", PENDING, ACCEPTED)
+        self.assertIs(self.store.moveKey("web1", PENDING, ACCEPTED), False)
+        self.assertEqual(self.store.getKey(ACCEPTED, "web1"), PEM_A)
+
+    def test_moveReplaces(self) -> None:
+        """
+        L{moveKey} replaces a key already in the target state.
+        """
+        self.store.putKey(ACCEPTED, "web1", PEM_A)
+        self.store.putKey(DENIED, "web1", PEM_B)
+        self.assertIs(self.store.moveKey("web1", DENIED, ACCEPTED), True)
+        self.assertEqual(self.store.getKey(ACCEPTED, "web1"), PEM_B)
+        self.assertEqual(self.store.stateOf("web1"), [ACCEPTED])
+
+    def test_moveToSameState(self) -> None:
+        """
+        Moving a key to the state it is in is a L{ValueError}.
+        """
+        self.store.putKey(PENDING, "web1", PEM_A)
+        self.assertRaises(ValueError, self.store.moveKey, "web1", PENDING, PENDING)
+        self.assertEqual(self.store.getKey(PENDING, "web1"), PEM_A)
+
+    def test_moveExpected(self) -> None:
+        """
+        With C{expected} equal to the stored bytes, L{moveKey} moves the key.
+        """
+        self.store.putKey(PENDING, "web1", PEM_A)
+        self.assertIs(self.store.moveKey("web1", PENDING, ACCEPTED, expected=PEM_A), True)
+        self.assertEqual(self.store.getKey(ACCEPTED, "web1"), PEM_A)
+
+    def test_moveExpectedMismatch(self) -> None:
+        """
+        With C{expected} different from the stored bytes, L{moveKey} raises
+        L{KeyChanged} and leaves the key where it was.
+        """
+        self.store.putKey(PENDING, "web1", PEM_B)
+        self.assertRaises(KeyChanged, self.store.moveKey, "web1", PENDING, ACCEPTED, expected=PEM_A)
+        self.assertEqual(self.store.getKey(PENDING, "web1"), PEM_B)
+        self.assertEqual(self.store.stateOf("web1"), [PENDING])
+
+    def test_moveExpectedMissing(self) -> None:
+        """
+        With C{expected} and no key, L{moveKey} returns L{False}.
+        """
+        self.assertIs(self.store.moveKey("web1", PENDING, ACCEPTED, expected=PEM_A), False)
+
+    def test_delete(self) -> None:
+        """
+        L{deleteKey} removes a key from one state and returns L{True}, then
+        L{False} once there is nothing left to remove.
+        """
+        self.store.putKey(PENDING, "web1", PEM_A)
+        self.store.putKey(REJECTED, "web1", PEM_B)
+        self.assertIs(self.store.deleteKey(PENDING, "web1"), True)
+        self.assertIs(self.store.deleteKey(PENDING, "web1"), False)
+        self.assertEqual(self.store.stateOf("web1"), [REJECTED])
+
+    def test_stateOf(self) -> None:
+        """
+        L{stateOf} lists every state that holds a key for the id, in
+        L{STATES} order.
+        """
+        self.store.putKey(DENIED, "web1", PEM_B)
+        self.store.putKey(ACCEPTED, "web1", PEM_A)
+        self.store.putKey(PENDING, "web2", PEM_A)
+        self.assertEqual(self.store.stateOf("web1"), [ACCEPTED, DENIED])
+        self.assertEqual(self.store.stateOf("web2"), [PENDING])
+
+    def test_invalidIds(self) -> None:
+        """
+        Every method taking an id raises L{InvalidMinionId} for an invalid
+        one, even when the state is invalid too: the id is checked first.
+        """
+        for badId in BAD_IDS:
+            for state in (PENDING, "nonsense"):
+                self.assertRaises(InvalidMinionId, self.store.getKey, state, badId)
+                self.assertRaises(InvalidMinionId, self.store.putKey, state, badId, PEM_A)
+                self.assertRaises(InvalidMinionId, self.store.deleteKey, state, badId)
+                self.assertRaises(InvalidMinionId, self.store.moveKey, badId, state, ACCEPTED)
+            self.assertRaises(InvalidMinionId, self.store.stateOf, badId)
+
+    def test_invalidStates(self) -> None:
+        """
+        Every method taking a state raises L{ValueError} for an unknown one.
+        """
+        for badState in ["pending", "", "../minions", None]:
+            self.assertRaises(ValueError, self.store.getKey, badState, "web1")
+            self.assertRaises(ValueError, self.store.putKey, badState, "web1", PEM_A)
+            self.assertRaises(ValueError, self.store.deleteKey, badState, "web1")
+            self.assertRaises(ValueError, self.store.listKeys, badState)
+            self.assertRaises(ValueError, self.store.moveKey, "web1", badState, ACCEPTED)
+            self.assertRaises(ValueError, self.store.moveKey, "web1", PENDING, badState)
+
+
+class InMemoryKeyStoreTests(KeyStoreContractMixin, SynchronousTestCase):
+    """
+    L{InMemoryKeyStore} keeps the L{IKeyStore} contract.
+    """
+
+    def makeStore(self) -> InMemoryKeyStore:
+        """
+        @return: a new L{InMemoryKeyStore}.
+        """
+        return InMemoryKeyStore()
+
+
+class FilesystemKeyStoreTests(KeyStoreContractMixin, SynchronousTestCase):
+    """
+    L{FilesystemKeyStore} keeps the L{IKeyStore} contract, and uses files
+    with the right names, modes and safeguards.
+    """
+
+    def makeStore(self) -> FilesystemKeyStore:
+        """
+        @return: a new L{FilesystemKeyStore} in C{base/pki}, under a fresh
+            temporary C{base}.
+        """
+        self.base = self.mktemp()
+        os.mkdir(self.base)
+        self.pkiDir = os.path.join(self.base, "pki")
+        return FilesystemKeyStore(self.pkiDir)
+
+    def tree(self) -> list[str]:
+        """
+        @return: every path under C{self.base}, relative and sorted.
+        """
+        found = []
+        for directory, dirs, files in os.walk(self.base):
+            for name in dirs + files:
+                found.append(os.path.relpath(os.path.join(directory, name), self.base))
+        return sorted(found)
+
+    def test_directories(self) -> None:
+        """
+        The constructor creates C{pki_dir} and one directory per state, each
+        mode 0700.
+        """
+        self.assertEqual(sorted(os.listdir(self.pkiDir)), sorted(STATES))
+        for path in [self.pkiDir] + [os.path.join(self.pkiDir, s) for s in STATES]:
+            self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o700)
+
+    def test_existingDirectories(self) -> None:
+        """
+        The constructor accepts an existing layout and keeps its keys.
+        """
+        self.store.putKey(ACCEPTED, "web1", PEM_A)
+        again = FilesystemKeyStore(self.pkiDir)
+        self.assertEqual(again.getKey(ACCEPTED, "web1"), PEM_A)
+
+    def test_layout(self) -> None:
+        """
+        A key is the file C{pki_dir/<state>/<id>} holding the PEM, and
+        writing it leaves no temporary file behind.
+        """
+        self.store.putKey(PENDING, "web1", PEM_A)
+        with open(os.path.join(self.pkiDir, PENDING, "web1"), "rb") as f:
+            self.assertEqual(f.read(), PEM_A)
+        self.assertEqual(os.listdir(os.path.join(self.pkiDir, PENDING)), ["web1"])
+
+    def test_fileMode(self) -> None:
+        """
+        Key files are mode 0644 whatever the umask.
+        """
+        self.addCleanup(os.umask, os.umask(0o077))
+        self.store.putKey(PENDING, "web1", PEM_A)
+        mode = os.stat(os.path.join(self.pkiDir, PENDING, "web1")).st_mode
+        self.assertEqual(stat.S_IMODE(mode), 0o644)
+
+    def test_symlinkNotFollowed(self) -> None:
+        """
+        A symlink planted at C{minions/<id>} is not followed: L{getKey}
+        raises L{OSError} rather than return the target's bytes, and the
+        symlink is neither listed nor reported by L{stateOf}.
+        """
+        target = os.path.join(self.base, "target")
+        with open(target, "wb") as f:
+            f.write(PEM_B)
+        os.symlink(target, os.path.join(self.pkiDir, ACCEPTED, "web1"))
+        self.assertRaises(OSError, self.store.getKey, ACCEPTED, "web1")
+        self.assertEqual(self.store.listKeys(ACCEPTED), [])
+        self.assertEqual(self.store.stateOf("web1"), [])
+
+    def test_putReplacesSymlink(self) -> None:
+        """
+        L{putKey} replaces a planted symlink with a file and never writes
+        through it.
+        """
+        target = os.path.join(self.base, "target")
+        with open(target, "wb") as f:
+            f.write(b"original")
+        link = os.path.join(self.pkiDir, PENDING, "web1")
+        os.symlink(target, link)
+        self.store.putKey(PENDING, "web1", PEM_A)
+        self.assertFalse(os.path.islink(link))
+        self.assertEqual(self.store.getKey(PENDING, "web1"), PEM_A)
+        with open(target, "rb") as f:
+            self.assertEqual(f.read(), b"original")
+
+    def test_fifoNotRead(self) -> None:
+        """
+        L{getKey} raises L{OSError} for a FIFO instead of blocking on it.
+        """
+        os.mkfifo(os.path.join(self.pkiDir, PENDING, "web1"))
+        self.assertRaises(OSError, self.store.getKey, PENDING, "web1")
+        self.assertEqual(self.store.listKeys(PENDING), [])
+
+    def test_oversizedFile(self) -> None:
+        """
+        L{getKey} refuses a file larger than L{MAX_KEY_BYTES} with L{OSError}.
+        """
+        with open(os.path.join(self.pkiDir, PENDING, "web1"), "wb") as f:
+            f.write(b"x" * (MAX_KEY_BYTES + 1))
+        self.assertRaises(OSError, self.store.getKey, PENDING, "web1")
+
+    def test_idsValidatedBeforeDisk(self) -> None:
+        """
+        An invalid id such as C{../x} is refused before any path is built:
+        no method creates, moves or removes anything anywhere.
+        """
+        self.store.putKey(PENDING, "x", PEM_A)
+        with open(os.path.join(self.pkiDir, "x"), "wb") as f:
+            f.write(b"bait")
+        before = self.tree()
+        for badId in ["../x", "../../x", "..", "../minions_pre/x"]:
+            self.assertRaises(InvalidMinionId, self.store.putKey, ACCEPTED, badId, PEM_A)
+            self.assertRaises(InvalidMinionId, self.store.getKey, PENDING, badId)
+            self.assertRaises(InvalidMinionId, self.store.moveKey, badId, PENDING, ACCEPTED)
+            self.assertRaises(InvalidMinionId, self.store.deleteKey, PENDING, badId)
+            self.assertRaises(InvalidMinionId, self.store.stateOf, badId)
+        self.assertEqual(self.tree(), before)
+
+    def test_listIgnoresStrangers(self) -> None:
+        """
+        L{listKeys} reports valid ids of regular files only: it skips
+        dotfiles (our temporary files), names that are not valid ids,
+        directories and symlinks.
+        """
+        directory = os.path.join(self.pkiDir, PENDING)
+        self.store.putKey(PENDING, "web1", PEM_A)
+        for name in [".tmp-123-abc", ".claim-1-2", "bad name", "tab\tname", "web\u200b2"]:
+            with open(os.path.join(directory, name), "wb") as f:
+                f.write(PEM_A)
+        os.mkdir(os.path.join(directory, "subdir"))
+        os.symlink(os.path.join(directory, "web1"), os.path.join(directory, "link"))
+        self.assertEqual(self.store.listKeys(PENDING), ["web1"])
+
+    def test_moveExpectedLeavesNoClaim(self) -> None:
+        """
+        A refused C{moveKey(..., expected=...)} puts the key back under its
+        own name and leaves no claim file behind.
+        """
+        self.store.putKey(PENDING, "web1", PEM_B)
+        self.assertRaises(KeyChanged, self.store.moveKey, "web1", PENDING, ACCEPTED, expected=PEM_A)
+        self.assertEqual(os.listdir(os.path.join(self.pkiDir, PENDING)), ["web1"])
+        self.assertEqual(os.listdir(os.path.join(self.pkiDir, ACCEPTED)), [])
+
+    def test_putBackKeepsNewerKey(self) -> None:
+        """
+        If a new key was written while a key was claimed for comparison, the
+        newer one is kept and the claimed one is dropped.
+        """
+        self.store.putKey(PENDING, "web1", PEM_B)
+        directory = os.path.join(self.pkiDir, PENDING)
+        claim = os.path.join(directory, ".claim-test")
+        source = os.path.join(directory, "web1")
+        os.rename(source, claim)
+        self.store.putKey(PENDING, "web1", PEM_A)
+        self.store._putBack(claim, source)
+        self.assertEqual(os.listdir(directory), ["web1"])
+        self.assertEqual(self.store.getKey(PENDING, "web1"), PEM_A)
+
+    def test_longestId(self) -> None:
+        """
+        An id of 255 bytes, the most a file name may have, can be stored:
+        temporary names do not include the id.
+        """
+        minionId = "x" * 255
+        self.store.putKey(PENDING, minionId, PEM_A)
+        self.assertIs(self.store.moveKey(minionId, PENDING, ACCEPTED, expected=PEM_A), True)
+        self.assertEqual(self.store.listKeys(ACCEPTED), [minionId])
