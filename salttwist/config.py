@@ -465,6 +465,49 @@ def _applyRootDir(config: dict[str, Any], options: Mapping[str, _Option]) -> Non
         config[name] = _underRoot(rootDir, path)
 
 
+#: Options that are read and checked but do nothing yet, with the issue that
+#: brings them. Setting one to a value other than its default logs a warning,
+#: so nobody believes a setting took effect when it did not.
+NOT_YET_IMPLEMENTED: dict[str, dict[str, str]] = {
+    "master": {
+        "user": "run the daemon as that user instead",
+        "worker_threads": "issue 5 (AMP worker processes)",
+        "transport": "issue 5 (transport plugins); only tcp exists",
+        "keep_jobs": "issue 4 (job cache)",
+        "presence_events": "issue 5 (event bus)",
+        "master_stats": "issue 5 (event bus)",
+        "master_stats_event_iter": "issue 5 (event bus)",
+        "autosign_file": "issue 3 (autosign policies)",
+        "autoreject_file": "issue 3 (autosign policies)",
+        "autosign_timeout": "issue 3 (autosign policies)",
+        "publish_session": "issue 3 (key rotation)",
+        "nodegroups": "issue 4 (targeting)",
+        "log_level_logfile": "use log_level",
+    },
+    "minion": {
+        "user": "run the daemon as that user instead",
+        "transport": "issue 5 (transport plugins); only tcp exists",
+        "publish_port": "the minion learns it from the master",
+        "acceptance_wait_time_max": "acceptance_wait_time is used as is",
+        "log_level_logfile": "use log_level",
+    },
+}
+
+
+def _warnNotImplemented(
+    config: Mapping[str, Any], daemon: str, options: Mapping[str, _Option]
+) -> None:
+    defaults = _defaults(options)
+    for name, note in NOT_YET_IMPLEMENTED[daemon].items():
+        if config.get(name) != defaults.get(name):
+            _log.warn(
+                "{conf}: option {name!r} is accepted but not implemented yet ({note})",
+                conf=config["conf_file"],
+                name=name,
+                note=note,
+            )
+
+
 def _loadConfig(
     configDir: str,
     daemon: str,
@@ -495,6 +538,7 @@ def _loadConfig(
     _applyRootDir(config, options)
     config["config_dir"] = configDir
     config["conf_file"] = confFile
+    _warnNotImplemented(config, daemon, options)
     return config
 
 

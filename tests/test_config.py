@@ -377,6 +377,20 @@ class UnknownOptionTests(_ConfigDirMixin, SynchronousTestCase):
         self.assertIn(os.path.join(configDir, "minion"), text)
         self.assertIn("'frobnicate'", text)
 
+    def test_notImplementedOptionWarns(self) -> None:
+        """
+        Setting an option that is read but not implemented yet logs a warning
+        naming it, so nobody believes it took effect; leaving it at its
+        default logs nothing.
+        """
+        observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        configDir = self.makeConfigDir(master="keep_jobs: 48\n")
+        loadMasterConfig(configDir)
+        warnings = [formatEvent(e) for e in observer if e["log_level"] == LogLevel.warn]
+        self.assertEqual(len(warnings), 1)
+        self.assertIn("'keep_jobs'", warnings[0])
+        self.assertIn("not implemented yet", warnings[0])
+
     def test_knownOptionsDoNotWarn(self) -> None:
         """
         A file of known options logs no warning.

@@ -89,7 +89,7 @@ class LocalClient:
         endpoint = HostnameEndpoint(self.reactor, host, port, timeout=CONNECT_TIMEOUT)
         try:
             req = await endpoint.connect(reqClientFactory(config["max_frame_bytes"]))
-            challenge = await req.hello
+            challenge = await req.hello.addTimeout(CONNECT_TIMEOUT, self.reactor)
         except Exception as e:
             events.transport.loseConnection()
             raise MasterUnavailable(
@@ -97,7 +97,14 @@ class LocalClient:
             ) from e
         nonce = os.urandom(32)
         mac = crypt.hmacSha256(rootKey, wire.clientAuthMessage(challenge, nonce))
-        reply = await req.sendClear({"cmd": "_client_auth", "nonce": nonce, "mac": mac})
+        try:
+            reply = await req.sendClear(
+                {"cmd": "_client_auth", "nonce": nonce, "mac": mac}
+            ).addTimeout(CONNECT_TIMEOUT, self.reactor)
+        except Exception as e:
+            req.transport.abortConnection()
+            events.transport.loseConnection()
+            raise MasterUnavailable(f"the master did not answer the client's login ({e})") from e
         if reply.get("ret") != "ok":
             req.transport.loseConnection()
             events.transport.loseConnection()

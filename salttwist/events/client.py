@@ -61,10 +61,16 @@ async def listenEvents(
     """
     Connect to the bus at C{socketPath} and subscribe.
 
+    @param timeout: seconds allowed for connecting and for the confirmation
+        (a hung master must not hang its clients).
     @return: the connected protocol, once the subscription is confirmed.
     """
     endpoint = UNIXClientEndpoint(reactor, socketPath, timeout=timeout)
     factory = quietFactory(lambda: EventListenerProtocol(prefixes, onEvent, maxFrame))
     proto = await endpoint.connect(factory)
-    await proto.subscribed
+    try:
+        await proto.subscribed.addTimeout(timeout, reactor)
+    except Exception:
+        proto.transport.abortConnection()
+        raise
     return proto

@@ -98,7 +98,9 @@ class Authenticator:
                 "auth for {id} from {peer}: {ret}", id=minionId, peer=peer, ret=outcome.reply["ret"]
             )
             return outcome
-        return self._accept(minionId, publicKey, canonical, challenge, nonce)
+        accepted = self._accept(minionId, publicKey, canonical, challenge, nonce)
+        accepted.events[:0] = outcome.events
+        return accepted
 
     def _decide(self, minionId: str, pem: bytes) -> AuthOutcome:
         keys = self._keys
@@ -118,7 +120,11 @@ class Authenticator:
                     return AuthOutcome({"ret": "accepted"}, minionId)
                 if self._autoAccept:
                     keys.moveKey(minionId, "minions_pre", "minions")
-                    return AuthOutcome({"ret": "accepted"}, minionId)
+                    return AuthOutcome(
+                        {"ret": "accepted"},
+                        minionId,
+                        events=[("salt/key", {"act": "accept", "id": minionId})],
+                    )
                 return AuthOutcome(
                     {"ret": "pending"},
                     minionId,

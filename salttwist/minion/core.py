@@ -34,6 +34,8 @@ from salttwist.transport.framing import quietFactory
 from salttwist.transport.reqclient import ReqClientProtocol, RequestError, reqClientFactory
 
 MASTER_PUB_FILE = "minion_master.pub"
+#: Seconds the minion waits for each answer of the master while connecting.
+ANSWER_TIMEOUT = 30.0
 #: Returns kept in memory while the master is unreachable.
 MAX_PENDING_RETURNS = 10000
 
@@ -181,24 +183,29 @@ class Minion:
             req = await self.connectTCP(self.masterHost, port, reqClientFactory(maxFrame))
         except Exception as e:
             raise AttemptFailed(f"cannot reach the master at {self.masterHost}:{port} ({e})") from e
+        if generation != self._generation:
+            req.transport.loseConnection()
+            return
         self.req = req
         req.lost.addCallback(self._connectionLost, generation)
-        challenge = await req.hello
+        challenge = await self._answer(req.hello)
         nonce = os.urandom(32)
         signature = await self.runBlocking(
             crypt.sign,
             self.privateKey,
             wire.authRequestMessage(challenge, nonce, self.id, self.publicPem),
         )
-        reply = await req.sendClear(
-            {
-                "cmd": "_auth",
-                "id": self.id,
-                "pub": self.publicPem,
-                "nonce": nonce,
-                "sig": signature,
-                "autosign_grains": self._autosignGrains(),
-            }
+        reply = await self._answer(
+            req.sendClear(
+                {
+                    "cmd": "_auth",
+                    "id": self.id,
+                    "pub": self.publicPem,
+                    "nonce": nonce,
+                    "sig": signature,
+                    "autosign_grains": self._autosignGrains(),
+                }
+            )
         )
         ret = reply.get("ret")
         if ret == "pending":
@@ -225,11 +232,10 @@ class Minion:
         )
         self.pub = pub
         pub.lost.addCallback(self._connectionLost, generation)
-        pubChallenge = await pub.hello
+        pubChallenge = await self._answer(pub.hello)
         token = crypt.deriveKey(sessionKey, wire.PUB_TOKEN_CONTEXT)
-        answer = await pub.subscribe(
-            self.id, crypt.hmacSha256(token, wire.pubSubscribeMessage(pubChallenge, self.id))
-        )
+        mac = crypt.hmacSha256(token, wire.pubSubscribeMessage(pubChallenge, self.id))
+        answer = await self._answer(pub.subscribe(self.id, mac))
         if answer != "subscribed":
             raise AttemptFailed(f"the master refused the pub subscription ({answer!r})")
         if generation != self._generation:
@@ -242,6 +248,13 @@ class Minion:
         waiters, self._readyWaiters = self._readyWaiters, []
         for waiter in waiters:
             waiter.callback(None)
+
+    def _answer(self, d: Deferred) -> Deferred:
+        """
+        Bound the wait for one answer of the master, so a master that accepts
+        connections but hangs cannot stall the minion forever.
+        """
+        return d.addTimeout(ANSWER_TIMEOUT, self.reactor)
 
     def _connectionLost(self, _: object, generation: int) -> None:
         if generation == self._generation and self.state != "stopped":
