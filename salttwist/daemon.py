@@ -27,7 +27,7 @@ def ensurePrivateDir(path: str) -> None:
     @raise StartupError: if it cannot be created or is writable by others.
     """
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        _makePrivateDirs(path)
         info = os.lstat(path)
     except OSError as e:
         raise StartupError(f"cannot create directory {path}: {e.strerror}") from e
@@ -38,6 +38,19 @@ def ensurePrivateDir(path: str) -> None:
             f"refusing to start: {path} is writable by group or others "
             f"(mode {stat.S_IMODE(info.st_mode):o}); run chmod go-w {path}"
         )
+
+
+def _makePrivateDirs(path: str) -> None:
+    # Not os.makedirs: it gives its mode to the last directory only, and
+    # creates the parents 0777 & ~umask, which a loose umask (002) leaves
+    # writable by others, who could then swap the private directory itself.
+    parent = os.path.dirname(path.rstrip(os.sep))
+    if parent and not os.path.isdir(parent):
+        _makePrivateDirs(parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
 
 
 def writeRuntimeFile(path: str, data: dict[str, Any]) -> None:

@@ -11,16 +11,21 @@ unreachable, the job was refused, or no minion matched the target.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
 import yaml
 
 import salttwist
+from salttwist import serial
 from salttwist.cli.output import OUTPUTTERS, minionReturnLine, render
 from salttwist.config import ConfigError, loadMasterConfig
 
 NO_RESPONSE = "Minion did not return. [No response]"
+#: Salt's C{key=value} test (C{salt.utils.args.KWARG_REGEX}): the key is a
+#: word that may hold C{.} and C{-}, and C{a==b} stays positional.
+_KWARG = re.compile(r"^([^\d\W][\w.-]*)=(?!=)(.*)$")
 EX_OK, EX_GENERIC, EX_UNAVAILABLE = 0, 1, 2
 
 TARGET_FLAGS = (
@@ -97,9 +102,9 @@ def parseCliArgs(words: list[str]) -> list[Any]:
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     for word in words:
-        key, sep, value = word.partition("=")
-        if sep and key.isidentifier():
-            kwargs[key] = _yamlify(value)
+        match = _KWARG.match(word)
+        if match:
+            kwargs[match.group(1)] = _yamlify(match.group(2))
         else:
             args.append(_yamlify(word))
     if kwargs:
@@ -108,15 +113,34 @@ def parseCliArgs(words: list[str]) -> list[Any]:
 
 
 def _yamlify(word: str) -> Any:
+    """
+    Read one argument as Salt's C{salt.utils.args.yamlify_arg} does: C{None}
+    and YAML nulls are L{None}, maps and lists only when written in flow
+    style (C{{...}}, C{[...]}), and a word YAML would mangle (digits with
+    underscores, a C{#} comment, control whitespace, document markers) is
+    kept as typed. A value msgpack cannot carry (a date) stays the word.
+    """
+    stripped = word.strip()
+    if stripped in ("", "---", "...") or any(c in word for c in "\t\r\n"):
+        return word
+    if "_" in word and all(c in "0123456789_" for c in stripped):
+        return word
+    if word == "None":
+        return None
     try:
         value = yaml.safe_load(word)
-    except yaml.YAMLError:
+        serial.dumps(value)
+    except (yaml.YAMLError, serial.SerialError):
         return word
-    if (
-        isinstance(value, (bool, int, float, list, dict))
-        or value is None
-        and word.strip() in ("null", "None", "~")
-    ):
+    if "#" in word:
+        return word if value is None or isinstance(value, str) else value
+    if isinstance(value, dict) and not word.startswith("{"):
+        return word
+    if isinstance(value, list) and not word.startswith("["):
+        return word
+    if word in ("|", "!") and value in ("", None):
+        return word
+    if value is None or isinstance(value, (bool, int, float, str, list, dict)):
         return value
     return word
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_minion -*-
+# -*- test-case-name: tests.test_minion_parts -*-
 """
 Runs one job's function and shapes its return as Salt does.
 """

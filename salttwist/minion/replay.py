@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_minion -*-
+# -*- test-case-name: tests.test_minion_parts -*-
 """
 Drops publications seen before or stamped outside the accepted time window.
 """
@@ -34,9 +34,13 @@ class ReplayGuard:
             self._seen.popitem(last=False)
         if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
             return "publication has no timestamp"
-        if abs(now - timestamp) > self._window:
+        if not abs(now - timestamp) <= self._window:  # NaN is not fresh either
             return f"publication is stamped {now - timestamp:.0f}s away from this minion's clock"
         if jid in self._seen:
             return f"publication {jid} was already received"
-        self._seen[jid] = now
+        # Remember the jid until its timestamp leaves the window, not just for
+        # C{window} seconds after it arrived: a publication stamped ahead of
+        # this minion's clock stays fresh for longer than that, and must not
+        # be forgotten while it could still be replayed.
+        self._seen[jid] = max(now, timestamp)
         return None

@@ -24,6 +24,7 @@ from salttwist.modules import LoaderContext, loadFunctions
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
 
 CONNECT_TIMEOUT = 10
+KEEPALIVE_IDLE = 300
 
 
 def tcpConnector(reactor: Any) -> ConnectTCP:
@@ -32,9 +33,24 @@ def tcpConnector(reactor: Any) -> ConnectTCP:
     """
 
     def connect(host: str, port: int, factory: Factory) -> Deferred:
-        return HostnameEndpoint(reactor, host, port, timeout=CONNECT_TIMEOUT).connect(factory)
+        d = HostnameEndpoint(reactor, host, port, timeout=CONNECT_TIMEOUT).connect(factory)
+        return d.addCallback(_keepAlive)
 
     return connect
+
+
+def _keepAlive(proto: Any) -> Any:
+    """
+    Turn on TCP keepalive (Salt's C{tcp_keepalive}, with a 300 s idle time),
+    so a master that vanished without closing the connection is noticed and
+    the minion reconnects.
+    """
+    transport = proto.transport
+    transport.setTcpKeepAlive(True)
+    handle = transport.getHandle()
+    if hasattr(socket, "TCP_KEEPIDLE"):
+        handle.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE)
+    return proto
 
 
 def buildMinion(

@@ -55,7 +55,14 @@ class FrameProtocol(Int32StringReceiver):
     def stringReceived(self, data: bytes) -> None:
         """
         Decode one frame and hand the map to L{frameReceived}.
+
+        Frames behind a violation (or a close) in the same read are dropped:
+        L{IntNStringReceiver} keeps splitting its buffer after the connection
+        started closing, and nothing a peer sends after breaking the protocol
+        may be acted on (L{LineReceiver} checks C{transport.disconnecting} too).
         """
+        if getattr(self.transport, "disconnecting", False):
+            return
         try:
             message = serial.loads(data)
         except serial.SerialError as e:

@@ -1,0 +1,462 @@
+# -*- test-case-name: tests.test_cli_salt -*-
+"""
+Tests for L{salttwist.cli.salt}, the C{salttwist} command.
+
+L{main} runs its job under L{task.react}, which runs and then stops the
+global reactor and uses real UNIX sockets. Neither is allowed in a unit test
+(and stopping the global reactor under trial would break every later
+asynchronous test), so these tests replace L{task.react} with a stand-in
+that drives the job on a L{MemoryReactorClock} and fail the event-bus
+connection the way the operating system does when no master is running.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet import task
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectError
+from twisted.internet.testing import MemoryReactorClock
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+
+import salttwist
+from salttwist.cli import salt
+from salttwist.cli.salt import TARGET_FLAGS, buildParser, parseCliArgs, runJob
+from salttwist.client import local
+from salttwist.client.local import JobResult
+from salttwist.config import loadMasterConfig
+from salttwist.master.service import EVENT_PUB_SOCKET
+from salttwist.transport.reqclient import RequestError
+
+
+class ParseCliArgsTests(SynchronousTestCase):
+    """
+    L{parseCliArgs} turns command-line words into Salt's wire arguments.
+    """
+
+    def test_positionalAndKeyword(self) -> None:
+        """
+        C{key=value} words become one trailing C{__kwarg__} map; other words
+        stay positional, in order.
+        """
+        self.assertEqual(
+            parseCliArgs(["hello", "n=1", "flag=true", "text=a b"]),
+            ["hello", {"n": 1, "flag": True, "text": "a b", "__kwarg__": True}],
+        )
+
+    def test_noKeywords(self) -> None:
+        """
+        Without C{key=value} words there is no C{__kwarg__} map.
+        """
+        self.assertEqual(parseCliArgs(["a", "2"]), ["a", 2])
+        self.assertEqual(parseCliArgs([]), [])
+
+    def test_numbers(self) -> None:
+        """
+        Numeric words become integers and floats.
+        """
+        self.assertEqual(parseCliArgs(["1", "-5", "2.5", "0x10"]), [1, -5, 2.5, 16])
+
+    def test_booleans(self) -> None:
+        """
+        YAML booleans become L{bool}.
+        """
+        self.assertEqual(parseCliArgs(["true", "False", "yes", "off"]), [True, False, True, False])
+
+    def test_strings(self) -> None:
+        """
+        Plain words stay strings, including ones with spaces, colons and
+        slashes.
+        """
+        words = ["hello", "a b", "a:b", "/etc/hosts", "web*", "ls -l /tmp"]
+        self.assertEqual(parseCliArgs(words), words)
+
+    def test_none(self) -> None:
+        """
+        C{None} and the YAML nulls C{null}, C{Null}, C{~} become L{None}, as
+        in Salt's C{yamlify_arg}.
+        """
+        self.assertEqual(parseCliArgs(["None", "null", "Null", "~"]), [None] * 4)
+        self.assertEqual(parseCliArgs(["x=None"]), [{"x": None, "__kwarg__": True}])
+
+    def test_noneLookalikes(self) -> None:
+        """
+        Words that YAML would read as nothing stay as typed: the empty
+        string, blanks, document markers, C{!} and C{|}, and C{none}.
+        """
+        words = ["", "  ", "---", "...", "!", "|", "none"]
+        self.assertEqual(parseCliArgs(words), words)
+
+    def test_flowCollections(self) -> None:
+        """
+        Lists and maps written in flow style (C{[...]}, C{{...}}) are parsed.
+        """
+        self.assertEqual(
+            parseCliArgs(["[1, a]", "{a: 1, b: [x]}"]), [[1, "a"], {"a": 1, "b": ["x"]}]
+        )
+
+    def test_blockCollectionsStayStrings(self) -> None:
+        """
+        Words YAML reads as a map or list without braces or brackets stay
+        strings, as in Salt (C{test.echo 'key: value'} echoes the text).
+        """
+        self.assertEqual(parseCliArgs(["key: value", "- item"]), ["key: value", "- item"])
+
+    def test_underscoreDigits(self) -> None:
+        """
+        Digits with underscores stay a string rather than becoming an
+        integer, as in Salt.
+        """
+        self.assertEqual(
+            parseCliArgs(["1_000", "n=1_0"]), ["1_000", {"n": "1_0", "__kwarg__": True}]
+        )
+
+    def test_comments(self) -> None:
+        """
+        A C{#} is kept in words that would otherwise lose their comment; a
+        value that parses to a number despite a comment is taken.
+        """
+        self.assertEqual(parseCliArgs(["#", "a #b", "echo #x"]), ["#", "a #b", "echo #x"])
+        self.assertEqual(parseCliArgs(["1 # one"]), [1])
+
+    def test_quotedStrings(self) -> None:
+        """
+        YAML quotes are removed, as Salt does: C{'"a b"'} is C{a b}, and a
+        quoted number is a string.
+        """
+        self.assertEqual(parseCliArgs(['"a b"', "'1'"]), ["a b", "1"])
+
+    def test_controlWhitespace(self) -> None:
+        """
+        Words holding a tab or newline are kept exactly.
+        """
+        self.assertEqual(parseCliArgs(["a\tb", "1\n"]), ["a\tb", "1\n"])
+
+    def test_datesStayStrings(self) -> None:
+        """
+        Dates (which msgpack cannot carry) stay strings.
+        """
+        self.assertEqual(
+            parseCliArgs(["2024-01-01", "[2024-01-01]"]), ["2024-01-01", "[2024-01-01]"]
+        )
+
+    def test_invalidYaml(self) -> None:
+        """
+        Words that are not valid YAML stay strings.
+        """
+        words = ["[unclosed", "{a: 1", "a: b: c", "!!python/name:os.system"]
+        self.assertEqual(parseCliArgs(words), words)
+
+    def test_keywordNames(self) -> None:
+        """
+        Keyword names follow Salt's rule: a word character first (not a
+        digit), then word characters, C{.} or C{-}; C{a==b} and C{=x} stay
+        positional; only the first C{=} splits.
+        """
+        self.assertEqual(
+            parseCliArgs(["a==b", "1a=2", "=x", "foo-bar=1", "x.y=2", "k=a=b"]),
+            ["a==b", "1a=2", "=x", {"foo-bar": 1, "x.y": 2, "k": "a=b", "__kwarg__": True}],
+        )
+
+    def test_laterKeywordWins(self) -> None:
+        """
+        A keyword given twice takes the later value.
+        """
+        self.assertEqual(parseCliArgs(["n=1", "n=2"]), [{"n": 2, "__kwarg__": True}])
+
+
+class BuildParserTests(SynchronousTestCase):
+    """
+    L{buildParser} has Salt's flags.
+    """
+
+    def setUp(self) -> None:
+        """
+        Capture standard output and error, where C{argparse} writes.
+        """
+        self.stdout = io.StringIO()
+        self.stderr = io.StringIO()
+        self.patch(sys, "stdout", self.stdout)
+        self.patch(sys, "stderr", self.stderr)
+
+    def test_defaults(self) -> None:
+        """
+        A bare command line parses the target, function and arguments with
+        the default options.
+        """
+        options = buildParser().parse_args(["web*", "test.echo", "hi", "n=1"])
+        self.assertEqual(options.target, "web*")
+        self.assertEqual(options.function, "test.echo")
+        self.assertEqual(options.arg, ["hi", "n=1"])
+        self.assertIsNone(options.tgt_type)
+        self.assertEqual(options.config_dir, "/etc/salttwist")
+        self.assertIsNone(options.timeout)
+        self.assertEqual(options.out, "nested")
+
+    def test_targetFlags(self) -> None:
+        """
+        Each target-type flag, short or long, sets C{tgt_type}.
+        """
+        for short, long, kind, _ in TARGET_FLAGS:
+            for flag in (short, long):
+                options = buildParser().parse_args([flag, "x", "test.ping"])
+                self.assertEqual(options.tgt_type, kind, flag)
+        self.assertEqual(buildParser().parse_args(["-L", "a,b", "test.ping"]).tgt_type, "list")
+
+    def test_targetFlagsExclusive(self) -> None:
+        """
+        Two target-type flags together are a usage error.
+        """
+        e = self.assertRaises(SystemExit, buildParser().parse_args, ["-L", "-E", "x", "test.ping"])
+        self.assertEqual(e.code, 2)
+        self.assertIn("not allowed with argument", self.stderr.getvalue())
+
+    def test_version(self) -> None:
+        """
+        C{--version} prints the version and exits 0.
+        """
+        e = self.assertRaises(SystemExit, buildParser().parse_args, ["--version"])
+        self.assertEqual(e.code, 0)
+        self.assertEqual(self.stdout.getvalue(), f"salttwist {salttwist.__version__}\n")
+
+    def test_missingFunction(self) -> None:
+        """
+        A target without a function is a usage error.
+        """
+        e = self.assertRaises(SystemExit, buildParser().parse_args, ["*"])
+        self.assertEqual(e.code, 2)
+
+
+class FakeReact:
+    """
+    A stand-in for L{task.react} that runs C{main} on a L{MemoryReactorClock}
+    and, like the real one, ends with L{SystemExit}.
+
+    @ivar failConnections: whether to fail every UNIX connection attempt, as
+        the system does when nothing listens on the socket.
+    """
+
+    def __init__(self, testCase: SynchronousTestCase) -> None:
+        self.testCase = testCase
+        self.reactor = MemoryReactorClock()
+        self.calls = 0
+
+    def __call__(self, main: Callable[[Any], Deferred[Any]], argv: Any = ()) -> None:
+        """
+        Run C{main}, fail its UNIX connection attempts, and exit as
+        L{task.react} does when C{main}'s L{Deferred} succeeds.
+        """
+        self.calls += 1
+        d = main(self.reactor)
+        failUnixConnections(self.reactor)
+        self.testCase.successResultOf(d)
+        raise SystemExit(0)
+
+
+def failUnixConnections(reactor: MemoryReactorClock) -> None:
+    """
+    Fail every pending UNIX connection attempt on C{reactor} with "no such
+    file", as connecting to a socket nobody listens on does.
+    """
+    while reactor.unixClients:
+        _, factory, _, _ = reactor.unixClients.pop(0)
+        factory.clientConnectionFailed(None, Failure(ConnectError("No such file or directory")))
+
+
+class MainTests(SynchronousTestCase):
+    """
+    L{salt.main} with no master running.
+    """
+
+    def setUp(self) -> None:
+        """
+        Capture output, make an empty config directory and stand in for
+        L{task.react}.
+        """
+        self.stdout = io.StringIO()
+        self.stderr = io.StringIO()
+        self.patch(sys, "stdout", self.stdout)
+        self.patch(sys, "stderr", self.stderr)
+        self.configDir = self.mktemp()
+        os.makedirs(self.configDir)
+        self.react = FakeReact(self)
+        self.patch(task, "react", self.react)
+
+    def test_noMaster(self) -> None:
+        """
+        With no master running, L{salt.main} returns 2 and writes an error
+        naming the event bus socket to standard error.
+        """
+        code = salt.main(["-c", self.configDir, "*", "test.ping"])
+        self.assertEqual(code, 2)
+        self.assertEqual(self.react.calls, 1)
+        err = self.stderr.getvalue()
+        self.assertTrue(err.startswith("Error: "), err)
+        self.assertIn("event bus", err)
+        config = loadMasterConfig(self.configDir)
+        self.assertIn(os.path.join(config["sock_dir"], EVENT_PUB_SOCKET), err)
+        self.assertEqual(self.stdout.getvalue(), "")
+
+    def test_badConfig(self) -> None:
+        """
+        An unreadable config is reported on standard error with exit code 2,
+        without starting the reactor.
+        """
+        with open(os.path.join(self.configDir, "master"), "w") as f:
+            f.write("timeout: [not, a, number]\n")
+        code = salt.main(["-c", self.configDir, "*", "test.ping"])
+        self.assertEqual(code, 2)
+        self.assertEqual(self.react.calls, 0)
+        self.assertIn("Error: ", self.stderr.getvalue())
+
+
+class RunJobTests(SynchronousTestCase):
+    """
+    L{runJob} turns the client's outcome into output and an exit code.
+    """
+
+    def setUp(self) -> None:
+        """
+        Capture output and load a config rooted in a temporary directory.
+        """
+        self.stdout = io.StringIO()
+        self.stderr = io.StringIO()
+        self.patch(sys, "stdout", self.stdout)
+        self.patch(sys, "stderr", self.stderr)
+        root = self.mktemp()
+        os.makedirs(root)
+        self.config = loadMasterConfig(root, overrides={"root_dir": root})
+        self.reactor = MemoryReactorClock()
+
+    def runJob(self, argv: list[str]) -> Deferred[int]:
+        """
+        @return: the L{Deferred} of L{runJob} for command line C{argv}.
+        """
+        options = buildParser().parse_args(argv)
+        return Deferred.fromCoroutine(runJob(self.reactor, options, self.config))
+
+    def fakeRun(self, result: JobResult | Exception) -> list[tuple[Any, ...]]:
+        """
+        Make L{local.LocalClient.run} return C{result} (or raise it).
+
+        @return: a list that records the arguments of each call.
+        """
+        calls: list[tuple[Any, ...]] = []
+
+        async def run(
+            client: Any,
+            tgt: Any,
+            fun: str,
+            arg: list[Any],
+            tgtType: str = "glob",
+            timeout: float = 5.0,
+            onPublished: Any = None,
+            onReturn: Any = None,
+        ) -> JobResult:
+            calls.append((tgt, fun, arg, tgtType, timeout))
+            if isinstance(result, Exception):
+                raise result
+            onPublished(result.jid, result.minions)
+            for minionId, data in result.returns.items():
+                onReturn(minionId, data)
+            return result
+
+        self.patch(local.LocalClient, "run", run)
+        return calls
+
+    def test_connectFails(self) -> None:
+        """
+        When the client cannot reach the event bus, L{runJob} returns 2 and
+        names the event bus socket on standard error.
+        """
+        d = self.runJob(["*", "test.ping"])
+        self.assertNoResult(d)
+        failUnixConnections(self.reactor)
+        self.assertEqual(self.successResultOf(d), 2)
+        err = self.stderr.getvalue()
+        self.assertIn("event bus", err)
+        self.assertIn(os.path.join(self.config["sock_dir"], EVENT_PUB_SOCKET), err)
+
+    def test_arguments(self) -> None:
+        """
+        The target, function, parsed arguments, target type and the
+        master's default timeout are passed to the client.
+        """
+        calls = self.fakeRun(JobResult("1" * 20, []))
+        self.successResultOf(self.runJob(["-L", "a,b", "test.arg", "1", "k=v"]))
+        self.assertEqual(
+            calls, [("a,b", "test.arg", [1, {"k": "v", "__kwarg__": True}], "list", 5.0)]
+        )
+
+    def test_timeoutFlag(self) -> None:
+        """
+        C{-t} overrides the master's timeout; the target type defaults to
+        C{glob}.
+        """
+        calls = self.fakeRun(JobResult("1" * 20, []))
+        self.successResultOf(self.runJob(["-t", "1.5", "*", "test.ping"]))
+        self.assertEqual(calls[0][3:], ("glob", 1.5))
+
+    def test_noMatch(self) -> None:
+        """
+        When no minion matched, L{runJob} returns 2 and says so.
+        """
+        self.fakeRun(JobResult("1" * 20, []))
+        self.assertEqual(self.successResultOf(self.runJob(["nope*", "test.ping"])), 2)
+        self.assertIn("No minions matched the target", self.stderr.getvalue())
+
+    def test_refused(self) -> None:
+        """
+        When the master refuses the job, L{runJob} returns 2 with its reason.
+        """
+        self.fakeRun(RequestError("bad target"))
+        self.assertEqual(self.successResultOf(self.runJob(["*", "test.ping"])), 2)
+        self.assertIn("refused the job: bad target", self.stderr.getvalue())
+
+    def test_allReturned(self) -> None:
+        """
+        When every minion returned retcode 0, L{runJob} prints the returns
+        and returns 0.
+        """
+        result = JobResult("1" * 20, ["web1"], returns={"web1": {"return": True, "retcode": 0}})
+        self.fakeRun(result)
+        self.assertEqual(self.successResultOf(self.runJob(["*", "test.ping"])), 0)
+        self.assertIn("web1", self.stdout.getvalue())
+
+    def test_missingMinion(self) -> None:
+        """
+        A minion that did not return is printed as such and makes the exit
+        code 1.
+        """
+        result = JobResult(
+            "1" * 20,
+            ["web1", "web2"],
+            returns={"web1": {"return": True, "retcode": 0}},
+            missing=["web2"],
+        )
+        self.fakeRun(result)
+        self.assertEqual(self.successResultOf(self.runJob(["*", "test.ping"])), 1)
+        self.assertIn("Minion did not return. [No response]", self.stdout.getvalue())
+
+    def test_failedMinion(self) -> None:
+        """
+        A minion returning a non-zero retcode makes the exit code 1.
+        """
+        result = JobResult("1" * 20, ["web1"], returns={"web1": {"return": "nope", "retcode": 254}})
+        self.fakeRun(result)
+        self.assertEqual(self.successResultOf(self.runJob(["*", "nope.fun"])), 1)
+
+    def test_verbose(self) -> None:
+        """
+        C{-v} prints the jid once the job is published.
+        """
+        result = JobResult("1" * 20, ["web1"], returns={"web1": {"return": True, "retcode": 0}})
+        self.fakeRun(result)
+        self.successResultOf(self.runJob(["-v", "*", "test.ping"]))
+        self.assertIn("Executing job with jid " + "1" * 20, self.stdout.getvalue())

@@ -1,0 +1,285 @@
+# -*- test-case-name: tests.test_framing -*-
+"""
+Tests for L{salttwist.transport.framing}.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from twisted.internet.protocol import Protocol
+from twisted.internet.testing import EventLoggingObserver, StringTransport
+from twisted.logger import formatEvent, globalLogPublisher
+from twisted.trial.unittest import SynchronousTestCase
+
+from salttwist import serial
+from salttwist.transport.framing import (
+    PREAUTH_MAX_FRAME,
+    FrameProtocol,
+    QuietFactory,
+    quietFactory,
+)
+
+
+def frame(payload: bytes) -> bytes:
+    """
+    @return: C{payload} behind its 4-byte big-endian length.
+    """
+    return struct.pack("!I", len(payload)) + payload
+
+
+def encode(message: Any) -> bytes:
+    """
+    @return: C{message} as one msgpack frame.
+    """
+    return frame(serial.dumps(message))
+
+
+def decodeFrames(data: bytes) -> list[Any]:
+    """
+    @return: the decoded objects of the complete frames in C{data}.
+    """
+    messages = []
+    while len(data) >= 4:
+        (length,) = struct.unpack("!I", data[:4])
+        messages.append(serial.loads(data[4 : 4 + length]))
+        data = data[4 + length :]
+    return messages
+
+
+class AbortRecordingTransport(StringTransport):
+    """
+    A L{StringTransport} that records whether the connection was aborted
+    (rather than closed cleanly).
+    """
+
+    aborted = False
+
+    def abortConnection(self) -> None:
+        """
+        Record the abort, then close.
+        """
+        self.aborted = True
+        super().abortConnection()
+
+
+class RecordingProtocol(FrameProtocol):
+    """
+    A L{FrameProtocol} that records every frame it receives.
+    """
+
+    def __init__(self) -> None:
+        self.frames: list[dict[str, Any]] = []
+
+    def frameReceived(self, message: dict[str, Any]) -> None:
+        """
+        Record C{message}.
+        """
+        self.frames.append(message)
+
+
+class FrameProtocolTests(SynchronousTestCase):
+    """
+    L{FrameProtocol} turns length-prefixed msgpack maps into
+    L{FrameProtocol.frameReceived} calls and closes the connection on
+    anything else.
+    """
+
+    def setUp(self) -> None:
+        """
+        Connect a L{RecordingProtocol} to an in-memory transport.
+        """
+        self.transport = AbortRecordingTransport()
+        self.proto = RecordingProtocol()
+        self.proto.makeConnection(self.transport)
+
+    def assertClosed(self) -> None:
+        """
+        The connection was aborted.
+        """
+        self.assertTrue(self.transport.aborted)
+        self.assertTrue(self.transport.disconnecting)
+
+    def test_goodFrame(self) -> None:
+        """
+        A well-formed frame holding a map is delivered, and the connection
+        stays open.
+        """
+        self.proto.dataReceived(encode({"cmd": "ping", "n": 1}))
+        self.assertEqual(self.proto.frames, [{"cmd": "ping", "n": 1}])
+        self.assertFalse(self.transport.disconnecting)
+
+    def test_twoFramesOneWrite(self) -> None:
+        """
+        Two frames arriving in one read are both delivered, in order.
+        """
+        self.proto.dataReceived(encode({"n": 1}) + encode({"n": 2}))
+        self.assertEqual(self.proto.frames, [{"n": 1}, {"n": 2}])
+
+    def test_frameSplitByteByByte(self) -> None:
+        """
+        A frame arriving one byte at a time is delivered once, when its last
+        byte arrives.
+        """
+        data = encode({"cmd": "hello", "payload": b"x" * 20})
+        for i, byte in enumerate(data):
+            self.assertEqual(self.proto.frames, [], f"delivered early at byte {i}")
+            self.proto.dataReceived(bytes([byte]))
+        self.assertEqual(self.proto.frames, [{"cmd": "hello", "payload": b"x" * 20}])
+        self.assertFalse(self.transport.disconnecting)
+
+    def test_oversizeHeaderClosesBeforeBody(self) -> None:
+        """
+        A length header over C{MAX_LENGTH} aborts the connection as soon as
+        the 4 header bytes arrive, before any of the body was sent, and a
+        warning names the announced size and the limit.
+        """
+        events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        size = PREAUTH_MAX_FRAME + 1
+        self.proto.dataReceived(struct.pack("!I", size))
+        self.assertClosed()
+        self.assertEqual(self.proto.frames, [])
+        self.assertEqual(len(events), 1)
+        text = formatEvent(events[0])
+        self.assertIn(str(size), text)
+        self.assertIn(str(PREAUTH_MAX_FRAME), text)
+
+    def test_limitIsInclusive(self) -> None:
+        """
+        A frame of exactly C{MAX_LENGTH} bytes is accepted.
+        """
+        payload = serial.dumps({"k": "x" * 11})
+        self.proto.setMaxFrame(len(payload))
+        self.proto.dataReceived(frame(payload))
+        self.assertEqual(self.proto.frames, [{"k": "x" * 11}])
+        self.assertFalse(self.transport.disconnecting)
+
+    def test_malformedClosesConnection(self) -> None:
+        """
+        A frame that is not valid msgpack aborts the connection and is not
+        delivered.
+        """
+        self.proto.dataReceived(frame(b"\xc1"))
+        self.assertClosed()
+        self.assertEqual(self.proto.frames, [])
+
+    def test_trailingBytesInFrameClose(self) -> None:
+        """
+        A frame holding a map followed by extra bytes is malformed.
+        """
+        self.proto.dataReceived(frame(serial.dumps({"a": 1}) + b"\x00"))
+        self.assertClosed()
+        self.assertEqual(self.proto.frames, [])
+
+    def test_nonMapFrameCloses(self) -> None:
+        """
+        A frame holding valid msgpack that is not a map (a list, a string, an
+        integer) aborts the connection.
+        """
+        for message in [[1, 2], "text", 7]:
+            transport = AbortRecordingTransport()
+            proto = RecordingProtocol()
+            proto.makeConnection(transport)
+            proto.dataReceived(encode(message))
+            self.assertTrue(transport.aborted)
+            self.assertEqual(proto.frames, [])
+
+    def test_violationLogged(self) -> None:
+        """
+        Closing on a malformed frame logs a warning naming the peer and the
+        reason.
+        """
+        events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        self.proto.dataReceived(encode([1]))
+        self.assertEqual(len(events), 1)
+        text = formatEvent(events[0])
+        self.assertIn("192.168.1.1:54321", text)
+        self.assertIn("not a map", text)
+
+    def test_nothingAfterViolation(self) -> None:
+        """
+        Frames read in the same chunk behind a frame that broke the protocol
+        are not delivered: the peer's connection is already being aborted.
+        """
+        self.proto.dataReceived(encode([1]) + encode({"cmd": "after"}))
+        self.assertClosed()
+        self.assertEqual(self.proto.frames, [])
+
+    def test_setMaxFrame(self) -> None:
+        """
+        L{FrameProtocol.setMaxFrame} raises the limit for later frames: a
+        frame over the pre-authentication limit is then accepted.
+        """
+        big = {"blob": b"x" * (PREAUTH_MAX_FRAME + 10)}
+        self.proto.setMaxFrame(PREAUTH_MAX_FRAME * 4)
+        self.proto.dataReceived(encode(big))
+        self.assertEqual(self.proto.frames, [big])
+        self.assertFalse(self.transport.disconnecting)
+
+    def test_setMaxFrameLowers(self) -> None:
+        """
+        L{FrameProtocol.setMaxFrame} can also lower the limit.
+        """
+        self.proto.setMaxFrame(8)
+        self.proto.dataReceived(encode({"k": "x" * 20}))
+        self.assertClosed()
+
+    def test_setMaxFramePerConnection(self) -> None:
+        """
+        Raising the limit on one connection leaves other connections (and the
+        class default) at the pre-authentication limit.
+        """
+        self.proto.setMaxFrame(PREAUTH_MAX_FRAME * 4)
+        other = RecordingProtocol()
+        self.assertEqual(other.MAX_LENGTH, PREAUTH_MAX_FRAME)
+        self.assertEqual(FrameProtocol.MAX_LENGTH, PREAUTH_MAX_FRAME)
+
+    def test_sendFrame(self) -> None:
+        """
+        L{FrameProtocol.sendFrame} writes one length-prefixed msgpack map.
+        """
+        self.proto.sendFrame({"ret": "ok"})
+        self.assertEqual(self.transport.value(), encode({"ret": "ok"}))
+        self.assertEqual(decodeFrames(self.transport.value()), [{"ret": "ok"}])
+
+    def test_peerName(self) -> None:
+        """
+        L{FrameProtocol.connectionMade} records the peer's host and port for
+        log lines.
+        """
+        self.assertEqual(self.proto.peerName, "192.168.1.1:54321")
+
+
+class QuietFactoryTests(SynchronousTestCase):
+    """
+    L{quietFactory} builds factories that do not log each connection.
+    """
+
+    def test_buildProtocol(self) -> None:
+        """
+        The factory's protocols come from the given callable and have
+        C{factory} set to the factory; the factory is not noisy.
+        """
+        built: list[Protocol] = []
+
+        def build() -> Protocol:
+            proto = RecordingProtocol()
+            built.append(proto)
+            return proto
+
+        factory = quietFactory(build)
+        self.assertIsInstance(factory, QuietFactory)
+        self.assertFalse(factory.noisy)
+        first = factory.buildProtocol(None)
+        second = factory.buildProtocol(None)
+        self.assertEqual(built, [first, second])
+        self.assertIsNot(first, second)
+        self.assertIs(first.factory, factory)
+        self.assertIs(second.factory, factory)
+
+    def test_quietFactoryClass(self) -> None:
+        """
+        L{QuietFactory} is not noisy.
+        """
+        self.assertFalse(QuietFactory.noisy)

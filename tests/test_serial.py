@@ -1,0 +1,176 @@
+# -*- test-case-name: tests.test_serial -*-
+"""
+Tests for L{salttwist.serial}: msgpack with limits.
+"""
+
+from __future__ import annotations
+
+import msgpack
+from twisted.trial.unittest import SynchronousTestCase
+
+from salttwist import serial
+from salttwist.serial import SerialError
+
+
+def _nested(depth: int) -> object:
+    """
+    @return: C{depth} lists, each holding the next, around an integer.
+    """
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+class RoundTripTests(SynchronousTestCase):
+    """
+    L{serial.dumps} and L{serial.loads} carry the types the wire uses.
+    """
+
+    def test_roundTrip(self) -> None:
+        """
+        A map of strings, bytes, numbers, booleans, L{None}, lists and nested
+        maps comes back equal from L{serial.loads}.
+        """
+        value = {
+            "str": "h\u00e9llo",
+            "bytes": b"\x00\xff",
+            "int": -(2**63),
+            "big": 2**64 - 1,
+            "float": 1.5,
+            "bool": True,
+            "none": None,
+            "list": [1, "two", [3.0]],
+            "map": {"nested": {"deeper": []}},
+        }
+        self.assertEqual(serial.loads(serial.dumps(value)), value)
+
+    def test_bytesStayBytes(self) -> None:
+        """
+        Bytes and strings stay distinct: bytes come back as L{bytes}, text as
+        L{str}.
+        """
+        result = serial.loads(serial.dumps({"b": b"x", "s": "x"}))
+        self.assertIsInstance(result["b"], bytes)
+        self.assertIsInstance(result["s"], str)
+
+    def test_tuplesBecomeLists(self) -> None:
+        """
+        Arrays always decode to lists.
+        """
+        self.assertEqual(serial.loads(serial.dumps({"t": (1, 2)})), {"t": [1, 2]})
+
+    def test_dumpsUnserialisable(self) -> None:
+        """
+        L{serial.dumps} raises L{SerialError} (not L{TypeError}) for an object
+        msgpack cannot encode, and for an integer out of msgpack's range.
+        """
+        for value in [object(), {"a": {1, 2}}, 1j, 2**70]:
+            self.assertRaises(SerialError, serial.dumps, value)
+
+    def test_serialErrorIsValueError(self) -> None:
+        """
+        L{SerialError} is a L{ValueError}, so callers treating bad input as a
+        value error catch it.
+        """
+        self.assertTrue(issubclass(SerialError, ValueError))
+
+
+class LimitTests(SynchronousTestCase):
+    """
+    L{serial.loads} refuses input outside its limits with L{SerialError}.
+    """
+
+    def test_extTypeRefused(self) -> None:
+        """
+        msgpack ext types (including fixext and the timestamp type) are
+        refused.
+        """
+        for data in [
+            msgpack.packb(msgpack.ExtType(5, b"payload")),
+            msgpack.packb({"a": msgpack.ExtType(1, b"x")}),
+            b"\xd4\x01\x00",
+            b"\xd6\xff\x00\x00\x00\x00",
+        ]:
+            self.assertRaises(SerialError, serial.loads, data)
+
+    def test_declaredSizesLargerThanBuffer(self) -> None:
+        """
+        A header declaring more elements or bytes than the buffer could
+        possibly hold is refused before anything is allocated: array 32, map
+        32, str 32, bin 32, and their 16-bit forms.
+        """
+        for data in [
+            b"\xdd\xff\xff\xff\xff",
+            b"\xdf\xff\xff\xff\xff",
+            b"\xdb\xff\xff\xff\xff",
+            b"\xc6\xff\xff\xff\xff",
+            b"\xdc\xff\xff",
+            b"\xde\xff\xff",
+            b"\xda\xff\xffabc",
+            b"\xc5\xff\xffabc",
+        ]:
+            self.assertRaises(SerialError, serial.loads, data)
+
+    def test_maxDepth(self) -> None:
+        """
+        Nesting of exactly C{maxDepth} containers is accepted; one more is
+        refused.
+        """
+        self.assertEqual(serial.loads(serial.dumps(_nested(64))), _nested(64))
+        self.assertRaises(SerialError, serial.loads, serial.dumps(_nested(65)))
+        self.assertEqual(serial.loads(serial.dumps(_nested(3)), maxDepth=3), _nested(3))
+        self.assertRaises(SerialError, serial.loads, serial.dumps(_nested(4)), maxDepth=3)
+
+    def test_maxDepthMaps(self) -> None:
+        """
+        Maps count towards the nesting depth like lists do.
+        """
+        value = {"a": {"b": {"c": 1}}}
+        self.assertRaises(SerialError, serial.loads, serial.dumps(value), maxDepth=2)
+
+    def test_veryDeepNesting(self) -> None:
+        """
+        Nesting far beyond any limit (deeper than msgpack's own stack) is a
+        L{SerialError}, not a crash.
+        """
+        self.assertRaises(SerialError, serial.loads, b"\x91" * 5000 + b"\x00")
+
+    def test_trailingBytes(self) -> None:
+        """
+        Bytes after the one object are refused.
+        """
+        self.assertRaises(SerialError, serial.loads, serial.dumps({"a": 1}) + b"\x00")
+
+    def test_truncated(self) -> None:
+        """
+        Empty or truncated input is refused.
+        """
+        self.assertRaises(SerialError, serial.loads, b"")
+        self.assertRaises(SerialError, serial.loads, serial.dumps({"a": "bcd"})[:-1])
+
+    def test_reservedByte(self) -> None:
+        """
+        The never-used byte C{0xc1} is refused.
+        """
+        self.assertRaises(SerialError, serial.loads, b"\xc1")
+
+    def test_nonStringMapKeys(self) -> None:
+        """
+        Maps keyed by integers, floats, booleans, L{None} or arrays are
+        refused.
+        """
+        for data in [
+            msgpack.packb({1: "x"}),
+            msgpack.packb({1.5: "x"}),
+            msgpack.packb({True: "x"}),
+            msgpack.packb({None: "x"}),
+            b"\x81\x91\x01\x02",
+        ]:
+            self.assertRaises(SerialError, serial.loads, data)
+
+    def test_invalidUtf8(self) -> None:
+        """
+        A str whose bytes are not UTF-8 is refused.
+        """
+        self.assertRaises(SerialError, serial.loads, b"\xa2\xff\xfe")

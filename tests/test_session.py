@@ -1,0 +1,157 @@
+# -*- test-case-name: tests.test_session -*-
+"""
+Tests for L{salttwist.transport.session}.
+"""
+
+from __future__ import annotations
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from salttwist import crypt, serial
+from salttwist.crypt import AesCipher
+from salttwist.transport.session import SessionCipher, SessionError
+
+
+class SessionCipherTests(SynchronousTestCase):
+    """
+    A server and a client L{SessionCipher} on one key talk to each other and
+    refuse frames that are not the next one from the other side.
+    """
+
+    def setUp(self) -> None:
+        """
+        Make a server and a client cipher sharing a fresh key.
+        """
+        self.key = crypt.newAesKey()
+        self.server = SessionCipher(self.key, isServer=True)
+        self.client = SessionCipher(self.key, isServer=False)
+
+    def test_roundTripBothWays(self) -> None:
+        """
+        Payloads sealed by either side open on the other, in sequence.
+        """
+        for n in range(3):
+            frame = self.client.seal({"cmd": "req", "n": n})
+            self.assertEqual(self.server.open(frame), {"cmd": "req", "n": n})
+            reply = self.server.seal({"ret": n, "data": b"\x00"})
+            self.assertEqual(self.client.open(reply), {"ret": n, "data": b"\x00"})
+
+    def test_frameShape(self) -> None:
+        """
+        A sealed frame is a map with only C{enc}, holding bytes that do not
+        contain the payload in clear.
+        """
+        frame = self.client.seal({"cmd": "secret-command"})
+        self.assertEqual(list(frame), ["enc"])
+        self.assertIsInstance(frame["enc"], bytes)
+        self.assertNotIn(b"secret-command", frame["enc"])
+
+    def test_replay(self) -> None:
+        """
+        A frame opened once does not open a second time.
+        """
+        frame = self.client.seal({"n": 0})
+        self.server.open(frame)
+        self.assertRaises(SessionError, self.server.open, frame)
+
+    def test_reorder(self) -> None:
+        """
+        The second frame does not open before the first.
+        """
+        self.client.seal({"n": 0})
+        second = self.client.seal({"n": 1})
+        self.assertRaises(SessionError, self.server.open, second)
+
+    def test_dropped(self) -> None:
+        """
+        If a frame is dropped, the next one does not open either.
+        """
+        self.client.seal({"n": 0})
+        self.assertRaises(SessionError, self.server.open, self.client.seal({"n": 1}))
+
+    def test_refusalKeepsPosition(self) -> None:
+        """
+        A refused frame does not advance the receive counter: the frame
+        expected next still opens.
+        """
+        first = self.client.seal({"n": 0})
+        second = self.client.seal({"n": 1})
+        self.assertRaises(SessionError, self.server.open, second)
+        self.assertEqual(self.server.open(first), {"n": 0})
+        self.assertEqual(self.server.open(second), {"n": 1})
+
+    def test_reflection(self) -> None:
+        """
+        A frame cannot be reflected back to its sender: a client's frame does
+        not open on another client, nor a server's on a server.
+        """
+        clientFrame = self.client.seal({"n": 0})
+        self.assertRaises(SessionError, SessionCipher(self.key, isServer=False).open, clientFrame)
+        serverFrame = self.server.seal({"n": 0})
+        self.assertRaises(SessionError, SessionCipher(self.key, isServer=True).open, serverFrame)
+
+    def test_otherKey(self) -> None:
+        """
+        A frame sealed under another session's key does not open.
+        """
+        other = SessionCipher(crypt.newAesKey(), isServer=False)
+        self.assertRaises(SessionError, self.server.open, other.seal({"n": 0}))
+
+    def test_tampered(self) -> None:
+        """
+        A frame with one bit flipped does not open.
+        """
+        frame = self.client.seal({"n": 0})
+        blob = bytearray(frame["enc"])
+        blob[-1] ^= 0x01
+        self.assertRaises(SessionError, self.server.open, {"enc": bytes(blob)})
+
+    def test_extraKeys(self) -> None:
+        """
+        A frame with keys besides C{enc} is refused, even if C{enc} is valid.
+        """
+        frame = dict(self.client.seal({"n": 0}), cmd="sneaky")
+        self.assertRaises(SessionError, self.server.open, frame)
+
+    def test_noEnc(self) -> None:
+        """
+        A frame without C{enc}, or whose C{enc} is not bytes, is refused.
+        """
+        self.assertRaises(SessionError, self.server.open, {})
+        self.assertRaises(SessionError, self.server.open, {"cmd": "publish"})
+        self.assertRaises(SessionError, self.server.open, {"enc": "text"})
+        self.assertRaises(SessionError, self.server.open, {"enc": None})
+
+    def test_shortBlob(self) -> None:
+        """
+        A blob too short to hold a nonce and a tag is refused.
+        """
+        self.assertRaises(SessionError, self.server.open, {"enc": b"short"})
+
+    def _sealRaw(self, plaintext: bytes) -> dict[str, bytes]:
+        """
+        @return: a client-to-server frame for sequence 0 carrying
+            C{plaintext} as the payload bytes.
+        """
+        aad = b"salttwist-req:c2s:" + (0).to_bytes(8, "big")
+        return {"enc": AesCipher(self.key).encrypt(plaintext, aad)}
+
+    def test_payloadNotMap(self) -> None:
+        """
+        A correctly sealed payload that is not a map is refused.
+        """
+        self.assertRaises(SessionError, self.server.open, self._sealRaw(serial.dumps([1, 2])))
+
+    def test_payloadMalformed(self) -> None:
+        """
+        A correctly sealed payload that is not valid msgpack is refused.
+        """
+        self.assertRaises(SessionError, self.server.open, self._sealRaw(b"\xc1"))
+
+    def test_payloadTooDeep(self) -> None:
+        """
+        A payload nested deeper than the cipher's C{maxDepth} is refused.
+        """
+        server = SessionCipher(self.key, isServer=True, maxDepth=2)
+        frame = self._sealRaw(serial.dumps({"a": {"b": {"c": 1}}}))
+        self.assertRaises(SessionError, server.open, frame)
