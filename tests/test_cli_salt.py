@@ -101,6 +101,13 @@ class ParseCliArgsTests(SynchronousTestCase):
             parseCliArgs(["[1, a]", "{a: 1, b: [x]}"]), [[1, "a"], {"a": 1, "b": ["x"]}]
         )
 
+    def test_nonStringKeysStayStrings(self) -> None:
+        """
+        A flow map with non-string keys, which the master's decoder refuses,
+        stays the typed word instead of costing the connection.
+        """
+        self.assertEqual(parseCliArgs(["{1: a}"]), ["{1: a}"])
+
     def test_blockCollectionsStayStrings(self) -> None:
         """
         Words YAML reads as a map or list without braces or brackets stay

@@ -129,7 +129,9 @@ def _yamlify(word: str) -> Any:
         return None
     try:
         value = yaml.safe_load(word)
-        serial.dumps(value)
+        # The round trip refuses what the master would refuse too, such as
+        # maps with non-string keys ({1: a}): those stay the typed word.
+        serial.loads(serial.dumps(value))
     except (yaml.YAMLError, serial.SerialError):
         return word
     if "#" in word:
