@@ -130,6 +130,11 @@ class Master:
                 "minion {id} re-authenticated; closing its old session", id=proto.minionId
             )
             old.transport.loseConnection()
+            # The old session's pub subscription goes with it: the minion
+            # subscribes again with a token from its new session.
+            subscriber = self.subscribers.pop(proto.minionId, None)
+            if subscriber is not None:
+                subscriber.transport.loseConnection()
 
     def sessionEnded(self, proto: ReqServerProtocol) -> None:
         """

@@ -149,9 +149,11 @@ class Minion:
         else:
             message = f"{type(failure.value).__name__}: {failure.value}"
         self.log.warn(
-            "minion {id}: {message}; retrying in {delay:.1f}s",
+            # Not "message": the legacy log bridge reserves that key and
+            # replaces it with () in the shared event.
+            "minion {id}: {reason}; retrying in {delay:.1f}s",
             id=self.id,
-            message=message,
+            reason=message,
             delay=retryIn,
         )
         self._generation += 1
@@ -184,6 +186,9 @@ class Minion:
         except Exception as e:
             raise AttemptFailed(f"cannot reach the master at {self.masterHost}:{port} ({e})") from e
         if generation != self._generation:
+            # The minion stopped while connecting: nobody waits for this
+            # connection's greeting, so its failure is expected.
+            req.hello.addErrback(lambda _: None)
             req.transport.loseConnection()
             return
         self.req = req
@@ -230,6 +235,13 @@ class Minion:
         pub = await self.connectTCP(
             self.masterHost, publishPort, quietFactory(lambda: PubClientProtocol(maxFrame))
         )
+        if generation != self._generation:
+            # The req connection was lost while this one was being made; a
+            # newer attempt may already own self.pub. Nobody will wait for
+            # this connection's greeting, so its failure is expected.
+            pub.hello.addErrback(lambda _: None)
+            pub.transport.loseConnection()
+            return
         self.pub = pub
         pub.lost.addCallback(self._connectionLost, generation)
         pubChallenge = await self._answer(pub.hello)
@@ -373,6 +385,14 @@ class Minion:
         self.executor.run(fun, arg).addCallback(self._jobDone, load)
 
     def _jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> None:
+        try:
+            serial.dumps(result["return"])
+        except serial.SerialError as e:
+            result = {
+                "return": f"The minion function returned a value that cannot be sent: {e}",
+                "retcode": 1,
+                "success": False,
+            }
         ret = {
             "cmd": "_return",
             "id": self.id,

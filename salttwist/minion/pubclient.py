@@ -30,6 +30,7 @@ class PubClientProtocol(FrameProtocol):
         self.subscribed: Deferred[str] = Deferred()
         self.lost: Deferred[None] = Deferred()
         self.onPublication: Callable[[dict[str, Any]], None] | None = None
+        self._subscribing = False
 
     def frameReceived(self, message: dict[str, Any]) -> None:
         if not self.hello.called:
@@ -50,11 +51,16 @@ class PubClientProtocol(FrameProtocol):
         """
         Ask for publications, proving the session with C{mac}.
         """
+        self._subscribing = True
         self.sendFrame({"cmd": "subscribe", "id": minionId, "mac": mac})
         return self.subscribed
 
     def connectionLost(self, reason: object = None) -> None:
-        for waiter in (self.hello, self.subscribed):
+        # Fail C{subscribed} only if a subscription was asked for: nobody
+        # waits for it before that, and an unwaited failure is logged as an
+        # unhandled error for a connection lost while connecting.
+        waiters = (self.hello, self.subscribed) if self._subscribing else (self.hello,)
+        for waiter in waiters:
             if not waiter.called:
                 waiter.errback(ConnectionLost("pub connection to the master lost"))
         self.lost.callback(None)

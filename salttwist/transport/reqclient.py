@@ -89,14 +89,17 @@ class ReqClientProtocol(FrameProtocol):
 
         @return: a L{Deferred} firing with the reply payload, or failing with
             L{RequestError} if the master answered C{error}.
+        @raise salttwist.serial.SerialError: if C{payload} cannot be
+            serialised (nothing is sent).
         """
         if self._session is None:
             raise RuntimeError("no session: authenticate first")
         rid = self._nextRid
         self._nextRid += 1
+        frame = self._session.seal(dict(payload, rid=rid))
         d: Deferred[dict[str, Any]] = Deferred()
         self._waiting[rid] = d
-        self.sendFrame(self._session.seal(dict(payload, rid=rid)))
+        self.sendFrame(frame)
         return d
 
     def _sessionFrame(self, message: dict[str, Any]) -> None:

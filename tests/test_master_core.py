@@ -1,0 +1,798 @@
+# -*- test-case-name: tests.test_master_core -*-
+"""
+Tests for L{salttwist.master.core}, L{salttwist.master.reqserver},
+L{salttwist.master.publisher} and L{salttwist.master.jobs}: the master's
+req and pub channels driven by real client protocols in memory.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import struct
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.trial.unittest import SynchronousTestCase
+
+from salttwist import crypt, serial, wire
+from salttwist.config import loadMasterConfig
+from salttwist.events.bus import LocalEventBus
+from salttwist.jid import isJid
+from salttwist.master.auth import NONCE_BYTES
+from salttwist.master.core import Master, runSynchronously
+from salttwist.master.jobs import JobRegistry
+from salttwist.master.keys import MasterKeys
+from salttwist.master.publisher import PubServerFactory, PubServerProtocol
+from salttwist.master.reqserver import (
+    CLEAR_FUNCS,
+    CLIENT_FUNCS,
+    MINION_FUNCS,
+    ROLE_FUNCS,
+    ReqServerFactory,
+    ReqServerProtocol,
+)
+from salttwist.minion.pubclient import PubClientProtocol
+from salttwist.pki.keystore import ACCEPTED, InMemoryKeyStore
+from salttwist.transport.framing import PREAUTH_MAX_FRAME
+from salttwist.transport.reqclient import ReqClientProtocol, RequestError
+from tests._loopback import Loopback
+
+# Key generation is slow: these serve every test of the module.
+MASTER_KEY = crypt.generatePrivateKey()
+MASTER_PEM = crypt.publicKeyToPem(MASTER_KEY.public_key())
+MINION_KEYS = {"m1": crypt.generatePrivateKey(), "m2": crypt.generatePrivateKey()}
+ROOT_KEY = os.urandom(32)
+JID = "20260101000000000001"
+
+#: The methods of L{Master} the wire may reach, and nothing else.
+INTENDED_HANDLERS = {"clearAuth", "clearClientAuth", "minionReturn", "clientPublish"}
+
+
+def readFrames(data: bytes) -> list[dict[str, Any]]:
+    """
+    Split bytes written by a L{FrameProtocol} into its decoded frames.
+    """
+    frames = []
+    while data:
+        (length,) = struct.unpack("!I", data[:4])
+        frames.append(serial.loads(data[4 : 4 + length]))
+        data = data[4 + length :]
+    return frames
+
+
+def frameBytes(message: dict[str, Any]) -> bytes:
+    """
+    Encode one frame as a L{FrameProtocol} sends it.
+    """
+    body = serial.dumps(message)
+    return struct.pack("!I", len(body)) + body
+
+
+class DeferredRunner:
+    """
+    A C{runBlocking} that runs nothing until told to, standing for a thread
+    that has not finished yet.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Deferred, Any, tuple, dict]] = []
+
+    def __call__(self, f: Any, *args: Any, **kwargs: Any) -> Deferred:
+        d: Deferred = Deferred()
+        self.calls.append((d, f, args, kwargs))
+        return d
+
+    def runAll(self) -> None:
+        """
+        Run every call so far and fire its L{Deferred}.
+        """
+        calls, self.calls = self.calls, []
+        for d, f, args, kwargs in calls:
+            d.callback(f(*args, **kwargs))
+
+
+class MasterTestCase(SynchronousTestCase):
+    """
+    A master with an in-memory key store, a recorded event bus, and helpers
+    that connect real req and pub clients to it in memory.
+    """
+
+    def setUp(self) -> None:
+        """
+        Make the master, with C{m1} and C{m2} accepted.
+        """
+        self.master = self.makeMaster(runSynchronously)
+        for minionId, key in MINION_KEYS.items():
+            self.master.keyStore.putKey(ACCEPTED, minionId, crypt.publicKeyToPem(key.public_key()))
+        self.net = Loopback(self.master.clock)
+
+    def makeMaster(self, runBlocking: Any) -> Master:
+        """
+        @return: a master recording its events in C{self.events}.
+        """
+        root = self.mktemp()
+        config = loadMasterConfig(root, overrides={"root_dir": root})
+        bus = LocalEventBus()
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        bus.subscribe([], lambda tag, data: self.events.append((tag, data)))
+        return Master(
+            config,
+            MasterKeys(MASTER_KEY, MASTER_PEM, ROOT_KEY),
+            InMemoryKeyStore(),
+            bus,
+            runBlocking,
+            MemoryReactorClock(),
+        )
+
+    def eventsTagged(self, prefix: str) -> list[tuple[str, dict[str, Any]]]:
+        """
+        @return: the events so far whose tag starts with C{prefix}.
+        """
+        return [(tag, data) for tag, data in self.events if tag.startswith(prefix)]
+
+    def connectReq(self) -> tuple[ReqClientProtocol, ReqServerProtocol]:
+        """
+        Connect a req client and deliver the master's greeting.
+        """
+        server = ReqServerFactory(self.master).buildProtocol(None)
+        client = ReqClientProtocol()
+        self.net.connect(server, client)
+        self.net.flush()
+        return client, server
+
+    def authMinion(self, minionId: str) -> tuple[ReqClientProtocol, ReqServerProtocol, bytes]:
+        """
+        Authenticate C{minionId} as a minion does and open its session.
+
+        @return: the client, the master's protocol and the session key.
+        """
+        client, server = self.connectReq()
+        challenge = server.challenge
+        key = MINION_KEYS[minionId]
+        pem = crypt.publicKeyToPem(key.public_key())
+        nonce = os.urandom(NONCE_BYTES)
+        load = {
+            "cmd": "_auth",
+            "id": minionId,
+            "pub": pem,
+            "nonce": nonce,
+            "sig": crypt.sign(key, wire.authRequestMessage(challenge, nonce, minionId, pem)),
+        }
+        d = client.sendClear(load)
+        self.net.flush()
+        reply = self.successResultOf(d)
+        self.assertEqual(reply["ret"], "accepted")
+        sessionKey = crypt.rsaDecrypt(key, reply["session"])
+        client.startSession(sessionKey)
+        return client, server, sessionKey
+
+    def authClient(self) -> tuple[ReqClientProtocol, ReqServerProtocol]:
+        """
+        Authenticate as the local client, with the root key.
+        """
+        client, server = self.connectReq()
+        nonce = os.urandom(NONCE_BYTES)
+        mac = crypt.hmacSha256(ROOT_KEY, wire.clientAuthMessage(server.challenge, nonce))
+        d = client.sendClear({"cmd": "_client_auth", "nonce": nonce, "mac": mac})
+        self.net.flush()
+        self.assertEqual(self.successResultOf(d), {"ret": "ok"})
+        client.startSession(
+            crypt.deriveKey(ROOT_KEY, wire.clientSessionContext(server.challenge, nonce))
+        )
+        return client, server
+
+    def connectPub(self) -> tuple[PubClientProtocol, PubServerProtocol, list[dict[str, Any]]]:
+        """
+        Connect a pub client and deliver the master's greeting.
+
+        @return: the client, the master's protocol, and the list the
+            client's publications are appended to.
+        """
+        server = PubServerFactory(self.master).buildProtocol(None)
+        client = PubClientProtocol(self.master.maxFrameBytes)
+        received: list[dict[str, Any]] = []
+        client.onPublication = received.append
+        self.net.connect(server, client)
+        self.net.flush()
+        return client, server, received
+
+    def subscribe(
+        self, minionId: Any, sessionKey: bytes, challenge: bytes | None = None
+    ) -> tuple[PubClientProtocol, PubServerProtocol, list[dict[str, Any]], str]:
+        """
+        Subscribe on a new pub connection with a MAC keyed from
+        C{sessionKey} over C{challenge} (the connection's by default).
+
+        @return: as L{connectPub}, plus the master's answer.
+        """
+        client, server, received = self.connectPub()
+        token = crypt.deriveKey(sessionKey, wire.PUB_TOKEN_CONTEXT)
+        signed = server.challenge if challenge is None else challenge
+        mac = crypt.hmacSha256(token, wire.pubSubscribeMessage(signed, minionId))
+        d = client.subscribe(minionId, mac)
+        self.net.flush()
+        return client, server, received, self.successResultOf(d)
+
+    def request(self, client: ReqClientProtocol, payload: dict[str, Any]) -> Deferred:
+        """
+        Send a session request and deliver the answer.
+        """
+        d = client.request(payload)
+        self.net.flush()
+        return d
+
+    def requestError(self, client: ReqClientProtocol, payload: dict[str, Any]) -> str:
+        """
+        Send a session request the master must refuse.
+
+        @return: the error message.
+        """
+        return str(self.failureResultOf(self.request(client, payload), RequestError).value)
+
+
+class GreetingTests(MasterTestCase):
+    """
+    The master speaks first on both channels, with a fresh challenge.
+    """
+
+    def test_reqHello(self) -> None:
+        """
+        A req connection is greeted with C{hello}, a 32-byte challenge and
+        the protocol version; each connection gets its own challenge.
+        """
+        challenges = []
+        for _ in range(2):
+            proto = ReqServerFactory(self.master).buildProtocol(None)
+            transport = StringTransport()
+            proto.makeConnection(transport)
+            [hello] = readFrames(transport.value())
+            self.assertEqual(hello["cmd"], "hello")
+            self.assertIsInstance(hello["challenge"], bytes)
+            self.assertEqual(len(hello["challenge"]), 32)
+            self.assertEqual(hello["challenge"], proto.challenge)
+            self.assertEqual(hello["version"], 1)
+            challenges.append(hello["challenge"])
+        self.assertNotEqual(challenges[0], challenges[1])
+
+    def test_pubHello(self) -> None:
+        """
+        A pub connection is greeted with C{hello} and a 32-byte challenge.
+        """
+        proto = PubServerFactory(self.master).buildProtocol(None)
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        [hello] = readFrames(transport.value())
+        self.assertEqual(hello, {"cmd": "hello", "challenge": proto.challenge})
+        self.assertEqual(len(proto.challenge), 32)
+
+    def test_clientSeesChallenge(self) -> None:
+        """
+        L{ReqClientProtocol.hello} fires with the challenge the master sent.
+        """
+        client, server = self.connectReq()
+        self.assertEqual(self.successResultOf(client.hello), server.challenge)
+
+
+class DispatchTests(MasterTestCase):
+    """
+    Only the allow-lists of L{salttwist.master.reqserver} reach L{Master}.
+    """
+
+    def test_tablesAreExactlyTheIntendedOnes(self) -> None:
+        """
+        The three dispatch tables are exactly the current ones, each name
+        maps to a public method of L{Master} that is an intended wire
+        handler, and no other public method of L{Master} (L{Master.publish},
+        L{Master.subscribe}, the session hooks) is reachable from the wire.
+        Adding a name to a table must be a deliberate change to this test.
+        """
+        self.assertEqual(CLEAR_FUNCS, {"_auth": "clearAuth", "_client_auth": "clearClientAuth"})
+        self.assertEqual(MINION_FUNCS, {"_return": "minionReturn"})
+        self.assertEqual(CLIENT_FUNCS, {"publish": "clientPublish"})
+        self.assertEqual(ROLE_FUNCS, {"minion": MINION_FUNCS, "client": CLIENT_FUNCS})
+        publicMethods = {
+            name for name, value in inspect.getmembers(Master, callable) if not name.startswith("_")
+        }
+        self.assertEqual(
+            publicMethods,
+            INTENDED_HANDLERS
+            | {"publish", "sessionStarted", "sessionEnded", "subscribe", "unsubscribe"},
+        )
+        reachable = set()
+        for table in (CLEAR_FUNCS, MINION_FUNCS, CLIENT_FUNCS):
+            for command, method in table.items():
+                self.assertIsInstance(command, str)
+                self.assertIn(method, publicMethods, command)
+                self.assertIn(method, INTENDED_HANDLERS, command)
+                reachable.add(method)
+        self.assertEqual(reachable, INTENDED_HANDLERS)
+        self.assertEqual(reachable & (publicMethods - INTENDED_HANDLERS), set())
+
+    def test_clearCommandOutsideAllowList(self) -> None:
+        """
+        A clear-text command that is not in L{CLEAR_FUNCS} (a session
+        command, a Master method name, a dunder, a non-string) is refused
+        with an error frame and the connection is closed; the master does
+        nothing.
+        """
+        for cmd in ("_return", "publish", "__init__", "clearAuth", "minionReturn", None, 5):
+            proto = ReqServerFactory(self.master).buildProtocol(None)
+            transport = StringTransport()
+            proto.makeConnection(transport)
+            transport.clear()
+            proto.dataReceived(
+                frameBytes({"cmd": cmd, "id": "m1", "jid": JID, "fun": "test.ping", "tgt": "*"})
+            )
+            [reply] = readFrames(transport.value())
+            self.assertEqual(reply["ret"], "error", cmd)
+            self.assertIn("not available without a session", reply["error"])
+            self.assertTrue(transport.disconnecting, cmd)
+            self.assertIsNone(proto.role)
+        self.assertEqual(self.events, [])
+        self.assertEqual(self.master.sessions, {})
+
+    def test_oversizedPreauthHeader(self) -> None:
+        """
+        A length header over the pre-authentication limit closes the
+        connection at once, before any body arrives.
+        """
+        for factory in (ReqServerFactory, PubServerFactory):
+            proto = factory(self.master).buildProtocol(None)
+            transport = StringTransport()
+            proto.makeConnection(transport)
+            transport.clear()
+            proto.dataReceived(struct.pack("!I", PREAUTH_MAX_FRAME + 1))
+            self.assertTrue(transport.disconnected, factory)
+            self.assertEqual(transport.value(), b"")
+
+    def test_malformedFrame(self) -> None:
+        """
+        A frame that is not msgpack, or not a map, closes the connection
+        without a reply.
+        """
+        for body in (b"\xc1", serial.dumps([1, 2])):
+            proto = ReqServerFactory(self.master).buildProtocol(None)
+            transport = StringTransport()
+            proto.makeConnection(transport)
+            transport.clear()
+            proto.dataReceived(struct.pack("!I", len(body)) + body)
+            self.assertTrue(transport.disconnected)
+            self.assertEqual(transport.value(), b"")
+
+    def test_minionCannotPublish(self) -> None:
+        """
+        In a minion session, C{publish} is answered "not available to a
+        minion" and no job is published.
+        """
+        client, _, _ = self.authMinion("m1")
+        error = self.requestError(
+            client, {"cmd": "publish", "tgt": "*", "fun": "cmd.run", "arg": ["id"]}
+        )
+        self.assertIn("not available to a minion", error)
+        self.assertEqual(self.eventsTagged("salt/job/"), [])
+        self.assertFalse(client.lost.called)
+
+    def test_minionCannotCallOtherNames(self) -> None:
+        """
+        In a minion session, clear-text commands and L{Master} method names
+        are refused too.
+        """
+        client, _, _ = self.authMinion("m1")
+        for cmd in ("_auth", "clientPublish", "publish", "subscribe", "__class__", None):
+            self.assertIn("not available to a minion", self.requestError(client, {"cmd": cmd}))
+
+    def test_clientCannotReturn(self) -> None:
+        """
+        In a local-client session, C{_return} is answered "not available to a
+        client".
+        """
+        self.master.jobs.add(JID, {}, ["m1"])
+        client, _ = self.authClient()
+        error = self.requestError(client, {"cmd": "_return", "id": "m1", "jid": JID})
+        self.assertIn("not available to a client", error)
+        self.assertEqual(self.eventsTagged("salt/job/"), [])
+
+    def test_frameDuringAuthentication(self) -> None:
+        """
+        A second clear-text frame sent while authentication runs closes the
+        connection.
+        """
+        runner = DeferredRunner()
+        self.master = self.makeMaster(runner)
+        proto = ReqServerFactory(self.master).buildProtocol(None)
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        transport.clear()
+        proto.dataReceived(frameBytes({"cmd": "_auth", "id": "m1"}))
+        self.assertEqual(len(runner.calls), 1)
+        proto.dataReceived(frameBytes({"cmd": "_auth", "id": "m1"}))
+        self.assertTrue(transport.disconnected)
+        self.assertEqual(len(runner.calls), 1)
+
+    def test_peerLeftDuringAuthentication(self) -> None:
+        """
+        When the peer leaves before its authentication finishes, it gets no
+        reply and no session is started.
+        """
+        runner = DeferredRunner()
+        self.master = self.makeMaster(runner)
+        key = MINION_KEYS["m1"]
+        pem = crypt.publicKeyToPem(key.public_key())
+        self.master.keyStore.putKey(ACCEPTED, "m1", pem)
+        client, server = self.connectReq()
+        nonce = os.urandom(NONCE_BYTES)
+        message = wire.authRequestMessage(server.challenge, nonce, "m1", pem)
+        d = client.sendClear(
+            {
+                "cmd": "_auth",
+                "id": "m1",
+                "pub": pem,
+                "nonce": nonce,
+                "sig": crypt.sign(key, message),
+            }
+        )
+        self.net.flush()
+        client.transport.loseConnection()
+        self.net.flush()
+        self.failureResultOf(d)
+        runner.runAll()
+        self.assertIsNone(server.role)
+        self.assertEqual(self.master.sessions, {})
+
+
+class MinionReturnTests(MasterTestCase):
+    """
+    Tests for C{_return} in a minion session (L{Master.minionReturn}).
+    """
+
+    def setUp(self) -> None:
+        """
+        Open a session for C{m1}; record job L{JID} targeting C{m1} and C{m2}.
+        """
+        super().setUp()
+        self.client, self.server, _ = self.authMinion("m1")
+        self.master.jobs.add(JID, {"jid": JID, "fun": "test.ping"}, ["m1", "m2"])
+
+    def returnLoad(self, **overrides: Any) -> dict[str, Any]:
+        """
+        @return: a valid return of C{m1} for L{JID}, with C{overrides}.
+        """
+        load = {
+            "cmd": "_return",
+            "id": "m1",
+            "jid": JID,
+            "fun": "test.ping",
+            "fun_args": [],
+            "return": True,
+            "retcode": 0,
+            "success": True,
+        }
+        load.update(overrides)
+        return load
+
+    def test_validReturn(self) -> None:
+        """
+        A return for a job that targeted the session's minion is
+        acknowledged and fires C{salt/job/<jid>/ret/<id>} carrying the return,
+        retcode and success.
+        """
+        d = self.request(self.client, self.returnLoad(**{"return": {"a": 1}, "retcode": 3}))
+        self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
+        [(tag, data)] = self.eventsTagged("salt/job/")
+        self.assertEqual(tag, f"salt/job/{JID}/ret/m1")
+        self.assertEqual(data["id"], "m1")
+        self.assertEqual(data["jid"], JID)
+        self.assertEqual(data["fun"], "test.ping")
+        self.assertEqual(data["return"], {"a": 1})
+        self.assertEqual(data["retcode"], 3)
+        self.assertEqual(data["success"], True)
+
+    def test_returnClaimingAnotherId(self) -> None:
+        """
+        A return whose C{id} is not the session's minion is refused, fires no
+        event, and does not use up the other minion's return.
+        """
+        for claimed in ("m2", "M1", None, ["m1"]):
+            error = self.requestError(self.client, self.returnLoad(id=claimed))
+            self.assertIn("does not match the session", error)
+        self.assertEqual(self.eventsTagged("salt/job/"), [])
+        self.assertEqual(self.master.jobs.get(JID).returned, set())
+
+    def test_unknownJid(self) -> None:
+        """
+        A return for a jid the master never published (or not a string) is
+        refused with no event.
+        """
+        for jid in ("20260101000000000002", None, 42, [JID]):
+            self.assertIn(
+                "return refused", self.requestError(self.client, self.returnLoad(jid=jid))
+            )
+        self.assertEqual(self.eventsTagged("salt/job/"), [])
+
+    def test_untargetedMinion(self) -> None:
+        """
+        A return for a job that did not target the minion is refused with no
+        event.
+        """
+        other = "20260101000000000009"
+        self.master.jobs.add(other, {}, ["m2"])
+        error = self.requestError(self.client, self.returnLoad(jid=other))
+        self.assertIn("was not targeted", error)
+        self.assertEqual(self.eventsTagged("salt/job/"), [])
+
+    def test_duplicateReturn(self) -> None:
+        """
+        A second return of one minion for one job is refused; only the first
+        fires an event.
+        """
+        self.successResultOf(self.request(self.client, self.returnLoad()))
+        error = self.requestError(self.client, self.returnLoad(**{"return": False}))
+        self.assertIn("already returned", error)
+        [(_, data)] = self.eventsTagged("salt/job/")
+        self.assertEqual(data["return"], True)
+
+    def test_sessionSurvivesRefusals(self) -> None:
+        """
+        A refused return is an error reply, not a protocol violation: the
+        session stays open and a valid return after it is accepted.
+        """
+        self.requestError(self.client, self.returnLoad(id="m2"))
+        self.successResultOf(self.request(self.client, self.returnLoad()))
+        self.assertEqual(len(self.eventsTagged(f"salt/job/{JID}/ret/m1")), 1)
+        self.assertIs(self.master.sessions["m1"], self.server)
+
+
+class ClientPublishTests(MasterTestCase):
+    """
+    Tests for C{publish} in a local-client session (L{Master.clientPublish})
+    and the broadcast to subscribers.
+    """
+
+    def setUp(self) -> None:
+        """
+        Open sessions and pub subscriptions for C{m1} and C{m2}, and a local
+        client session.
+        """
+        super().setUp()
+        self.received = {}
+        for minionId in ("m1", "m2"):
+            _, _, sessionKey = self.authMinion(minionId)
+            _, _, received, answer = self.subscribe(minionId, sessionKey)
+            self.assertEqual(answer, "subscribed")
+            self.received[minionId] = received
+        self.client, _ = self.authClient()
+        self.events.clear()
+
+    def test_invalidRequests(self) -> None:
+        """
+        An invalid function name, target type, target or a non-list C{arg}
+        is answered with an error; nothing is published or fired.
+        """
+        good = {"cmd": "publish", "tgt": "*", "fun": "test.ping", "arg": []}
+        cases = [
+            ({"fun": "test"}, "invalid function name"),
+            ({"fun": "../x.y"}, "invalid function name"),
+            ({"fun": "test.ping;id"}, "invalid function name"),
+            ({"fun": 5}, "invalid function name"),
+            ({"tgt_type": 5}, "tgt_type must be a string"),
+            ({"tgt_type": "nosuch"}, "invalid target"),
+            ({"tgt": ""}, "invalid target"),
+            ({"tgt": 5}, "invalid target"),
+            ({"arg": "x"}, "arg must be a list"),
+            ({"arg": {"a": 1}}, "arg must be a list"),
+        ]
+        for change, message in cases:
+            self.assertIn(message, self.requestError(self.client, dict(good, **change)))
+        self.assertEqual(self.events, [])
+        self.assertEqual(self.received, {"m1": [], "m2": []})
+
+    def test_publishToAll(self) -> None:
+        """
+        Publishing to C{*} answers a 20-digit jid and both accepted minions,
+        fires C{salt/job/<jid>/new}, and writes the same signed, sealed frame
+        to every subscriber.
+        """
+        d = self.request(
+            self.client,
+            {"cmd": "publish", "tgt": "*", "fun": "test.echo", "arg": ["hi"], "user": "alice"},
+        )
+        reply = self.successResultOf(d)
+        jid = reply["jid"]
+        self.assertTrue(isJid(jid), jid)
+        self.assertEqual(reply["minions"], ["m1", "m2"])
+        [(tag, data)] = self.events
+        self.assertEqual(tag, f"salt/job/{jid}/new")
+        data.pop("_stamp")
+        self.assertEqual(
+            data,
+            {
+                "jid": jid,
+                "tgt": "*",
+                "tgt_type": "glob",
+                "fun": "test.echo",
+                "arg": ["hi"],
+                "minions": ["m1", "m2"],
+                "user": "alice",
+            },
+        )
+        [frame] = self.received["m1"]
+        self.assertEqual(self.received["m2"], [frame])
+        publication = self.master.publicationKey
+        self.assertEqual(frame["kid"], publication.kid)
+        crypt.verify(MASTER_KEY.public_key(), frame["sig"], frame["pub"])
+        load = serial.loads(
+            publication.cipher().decrypt(frame["pub"], wire.publicationAad(frame["kid"]))
+        )
+        self.assertEqual(load["jid"], jid)
+        self.assertEqual(load["fun"], "test.echo")
+        self.assertEqual(load["arg"], ["hi"])
+        self.assertEqual(load["tgt"], "*")
+        self.assertEqual(self.master.jobs.get(jid).minions, frozenset({"m1", "m2"}))
+
+    def test_userDefaultsToRoot(self) -> None:
+        """
+        A publish without a string C{user} is attributed to C{root}.
+        """
+        reply = self.successResultOf(
+            self.request(
+                self.client, {"cmd": "publish", "tgt": "m1", "fun": "test.ping", "user": 5}
+            )
+        )
+        self.assertEqual(reply["minions"], ["m1"])
+        [(_, data)] = self.events
+        self.assertEqual(data["user"], "root")
+
+    def test_targetMatchingNothing(self) -> None:
+        """
+        A target that matches no accepted minion answers no minions; nothing
+        is published or fired.
+        """
+        reply = self.successResultOf(
+            self.request(self.client, {"cmd": "publish", "tgt": "db*", "fun": "test.ping"})
+        )
+        self.assertEqual(reply["minions"], [])
+        self.assertEqual(self.events, [])
+        self.assertEqual(self.received, {"m1": [], "m2": []})
+
+
+class PubSubscriptionTests(MasterTestCase):
+    """
+    Tests for pub-channel subscriptions (L{Master.subscribe}).
+    """
+
+    def assertRefused(self, client: PubClientProtocol, answer: str) -> None:
+        """
+        The subscription was refused and its connection closed.
+        """
+        self.assertEqual(answer, "refused")
+        self.assertTrue(client.lost.called)
+        self.assertEqual(self.master.subscribers, {})
+        self.assertEqual(self.eventsTagged("salt/minion/"), [])
+
+    def test_subscribe(self) -> None:
+        """
+        A MAC keyed from the minion's live session over this connection's
+        challenge subscribes it and fires C{salt/minion/<id>/start}.
+        """
+        _, _, sessionKey = self.authMinion("m1")
+        client, server, _, answer = self.subscribe("m1", sessionKey)
+        self.assertEqual(answer, "subscribed")
+        self.assertIs(self.master.subscribers["m1"], server)
+        self.assertFalse(client.lost.called)
+        [(tag, data)] = self.eventsTagged("salt/minion/")
+        self.assertEqual(tag, "salt/minion/m1/start")
+        self.assertEqual(data["id"], "m1")
+
+    def test_wrongMac(self) -> None:
+        """
+        A MAC from another key, over another challenge, or from another
+        minion's session is refused and the connection closed.
+        """
+        _, _, key1 = self.authMinion("m1")
+        _, _, key2 = self.authMinion("m2")
+        client, _, _, answer = self.subscribe("m1", os.urandom(32))
+        self.assertRefused(client, answer)
+        client, _, _, answer = self.subscribe("m1", key1, challenge=os.urandom(32))
+        self.assertRefused(client, answer)
+        client, _, _, answer = self.subscribe("m1", key2)
+        self.assertRefused(client, answer)
+
+    def test_noSession(self) -> None:
+        """
+        A minion without a live req session cannot subscribe.
+        """
+        client, _, _, answer = self.subscribe("m1", os.urandom(32))
+        self.assertRefused(client, answer)
+
+    def test_invalidId(self) -> None:
+        """
+        An invalid minion id is refused and the connection closed.
+        """
+        for minionId in ("../x", "", None, 7):
+            client, _, _, answer = self.subscribe(minionId, os.urandom(32))
+            self.assertRefused(client, answer)
+
+    def test_notSubscribeFirst(self) -> None:
+        """
+        A first frame other than C{subscribe} closes the connection.
+        """
+        proto = PubServerFactory(self.master).buildProtocol(None)
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        transport.clear()
+        proto.dataReceived(frameBytes({"cmd": "ping"}))
+        self.assertTrue(transport.disconnected)
+        self.assertEqual(transport.value(), b"")
+
+    def test_sessionEndClosesSubscription(self) -> None:
+        """
+        When a minion's req session ends, the master closes its pub
+        subscription and forgets both.
+        """
+        req, _, sessionKey = self.authMinion("m1")
+        pub, _, _, answer = self.subscribe("m1", sessionKey)
+        self.assertEqual(answer, "subscribed")
+        req.transport.loseConnection()
+        self.net.flush()
+        self.assertTrue(pub.lost.called)
+        self.assertEqual(self.master.sessions, {})
+        self.assertEqual(self.master.subscribers, {})
+
+    def test_newSessionReplacesOld(self) -> None:
+        """
+        A minion that authenticates again replaces its older session, which
+        the master closes.
+        """
+        old, oldServer, _ = self.authMinion("m1")
+        new, newServer, _ = self.authMinion("m1")
+        self.assertTrue(old.lost.called)
+        self.assertFalse(new.lost.called)
+        self.assertIs(self.master.sessions["m1"], newServer)
+
+    def test_newSessionClosesOldSubscription(self) -> None:
+        """
+        When a minion authenticates again, the pub subscription made with
+        its old session is closed at once, not left open until it subscribes
+        again (it may never do so).
+        """
+        _, _, sessionKey = self.authMinion("m1")
+        pub, _, _, answer = self.subscribe("m1", sessionKey)
+        self.assertEqual(answer, "subscribed")
+        self.authMinion("m1")
+        self.assertTrue(pub.lost.called)
+        self.assertEqual(self.master.subscribers, {})
+
+    def test_resubscribeReplacesOld(self) -> None:
+        """
+        A second subscription of one minion replaces and closes the first.
+        """
+        _, _, sessionKey = self.authMinion("m1")
+        first, _, _, _ = self.subscribe("m1", sessionKey)
+        second, server, _, answer = self.subscribe("m1", sessionKey)
+        self.assertEqual(answer, "subscribed")
+        self.assertTrue(first.lost.called)
+        self.assertIs(self.master.subscribers["m1"], server)
+
+
+class JobRegistryTests(SynchronousTestCase):
+    """
+    Tests for L{JobRegistry}.
+    """
+
+    def test_forgetsOldest(self) -> None:
+        """
+        Beyond C{maxJobs}, the oldest jobs are forgotten first, and a return
+        for a forgotten job is refused as unknown.
+        """
+        jobs = JobRegistry(maxJobs=3)
+        jids = [f"2026010100000000000{i}" for i in range(5)]
+        for jid in jids:
+            jobs.add(jid, {"jid": jid}, ["m1"])
+        self.assertIsNone(jobs.get(jids[0]))
+        self.assertIsNone(jobs.get(jids[1]))
+        for jid in jids[2:]:
+            self.assertEqual(jobs.get(jid).jid, jid)
+        self.assertIn("unknown job", jobs.checkReturn(jids[0], "m1"))
+        self.assertIsNone(jobs.checkReturn(jids[4], "m1"))

@@ -1,0 +1,705 @@
+# -*- test-case-name: tests.test_minion -*-
+"""
+Tests for L{salttwist.minion.core}: a whole master and minion connected in
+memory (L{tests._loopback.MasterMinionNetwork}), with time driven by a
+L{MemoryReactorClock}.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric import rsa
+from twisted.internet.defer import Deferred
+from twisted.internet.testing import EventLoggingObserver
+from twisted.logger import formatEvent, globalLogPublisher
+from twisted.trial.unittest import SynchronousTestCase
+
+from salttwist import crypt, serial, wire
+from salttwist.config import loadMasterConfig, loadMinionConfig
+from salttwist.master.keys import MasterKeys
+from salttwist.minion.core import MASTER_PUB_FILE, Minion
+from salttwist.minion.executor import EX_UNAVAILABLE
+from salttwist.pki.keystore import ACCEPTED, PENDING, REJECTED
+from tests._loopback import MasterMinionNetwork
+
+# Key generation is slow: these serve every test of the module.
+MASTER_KEY = crypt.generatePrivateKey()
+MASTER_PEM = crypt.publicKeyToPem(MASTER_KEY.public_key())
+MINION_KEY = crypt.generatePrivateKey()
+MINION_PEM = crypt.publicKeyToPem(MINION_KEY.public_key())
+OTHER_KEY = crypt.generatePrivateKey()
+OTHER_PEM = crypt.publicKeyToPem(OTHER_KEY.public_key())
+ROOT_KEY = os.urandom(32)
+
+REQ_PORT = 4506
+PUB_PORT = 4505
+ACCEPTANCE_WAIT = 10.0
+
+
+class MinionTestCase(SynchronousTestCase):
+    """
+    A master on a L{MasterMinionNetwork}, helpers to add minions to it, and
+    the log events of the test.
+    """
+
+    def setUp(self) -> None:
+        """
+        Make the master and start recording log events.
+        """
+        root = os.path.abspath(self.mktemp())
+        config = loadMasterConfig(
+            root,
+            overrides={"root_dir": root, "publish_port": PUB_PORT, "ret_port": REQ_PORT},
+        )
+        self.net = MasterMinionNetwork(config, MasterKeys(MASTER_KEY, MASTER_PEM, ROOT_KEY))
+        self.master = self.net.master
+        self.logs = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+
+    def makeMinion(self, minionId: str = "m1", **overrides: Any) -> Minion:
+        """
+        Build a minion (not started) whose key pair is L{MINION_KEY}, with
+        deterministic back-off (no jitter): 1 s doubling up to 10 s.
+        """
+        root = os.path.abspath(self.mktemp())
+        options = {
+            "root_dir": root,
+            "id": minionId,
+            "master": "salt.test",
+            "master_port": REQ_PORT,
+            "acceptance_wait_time": ACCEPTANCE_WAIT,
+            "recon_default": 1000,
+            "recon_max": 10000,
+            "recon_randomize": False,
+        }
+        options.update(overrides)
+        config = loadMinionConfig(root, overrides=options)
+        os.makedirs(config["pki_dir"], mode=0o700)
+        crypt.writePrivateFile(
+            os.path.join(config["pki_dir"], "minion.pem"), crypt.privateKeyToPem(MINION_KEY)
+        )
+        minion = self.net.buildMinion(config)
+        self.addCleanup(minion.stop)
+        return minion
+
+    def readyMinion(self, minionId: str = "m1", **overrides: Any) -> Minion:
+        """
+        Accept the minion's key on the master, start it, and wait until it is
+        authenticated and subscribed.
+        """
+        self.net.keyStore.putKey(ACCEPTED, minionId, MINION_PEM)
+        minion = self.makeMinion(minionId, **overrides)
+        ready = minion.whenReady()
+        minion.start()
+        self.net.flush()
+        self.successResultOf(ready)
+        self.assertEqual(minion.state, "ready")
+        return minion
+
+    def pinnedPath(self, minion: Minion) -> str:
+        """
+        @return: where C{minion} pins its master's key.
+        """
+        return os.path.join(minion.config["pki_dir"], MASTER_PUB_FILE)
+
+    def logged(self, text: str) -> list[str]:
+        """
+        @return: the log messages so far that contain C{text}.
+        """
+        messages = [formatEvent(event) for event in self.logs]
+        return [message for message in messages if text in message]
+
+    def returns(self, minionId: str = "m1") -> list[dict[str, Any]]:
+        """
+        @return: the data of every C{salt/job/<jid>/ret/<minionId>} event.
+        """
+        return [
+            data
+            for tag, data in self.net.eventsTagged("salt/job/")
+            if tag.endswith(f"/ret/{minionId}")
+        ]
+
+    def publish(self, fun: str, arg: list[Any] | None = None, tgt: Any = "*", **kw: Any) -> str:
+        """
+        Publish a job as the local client does, and deliver it.
+
+        @return: its jid.
+        """
+        load = {"tgt": tgt, "fun": fun, "arg": arg or [], **kw}
+        reply = self.successResultOf(self.master.clientPublish(None, load))
+        self.net.flush()
+        return reply["jid"]
+
+    def spyOnJobs(self, minion: Minion) -> list[str]:
+        """
+        @return: a list that receives the name of every function C{minion}
+            runs from now on.
+        """
+        ran: list[str] = []
+        run = minion.executor.run
+
+        def recordingRun(fun: str, arg: list[Any]) -> Any:
+            ran.append(fun)
+            return run(fun, arg)
+
+        minion.executor.run = recordingRun  # type: ignore[method-assign]
+        return ran
+
+
+class AuthenticationTests(MinionTestCase):
+    """
+    The minion's authentication loop against the master's key states.
+    """
+
+    def test_pendingThenAccepted(self) -> None:
+        """
+        An unknown minion's key is put in C{minions_pre}; the minion retries
+        every C{acceptance_wait_time}; once an admin accepts the key it
+        becomes ready at its next attempt, pins the master's key in
+        C{pki_dir/minion_master.pub} and subscribes.
+        """
+        minion = self.makeMinion()
+        ready = minion.whenReady()
+        minion.start()
+        self.net.flush()
+        self.assertEqual(self.net.keyStore.getKey(PENDING, "m1"), MINION_PEM)
+        self.assertEqual(minion.state, "waiting")
+        self.assertNoResult(ready)
+        self.assertEqual(self.net.attempts, [REQ_PORT])
+        self.assertFalse(os.path.exists(self.pinnedPath(minion)))
+        self.assertTrue(self.logged("has not accepted this minion's key yet"))
+
+        self.net.advance(ACCEPTANCE_WAIT - 0.5)
+        self.assertEqual(self.net.attempts, [REQ_PORT])
+        self.net.advance(0.5)
+        self.assertEqual(self.net.attempts, [REQ_PORT, REQ_PORT])
+        self.assertEqual(minion.state, "waiting")
+        self.assertNoResult(ready)
+
+        self.net.keyStore.moveKey("m1", PENDING, ACCEPTED)
+        self.net.advance(ACCEPTANCE_WAIT)
+        self.assertIsNone(self.successResultOf(ready))
+        self.assertEqual(minion.state, "ready")
+        self.assertEqual(self.net.attempts, [REQ_PORT, REQ_PORT, REQ_PORT, PUB_PORT])
+        with open(self.pinnedPath(minion), "rb") as f:
+            self.assertEqual(f.read(), MASTER_PEM)
+        self.assertIn("m1", self.master.sessions)
+        self.assertIn("m1", self.master.subscribers)
+        self.assertEqual(len(self.net.eventsTagged("salt/minion/m1/start")), 1)
+
+    def test_whenReadyWhileReady(self) -> None:
+        """
+        L{Minion.whenReady} fires at once when the minion is ready.
+        """
+        minion = self.readyMinion()
+        self.assertIsNone(self.successResultOf(minion.whenReady()))
+
+    def test_rejected(self) -> None:
+        """
+        A rejected minion is not subscribed and tries again after
+        C{acceptance_wait_time}.
+        """
+        self.net.keyStore.putKey(REJECTED, "m1", MINION_PEM)
+        minion = self.makeMinion()
+        minion.start()
+        self.net.flush()
+        self.assertEqual(minion.state, "waiting")
+        self.assertTrue(self.logged("the master rejected this minion's key"))
+        self.net.advance(ACCEPTANCE_WAIT)
+        self.assertEqual(self.net.attempts, [REQ_PORT, REQ_PORT])
+        self.assertEqual(self.master.subscribers, {})
+
+    def test_pinnedKeyDiffers(self) -> None:
+        """
+        If C{minion_master.pub} holds another key than the master's, the
+        minion refuses the master's reply: it does not subscribe, keeps the
+        pinned file, says why, and tries again after a back-off.
+        """
+        self.net.keyStore.putKey(ACCEPTED, "m1", MINION_PEM)
+        minion = self.makeMinion()
+        os.makedirs(minion.config["pki_dir"], exist_ok=True)
+        with open(self.pinnedPath(minion), "wb") as f:
+            f.write(OTHER_PEM)
+        ready = minion.whenReady()
+        minion.start()
+        self.net.flush()
+        self.assertNoResult(ready)
+        self.assertEqual(minion.state, "waiting")
+        self.assertEqual(self.net.attempts, [REQ_PORT])
+        self.assertEqual(self.master.subscribers, {})
+        self.assertEqual(self.master.sessions, {})
+        self.assertTrue(self.logged("differs from the pinned"))
+        self.net.advance(1.0)
+        self.assertEqual(self.net.attempts, [REQ_PORT, REQ_PORT])
+        self.assertNoResult(ready)
+        with open(self.pinnedPath(minion), "rb") as f:
+            self.assertEqual(f.read(), OTHER_PEM)
+
+    def test_masterFingerMismatch(self) -> None:
+        """
+        If C{master_finger} is set and the master's key has another
+        fingerprint, the minion refuses it, pins nothing, and tries again
+        later.
+        """
+        self.net.keyStore.putKey(ACCEPTED, "m1", MINION_PEM)
+        minion = self.makeMinion(master_finger=crypt.fingerprint(OTHER_PEM))
+        ready = minion.whenReady()
+        minion.start()
+        self.net.flush()
+        self.assertNoResult(ready)
+        self.assertEqual(minion.state, "waiting")
+        self.assertEqual(self.master.subscribers, {})
+        self.assertFalse(os.path.exists(self.pinnedPath(minion)))
+        self.assertTrue(self.logged("does not match master_finger"))
+        self.net.advance(1.0)
+        self.assertEqual(self.net.attempts, [REQ_PORT, REQ_PORT])
+        self.assertNoResult(ready)
+
+    def test_masterFingerMatches(self) -> None:
+        """
+        A C{master_finger} equal to the master key's fingerprint (in any
+        case) is accepted.
+        """
+        minion = self.readyMinion(master_finger=crypt.fingerprint(MASTER_PEM).upper())
+        with open(self.pinnedPath(minion), "rb") as f:
+            self.assertEqual(f.read(), MASTER_PEM)
+
+
+class JobTests(MinionTestCase):
+    """
+    Jobs published by the master run on the minion and return through the
+    req channel to the master's bus.
+    """
+
+    def test_pingReturns(self) -> None:
+        """
+        C{test.ping} published to C{*} runs on the minion, and
+        C{salt/job/<jid>/ret/<id>} with return C{True} arrives on the
+        master's bus.
+        """
+        self.readyMinion()
+        jid = self.publish("test.ping")
+        [ret] = self.returns()
+        self.assertEqual(ret["jid"], jid)
+        self.assertEqual(ret["fun"], "test.ping")
+        self.assertIs(ret["return"], True)
+        self.assertEqual(ret["retcode"], 0)
+        self.assertIs(ret["success"], True)
+        self.assertEqual(len(self.net.eventsTagged(f"salt/job/{jid}/ret/m1")), 1)
+
+    def test_arguments(self) -> None:
+        """
+        Positional and keyword arguments reach the function.
+        """
+        self.readyMinion()
+        self.publish("test.arg", [1, "two", {"__kwarg__": True, "three": 3}])
+        [ret] = self.returns()
+        self.assertEqual(ret["return"], {"args": [1, "two"], "kwargs": {"three": 3}})
+
+    def test_unknownFunction(self) -> None:
+        """
+        A function the minion does not have returns retcode 254 and
+        C{success} false through the whole path.
+        """
+        self.readyMinion()
+        self.publish("nosuch.function")
+        [ret] = self.returns()
+        self.assertEqual(ret["retcode"], EX_UNAVAILABLE)
+        self.assertIs(ret["success"], False)
+        self.assertEqual(ret["return"], "'nosuch.function' is not available.")
+
+    def test_unsendableReturn(self) -> None:
+        """
+        A function whose value cannot be serialised still answers its job:
+        the return says why, with retcode 1, instead of being lost.
+        """
+        minion = self.readyMinion()
+        minion.executor.functions["test.unsendable"] = lambda: object()
+        self.publish("test.unsendable")
+        [ret] = self.returns()
+        self.assertEqual(ret["retcode"], 1)
+        self.assertIs(ret["success"], False)
+        self.assertIn("cannot be sent", ret["return"])
+
+    def test_notTargeted(self) -> None:
+        """
+        A publication whose target does not match the minion is ignored.
+        """
+        self.net.keyStore.putKey(ACCEPTED, "m2", OTHER_PEM)
+        minion = self.readyMinion()
+        ran = self.spyOnJobs(minion)
+        self.publish("test.ping", tgt="m2")
+        self.publish("test.ping", tgt="m2,m3", tgt_type="list")
+        self.assertEqual(ran, [])
+        self.assertEqual(len(self.net.eventsTagged("salt/job/")), 2)
+        self.assertEqual([tag for tag, _ in self.net.events if "/ret/" in tag], [])
+
+
+class PublicationVettingTests(MinionTestCase):
+    """
+    The minion drops every publication that is not sealed with the current
+    publication key, signed by its master, and fresh; it runs nothing and
+    logs why.
+    """
+
+    def setUp(self) -> None:
+        """
+        Make a ready minion and spy on the functions it runs.
+        """
+        super().setUp()
+        self.minion = self.readyMinion()
+        self.ran = self.spyOnJobs(self.minion)
+
+    def jobLoad(self, **overrides: Any) -> dict[str, Any]:
+        """
+        Record a job targeting C{m1} on the master (so a return for it would
+        be accepted) and return its load.
+        """
+        jid = self.master.jids.next()
+        load = {
+            "jid": jid,
+            "fun": "test.ping",
+            "arg": [],
+            "tgt": "*",
+            "tgt_type": "glob",
+            "user": "root",
+            "ts": self.net.reactor.seconds(),
+        }
+        load.update(overrides)
+        self.master.jobs.add(jid, load, ["m1"])
+        return load
+
+    def seal(
+        self,
+        load: Any,
+        kid: int | None = None,
+        signer: rsa.RSAPrivateKey = MASTER_KEY,
+        tamper: bool = False,
+        resign: bool = True,
+    ) -> dict[str, Any]:
+        """
+        Seal and sign C{load} as L{Master.publish} does.
+
+        @param kid: claim and bind this key generation instead of the
+            current one.
+        @param signer: sign with this key instead of the master's.
+        @param tamper: flip one bit of the ciphertext; then sign the changed
+            ciphertext if C{resign}, else keep the original signature.
+        """
+        publication = self.master.publicationKey
+        kid = publication.kid if kid is None else kid
+        blob = publication.cipher().encrypt(serial.dumps(load), wire.publicationAad(kid))
+        signature = crypt.sign(signer, blob)
+        if tamper:
+            blob = blob[:-1] + bytes([blob[-1] ^ 1])
+            if resign:
+                signature = crypt.sign(signer, blob)
+        return {"pub": blob, "sig": signature, "kid": kid}
+
+    def deliver(self, frame: dict[str, Any] | bytes) -> None:
+        """
+        Write one frame (a map, or its encoded bytes) on the minion's pub
+        subscription, from the master's side, and deliver it.
+        """
+        data = frame if isinstance(frame, bytes) else serial.dumps(frame)
+        self.master.subscribers["m1"].sendString(data)
+        self.net.flush()
+
+    def assertDropped(self, frame: dict[str, Any] | bytes, reason: str) -> None:
+        """
+        Delivering C{frame} runs nothing, sends no return, keeps the minion
+        ready and subscribed, and logs a drop naming C{reason}.
+        """
+        self.deliver(frame)
+        self.assertEqual(self.ran, [])
+        self.assertEqual(self.returns(), [])
+        self.assertEqual(self.minion.state, "ready")
+        self.assertIn("m1", self.master.subscribers)
+        self.assertTrue(
+            [m for m in self.logged("dropped") if reason in m],
+            f"no drop logged for {reason!r}",
+        )
+
+    def test_valid(self) -> None:
+        """
+        A publication sealed and signed here as the master does it runs (the
+        control for the tests below).
+        """
+        self.deliver(self.seal(self.jobLoad()))
+        self.assertEqual(self.ran, ["test.ping"])
+        self.assertEqual(len(self.returns()), 1)
+
+    def test_tamperedCiphertext(self) -> None:
+        """
+        A ciphertext changed in transit is dropped: with the original
+        signature it fails verification; re-signed by the master it still
+        fails to authenticate under the publication key.
+        """
+        load = self.jobLoad()
+        self.assertDropped(self.seal(load, tamper=True, resign=False), "bad signature")
+        self.assertDropped(self.seal(load, tamper=True), "does not authenticate")
+
+    def test_signedByAnotherKey(self) -> None:
+        """
+        A publication signed by a key other than the pinned master's is
+        dropped.
+        """
+        self.assertDropped(self.seal(self.jobLoad(), signer=OTHER_KEY), "bad signature")
+
+    def test_strippedSignature(self) -> None:
+        """
+        A publication without a signature, or with an empty one, is dropped.
+        """
+        frame = self.seal(self.jobLoad())
+        del frame["sig"]
+        self.assertDropped(frame, "must be bytes")
+        frame["sig"] = b""
+        self.assertDropped(frame, "bad signature")
+
+    def test_wrongKid(self) -> None:
+        """
+        A publication for another publication key generation is dropped,
+        even when signed by the master.
+        """
+        kid = self.master.publicationKey.kid
+        self.assertDropped(self.seal(self.jobLoad(), kid=kid + 1), "is not the current one")
+        frame = self.seal(self.jobLoad())
+        frame["kid"] = kid + 1
+        self.assertDropped(frame, "is not the current one")
+
+    def test_replay(self) -> None:
+        """
+        The same publication bytes delivered twice run once: the second copy
+        is dropped as already received.
+        """
+        data = serial.dumps(self.seal(self.jobLoad()))
+        self.deliver(data)
+        self.deliver(data)
+        self.assertEqual(self.ran, ["test.ping"])
+        self.assertEqual(len(self.returns()), 1)
+        self.assertTrue(self.logged("was already received"))
+
+    def test_stale(self) -> None:
+        """
+        A publication stamped far from the minion's clock is dropped.
+        """
+        self.net.advance(3600)
+        self.assertDropped(self.seal(self.jobLoad(ts=1.0)), "away from this minion's clock")
+        self.assertDropped(self.seal(self.jobLoad(ts="now")), "has no timestamp")
+
+    def test_clearTextLoad(self) -> None:
+        """
+        A load sent in clear text is dropped, as a bare map and even as a
+        master-signed, unencrypted blob.
+        """
+        load = self.jobLoad()
+        kid = self.master.publicationKey.kid
+        self.assertDropped(load, "is not the current one")
+        self.assertDropped(dict(load, kid=kid), "must be bytes")
+        plain = serial.dumps(load)
+        self.assertDropped(
+            {"pub": plain, "sig": crypt.sign(MASTER_KEY, plain), "kid": kid},
+            "does not authenticate",
+        )
+
+
+class ReconnectTests(MinionTestCase):
+    """
+    The minion reconnects with back-off after losing or failing to reach its
+    master, and keeps its returns meanwhile.
+    """
+
+    def test_reconnectAfterLoss(self) -> None:
+        """
+        When its connections are lost, the minion waits a back-off delay,
+        connects and authenticates again, and becomes ready.
+        """
+        minion = self.readyMinion()
+        self.net.closeAll()
+        self.assertEqual(minion.state, "waiting")
+        self.assertEqual(self.master.sessions, {})
+        self.assertEqual(self.master.subscribers, {})
+        ready = minion.whenReady()
+        attempts = len(self.net.attempts)
+        self.net.advance(0.9)
+        self.assertEqual(len(self.net.attempts), attempts)
+        self.net.advance(0.1)
+        self.assertIsNone(self.successResultOf(ready))
+        self.assertEqual(self.net.attempts[attempts:], [REQ_PORT, PUB_PORT])
+        self.assertIn("m1", self.master.sessions)
+        self.assertIn("m1", self.master.subscribers)
+        self.assertTrue(self.logged("lost the connection to the master"))
+        self.publish("test.ping")
+        self.assertEqual(len(self.returns()), 1)
+
+    def test_backoffGrows(self) -> None:
+        """
+        Failed connection attempts are retried after delays that double
+        (1 s, 2 s, 4 s) until one succeeds.
+        """
+        self.net.keyStore.putKey(ACCEPTED, "m1", MINION_PEM)
+        minion = self.makeMinion()
+        self.net.refuse = 3
+        minion.start()
+        self.net.flush()
+        self.assertEqual(self.net.attempts, [REQ_PORT])
+        self.assertTrue(self.logged("cannot reach the master"))
+        for delay, attempts in ((1.0, 2), (2.0, 3), (4.0, 4)):
+            self.net.advance(delay - 0.01)
+            self.assertEqual(self.net.attempts.count(REQ_PORT), attempts - 1)
+            self.net.advance(0.01)
+            self.assertEqual(self.net.attempts.count(REQ_PORT), attempts)
+        self.assertEqual(minion.state, "ready")
+
+    def test_backoffJitter(self) -> None:
+        """
+        With C{recon_randomize}, the first retry comes between half and all
+        of C{recon_default}.
+        """
+        self.net.keyStore.putKey(ACCEPTED, "m1", MINION_PEM)
+        minion = self.makeMinion(recon_randomize=True, recon_default=2000)
+        self.net.refuse = 1
+        minion.start()
+        self.net.flush()
+        [call] = self.net.reactor.getDelayedCalls()
+        self.assertTrue(1.0 <= call.getTime() - self.net.reactor.seconds() <= 2.0)
+
+    def test_returnsQueuedWhileDisconnected(self) -> None:
+        """
+        A job that finishes while the master is unreachable keeps its return,
+        which is sent once the minion has reconnected.
+        """
+        minion = self.readyMinion()
+        jid = self.publish("test.sleep", [5])
+        self.net.closeAll()
+        self.net.refuse = 2
+        self.net.advance(1.0)  # first retry, refused
+        self.net.advance(2.0)  # second retry, refused
+        self.net.advance(2.0)  # the job finishes, five seconds after it started
+        self.assertEqual(minion.state, "waiting")
+        self.assertEqual(len(minion.pendingReturns), 1)
+        self.assertEqual(self.returns(), [])
+        self.net.advance(2.0)  # third retry, four seconds after the second
+        self.assertEqual(minion.state, "ready")
+        [ret] = self.returns()
+        self.assertEqual(ret["jid"], jid)
+        self.assertIs(ret["return"], True)
+        self.assertEqual(len(minion.pendingReturns), 0)
+
+    def holdFirstPubConnection(self, minion: Minion) -> list[tuple[Deferred, str, int, Any]]:
+        """
+        Make C{minion}'s first pub connection wait until the test completes
+        it with L{MasterMinionNetwork.connectTCP}.
+
+        @return: the list that receives C{(deferred, host, port, factory)}
+            of the held connection.
+        """
+        held: list[tuple[Deferred, str, int, Any]] = []
+
+        def connectTCP(host: str, port: int, factory: Any) -> Deferred:
+            if port == PUB_PORT and not held:
+                d: Deferred = Deferred()
+                held.append((d, host, port, factory))
+                return d
+            return self.net.connectTCP(host, port, factory)
+
+        minion.connectTCP = connectTCP  # type: ignore[method-assign]
+        return held
+
+    def test_reqLostBeforePubGreeting(self) -> None:
+        """
+        If the req connection is lost after the pub connection is made but
+        before the master's greeting on it is read, the attempt ends without
+        an unhandled error, and the next attempt succeeds.
+        """
+        self.net.keyStore.putKey(ACCEPTED, "m1", MINION_PEM)
+        minion = self.makeMinion()
+        held = self.holdFirstPubConnection(minion)
+        minion.start()
+        self.net.flush()
+        [(late, host, port, factory)] = held
+        [reqPump] = self.net.pumps
+        pubClient = self.successResultOf(self.net.connectTCP(host, port, factory))
+        late.callback(pubClient)
+        reqPump.serverIO.loseConnection()
+        self.net.flush()
+        self.assertEqual(minion.state, "waiting")
+        self.assertEqual(self.net.pumps, [])
+        # No subscription was asked for, so nothing is left failed unwaited.
+        self.assertNoResult(pubClient.subscribed)
+        self.net.advance(1.0)
+        self.assertEqual(minion.state, "ready")
+
+    def test_latePubConnectionFromOldAttempt(self) -> None:
+        """
+        A pub connection that completes only after its attempt ended (the req
+        connection was lost meanwhile, and a newer attempt succeeded) is
+        closed and not adopted: the minion keeps its live subscription, and
+        stopping the minion closes every connection it has.
+        """
+        self.net.keyStore.putKey(ACCEPTED, "m1", MINION_PEM)
+        minion = self.makeMinion()
+        held = self.holdFirstPubConnection(minion)
+        minion.start()
+        self.net.flush()
+        [(late, host, port, factory)] = held
+        self.net.closeAll()
+        self.net.advance(1.0)
+        self.assertEqual(minion.state, "ready")
+        live = minion.pub
+        pubClient = self.successResultOf(self.net.connectTCP(host, port, factory))
+        late.callback(pubClient)
+        self.net.flush()
+        self.assertIs(minion.pub, live)
+        self.assertTrue(pubClient.lost.called)
+        # The late connection's greeting failed, and that failure was handled.
+        self.assertIsNone(self.successResultOf(pubClient.hello))
+        self.assertEqual(minion.state, "ready")
+        self.publish("test.ping")
+        self.assertEqual(len(self.returns()), 1)
+        minion.stop()
+        self.assertTrue(live.transport.disconnecting)
+        self.net.flush()
+        self.assertEqual(self.net.pumps, [])
+        self.assertEqual(self.master.subscribers, {})
+
+    def test_stopWhileConnecting(self) -> None:
+        """
+        A minion stopped while its req connection is being made closes that
+        connection when it arrives, and its greeting's failure is handled
+        (no "Unhandled error in Deferred").
+        """
+        minion = self.makeMinion()
+        pending: Deferred[Any] = Deferred()
+        made: list[Any] = []
+
+        def slowConnect(host: str, port: int, factory: Any) -> Deferred[Any]:
+            made.append(factory)
+            return pending
+
+        minion.connectTCP = slowConnect  # type: ignore[assignment]
+        minion.start()
+        minion.stop()
+        proto = made[0].buildProtocol(None)
+        from twisted.internet.testing import StringTransport
+
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        pending.callback(proto)
+        self.assertTrue(transport.disconnecting)
+        proto.connectionLost(None)
+        self.assertIsNone(minion.req)
+        self.assertEqual(minion.state, "stopped")
+
+    def test_stopCancelsRetry(self) -> None:
+        """
+        A stopped minion does not retry.
+        """
+        minion = self.readyMinion()
+        self.net.closeAll()
+        minion.stop()
+        attempts = len(self.net.attempts)
+        self.net.advance(60)
+        self.assertEqual(len(self.net.attempts), attempts)
+        self.assertEqual(minion.state, "stopped")
