@@ -15,7 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from salttwist.master.core import runSynchronously
 from salttwist.minion.executor import EX_UNAVAILABLE, Executor, parseArgs
 from salttwist.minion.replay import ReplayGuard
-from salttwist.modules import LoaderContext, loadFunctions, onReactor
+from salttwist.modules import LoaderContext, Retcode, loadFunctions, onReactor
 
 JID = "20240506070809123456"
 OTHER_JID = "20240506070809123457"
@@ -171,6 +171,17 @@ class ExecutorTests(SynchronousTestCase):
         @return: the result of running C{fun}, which must be immediate.
         """
         return self.successResultOf(self.executor.run(fun, arg))
+
+    def test_explicitRetcode(self) -> None:
+        """
+        A function returning L{Retcode} sets the job's retcode and
+        C{success} from it, and returns the wrapped value.
+        """
+        self.executor.functions["fail.soft"] = lambda: Retcode("half done", 3)
+        self.assertEqual(
+            self.runFunction("fail.soft", []),
+            {"return": "half done", "retcode": 3, "success": False},
+        )
 
     def test_ping(self) -> None:
         """

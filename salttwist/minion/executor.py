@@ -12,7 +12,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from salttwist.modules import LoaderContext
+from salttwist.modules import LoaderContext, Retcode
 
 #: Salt's retcode for a function the minion does not have.
 EX_UNAVAILABLE = 254
@@ -31,6 +31,12 @@ def parseArgs(arg: list[Any]) -> tuple[list[Any], dict[str, Any]]:
         else:
             args.append(item)
     return args, kwargs
+
+
+def _shape(value: Any) -> dict[str, Any]:
+    if isinstance(value, Retcode):
+        return {"return": value.value, "retcode": value.retcode, "success": value.retcode == 0}
+    return {"return": value, "retcode": 0, "success": True}
 
 
 class Executor:
@@ -66,11 +72,7 @@ class Executor:
             d = maybeDeferred(function, *args, **kwargs)
         else:
             d = self._runInThread(function, *args, **kwargs)
-        return d.addCallbacks(
-            lambda value: {"return": value, "retcode": 0, "success": True},
-            self._failed,
-            errbackArgs=(fun,),
-        )
+        return d.addCallbacks(_shape, self._failed, errbackArgs=(fun,))
 
     async def _unavailable(self, fun: str) -> dict[str, Any]:
         return {"return": f"'{fun}' is not available.", "retcode": EX_UNAVAILABLE, "success": False}

@@ -31,6 +31,18 @@ class LoaderContext:
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Retcode:
+    """
+    A function's value with an explicit retcode, for functions whose
+    failure is a value rather than an exception (Salt's
+    C{__context__["retcode"]}); C{success} follows from C{retcode == 0}.
+    """
+
+    value: Any
+    retcode: int
+
+
 def onReactor(f: Callable[..., Any]) -> Callable[..., Any]:
     """
     Mark C{f} as non-blocking: it runs on the reactor thread.

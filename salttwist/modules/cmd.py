@@ -12,7 +12,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.utils import getProcessOutputAndValue
 
-from salttwist.modules import LoaderContext, needsContext, onReactor
+from salttwist.modules import LoaderContext, Retcode, needsContext, onReactor
 
 
 def _spawn(
@@ -65,13 +65,14 @@ def run(
 ) -> Deferred:
     """
     Run C{cmd} in C{shell}; return its standard output and error together,
-    as Salt's C{cmd.run} does.
+    as Salt's C{cmd.run} does, with the command's exit code as the job's
+    retcode.
 
     CLI Example: C{salttwist '*' cmd.run 'uname -a'}
     """
 
-    def combine(result: dict[str, Any]) -> str:
+    def combine(result: dict[str, Any]) -> Retcode:
         parts = [p for p in (result["stdout"], result["stderr"]) if p]
-        return "\n".join(parts)
+        return Retcode("\n".join(parts), result["retcode"])
 
     return run_all(context, cmd, cwd, env, shell).addCallback(combine)
