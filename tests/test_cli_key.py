@@ -8,14 +8,23 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import socket
+import struct
 import sys
+import tempfile
 from collections.abc import Callable
+from typing import Any
 
 import yaml
 from twisted.trial.unittest import SynchronousTestCase
 
+from salttwist import serial
+from salttwist.cli import key as keycli
 from salttwist.cli.key import main
+from salttwist.config import loadMasterConfig
 from salttwist.crypt import fingerprint, generatePrivateKey, publicKeyToPem
+from salttwist.events.fire import fireMasterEvent
 from salttwist.pki.keystore import ACCEPTED, DENIED, PENDING, REJECTED, FilesystemKeyStore
 
 # Key generation is slow; two keys serve every test.
@@ -47,10 +56,10 @@ class _SwappingStdin(io.StringIO):
         return super().readline()
 
 
-class KeyCommandTests(SynchronousTestCase):
+class _KeyCommandBase(SynchronousTestCase):
     """
-    Tests for L{main}, run against a temporary config and C{pki_dir}, with
-    standard input and output replaced.
+    Runs L{main} against a temporary config and C{pki_dir}, with standard
+    input and output replaced.
     """
 
     def setUp(self) -> None:
@@ -93,6 +102,12 @@ class KeyCommandTests(SynchronousTestCase):
         Assert that standard output is exactly C{expected}.
         """
         self.assertEqual(self.stdout.getvalue(), expected)
+
+
+class KeyCommandTests(_KeyCommandBase):
+    """
+    Tests for L{main}.
+    """
 
     def test_listAllHuman(self) -> None:
         """
@@ -409,3 +424,91 @@ class KeyCommandTests(SynchronousTestCase):
         self.assertEqual(self.run_("-A", "-D", "-y"), 2)
         self.assertIn("not allowed with", self.stderr.getvalue())
         self.assertEqual(self.store.listKeys(PENDING), ["db1", "web2"])
+
+
+class KeyEventTests(_KeyCommandBase):
+    """
+    Every key change made by C{salttwist-key} is reported to a running master
+    as a C{salt/key} event.
+    """
+
+    def setUp(self) -> None:
+        """
+        Record the events C{salttwist-key} fires instead of sending them.
+        """
+        super().setUp()
+        self.fired: list[tuple[str, str, dict[str, Any]]] = []
+
+        def record(sockDir: str, tag: str, data: dict[str, Any], timeout: float = 1.0) -> bool:
+            self.fired.append((sockDir, tag, data))
+            return True
+
+        self.patch(keycli, "fireMasterEvent", record)
+
+    def test_acceptFires(self) -> None:
+        """
+        Accepting fires C{salt/key} with C{act: accept} to the master's
+        C{sock_dir}.
+        """
+        self.assertEqual(self.run_("-a", "web2", "-y"), 0)
+        config = loadMasterConfig(self.configDir)
+        self.assertEqual(
+            self.fired, [(config["sock_dir"], "salt/key", {"act": "accept", "id": "web2"})]
+        )
+
+    def test_rejectAndDeleteFire(self) -> None:
+        """
+        Rejecting and deleting fire C{reject} and C{delete}, one event per key.
+        """
+        self.run_("-r", "db1", "-y")
+        self.run_("-d", "web*", "-y")
+        self.assertEqual(
+            [data for _, _, data in self.fired],
+            [
+                {"act": "reject", "id": "db1"},
+                {"act": "delete", "id": "web1"},
+                {"act": "delete", "id": "web2"},
+            ],
+        )
+
+    def test_declinedFiresNothing(self) -> None:
+        """
+        Nothing is fired when the admin declines.
+        """
+        self.setAnswer("n\n")
+        self.run_("-a", "web2")
+        self.assertEqual(self.fired, [])
+
+
+class FireMasterEventTests(SynchronousTestCase):
+    """
+    L{fireMasterEvent} writes one frame to C{master_event_pull.ipc}.
+    """
+
+    def test_noMaster(self) -> None:
+        """
+        Without a listening master it returns L{False} at once.
+        """
+        self.assertFalse(fireMasterEvent(os.path.abspath(self.mktemp()), "salt/key", {}))
+
+    def test_frame(self) -> None:
+        """
+        With a listener, one length-prefixed msgpack map C{{tag, data}} is sent.
+        """
+        # A short path: UNIX socket paths are limited to 107 bytes.
+        sockDir = tempfile.mkdtemp(prefix="st-")
+        self.addCleanup(shutil.rmtree, sockDir, True)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+            server.bind(os.path.join(sockDir, "master_event_pull.ipc"))
+            server.listen(1)
+            self.assertTrue(fireMasterEvent(sockDir, "salt/key", {"act": "delete", "id": "a"}))
+            conn, _ = server.accept()
+            with conn:
+                data = b""
+                while chunk := conn.recv(65536):
+                    data += chunk
+        (size,) = struct.unpack("!I", data[:4])
+        self.assertEqual(
+            serial.loads(data[4 : 4 + size]),
+            {"tag": "salt/key", "data": {"act": "delete", "id": "a"}},
+        )

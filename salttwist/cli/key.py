@@ -28,6 +28,7 @@ import yaml
 
 from salttwist.config import ConfigError, loadMasterConfig
 from salttwist.crypt import fingerprint
+from salttwist.events.fire import fireMasterEvent
 from salttwist.pki.keystore import (
     ACCEPTED,
     DENIED,
@@ -101,6 +102,10 @@ class _Match:
     state: str
     minionId: str
     pem: bytes
+
+
+#: The C{act} of the C{salt/key} event for each verb.
+_ACTS = {"accepted": "accept", "rejected": "reject", "deleted": "delete"}
 
 
 def _makeParser() -> argparse.ArgumentParser:
@@ -329,6 +334,7 @@ def _changeKeys(
     target: str | None,
     verb: str,
     yes: bool,
+    notify: Callable[[str, str], None] | None = None,
 ) -> int:
     """
     Move (or, if C{target} is L{None}, delete) the keys in C{sources} that
@@ -338,6 +344,8 @@ def _changeKeys(
     shown (L{FilesystemKeyStore.moveKey}'s C{expected}); a key that another
     process moved or deleted meanwhile is reported and skipped.
 
+    @param notify: called with (act, minion id) for every key changed, to
+        fire the C{salt/key} event.
     @return: 0 if every matched key was changed, 1 otherwise (no match, the
         admin said no, or a key had changed or gone).
     """
@@ -381,6 +389,8 @@ def _changeKeys(
         elif minionId not in done:
             done.append(minionId)
             _write(f"Key for minion {minionId} {verb}.")
+            if notify is not None:
+                notify(_ACTS[verb], minionId)
     return status
 
 
@@ -412,14 +422,24 @@ def main(argv: list[str] | None = None) -> int:
         _error(f"cannot use pki_dir {config['pki_dir']!r}: {e.strerror or e}")
         return 2
 
+    def notify(act: str, minionId: str) -> None:
+        # A running master acts on the change at once (cuts a rejected or
+        # deleted minion off and rotates the publication key); without a
+        # master the change simply waits on disk.
+        fireMasterEvent(config["sock_dir"], "salt/key", {"act": act, "id": minionId})
+
     try:
-        return _dispatch(store, options)
+        return _dispatch(store, options, notify)
     except OSError as e:
         _error(str(e))
         return 2
 
 
-def _dispatch(store: FilesystemKeyStore, options: argparse.Namespace) -> int:
+def _dispatch(
+    store: FilesystemKeyStore,
+    options: argparse.Namespace,
+    notify: Callable[[str, str], None] | None = None,
+) -> int:
     """
     Run the one action chosen on the command line.
     """
@@ -431,7 +451,7 @@ def _dispatch(store: FilesystemKeyStore, options: argparse.Namespace) -> int:
         if options.include_denied:
             sources.append(DENIED)
         pattern = options.accept if options.accept is not None else "*"
-        return _changeKeys(store, pattern, sources, ACCEPTED, "accepted", yes)
+        return _changeKeys(store, pattern, sources, ACCEPTED, "accepted", yes, notify)
     if options.reject is not None or options.reject_all:
         sources = [PENDING]
         if options.include_accepted:
@@ -439,11 +459,11 @@ def _dispatch(store: FilesystemKeyStore, options: argparse.Namespace) -> int:
         if options.include_denied:
             sources.append(DENIED)
         pattern = options.reject if options.reject is not None else "*"
-        return _changeKeys(store, pattern, sources, REJECTED, "rejected", yes)
+        return _changeKeys(store, pattern, sources, REJECTED, "rejected", yes, notify)
     if options.delete is not None or options.delete_all:
         pattern = options.delete if options.delete is not None else "*"
         sources = [ACCEPTED, PENDING, REJECTED, DENIED]
-        return _changeKeys(store, pattern, sources, None, "deleted", yes)
+        return _changeKeys(store, pattern, sources, None, "deleted", yes, notify)
     if options.finger is not None:
         return _fingerKeys(store, options.finger, options.out)
     if options.finger_all:

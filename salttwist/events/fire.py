@@ -1,0 +1,36 @@
+# -*- test-case-name: tests.test_events -*-
+"""
+Fire one event on a running master's bus from a short-lived command (such as
+salttwist-key), without a reactor: a blocking write to
+C{master_event_pull.ipc}, bounded by a timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from typing import Any
+
+from salttwist import serial
+
+EVENT_PULL_SOCKET = "master_event_pull.ipc"
+
+
+def fireMasterEvent(sockDir: str, tag: str, data: dict[str, Any], timeout: float = 1.0) -> bool:
+    """
+    Send C{(tag, data)} to the master whose C{sock_dir} is C{sockDir}.
+
+    @return: L{True} if it was handed to the master, L{False} if no master
+        is listening (the caller carries on: the change it reports is
+        already on disk, and the master also notices it by itself).
+    """
+    body = serial.dumps({"tag": tag, "data": data})
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(os.path.join(sockDir, EVENT_PULL_SOCKET))
+            sock.sendall(struct.pack("!I", len(body)) + body)
+    except OSError:
+        return False
+    return True
