@@ -69,6 +69,19 @@ def pubSubscribeMessage(challenge: bytes, minionId: str) -> bytes:
 PUB_TOKEN_CONTEXT = b"pub-subscribe"
 
 
+#: The context the key wrapping a rotated publication key is derived from the
+#: session key for.
+ROTATE_CONTEXT = b"pub-rotate"
+
+
+def rotationAad(kid: int) -> bytes:
+    """
+    The associated data of the frame carrying publication key C{kid} to one
+    minion.
+    """
+    return b"salttwist-rotate:" + kid.to_bytes(8, "big")
+
+
 def publicationAad(kid: int) -> bytes:
     """
     The associated data of a publication sealed with publication key C{kid}.

@@ -298,7 +298,8 @@ class DispatchTests(MasterTestCase):
         self.assertEqual(
             publicMethods,
             INTENDED_HANDLERS
-            | {"publish", "sessionStarted", "sessionEnded", "subscribe", "unsubscribe"},
+            | {"publish", "sessionStarted", "sessionEnded", "subscribe", "unsubscribe"}
+            | {"rotatePublicationKey", "cutOff", "keyEvent", "reconcileKeys"},
         )
         reachable = set()
         for table in (CLEAR_FUNCS, MINION_FUNCS, CLIENT_FUNCS):

@@ -191,6 +191,92 @@ class Master:
         if proto.minionId is not None and self.subscribers.get(proto.minionId) is proto:
             del self.subscribers[proto.minionId]
 
+    # -- trust taken back ----------------------------------------------------
+
+    def rotatePublicationKey(self, reason: str) -> None:
+        """
+        Make a new publication key and hand it to every subscribed minion
+        over the pub connection, sealed with a key derived from that
+        minion's own session key: no RSA operation and no reconnect per
+        minion. Minions without a session get it when they authenticate.
+        """
+        old = self.publicationKey
+        new = PublicationKey(kid=old.kid + 1)
+        self.publicationKey = new
+        for minionId, subscriber in list(self.subscribers.items()):
+            session = self.sessions.get(minionId)
+            sessionKey = session.sessionKey if session is not None else None
+            if sessionKey is None:
+                subscriber.transport.loseConnection()
+                continue
+            wrap = crypt.AesCipher(crypt.deriveKey(sessionKey, wire.ROTATE_CONTEXT))
+            blob = wrap.encrypt(serial.dumps({"key": new.key}), wire.rotationAad(new.kid))
+            subscriber.sendFrame({"rotate": blob, "kid": new.kid})
+        self.log.info(
+            "publication key rotated to {kid} ({reason}); sent to {n} minions",
+            kid=new.kid,
+            reason=reason,
+            n=len(self.subscribers),
+        )
+
+    def cutOff(self, minionId: str) -> bool:
+        """
+        Close the session and pub subscription of C{minionId}.
+
+        @return: whether it had either.
+        """
+        session = self.sessions.pop(minionId, None)
+        subscriber = self.subscribers.pop(minionId, None)
+        for proto in (session, subscriber):
+            if proto is not None:
+                proto.transport.loseConnection()
+        if session is not None or subscriber is not None:
+            self.log.warn("minion {id} is no longer accepted: cut off", id=minionId)
+            return True
+        return False
+
+    def _connectedIds(self) -> set[str]:
+        return set(self.sessions) | set(self.subscribers)
+
+    def keyEvent(self, tag: str, data: dict[str, Any]) -> None:
+        """
+        A C{salt/key} event (from salttwist-key, through the pull socket):
+        check the key store at once, and rotate the publication key when a
+        key was rejected or deleted.
+        """
+        act = data.get("act")
+        if act in ("reject", "delete"):
+            self.reconcileKeys(rotateReason=f"key {data.get('id')!r} {act}ed")
+
+    def reconcileKeys(self, rotateReason: str | None = None) -> Deferred[None]:
+        """
+        Cut off every connected minion whose key is no longer accepted (on
+        disk, whatever changed it), then rotate the publication key if one
+        was cut off or C{rotateReason} asks for it. Runs every second, so
+        the master acts on key changes within a second even without events.
+        """
+
+        # Only connections that existed before the key store was read may be
+        # judged by what it said: a minion accepted and authenticated while
+        # the directory was being listed must not be cut off.
+        before = {m: (self.sessions.get(m), self.subscribers.get(m)) for m in self._connectedIds()}
+
+        def accepted(_: object) -> set[str]:
+            return set(self.keyStore.listKeys("minions"))
+
+        def compare(acceptedIds: set[str]) -> None:
+            gone = [
+                m
+                for m, protos in before.items()
+                if m not in acceptedIds
+                and (self.sessions.get(m), self.subscribers.get(m)) == protos
+            ]
+            cut = [m for m in gone if self.cutOff(m)]
+            if cut or rotateReason is not None:
+                self.rotatePublicationKey(rotateReason or f"cut off {', '.join(sorted(cut))}")
+
+        return self.runBlocking(accepted, None).addCallback(compare)
+
     # -- session functions ----------------------------------------------------
 
     def minionReturn(self, proto: ReqServerProtocol, load: dict[str, Any]) -> dict[str, Any]:

@@ -12,11 +12,13 @@ from typing import Any
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint, UNIXServerEndpoint
+from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
-from salttwist.daemon import ensurePrivateDir, writeRuntimeFile
+from salttwist.daemon import StartupError, ensurePrivateDir, writeRuntimeFile
 from salttwist.events.bus import EventPublisherFactory, EventPullFactory, LocalEventBus
+from salttwist.events.fire import EVENT_PULL_SOCKET
 from salttwist.master.core import Master, RunBlocking
 from salttwist.master.keys import loadMasterKeys
 from salttwist.master.publisher import PubServerFactory
@@ -24,8 +26,11 @@ from salttwist.master.reqserver import ReqServerFactory
 from salttwist.pki.keystore import FilesystemKeyStore
 
 EVENT_PUB_SOCKET = "master_event_pub.ipc"
-EVENT_PULL_SOCKET = "master_event_pull.ipc"
 PORTS_FILE = "master.ports"
+#: The longest path a UNIX socket can be bound to (sun_path less its NUL).
+MAX_UNIX_PATH = 107
+#: Seconds between two checks of the key store against connected minions.
+KEY_RECONCILE_INTERVAL = 1.0
 
 
 def threadRunner(reactor: Any) -> RunBlocking:
@@ -82,6 +87,41 @@ class MasterService(MultiService):
         )
         self.whenReady: Deferred[None] = Deferred()
         self._ports: list[Any] = []
+        self._loops: list[LoopingCall] = []
+        for name in (EVENT_PUB_SOCKET, EVENT_PULL_SOCKET):
+            path = os.path.join(config["sock_dir"], name)
+            if len(os.fsencode(path)) > MAX_UNIX_PATH:
+                raise StartupError(
+                    f"sock_dir is too deep for a UNIX socket: {path} is over "
+                    f"{MAX_UNIX_PATH} bytes; choose a shorter sock_dir"
+                )
+        self.bus.subscribe(["salt/key"], self.master.keyEvent)
+
+    def startService(self) -> None:
+        """
+        Start the periodic work: key reconciliation every second (so key
+        changes made by any means take effect within a second) and the
+        publication key's rotation every C{publish_session} seconds.
+        """
+        super().startService()
+        self._startLoop(KEY_RECONCILE_INTERVAL, self.master.reconcileKeys)
+        self._startLoop(
+            float(self.config["publish_session"]),
+            lambda: self.master.rotatePublicationKey("publish_session elapsed"),
+        )
+
+    def _startLoop(self, interval: float, f: Any) -> None:
+        def runOnce() -> Deferred:
+            # A failure is logged and the loop goes on: one bad run must not
+            # stop key reconciliation or rotation for good.
+            return maybeDeferred(f).addErrback(
+                lambda failure: self.log.failure("periodic task {f} failed", failure, f=f)
+            )
+
+        loop = LoopingCall(runOnce)
+        loop.clock = self.reactor
+        loop.start(interval, now=False)
+        self._loops.append(loop)
 
     def privilegedStartService(self) -> None:
         """
@@ -104,9 +144,12 @@ class MasterService(MultiService):
                 reactor, os.path.join(sockDir, EVENT_PULL_SOCKET), mode=0o660, wantPID=True
             ).listen(EventPullFactory(self.bus, config["max_frame_bytes"])),
         ]
+        failed: list[Any] = []
         DeferredList(listens, fireOnOneErrback=True, consumeErrors=True).addCallbacks(
             self._listening, self._listenFailed
-        )
+        ).addErrback(failed.append)
+        if failed:
+            failed[0].raiseException()
 
     def _listening(self, results: list[tuple[bool, Any]]) -> None:
         self._ports = [port for _, port in results]
@@ -135,12 +178,19 @@ class MasterService(MultiService):
         self.whenReady.errback(failure)
         if self.reactor.running:
             self.reactor.stop()
+        else:
+            # twistd binds before the reactor runs, so stopping it is no use:
+            # fail the start, or the master would run on without its sockets.
+            raise StartupError(f"cannot listen: {error}")
 
     def stopService(self) -> Deferred:
         """
         Stop listening and close every connection.
         """
         super().stopService()
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
         for proto in list(self.master.subscribers.values()) + list(self.master.sessions.values()):
             proto.transport.loseConnection()
         try:

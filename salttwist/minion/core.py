@@ -89,8 +89,11 @@ class Minion:
         self._generation = 0
         self._failures = 0
         self._retryCall: Any = None
-        self._pubCipher: crypt.AesCipher | None = None
+        # The current publication key and the one before it: a publication
+        # sealed just before a rotation may arrive just after it.
+        self._pubKeys: dict[int, crypt.AesCipher] = {}
         self._kid: int | None = None
+        self._rotateCipher: crypt.AesCipher | None = None
         self._masterKey: Any = None
         self._readyWaiters: list[Deferred[None]] = []
         master = config["master"]
@@ -230,8 +233,9 @@ class Minion:
         if generation != self._generation:
             return
         req.startSession(sessionKey)
-        self._pubCipher = crypt.AesCipher(publicationKey)
         self._kid = reply["kid"]
+        self._pubKeys = {self._kid: crypt.AesCipher(publicationKey)}
+        self._rotateCipher = crypt.AesCipher(crypt.deriveKey(sessionKey, wire.ROTATE_CONTEXT))
         pub = await self.connectTCP(
             self.masterHost, publishPort, quietFactory(lambda: PubClientProtocol(maxFrame))
         )
@@ -344,16 +348,20 @@ class Minion:
         Verification is a public-key operation of some tens of microseconds,
         done here to keep publications in order.
         """
+        if "rotate" in frame:
+            self._rotationReceived(frame)
+            return
         blob, signature, kid = frame.get("pub"), frame.get("sig"), frame.get("kid")
-        if self._pubCipher is None or self._masterKey is None:
+        if self._masterKey is None:
             return
         try:
-            if kid != self._kid:
+            cipher = self._pubKeys.get(kid) if isinstance(kid, int) else None
+            if cipher is None:
                 raise crypt.CryptError(
-                    f"publication key {kid!r} is not the current one ({self._kid})"
+                    f"publication key {kid!r} is not known (current: {self._kid})"
                 )
             crypt.verify(self._masterKey, signature, blob)  # type: ignore[arg-type]
-            load = serial.loads(self._pubCipher.decrypt(blob, wire.publicationAad(kid)))  # type: ignore[arg-type]
+            load = serial.loads(cipher.decrypt(blob, wire.publicationAad(kid)))  # type: ignore[arg-type]
         except (crypt.CryptError, serial.SerialError) as e:
             self.log.warn("minion {id}: dropped a publication: {e}", id=self.id, e=e)
             return
@@ -383,6 +391,29 @@ class Minion:
             "minion {id}: running {fun} for job {jid}", id=self.id, fun=fun, jid=load["jid"]
         )
         self.executor.run(fun, arg).addCallback(self._jobDone, load)
+
+    def _rotationReceived(self, frame: dict[str, Any]) -> None:
+        """
+        The master rotated the publication key and sent this minion the new
+        one, sealed with a key derived from its session key: no RSA, no
+        reconnect. Only a newer key is taken; the previous one is kept for
+        publications already on their way.
+        """
+        blob, kid = frame.get("rotate"), frame.get("kid")
+        try:
+            if self._rotateCipher is None or self._kid is None:
+                raise crypt.CryptError("no session")
+            if not isinstance(kid, int) or isinstance(kid, bool) or kid <= self._kid:
+                raise crypt.CryptError(f"key {kid!r} is not newer than {self._kid}")
+            load = serial.loads(self._rotateCipher.decrypt(blob, wire.rotationAad(kid)))  # type: ignore[arg-type]
+            key = load.get("key") if isinstance(load, dict) else None
+            cipher = crypt.AesCipher(key)  # type: ignore[arg-type]
+        except (crypt.CryptError, serial.SerialError) as e:
+            self.log.warn("minion {id}: dropped a key rotation: {e}", id=self.id, e=e)
+            return
+        self._pubKeys = {self._kid: self._pubKeys[self._kid], kid: cipher}
+        self._kid = kid
+        self.log.info("minion {id}: publication key rotated to {kid}", id=self.id, kid=kid)
 
     def _jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> None:
         try:

@@ -1,0 +1,148 @@
+# -*- test-case-name: tests.test_master_service -*-
+"""
+Tests for L{salttwist.master.service.MasterService} and the master's twistd
+plugin, on a L{MemoryReactorClock}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from twisted.application.service import IService
+from twisted.internet.testing import MemoryReactorClock
+from twisted.plugin import IPlugin, getPlugins
+from twisted.trial.unittest import SynchronousTestCase
+
+from salttwist.config import loadMasterConfig
+from salttwist.daemon import StartupError
+from salttwist.master import tap
+from salttwist.master.core import runSynchronously
+from salttwist.master.service import KEY_RECONCILE_INTERVAL, PORTS_FILE, MasterService
+
+
+class MasterServiceTests(SynchronousTestCase):
+    """
+    The master's service tree: sockets, ports file, periodic work.
+    """
+
+    def setUp(self) -> None:
+        """
+        A config under a short temporary root (UNIX socket paths are short).
+        """
+        self.root = tempfile.mkdtemp(prefix="stm-")
+        self.addCleanup(shutil.rmtree, self.root, True)
+        self.reactor = MemoryReactorClock()
+
+    def makeService(self, **overrides: Any) -> MasterService:
+        """
+        Build a master service with C{overrides} on top of the test config.
+        """
+        options = {"root_dir": self.root, "interface": "127.0.0.1", "keysize": 2048}
+        options.update(overrides)
+        config = loadMasterConfig(self.root, overrides=options)
+        return MasterService(config, self.reactor, runBlocking=runSynchronously)
+
+    def test_listensAndWritesPorts(self) -> None:
+        """
+        Starting binds the pub and req ports and both event sockets, then
+        writes the real ports to C{sock_dir/master.ports} and fires
+        C{whenReady}.
+        """
+        service = self.makeService(publish_port=4505, ret_port=4506)
+        service.privilegedStartService()
+        self.successResultOf(service.whenReady)
+        self.assertEqual([port for port, *_ in self.reactor.tcpServers], [4505, 4506])
+        self.assertEqual(
+            sorted(os.path.basename(path) for path, *_ in self.reactor.unixServers),
+            ["master_event_pub.ipc", "master_event_pull.ipc"],
+        )
+        with open(os.path.join(service.config["sock_dir"], PORTS_FILE)) as f:
+            self.assertEqual(json.load(f)["ret_port"], 4506)
+
+    def test_reconcilesEverySecond(self) -> None:
+        """
+        Once started, the master checks the key store against connected
+        minions every second; stopping ends that.
+        """
+        service = self.makeService()
+        calls: list[object] = []
+        self.patch(service.master, "reconcileKeys", lambda *a: calls.append(a))
+        service.startService()
+        self.reactor.advance(KEY_RECONCILE_INTERVAL)
+        self.reactor.advance(KEY_RECONCILE_INTERVAL)
+        self.assertEqual(len(calls), 2)
+        service.stopService()
+        self.reactor.advance(KEY_RECONCILE_INTERVAL)
+        self.assertEqual(len(calls), 2)
+
+    def test_failingReconcileKeepsRunning(self) -> None:
+        """
+        A reconciliation that fails is logged and the next one still runs.
+        """
+        service = self.makeService()
+        calls: list[object] = []
+
+        def failing(*a: object) -> None:
+            calls.append(a)
+            raise OSError("disk gone")
+
+        self.patch(service.master, "reconcileKeys", failing)
+        service.startService()
+        self.reactor.advance(KEY_RECONCILE_INTERVAL)
+        self.reactor.advance(KEY_RECONCILE_INTERVAL)
+        self.assertEqual(len(calls), 2)
+        self.assertEqual(len(self.flushLoggedErrors(OSError)), 2)
+        service.stopService()
+
+    def test_rotatesEveryPublishSession(self) -> None:
+        """
+        The publication key is rotated every C{publish_session} seconds.
+        """
+        service = self.makeService(publish_session=60)
+        self.patch(service.master, "reconcileKeys", lambda *a: None)
+        kid = service.master.publicationKey.kid
+        service.startService()
+        self.reactor.advance(60)
+        self.assertEqual(service.master.publicationKey.kid, kid + 1)
+        service.stopService()
+
+    def test_keyEventsReachTheMaster(self) -> None:
+        """
+        A C{salt/key} delete event on the bus makes the master rotate.
+        """
+        service = self.makeService()
+        kid = service.master.publicationKey.kid
+        service.bus.fire("salt/key", {"act": "delete", "id": "gone"})
+        self.assertEqual(service.master.publicationKey.kid, kid + 1)
+
+    def test_sockDirTooDeep(self) -> None:
+        """
+        A sock_dir too deep for a UNIX socket path stops the master at start
+        with a message naming the problem.
+        """
+        deep = os.path.join(self.root, "d" * 120)
+        error = self.assertRaises(StartupError, self.makeService, sock_dir=deep)
+        self.assertIn("too deep for a UNIX socket", str(error))
+
+    def test_plugin(self) -> None:
+        """
+        The C{salttwist-master} twistd plugin is found and builds the service
+        from C{-c}.
+        """
+        import twisted.plugins
+
+        makers = {
+            p.tapname: p for p in getPlugins(IPlugin, twisted.plugins) if hasattr(p, "tapname")
+        }
+        self.assertIn("salttwist-master", makers)
+        self.assertIn("salttwist-minion", makers)
+        with open(os.path.join(self.root, "master"), "w") as f:
+            f.write(f"root_dir: {self.root}\n")
+        options = tap.Options()
+        options.parseOptions(["-c", self.root])
+        service = tap.makeService(options, reactor=self.reactor)
+        self.assertTrue(IService.providedBy(service))
