@@ -47,7 +47,13 @@ ROOT_KEY = os.urandom(32)
 JID = "20260101000000000001"
 
 #: The methods of L{Master} the wire may reach, and nothing else.
-INTENDED_HANDLERS = {"clearAuth", "clearClientAuth", "minionReturn", "clientPublish"}
+INTENDED_HANDLERS = {
+    "clearAuth",
+    "clearClientAuth",
+    "minionReturn",
+    "minionGrains",
+    "clientPublish",
+}
 
 
 def readFrames(data: bytes) -> list[dict[str, Any]]:
@@ -289,7 +295,7 @@ class DispatchTests(MasterTestCase):
         Adding a name to a table must be a deliberate change to this test.
         """
         self.assertEqual(CLEAR_FUNCS, {"_auth": "clearAuth", "_client_auth": "clearClientAuth"})
-        self.assertEqual(MINION_FUNCS, {"_return": "minionReturn"})
+        self.assertEqual(MINION_FUNCS, {"_return": "minionReturn", "_grains": "minionGrains"})
         self.assertEqual(CLIENT_FUNCS, {"publish": "clientPublish"})
         self.assertEqual(ROLE_FUNCS, {"minion": MINION_FUNCS, "client": CLIENT_FUNCS})
         publicMethods = {

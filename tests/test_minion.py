@@ -298,6 +298,13 @@ class JobTests(MinionTestCase):
         [ret] = self.returns()
         self.assertEqual(ret["return"], {"args": [1, "two"], "kwargs": {"three": 3}})
 
+    def test_grainsReported(self) -> None:
+        """
+        A minion reports its grains to the master when it becomes ready.
+        """
+        minion = self.readyMinion()
+        self.assertEqual(self.master.grainsCache.grains["m1"], minion.executor.context.grains)
+
     def test_unknownFunction(self) -> None:
         """
         A function the minion does not have returns retcode 254 and

@@ -10,6 +10,7 @@ C{runBlocking}, a thread by default.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from salttwist import crypt, serial, wire
 from salttwist.interfaces import IEventBus, IKeyStore
 from salttwist.jid import JidGenerator
 from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
+from salttwist.master.grainscache import GrainsCache
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
@@ -61,6 +63,7 @@ class Master:
         bus: IEventBus,
         runBlocking: RunBlocking,
         clock: Any,
+        grainsCache: GrainsCache | None = None,
     ) -> None:
         self.config = config
         self.masterKeys = masterKeys
@@ -73,6 +76,7 @@ class Master:
         self.publishPort: int = config["publish_port"]
         self.sessions: dict[str, ReqServerProtocol] = {}
         self.subscribers: dict[str, PubServerProtocol] = {}
+        self.grainsCache = grainsCache or GrainsCache(None, runBlocking)
         self.jobs = JobRegistry()
         self.jids = JidGenerator()
         self.authenticator = Authenticator(
@@ -245,6 +249,9 @@ class Master:
         key was rejected or deleted.
         """
         act = data.get("act")
+        if act == "delete" and isinstance(data.get("id"), str):
+            with contextlib.suppress(InvalidMinionId):
+                self.grainsCache.forget(data["id"])
         if act in ("reject", "delete"):
             self.reconcileKeys(rotateReason=f"key {data.get('id')!r} {act}ed")
 
@@ -309,6 +316,17 @@ class Master:
         }
         self.bus.fire(f"salt/job/{jid}/ret/{proto.minionId}", event)
         return {"ret": True}
+
+    def minionGrains(
+        self, proto: ReqServerProtocol, load: dict[str, Any]
+    ) -> Deferred[dict[str, Any]]:
+        """
+        C{_grains}: a minion reports its grains, kept for master-side grain
+        targeting. Only the session's own grains can be set.
+        """
+        assert proto.minionId is not None
+        d = self.grainsCache.update(proto.minionId, load.get("grains"))  # type: ignore[arg-type]
+        return d.addCallback(lambda _: {"ret": True})
 
     def clientPublish(
         self, proto: ReqServerProtocol, load: dict[str, Any]

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 #: C{(reply, sessionKey or None, role, minionId)}.
 CLEAR_FUNCS = {"_auth": "clearAuth", "_client_auth": "clearClientAuth"}
 #: Commands an authenticated minion session may send.
-MINION_FUNCS = {"_return": "minionReturn"}
+MINION_FUNCS = {"_return": "minionReturn", "_grains": "minionGrains"}
 #: Commands an authenticated local-client session may send.
 CLIENT_FUNCS = {"publish": "clientPublish"}
 

@@ -20,6 +20,7 @@ from salttwist.daemon import StartupError, ensurePrivateDir, writeRuntimeFile
 from salttwist.events.bus import EventPublisherFactory, EventPullFactory, LocalEventBus
 from salttwist.events.fire import EVENT_PULL_SOCKET
 from salttwist.master.core import Master, RunBlocking
+from salttwist.master.grainscache import GrainsCache
 from salttwist.master.keys import loadMasterKeys
 from salttwist.master.publisher import PubServerFactory
 from salttwist.master.reqserver import ReqServerFactory
@@ -77,13 +78,17 @@ class MasterService(MultiService):
                 "admin. This is unsafe outside a closed test network."
             )
         self.bus = LocalEventBus()
+        runBlocking = runBlocking or threadRunner(reactor)
+        grainsCache = GrainsCache(os.path.join(config["cachedir"], "grains"), runBlocking)
+        grainsCache.load()
         self.master = Master(
             config,
             loadMasterKeys(config["pki_dir"], config["cachedir"], config["keysize"]),
             FilesystemKeyStore(config["pki_dir"]),
             self.bus,
-            runBlocking or threadRunner(reactor),
+            runBlocking,
             reactor,
+            grainsCache,
         )
         self.whenReady: Deferred[None] = Deferred()
         self._ports: list[Any] = []

@@ -260,10 +260,24 @@ class Minion:
         self.state = "ready"
         self._failures = 0
         self.log.info("minion {id} authenticated and subscribed to its master", id=self.id)
+        self.sendGrains()
         self._flushReturns()
         waiters, self._readyWaiters = self._readyWaiters, []
         for waiter in waiters:
             waiter.callback(None)
+
+    def sendGrains(self) -> None:
+        """
+        Report this minion's grains to the master, for master-side grain
+        targeting (at every authentication, and after grains change).
+        """
+        if self.state != "ready" or self.req is None:
+            return
+        self.req.request({"cmd": "_grains", "grains": self.executor.context.grains}).addErrback(
+            lambda failure: self.log.warn(
+                "minion {id}: the master did not take its grains: {e}", id=self.id, e=failure.value
+            )
+        )
 
     def _answer(self, d: Deferred) -> Deferred:
         """

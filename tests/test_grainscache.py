@@ -1,0 +1,68 @@
+# -*- test-case-name: tests.test_grainscache -*-
+"""
+Tests for L{salttwist.master.grainscache.GrainsCache}.
+"""
+
+from __future__ import annotations
+
+import os
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from salttwist.master.core import runSynchronously
+from salttwist.master.grainscache import MAX_GRAINS_BYTES, GrainsCache
+
+
+class GrainsCacheTests(SynchronousTestCase):
+    """
+    Grains reported by minions, in memory and on disk.
+    """
+
+    def setUp(self) -> None:
+        """
+        A cache over a temporary directory.
+        """
+        self.directory = os.path.abspath(self.mktemp())
+        self.cache = GrainsCache(self.directory, runSynchronously)
+        self.cache.load()
+
+    def test_updatePersists(self) -> None:
+        """
+        Updated grains are kept in memory and read back by a new cache over
+        the same directory (a master restart), from a 0600 file.
+        """
+        self.successResultOf(self.cache.update("web1", {"os": "Debian", "roles": ["web"]}))
+        self.assertEqual(self.cache.grains["web1"]["os"], "Debian")
+        self.assertEqual(os.stat(os.path.join(self.directory, "web1")).st_mode & 0o777, 0o600)
+        again = GrainsCache(self.directory, runSynchronously)
+        again.load()
+        self.assertEqual(again.grains, {"web1": {"os": "Debian", "roles": ["web"]}})
+
+    def test_forget(self) -> None:
+        """
+        Forgetting a minion removes its grains from memory and disk.
+        """
+        self.successResultOf(self.cache.update("web1", {"os": "Debian"}))
+        self.successResultOf(self.cache.forget("web1"))
+        self.assertEqual(self.cache.grains, {})
+        self.assertEqual(os.listdir(self.directory), [])
+
+    def test_refusesBadGrains(self) -> None:
+        """
+        Grains that are not a map, or are too large, are refused.
+        """
+        self.assertRaises(ValueError, self.cache.update, "web1", ["not", "a", "map"])
+        self.assertRaises(ValueError, self.cache.update, "web1", {"x": "y" * MAX_GRAINS_BYTES})
+        self.assertEqual(self.cache.grains, {})
+
+    def test_loadSkipsJunk(self) -> None:
+        """
+        Files with invalid names or contents are skipped when loading.
+        """
+        with open(os.path.join(self.directory, ".hidden"), "wb") as f:
+            f.write(b"\x81\xa1a\x01")
+        with open(os.path.join(self.directory, "web2"), "wb") as f:
+            f.write(b"\xc1garbage")
+        cache = GrainsCache(self.directory, runSynchronously)
+        cache.load()
+        self.assertEqual(cache.grains, {})
