@@ -12,7 +12,12 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from salttwist.modules import LoaderContext, Retcode
+from salttwist.modules import (
+    CommandExecutionError,
+    LoaderContext,
+    Retcode,
+    SaltInvocationError,
+)
 
 #: Salt's retcode for a function the minion does not have.
 EX_UNAVAILABLE = 254
@@ -78,7 +83,15 @@ class Executor:
         return {"return": f"'{fun}' is not available.", "retcode": EX_UNAVAILABLE, "success": False}
 
     def _failed(self, failure: Failure, fun: str) -> dict[str, Any]:
-        if failure.check(TypeError):
+        if failure.check(CommandExecutionError):
+            self.log.error(
+                "A command in {fun!r} had a problem: {error}", fun=fun, error=failure.value
+            )
+            message = f"ERROR: {failure.value}"
+        elif failure.check(SaltInvocationError):
+            self.log.error("Problem executing {fun!r}: {error}", fun=fun, error=failure.value)
+            message = f"ERROR executing '{fun}': {failure.value}"
+        elif failure.check(TypeError):
             message = f"Passed invalid arguments to {fun}: {failure.value}"
         else:
             self.log.failure("{fun} raised", failure, fun=fun)

@@ -19,7 +19,7 @@ from salttwist.daemon import StartupError, ensurePrivateDir
 from salttwist.master.service import threadRunner
 from salttwist.minion.core import ConnectTCP, Minion
 from salttwist.minion.executor import Executor
-from salttwist.minion.grains import coreGrains
+from salttwist.minion.grains import coreGrains, grainsFilePath
 from salttwist.modules import LoaderContext, loadFunctions
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
 
@@ -75,7 +75,8 @@ def buildMinion(
         config["pki_dir"], "minion", config["keysize"]
     )
     runBlocking = runBlocking or threadRunner(reactor)
-    context = LoaderContext(config, coreGrains(minionId, config["grains"]), reactor)
+    grains = coreGrains(minionId, config["grains"], grainsFilePath(config))
+    context = LoaderContext(config, grains, reactor)
     executor = Executor(loadFunctions(), context, runBlocking)
     context.functions = executor.functions
     return Minion(

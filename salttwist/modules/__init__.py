@@ -1,10 +1,20 @@
-# -*- test-case-name: tests.test_modules -*-
+# -*- test-case-name: tests.test_modules_sys,tests.test_minion_parts -*-
 """
 Execution modules: the functions a minion runs, named C{module.function}.
 
 A function runs in a thread unless it is marked L{onReactor}, in which case
 it runs on the reactor and must return quickly (usually a L{Deferred}).
 Functions marked L{needsContext} receive a L{LoaderContext} first.
+
+A module is named by its C{__virtualname__} when it has one (C{sysmod} is
+C{sys}, C{filemod} is C{file}: file names that would shadow the standard
+library). Its public functions are loaded; a trailing C{_} is dropped from
+a name, so C{true_} is C{test.true}. Every function's docstring is what
+C{sys.doc} shows and must hold a C{CLI Example:}.
+
+Failures that are values return L{Retcode}; expected errors raise
+L{CommandExecutionError} or L{SaltInvocationError}, which the job returns
+in Salt's words (C{ERROR: ...}).
 """
 
 from __future__ import annotations
@@ -15,7 +25,34 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-MODULES = ("test", "cmd", "grains")
+#: The modules loaded by L{loadFunctions}, by file name in this package.
+MODULES = (
+    "test",
+    "cmd",
+    "grains",
+    "sysmod",
+    "network",
+    "filemod",
+    "disk",
+    "status",
+    "pkg",
+)
+
+
+class CommandExecutionError(Exception):
+    """
+    A module function failed in a way it expected (a missing file, a
+    command that cannot start); the job returns C{ERROR: <message>} with
+    retcode 1, as Salt does.
+    """
+
+
+class SaltInvocationError(Exception):
+    """
+    A module function was called with arguments it cannot use; the job
+    returns C{ERROR executing '<fun>': <message>} with retcode 1, as Salt
+    does.
+    """
 
 
 @dataclass

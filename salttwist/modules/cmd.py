@@ -1,78 +1,405 @@
-# -*- test-case-name: tests.test_modules -*-
+# -*- test-case-name: tests.test_modules_cmd -*-
 """
 Salt's C{cmd} module: run shell commands. Processes are spawned by the
 reactor, so a long command never blocks the minion.
+
+The options of C{run}, C{run_all}, C{run_stdout}, C{run_stderr},
+C{retcode}, C{shell} and C{script} are Salt's; C{cmd.run}'s documentation
+(C{sys.doc cmd.run}) describes them.
+
+The job's retcode is the command's exit code for every one of them, as in
+Salt.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
+import shlex
+import shutil
+import stat
+import tempfile
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.utils import getProcessOutputAndValue
 
-from salttwist.modules import LoaderContext, Retcode, needsContext, onReactor
-
-
-def _spawn(
-    context: LoaderContext, cmd: str, cwd: str | None, env: dict[str, str] | None, shell: str
-) -> Deferred:
-    if not isinstance(cmd, str) or not cmd:
-        raise ValueError("cmd must be a non-empty string")
-    environ = dict(os.environ)
-    if env:
-        environ.update({str(k): str(v) for k, v in env.items()})
-    return getProcessOutputAndValue(
-        shell, ["-c", cmd], env=environ, path=cwd, reactor=context.reactor
-    )
+from salttwist.modules import (
+    CommandExecutionError,
+    LoaderContext,
+    Retcode,
+    SaltInvocationError,
+    needsContext,
+    onReactor,
+)
+from salttwist.modules._process import DEFAULT_SHELL, inThread, runCommand
 
 
-@onReactor
-@needsContext
-def run_all(
-    context: LoaderContext,
-    cmd: str,
-    cwd: str | None = None,
-    env: dict[str, str] | None = None,
-    shell: str = "/bin/sh",
-) -> Deferred:
-    """
-    Run C{cmd} in C{shell}; return C{{"retcode", "stdout", "stderr"}}.
+def _withRetcode(key: str | None) -> Any:
+    def shape(result: dict[str, Any]) -> Retcode:
+        code = result.pop("jobRetcode")
+        output = result.pop("output")
+        if key is None:
+            return Retcode(result, code)
+        if key == "output":
+            return Retcode(output, code)
+        return Retcode(result[key], code)
 
-    CLI Example: C{salttwist '*' cmd.run_all 'ls -l /tmp'}
-    """
-
-    def shape(result: tuple[bytes, bytes, int]) -> dict[str, Any]:
-        out, err, code = result
-        return {
-            "retcode": code,
-            "stdout": out.decode("utf-8", "replace").rstrip("\n"),
-            "stderr": err.decode("utf-8", "replace").rstrip("\n"),
-        }
-
-    return _spawn(context, cmd, cwd, env, shell).addCallback(shape)
+    return shape
 
 
 @onReactor
 @needsContext
 def run(
     context: LoaderContext,
-    cmd: str,
+    cmd: Any,
     cwd: str | None = None,
-    env: dict[str, str] | None = None,
-    shell: str = "/bin/sh",
+    stdin: str | None = None,
+    runas: str | None = None,
+    shell: str = DEFAULT_SHELL,
+    python_shell: bool | None = None,
+    env: Any = None,
+    clean_env: bool = False,
+    rstrip: bool = True,
+    output_loglevel: str = "debug",
+    timeout: Any = None,
+    reset_system_locale: bool = True,
+    ignore_retcode: bool = False,
+    prepend_path: str | None = None,
+    success_retcodes: Any = None,
+    stdin_raw_newlines: bool = False,
 ) -> Deferred:
     """
-    Run C{cmd} in C{shell}; return its standard output and error together,
-    as Salt's C{cmd.run} does, with the command's exit code as the job's
-    retcode.
+    Run C{cmd} and return its output: standard output and standard error
+    together, in the order they came, as Salt's C{cmd.run} does. The job's
+    retcode is the command's exit code. Options (the other C{cmd} functions
+    take them too):
 
-    CLI Example: C{salttwist '*' cmd.run 'uname -a'}
+    - C{cwd}: the working directory (absolute); default the home directory
+      of the user the command runs as, or C{/}.
+    - C{stdin}: text written to the command's standard input (a typed
+      C{\\n} becomes a newline unless C{stdin_raw_newlines=True}).
+    - C{runas}: a user to run the command as; needs a minion running as root.
+    - C{shell}: the shell for C{python_shell=True} (default C{/bin/sh}).
+    - C{python_shell}: C{True} runs the command through the shell (pipes,
+      globs, variables work); C{False} splits it with shell-like quoting and
+      runs the program directly. The default (unset) is C{True}, as Salt
+      does for jobs sent from the CLI; a list as C{cmd} never uses a shell.
+    - C{env}: a map of extra environment variables; C{clean_env=True} starts
+      from an empty environment; C{prepend_path} is put before C{PATH}.
+    - C{timeout}: seconds after which the command and everything it started
+      are killed; the result is then Salt's
+      C{"<cmd> : Timed out after <n> seconds"} with retcode 1.
+    - C{output_loglevel}: the minion log level for the command's output
+      (C{debug} by default; C{quiet} logs nothing, not even the command).
+    - C{reset_system_locale}: C{True} (default) sets the C{LC_*} variables to
+      C{C} so commands answer in English.
+    - C{ignore_retcode}: the job succeeds whatever the command's exit code.
+    - C{success_retcodes}: exit codes (a list or C{"2,3"}) counted as success.
+    - C{rstrip}: strip trailing whitespace from the output (default C{True}).
+
+    CLI Example:
+
+        salttwist '*' cmd.run 'ls -l | grep foo'
+        salttwist '*' cmd.run 'cat' stdin='hello'
+        salttwist '*' cmd.run 'sleep 100' timeout=5
     """
+    options = dict(locals())
+    del options["context"], options["cmd"]
+    return runCommand(context, cmd, **options).addCallback(_withRetcode("output"))
 
-    def combine(result: dict[str, Any]) -> Retcode:
-        parts = [p for p in (result["stdout"], result["stderr"]) if p]
-        return Retcode("\n".join(parts), result["retcode"])
 
-    return run_all(context, cmd, cwd, env, shell).addCallback(combine)
+@onReactor
+@needsContext
+def run_all(
+    context: LoaderContext,
+    cmd: Any,
+    cwd: str | None = None,
+    stdin: str | None = None,
+    runas: str | None = None,
+    shell: str = DEFAULT_SHELL,
+    python_shell: bool | None = None,
+    env: Any = None,
+    clean_env: bool = False,
+    rstrip: bool = True,
+    output_loglevel: str = "debug",
+    timeout: Any = None,
+    reset_system_locale: bool = True,
+    ignore_retcode: bool = False,
+    prepend_path: str | None = None,
+    success_retcodes: Any = None,
+    stdin_raw_newlines: bool = False,
+) -> Deferred:
+    """
+    Run C{cmd} and return C{{"pid", "retcode", "stdout", "stderr"}}, as
+    Salt does; the job's retcode is the command's exit code. Options as
+    for C{cmd.run}.
+
+    CLI Example:
+
+        salttwist '*' cmd.run_all 'ls -l /tmp'
+    """
+    options = dict(locals())
+    del options["context"], options["cmd"]
+    return runCommand(context, cmd, **options).addCallback(_withRetcode(None))
+
+
+@onReactor
+@needsContext
+def run_stdout(
+    context: LoaderContext,
+    cmd: Any,
+    cwd: str | None = None,
+    stdin: str | None = None,
+    runas: str | None = None,
+    shell: str = DEFAULT_SHELL,
+    python_shell: bool | None = None,
+    env: Any = None,
+    clean_env: bool = False,
+    rstrip: bool = True,
+    output_loglevel: str = "debug",
+    timeout: Any = None,
+    reset_system_locale: bool = True,
+    ignore_retcode: bool = False,
+    prepend_path: str | None = None,
+    success_retcodes: Any = None,
+    stdin_raw_newlines: bool = False,
+) -> Deferred:
+    """
+    Run C{cmd} and return its standard output only. Options as for
+    C{cmd.run}.
+
+    CLI Example:
+
+        salttwist '*' cmd.run_stdout 'ls -l /tmp'
+    """
+    options = dict(locals())
+    del options["context"], options["cmd"]
+    return runCommand(context, cmd, **options).addCallback(_withRetcode("stdout"))
+
+
+@onReactor
+@needsContext
+def run_stderr(
+    context: LoaderContext,
+    cmd: Any,
+    cwd: str | None = None,
+    stdin: str | None = None,
+    runas: str | None = None,
+    shell: str = DEFAULT_SHELL,
+    python_shell: bool | None = None,
+    env: Any = None,
+    clean_env: bool = False,
+    rstrip: bool = True,
+    output_loglevel: str = "debug",
+    timeout: Any = None,
+    reset_system_locale: bool = True,
+    ignore_retcode: bool = False,
+    prepend_path: str | None = None,
+    success_retcodes: Any = None,
+    stdin_raw_newlines: bool = False,
+) -> Deferred:
+    """
+    Run C{cmd} and return its standard error only. Options as for
+    C{cmd.run}.
+
+    CLI Example:
+
+        salttwist '*' cmd.run_stderr 'ls -l /nonexistent'
+    """
+    options = dict(locals())
+    del options["context"], options["cmd"]
+    return runCommand(context, cmd, **options).addCallback(_withRetcode("stderr"))
+
+
+@onReactor
+@needsContext
+def retcode(
+    context: LoaderContext,
+    cmd: Any,
+    cwd: str | None = None,
+    stdin: str | None = None,
+    runas: str | None = None,
+    shell: str = DEFAULT_SHELL,
+    python_shell: bool | None = None,
+    env: Any = None,
+    clean_env: bool = False,
+    rstrip: bool = True,
+    output_loglevel: str = "debug",
+    timeout: Any = None,
+    reset_system_locale: bool = True,
+    ignore_retcode: bool = False,
+    prepend_path: str | None = None,
+    success_retcodes: Any = None,
+    stdin_raw_newlines: bool = False,
+) -> Deferred:
+    """
+    Run C{cmd} and return its exit code (also the job's retcode, as in
+    Salt). Options as for C{cmd.run}.
+
+    CLI Example:
+
+        salttwist '*' cmd.retcode 'test -f /etc/hosts'
+    """
+    options = dict(locals())
+    del options["context"], options["cmd"]
+    return runCommand(context, cmd, **options).addCallback(_withRetcode("retcode"))
+
+
+@onReactor
+@needsContext
+def shell(
+    context: LoaderContext,
+    cmd: Any,
+    cwd: str | None = None,
+    stdin: str | None = None,
+    runas: str | None = None,
+    shell: str = DEFAULT_SHELL,
+    env: Any = None,
+    clean_env: bool = False,
+    rstrip: bool = True,
+    output_loglevel: str = "debug",
+    timeout: Any = None,
+    reset_system_locale: bool = True,
+    ignore_retcode: bool = False,
+    prepend_path: str | None = None,
+    success_retcodes: Any = None,
+    stdin_raw_newlines: bool = False,
+) -> Deferred:
+    """
+    Like C{cmd.run}, always through the shell (C{python_shell=True}).
+
+    CLI Example:
+
+        salttwist '*' cmd.shell 'echo $HOME; ls /tmp | wc -l'
+    """
+    options = dict(locals())
+    del options["context"], options["cmd"]
+    return runCommand(context, cmd, python_shell=True, **options).addCallback(
+        _withRetcode("output")
+    )
+
+
+def _stageScript(source: str, runas: str | None) -> tuple[str, str]:
+    """
+    Copy the script (a local path, or the text itself when C{source}
+    starts with C{#!}) into a new private directory; blocking.
+
+    @return: the directory and the script's path in it.
+    """
+    if source.startswith("#!"):
+        contents = source.encode("utf-8")
+    else:
+        path = source[len("file://") :] if source.startswith("file://") else source
+        if "://" in path:
+            raise CommandExecutionError(
+                f"cmd.script cannot fetch {source!r}: salttwist has no file server; "
+                "give a local path on the minion or the script's text (starting with #!)"
+            )
+        if not os.path.isabs(path) or not os.path.isfile(path):
+            raise CommandExecutionError(f"Script {source!r} not found on the minion")
+        with open(path, "rb") as f:
+            contents = f.read()
+    directory = tempfile.mkdtemp(prefix="salttwist-script-")
+    script = os.path.join(directory, "script")
+    with open(script, "wb") as f:
+        f.write(contents)
+    os.chmod(script, stat.S_IRUSR | stat.S_IXUSR)
+    if runas:
+        try:
+            user = pwd.getpwnam(runas)
+        except KeyError:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise CommandExecutionError(f"User '{runas}' is not available") from None
+        os.chown(directory, user.pw_uid, user.pw_gid)
+        os.chown(script, user.pw_uid, user.pw_gid)
+    return directory, script
+
+
+@onReactor
+@needsContext
+def script(
+    context: LoaderContext,
+    source: str,
+    args: str | None = None,
+    cwd: str | None = None,
+    stdin: str | None = None,
+    runas: str | None = None,
+    shell: str = DEFAULT_SHELL,
+    python_shell: bool | None = None,
+    env: Any = None,
+    clean_env: bool = False,
+    rstrip: bool = True,
+    output_loglevel: str = "debug",
+    timeout: Any = None,
+    reset_system_locale: bool = True,
+    ignore_retcode: bool = False,
+    prepend_path: str | None = None,
+    success_retcodes: Any = None,
+    stdin_raw_newlines: bool = False,
+) -> Deferred:
+    """
+    Run a script on the minion with the arguments C{args} (a string, split
+    as a shell would) and return C{{"pid", "retcode", "stdout", "stderr"}}
+    like C{cmd.run_all}.
+
+    salttwist has no file server, so C{source} is a local path on the
+    minion (or C{file:///path}), or the script's own text when it starts
+    with C{#!}; a C{salt://} source is refused. The script is copied to a
+    private temporary directory, run from there (its C{#!} line picks the
+    interpreter) and removed afterwards.
+
+    CLI Example:
+
+        salttwist '*' cmd.script /srv/scripts/runme.sh 'arg1 "arg two"'
+        salttwist '*' cmd.script '#!/bin/sh
+        echo hello'
+    """
+    options = dict(locals())
+    for name in ("context", "source", "args"):
+        del options[name]
+    if not isinstance(source, str) or not source:
+        raise SaltInvocationError("source must be a path or a script")
+
+    def run(staged: tuple[str, str]) -> Deferred:
+        directory, path = staged
+        command = shlex.quote(path) + (f" {args}" if args else "")
+        if options["python_shell"] is False:
+            command = [path, *shlex.split(str(args or ""))]
+        try:
+            d = runCommand(context, command, **options)
+        except Exception:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+
+        def cleanUp(result: Any) -> Any:
+            inThread(context.reactor, shutil.rmtree, directory, True)
+            return result
+
+        return d.addBoth(cleanUp)
+
+    d = inThread(context.reactor, _stageScript, source, runas)
+    return d.addCallback(run).addCallback(_withRetcode(None))
+
+
+def which(cmd: str) -> str | None:
+    """
+    Return the full path of the executable C{cmd} found on the minion's
+    C{PATH}, or C{None}.
+
+    CLI Example:
+
+        salttwist '*' cmd.which cat
+    """
+    return shutil.which(str(cmd))
+
+
+def has_exec(cmd: str) -> bool:
+    """
+    Return C{True} if C{cmd} is an executable on the minion's C{PATH} (or,
+    for a path, if that file is executable).
+
+    CLI Example:
+
+        salttwist '*' cmd.has_exec cat
+    """
+    return which(cmd) is not None

@@ -1,0 +1,398 @@
+# -*- test-case-name: tests.test_modules_cmd -*-
+"""
+Child processes for the execution modules, with Salt's C{cmd} semantics
+(working directory, environment, stdin, C{runas}, timeout, output logging),
+spawned by the reactor so that a long command never blocks the minion.
+
+Also L{inThread}, for a module function on the reactor that has a little
+blocking work to do.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shlex
+import shutil
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.protocol import ProcessProtocol
+from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger, LogLevel
+from twisted.python.failure import Failure
+
+from salttwist.modules import CommandExecutionError, LoaderContext, SaltInvocationError
+
+log = Logger(namespace="salttwist.modules.cmd")
+
+#: The shell of C{cmd.run}; Salt takes the minion's C{$SHELL}, which a
+#: daemon rarely has, so the result is nearly always this.
+DEFAULT_SHELL = "/bin/sh"
+
+#: Salt's C{output_loglevel} names, mapped to Twisted's levels.
+LOG_LEVELS = {
+    "all": LogLevel.debug,
+    "garbage": LogLevel.debug,
+    "trace": LogLevel.debug,
+    "debug": LogLevel.debug,
+    "profile": LogLevel.debug,
+    "info": LogLevel.info,
+    "warning": LogLevel.warn,
+    "warn": LogLevel.warn,
+    "error": LogLevel.error,
+    "critical": LogLevel.critical,
+    "quiet": None,
+}
+
+#: What Salt sets so that commands answer in English and parsers work.
+_C_LOCALE = (
+    "LC_CTYPE",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_COLLATE",
+    "LC_MONETARY",
+    "LC_MESSAGES",
+    "LC_PAPER",
+    "LC_NAME",
+    "LC_ADDRESS",
+    "LC_TELEPHONE",
+    "LC_MEASUREMENT",
+    "LC_IDENTIFICATION",
+    "LANGUAGE",
+)
+
+
+def inThread(reactor: Any, f: Callable[..., Any], *args: Any, **kwargs: Any) -> Deferred:
+    """
+    Run C{f} in C{reactor}'s thread pool; with a reactor that has none (a
+    test clock), run it now.
+    """
+    getThreadPool = getattr(reactor, "getThreadPool", None)
+    if getThreadPool is None:
+        return maybeDeferred(f, *args, **kwargs)
+    return deferToThreadPool(reactor, getThreadPool(), f, *args, **kwargs)
+
+
+def _logLevel(name: Any) -> LogLevel | None:
+    try:
+        return LOG_LEVELS[str(name).lower()]
+    except KeyError:
+        log.error(
+            "Invalid output_loglevel {loglevel!r}. Valid levels are: {levels}. "
+            "Falling back to 'info'.",
+            loglevel=name,
+            levels=", ".join(sorted(LOG_LEVELS)),
+        )
+        return LogLevel.info
+
+
+def _parseEnv(env: Any) -> dict[str, str]:
+    """
+    Salt accepts C{env} as a map or as a list of one-key maps.
+    """
+    if not env:
+        return {}
+    if isinstance(env, list):
+        merged: dict[Any, Any] = {}
+        for item in env:
+            if not isinstance(item, dict):
+                raise SaltInvocationError("env must be a map or a list of maps")
+            merged.update(item)
+        env = merged
+    if not isinstance(env, dict):
+        raise SaltInvocationError("env must be a map or a list of maps")
+    return {str(k): "" if v is None else str(v) for k, v in env.items()}
+
+
+def _descendants(pid: int) -> list[int]:
+    """
+    @return: every process below C{pid}, found through C{/proc}.
+    """
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may contain spaces and parentheses: the fields
+        # after the last ")" are state, then ppid.
+        fields = stat.rpartition(b")")[2].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+class _Collector(ProcessProtocol):
+    """
+    Feed stdin, collect stdout and stderr (apart and interleaved), and fire
+    C{done} with C{(pid, exitCode, stdout, stderr, merged)}.
+    """
+
+    def __init__(self, stdin: bytes | None, done: Deferred) -> None:
+        self.stdin = stdin
+        self.done = done
+        self.out: list[bytes] = []
+        self.err: list[bytes] = []
+        self.merged: list[bytes] = []
+        self.pid: int | None = None
+
+    def connectionMade(self) -> None:
+        """
+        Remember the pid, write stdin and close it.
+        """
+        self.pid = self.transport.pid
+        if self.stdin:
+            self.transport.write(self.stdin)
+        self.transport.closeStdin()
+
+    def outReceived(self, data: bytes) -> None:
+        """
+        Keep standard output.
+        """
+        self.out.append(data)
+        self.merged.append(data)
+
+    def errReceived(self, data: bytes) -> None:
+        """
+        Keep standard error.
+        """
+        self.err.append(data)
+        self.merged.append(data)
+
+    def processEnded(self, reason: Failure) -> None:
+        """
+        Fire C{done}, unless the timeout already did.
+        """
+        if self.done.called:
+            return
+        status = reason.value
+        code = status.exitCode
+        if code is None:
+            # Killed by a signal: negative, as subprocess reports it.
+            code = -(status.signal or 0)
+        self.done.callback(
+            (self.pid, code, b"".join(self.out), b"".join(self.err), b"".join(self.merged))
+        )
+
+    def kill(self) -> None:
+        """
+        Kill the process and everything it started (a shell's children
+        would keep the pipes open), and stop reading.
+        """
+        if self.pid is not None:
+            for pid in [*_descendants(self.pid), self.pid]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        try:
+            self.transport.loseConnection()
+        except Exception:  # the process is already gone
+            pass
+
+
+def _decode(data: bytes, rstrip: bool) -> str:
+    text = data.decode("utf-8", "replace")
+    return text.rstrip() if rstrip else text
+
+
+def _checkTimeout(timeout: Any) -> float | None:
+    if timeout is None or timeout is False or timeout == 0:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        try:
+            timeout = float(timeout)
+        except (TypeError, ValueError):
+            raise CommandExecutionError(f"Error: timeout {timeout} must be a number") from None
+    if timeout <= 0:
+        return None
+    return timeout
+
+
+def runCommand(
+    context: LoaderContext,
+    cmd: Any,
+    cwd: str | None = None,
+    stdin: str | None = None,
+    runas: str | None = None,
+    shell: str = DEFAULT_SHELL,
+    python_shell: bool | None = None,
+    env: Any = None,
+    clean_env: bool = False,
+    rstrip: bool = True,
+    output_loglevel: str = "debug",
+    timeout: Any = None,
+    reset_system_locale: bool = True,
+    ignore_retcode: bool = False,
+    prepend_path: str | None = None,
+    success_retcodes: Any = None,
+    stdin_raw_newlines: bool = False,
+) -> Deferred[dict[str, Any]]:
+    """
+    Run C{cmd} as Salt's C{cmd} module does; see L{salttwist.modules.cmd}.
+
+    @return: a L{Deferred} firing with C{{"pid", "retcode", "stdout",
+        "stderr", "output"}} (C{output} is stdout and stderr interleaved as
+        they arrived, which is what C{cmd.run} returns) and C{jobRetcode},
+        the retcode the job gets (0 under C{ignore_retcode}).
+    @raise CommandExecutionError: the command cannot be started (bad
+        C{cwd}, shell, user, or executable), synchronously.
+    """
+    level = _logLevel(output_loglevel)
+    timeout = _checkTimeout(timeout)
+    if isinstance(cmd, list | tuple):
+        argv = [str(a) for a in cmd]
+        display = shlex.join(argv)
+        useShell = False
+    else:
+        display = "" if cmd is None else str(cmd)
+        # Salt defaults to a shell for jobs published from the CLI (they
+        # carry a jid), which every call here is.
+        useShell = python_shell is None or bool(python_shell)
+        argv = [shell, "-c", display] if useShell else shlex.split(display)
+    if not display.strip() or not argv:
+        raise SaltInvocationError("cmd must be a non-empty command")
+
+    uid = gid = None
+    environ = {} if clean_env else dict(os.environ)
+    environ.pop("NOTIFY_SOCKET", None)
+    if runas:
+        if os.geteuid() != 0:
+            raise CommandExecutionError(
+                f"runas={runas!r} needs the minion to run as root; it runs as uid {os.geteuid()}"
+            )
+        try:
+            user = pwd.getpwnam(str(runas))
+        except KeyError:
+            raise CommandExecutionError(f"User '{runas}' is not available") from None
+        uid, gid = user.pw_uid, user.pw_gid
+        environ.update({"HOME": user.pw_dir, "USER": user.pw_name, "LOGNAME": user.pw_name})
+    environ.update(_parseEnv(env))
+    if reset_system_locale:
+        for name in _C_LOCALE:
+            environ.setdefault(name, "C")
+    if prepend_path:
+        environ["PATH"] = ":".join(p for p in (str(prepend_path), environ.get("PATH")) if p)
+
+    if not cwd:
+        cwd = os.path.expanduser(f"~{runas or ''}")
+        if not os.access(cwd, os.R_OK):
+            cwd = "/"
+    cwd = str(cwd)
+    if not os.path.isabs(cwd) or not os.path.isdir(cwd):
+        raise CommandExecutionError(f"Specified cwd '{cwd}' either not absolute or does not exist")
+
+    if useShell:
+        if not os.path.isfile(shell) or not os.access(shell, os.X_OK):
+            raise CommandExecutionError(f"The shell {shell} is not available")
+        executable = shell
+    else:
+        found = shutil.which(argv[0], path=environ.get("PATH", os.defpath))
+        if found is None:
+            raise CommandExecutionError(
+                f"Unable to run command '{display}', reason: "
+                f"[Errno 2] No such file or directory: '{argv[0]}'"
+            )
+        executable = found
+
+    retcodesOk = [0]
+    if success_retcodes is not None:
+        items = success_retcodes if isinstance(success_retcodes, list) else [success_retcodes]
+        try:
+            retcodesOk = [int(i) for item in items for i in str(item).split(",")]
+        except ValueError:
+            raise SaltInvocationError("success_retcodes must be a list of integers") from None
+
+    stdinBytes = None
+    if stdin is not None:
+        text = str(stdin)
+        if not stdin_raw_newlines:
+            # Salt turns a "\n" typed on the command line into a newline.
+            text = text.replace("\\n", "\n")
+        stdinBytes = text.encode("utf-8")
+
+    if level is not None:
+        log.info(
+            "Executing command {cmd!r}{user} in directory {cwd!r}",
+            cmd=argv[0] if not useShell else display.split()[0],
+            user=f" as user {runas!r}" if runas else "",
+            cwd=cwd,
+        )
+
+    reactor = context.reactor
+    done: Deferred = Deferred()
+    collector = _Collector(stdinBytes, done)
+    reactor.spawnProcess(collector, executable, argv, env=environ, path=cwd, uid=uid, gid=gid)
+
+    timer = None
+    if timeout is not None:
+
+        def expire() -> None:
+            if done.called:
+                return
+            collector.kill()
+            done.callback(None)
+
+        timer = reactor.callLater(timeout, expire)
+
+    def shape(result: tuple[int, int, bytes, bytes, bytes] | None) -> dict[str, Any]:
+        if timer is not None and timer.active():
+            timer.cancel()
+        if result is None:
+            ret = {
+                "pid": collector.pid,
+                "retcode": 1,
+                "stdout": f"{display} : Timed out after {timeout:g} seconds",
+                "stderr": "",
+                "output": f"{display} : Timed out after {timeout:g} seconds",
+            }
+        else:
+            pid, code, out, err, merged = result
+            ret = {
+                "pid": pid,
+                "retcode": 0 if code in retcodesOk else code,
+                "stdout": _decode(out, rstrip),
+                "stderr": _decode(err, rstrip),
+                "output": _decode(merged, rstrip),
+            }
+        ret["jobRetcode"] = 0 if ignore_retcode else ret["retcode"]
+        _logOutput(level, argv[0] if not useShell else display, ret, ignore_retcode)
+        return ret
+
+    return done.addCallback(shape)
+
+
+def _logOutput(level: LogLevel | None, cmd: str, ret: dict[str, Any], ignoreRetcode: bool) -> None:
+    if level is None:
+        return
+    if ret["retcode"] != 0 and not ignoreRetcode:
+        # As Salt: a failed command's output is logged at least at error.
+        if level < LogLevel.error:
+            level = LogLevel.error
+        log.error(
+            "Command {cmd!r} failed with return code: {retcode}",
+            cmd=cmd.split()[0] if cmd.split() else cmd,
+            retcode=ret["retcode"],
+        )
+    if ret["stdout"]:
+        log.emit(level, "stdout: {stdout}", stdout=ret["stdout"])
+    if ret["stderr"]:
+        log.emit(level, "stderr: {stderr}", stderr=ret["stderr"])
+    if ret["retcode"]:
+        log.emit(level, "retcode: {retcode}", retcode=ret["retcode"])

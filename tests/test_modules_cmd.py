@@ -1,0 +1,473 @@
+# -*- test-case-name: tests.test_modules_cmd -*-
+"""
+Tests for L{salttwist.modules.cmd}: real C{sh} and C{echo} processes spawned
+by the real reactor (each test well under a second).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import time
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
+from twisted.internet.testing import EventLoggingObserver
+from twisted.logger import LogLevel, globalLogPublisher
+from twisted.trial.unittest import TestCase
+
+from salttwist.master.service import threadRunner
+from salttwist.minion.executor import Executor
+from salttwist.modules import (
+    CommandExecutionError,
+    LoaderContext,
+    Retcode,
+    SaltInvocationError,
+    cmd,
+    loadFunctions,
+)
+
+
+def kw(**kwargs: Any) -> dict[str, Any]:
+    """
+    @return: Salt's wire form of keyword arguments.
+    """
+    return {"__kwarg__": True, **kwargs}
+
+
+class CmdTests(TestCase):
+    """
+    C{cmd.*} run commands through the reactor with Salt's options and
+    return shapes.
+    """
+
+    def setUp(self) -> None:
+        """
+        A context and executor on the real reactor.
+        """
+        from twisted.internet import reactor
+
+        self.reactor = reactor
+        self.context = LoaderContext(opts={"id": "m1"}, grains={}, reactor=reactor)
+        self.executor = Executor(loadFunctions(), self.context, threadRunner(reactor))
+
+    def job(self, fun: str, *arg: Any) -> Deferred:
+        """
+        @return: the job return of C{fun} with C{arg}.
+        """
+        return self.executor.run(fun, list(arg))
+
+    async def test_runCombinesOutput(self) -> None:
+        """
+        C{cmd.run} returns stdout and stderr together, trailing newline
+        stripped, with the command's exit code as the job's retcode.
+        """
+        result = await self.job("cmd.run", "echo out; echo err >&2; exit 3")
+        self.assertEqual(result, {"return": "out\nerr", "retcode": 3, "success": False})
+
+    async def test_runSuccess(self) -> None:
+        """
+        A command exiting 0 is a successful job.
+        """
+        result = await self.job("cmd.run", "echo hello")
+        self.assertEqual(result, {"return": "hello", "retcode": 0, "success": True})
+
+    async def test_runAll(self) -> None:
+        """
+        C{cmd.run_all} returns Salt's C{pid}, C{retcode}, C{stdout} and
+        C{stderr}; the job's retcode is the command's.
+        """
+        value = await cmd.run_all(self.context, "echo a; echo b >&2; exit 2")
+        self.assertIsInstance(value, Retcode)
+        self.assertEqual(value.retcode, 2)
+        self.assertEqual(sorted(value.value), ["pid", "retcode", "stderr", "stdout"])
+        self.assertEqual(
+            (value.value["stdout"], value.value["stderr"], value.value["retcode"]), ("a", "b", 2)
+        )
+        self.assertIsInstance(value.value["pid"], int)
+
+    async def test_runStdoutStderr(self) -> None:
+        """
+        C{cmd.run_stdout} and C{cmd.run_stderr} return one stream each.
+        """
+        command = "echo a; echo b >&2"
+        self.assertEqual(await cmd.run_stdout(self.context, command), Retcode("a", 0))
+        self.assertEqual(await cmd.run_stderr(self.context, command), Retcode("b", 0))
+
+    async def test_retcode(self) -> None:
+        """
+        C{cmd.retcode} returns the exit code, which is also the job's.
+        """
+        result = await self.job("cmd.retcode", "exit 7")
+        self.assertEqual(result, {"return": 7, "retcode": 7, "success": False})
+        self.assertEqual(await cmd.retcode(self.context, "true"), Retcode(0, 0))
+
+    async def test_shellByDefault(self) -> None:
+        """
+        Without C{python_shell}, the command goes through the shell, as for
+        Salt jobs from the CLI: variables and pipes work.
+        """
+        value = await cmd.run(self.context, "X=1; echo $X | tr 1 2")
+        self.assertEqual(value, Retcode("2", 0))
+
+    async def test_noShell(self) -> None:
+        """
+        With C{python_shell=False} the command is split like a shell would,
+        but no shell runs it: C{$HOME} stays literal.
+        """
+        value = await cmd.run(self.context, "echo '$HOME' \"a b\"", python_shell=False)
+        self.assertEqual(value, Retcode("$HOME a b", 0))
+
+    async def test_listNoShell(self) -> None:
+        """
+        A list is run as the program and its arguments, with no shell.
+        """
+        value = await cmd.run(self.context, ["echo", "a;b", "$X"])
+        self.assertEqual(value, Retcode("a;b $X", 0))
+
+    async def test_shellFunction(self) -> None:
+        """
+        C{cmd.shell} always uses the shell.
+        """
+        self.assertEqual(await cmd.shell(self.context, "echo a && echo b"), Retcode("a\nb", 0))
+
+    async def test_cwd(self) -> None:
+        """
+        C{cwd} sets the working directory.
+        """
+        directory = os.path.realpath(self.mktemp())
+        os.mkdir(directory)
+        self.assertEqual(await cmd.run(self.context, "pwd", cwd=directory), Retcode(directory, 0))
+
+    def test_badCwd(self) -> None:
+        """
+        A relative or missing C{cwd} is refused with Salt's message.
+        """
+        for bad in ("relative/dir", "/nonexistent/dir"):
+            error = self.assertRaises(CommandExecutionError, cmd.run, self.context, "pwd", cwd=bad)
+            self.assertEqual(
+                str(error), f"Specified cwd '{bad}' either not absolute or does not exist"
+            )
+
+    async def test_defaultCwdIsHome(self) -> None:
+        """
+        Without C{cwd}, the command runs in the home directory of the user
+        (or C{/} when that is unreadable), as in Salt.
+        """
+        home = os.path.expanduser("~")
+        expected = home if os.access(home, os.R_OK) else "/"
+        value = await cmd.run(self.context, "pwd")
+        self.assertEqual(os.path.realpath(value.value), os.path.realpath(expected))
+
+    async def test_env(self) -> None:
+        """
+        C{env} adds variables (a map or a list of maps) to the minion's
+        environment.
+        """
+        value = await cmd.run(self.context, 'echo "$A $B"', env={"A": "1", "B": 2})
+        self.assertEqual(value, Retcode("1 2", 0))
+        value = await cmd.run(self.context, 'echo "$A $B"', env=[{"A": "x"}, {"B": "y"}])
+        self.assertEqual(value, Retcode("x y", 0))
+
+    async def test_cleanEnv(self) -> None:
+        """
+        C{clean_env=True} drops the minion's environment.
+        """
+        os.environ["SALTTWIST_TEST_VAR"] = "leak"
+        self.addCleanup(os.environ.pop, "SALTTWIST_TEST_VAR")
+        inherited = await cmd.run(self.context, 'echo "[$SALTTWIST_TEST_VAR]"')
+        self.assertEqual(inherited.value, "[leak]")
+        cleaned = await cmd.run(self.context, 'echo "[$SALTTWIST_TEST_VAR]"', clean_env=True)
+        self.assertEqual(cleaned.value, "[]")
+
+    async def test_locale(self) -> None:
+        """
+        Commands run with the C locale unless C{reset_system_locale=False}.
+        """
+        self.assertEqual((await cmd.run(self.context, "echo $LC_MESSAGES")).value, "C")
+        value = await cmd.run(
+            self.context, "echo x$LC_MESSAGES", reset_system_locale=False, env={"LC_MESSAGES": ""}
+        )
+        self.assertEqual(value.value, "x")
+
+    async def test_prependPath(self) -> None:
+        """
+        C{prepend_path} goes before C{PATH}.
+        """
+        value = await cmd.run(self.context, "echo $PATH", prepend_path="/opt/x/bin")
+        self.assertTrue(value.value.startswith("/opt/x/bin:"), value.value)
+
+    async def test_stdin(self) -> None:
+        """
+        C{stdin} is written to the command; a typed C{\\n} becomes a newline
+        unless C{stdin_raw_newlines}.
+        """
+        self.assertEqual(await cmd.run(self.context, "cat", stdin="a\\nb"), Retcode("a\nb", 0))
+        value = await cmd.run(self.context, "cat", stdin="a\\nb", stdin_raw_newlines=True)
+        self.assertEqual(value, Retcode("a\\nb", 0))
+
+    async def test_noStdinIsEof(self) -> None:
+        """
+        Without C{stdin}, a command reading its input gets end-of-file at
+        once instead of hanging.
+        """
+        self.assertEqual(await cmd.run(self.context, "cat; echo done"), Retcode("done", 0))
+
+    async def test_timeout(self) -> None:
+        """
+        A command still running at C{timeout} is killed with everything it
+        started (a background child holding the output pipe too), and the
+        result is Salt's wording with retcode 1.
+        """
+        pidFile = os.path.abspath(self.mktemp())
+        command = f"sleep 30 & echo $! > {pidFile}; wait"
+        started = time.monotonic()
+        result = await self.job("cmd.run", command, kw(timeout=0.3))
+        self.assertLess(time.monotonic() - started, 5)
+        self.assertEqual(
+            result,
+            {"return": f"{command} : Timed out after 0.3 seconds", "retcode": 1, "success": False},
+        )
+        with open(pidFile) as f:
+            child = int(f.read())
+        # SIGKILL takes effect asynchronously: allow it a moment.
+        for _ in range(100):
+            state = self.processState(child)
+            if state in ("gone", "Z", "X"):
+                break
+            await deferLater(self.reactor, 0.01, lambda: None)
+        # Dead: gone, or a zombie waiting for its new parent.
+        self.assertIn(state, ("gone", "Z", "X"))
+
+    def processState(self, pid: int) -> str:
+        """
+        @return: the state letter of C{pid} in C{/proc}, or C{"gone"}.
+        """
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rpartition(")")[2].split()[0]
+        except FileNotFoundError:
+            return "gone"
+
+    async def test_timeoutRunAll(self) -> None:
+        """
+        C{cmd.run_all} on timeout has Salt's message in C{stdout}, empty
+        C{stderr} and retcode 1.
+        """
+        value = await cmd.run_all(self.context, "sleep 5", timeout=0.2)
+        self.assertEqual(value.retcode, 1)
+        self.assertEqual(value.value["stdout"], "sleep 5 : Timed out after 0.2 seconds")
+        self.assertEqual(value.value["stderr"], "")
+
+    def test_timeoutNotNumber(self) -> None:
+        """
+        A C{timeout} that is not a number is refused.
+        """
+        error = self.assertRaises(
+            CommandExecutionError, cmd.run, self.context, "true", timeout="soon"
+        )
+        self.assertEqual(str(error), "Error: timeout soon must be a number")
+
+    async def test_reactorNotBlocked(self) -> None:
+        """
+        While a command runs, the reactor keeps running other work.
+        """
+        ticks: list[float] = []
+        deferLater(self.reactor, 0.05, ticks.append, 1)
+        value = await cmd.run(self.context, "sleep 0.3; echo late")
+        self.assertEqual(value, Retcode("late", 0))
+        self.assertEqual(ticks, [1])
+
+    async def test_successRetcodes(self) -> None:
+        """
+        Exit codes in C{success_retcodes} count as 0.
+        """
+        self.assertEqual(
+            await cmd.retcode(self.context, "exit 2", success_retcodes=[2, 3]), Retcode(0, 0)
+        )
+        self.assertEqual(
+            await cmd.retcode(self.context, "exit 3", success_retcodes="2,3"), Retcode(0, 0)
+        )
+
+    async def test_ignoreRetcode(self) -> None:
+        """
+        C{ignore_retcode=True} makes the job succeed whatever the exit code;
+        C{cmd.run_all} still reports the command's code.
+        """
+        value = await cmd.run_all(self.context, "exit 4", ignore_retcode=True)
+        self.assertEqual((value.retcode, value.value["retcode"]), (0, 4))
+
+    def test_missingProgram(self) -> None:
+        """
+        Without a shell, a program that does not exist is an error naming
+        it, before anything is spawned.
+        """
+        error = self.assertRaises(
+            CommandExecutionError,
+            cmd.run,
+            self.context,
+            "salttwist-no-such-program x",
+            python_shell=False,
+        )
+        self.assertIn("No such file or directory: 'salttwist-no-such-program'", str(error))
+
+    async def test_missingProgramJob(self) -> None:
+        """
+        Through the executor, such an error is Salt's C{ERROR: ...} with
+        retcode 1.
+        """
+        result = await self.job("cmd.run", ["salttwist-no-such-program"])
+        self.assertTrue(result["return"].startswith("ERROR: Unable to run command"), result)
+        self.assertEqual((result["retcode"], result["success"]), (1, False))
+
+    def test_missingShell(self) -> None:
+        """
+        A C{shell} that does not exist is refused with Salt's message.
+        """
+        error = self.assertRaises(
+            CommandExecutionError, cmd.run, self.context, "true", shell="/no/such/sh"
+        )
+        self.assertEqual(str(error), "The shell /no/such/sh is not available")
+
+    def test_emptyCommand(self) -> None:
+        """
+        An empty command is refused.
+        """
+        self.assertRaises(SaltInvocationError, cmd.run, self.context, "  ")
+
+    async def test_runas(self) -> None:
+        """
+        As root, C{runas} runs the command as that user, with its C{HOME}.
+        """
+        if os.geteuid() != 0:
+            raise self.skipTest("needs root")
+        value = await cmd.run(self.context, "id -un; echo $HOME; echo $USER", runas="nobody")
+        home = pwd.getpwnam("nobody").pw_dir
+        self.assertEqual(value, Retcode(f"nobody\n{home}\nnobody", 0))
+
+    def test_runasNotRoot(self) -> None:
+        """
+        C{runas} on a minion that is not root is a clear error.
+        """
+        self.patch(os, "geteuid", lambda: 1000)
+        error = self.assertRaises(
+            CommandExecutionError, cmd.run, self.context, "id", runas="nobody"
+        )
+        self.assertIn("needs the minion to run as root", str(error))
+        self.assertIn("uid 1000", str(error))
+
+    def test_runasUnknownUser(self) -> None:
+        """
+        An unknown C{runas} user is Salt's "is not available".
+        """
+        if os.geteuid() != 0:
+            raise self.skipTest("needs root")
+        error = self.assertRaises(
+            CommandExecutionError, cmd.run, self.context, "id", runas="no-such-user-xyz"
+        )
+        self.assertEqual(str(error), "User 'no-such-user-xyz' is not available")
+
+    async def test_outputLoglevel(self) -> None:
+        """
+        The command and its output are logged, the output at
+        C{output_loglevel}; C{quiet} logs nothing.
+        """
+        events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        await cmd.run(self.context, "echo logged-out", output_loglevel="info")
+        outputs = [e for e in events if "stdout" in e and e["stdout"] == "logged-out"]
+        self.assertEqual([e["log_level"] for e in outputs], [LogLevel.info])
+        self.assertTrue(any("Executing command" in e["log_format"] for e in events))
+        before = len(events)
+        await cmd.run(self.context, "echo quiet-out", output_loglevel="quiet")
+        self.assertEqual(list(events)[before:], [])
+
+    async def test_outputLoglevelFailure(self) -> None:
+        """
+        A failing command's output is logged at error at least, after a
+        line naming the command and its exit code.
+        """
+        events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        await cmd.run(self.context, "echo bad-out; exit 5", output_loglevel="debug")
+        failed = [e for e in events if e.get("retcode") == 5 and "failed" in e["log_format"]]
+        self.assertEqual(len(failed), 1)
+        outputs = [e for e in events if e.get("stdout") == "bad-out"]
+        self.assertEqual([e["log_level"] for e in outputs], [LogLevel.error])
+
+    async def test_outputLoglevelInvalid(self) -> None:
+        """
+        An unknown C{output_loglevel} logs an error and falls back to info.
+        """
+        events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        await cmd.run(self.context, "echo odd-out", output_loglevel="loud")
+        self.assertTrue(any("Invalid output_loglevel" in e["log_format"] for e in events))
+        outputs = [e for e in events if e.get("stdout") == "odd-out"]
+        self.assertEqual([e["log_level"] for e in outputs], [LogLevel.info])
+
+    async def test_scriptInline(self) -> None:
+        """
+        C{cmd.script} runs a script given as text (starting with C{#!}),
+        with C{args} split as a shell would, and returns C{run_all}'s shape.
+        """
+        value = await cmd.script(self.context, '#!/bin/sh\necho "[$1] [$2]"\nexit 3', "a 'b c'")
+        self.assertEqual(value.retcode, 3)
+        self.assertEqual(value.value["stdout"], "[a] [b c]")
+        self.assertEqual(sorted(value.value), ["pid", "retcode", "stderr", "stdout"])
+
+    async def test_scriptLocalPath(self) -> None:
+        """
+        C{cmd.script} runs a local script file (a copy of it, removed
+        afterwards), also as C{file://}.
+        """
+        path = os.path.abspath(self.mktemp())
+        with open(path, "w") as f:
+            f.write('#!/bin/sh\necho "$0"\n')
+        for source in (path, "file://" + path):
+            value = await cmd.script(self.context, source)
+            copy = value.value["stdout"]
+            self.assertNotEqual(copy, path)
+            self.assertEqual(value.retcode, 0)
+            # Removal runs in a thread after the result: wait for it.
+            for _ in range(50):
+                if not os.path.exists(copy):
+                    break
+                await deferLater(self.reactor, 0.01, lambda: None)
+            self.assertFalse(os.path.exists(os.path.dirname(copy)))
+
+    async def test_scriptSaltUrlRefused(self) -> None:
+        """
+        A C{salt://} source is refused: there is no file server.
+        """
+        result = await self.job("cmd.script", "salt://scripts/x.sh")
+        self.assertTrue(result["return"].startswith("ERROR: cmd.script cannot fetch"), result)
+        self.assertIn("no file server", result["return"])
+        self.assertEqual(result["retcode"], 1)
+
+    async def test_scriptMissing(self) -> None:
+        """
+        A script path that does not exist is an error.
+        """
+        result = await self.job("cmd.script", "/no/such/script.sh")
+        self.assertEqual(
+            result["return"], "ERROR: Script '/no/such/script.sh' not found on the minion"
+        )
+
+    def test_which(self) -> None:
+        """
+        C{cmd.which} finds an executable on C{PATH}, or returns C{None};
+        C{cmd.has_exec} says whether there is one.
+        """
+        self.assertTrue(os.path.isabs(cmd.which("sh")))
+        self.assertIsNone(cmd.which("salttwist-no-such-program"))
+        self.assertTrue(cmd.has_exec("sh"))
+        self.assertFalse(cmd.has_exec("salttwist-no-such-program"))
+
+    def test_whichInThread(self) -> None:
+        """
+        C{cmd.which} and C{cmd.has_exec} search the disk, so they run in a
+        thread; the other functions spawn on the reactor.
+        """
+        for f in (cmd.which, cmd.has_exec):
+            self.assertFalse(getattr(f, "runsOnReactor", False))
+        for f in (cmd.run, cmd.run_all, cmd.run_stdout, cmd.run_stderr, cmd.retcode, cmd.shell):
+            self.assertTrue(f.runsOnReactor)
