@@ -305,6 +305,16 @@ class JobTests(MinionTestCase):
         minion = self.readyMinion()
         self.assertEqual(self.master.grainsCache.grains["m1"], minion.executor.context.grains)
 
+    def test_grainsChangeReported(self) -> None:
+        """
+        A job that sets a grain makes the minion report its grains again, so
+        master-side grain targeting sees the new value.
+        """
+        self.readyMinion()
+        self.publish("grains.setval", ["role", "db"])
+        self.net.flush()
+        self.assertEqual(self.master.grainsCache.grains["m1"]["role"], "db")
+
     def test_unknownFunction(self) -> None:
         """
         A function the minion does not have returns retcode 254 and

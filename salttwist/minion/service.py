@@ -79,7 +79,7 @@ def buildMinion(
     context = LoaderContext(config, grains, reactor)
     executor = Executor(loadFunctions(), context, runBlocking)
     context.functions = executor.functions
-    return Minion(
+    minion = Minion(
         config,
         minionId,
         privateKey,
@@ -89,6 +89,8 @@ def buildMinion(
         connectTCP or tcpConnector(reactor),
         runBlocking,
     )
+    context.onGrainsChanged = minion.sendGrains
+    return minion
 
 
 class MinionService(Service):

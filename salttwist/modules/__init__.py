@@ -66,6 +66,9 @@ class LoaderContext:
     grains: dict[str, Any]
     reactor: Any
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    #: Called on the reactor thread after a module changed C{grains}, so the
+    #: minion can report them to its master.
+    onGrainsChanged: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -254,6 +254,8 @@ def _persist(context: LoaderContext, updates: dict[str, Any], destructive: bool)
                 context.grains.pop(key, None)
             else:
                 context.grains[key] = val
+        if context.onGrainsChanged is not None:
+            context.onGrainsChanged()
 
     _onReactorThread(context.reactor, apply)
 
