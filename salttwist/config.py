@@ -21,6 +21,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 import yaml
 from twisted.logger import Logger
@@ -140,6 +141,16 @@ def _checkNumber(value: Any) -> int | float:
     return value
 
 
+def _checkPositiveNumber(value: Any) -> int | float:
+    """
+    Check a timeout: a finite int or float greater than 0.
+    """
+    value = _checkNumber(value)
+    if value <= 0:
+        raise _BadValue("a finite number > 0")
+    return value
+
+
 def _checkBool(value: Any) -> bool:
     """
     Check a flag: only a real YAML boolean (C{true}, C{false}, and YAML 1.1's
@@ -175,6 +186,23 @@ def _checkPath(value: Any) -> str:
     """
     if not isinstance(value, str):
         raise _BadValue("a string (a filesystem path)")
+    return value
+
+
+def _checkHTTPURL(value: Any) -> str:
+    """
+    Check a URL the master makes requests to: C{http://} or C{https://}.
+    """
+    expected = "an http:// or https:// URL with a host"
+    if not isinstance(value, str):
+        raise _BadValue(expected)
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+    except ValueError:
+        raise _BadValue(expected) from None
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        raise _BadValue(expected)
     return value
 
 
@@ -258,9 +286,15 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "ret_port": _Option(4506, _PORT),
     "worker_threads": _Option(max(1, os.cpu_count() or 1), _integer(1)),
     "auto_accept": _Option(False, _checkBool),
+    "autosign": _Option(None, _checkBool),
     "autosign_file": _Option(None, _checkPath),
     "autoreject_file": _Option(None, _checkPath),
-    "autosign_timeout": _Option(10, _checkNumber),
+    "autosign_policy": _Option(None, _checkPath),
+    "autosign_grains_dir": _Option(None, _checkPath),
+    "autosign_url": _Option(None, _checkHTTPURL),
+    "autosign_timeout": _Option(10, _checkPositiveNumber),
+    "autosign_max_concurrent": _Option(4, _integer(1)),
+    "autosign_output_max": _Option(65536, _COUNT),
     "keep_jobs": _Option(24, _COUNT),
     "timeout": _Option(5, _checkNumber),
     "publish_session": _Option(86400, _checkNumber),
@@ -477,9 +511,6 @@ NOT_YET_IMPLEMENTED: dict[str, dict[str, str]] = {
         "presence_events": "issue 5 (event bus)",
         "master_stats": "issue 5 (event bus)",
         "master_stats_event_iter": "issue 5 (event bus)",
-        "autosign_file": "issue 3 (autosign policies)",
-        "autoreject_file": "issue 3 (autosign policies)",
-        "autosign_timeout": "issue 3 (autosign policies)",
         "publish_session": "issue 3 (key rotation)",
         "nodegroups": "issue 4 (targeting)",
         "log_level_logfile": "use log_level",

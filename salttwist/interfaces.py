@@ -6,7 +6,7 @@ Implementations declare them with C{@implementer} and their tests call
 C{verifyObject}, so a fake and a real implementation cannot drift apart.
 """
 
-from zope.interface import Interface
+from zope.interface import Attribute, Interface
 
 
 class IKeyStore(Interface):
@@ -56,16 +56,29 @@ class IKeyStore(Interface):
 
 class IAutosignPolicy(Interface):
     """
-    Decides whether a new (unknown) minion key is accepted without an admin.
+    Decides whether a new (unknown or pending) minion key is accepted, or
+    rejected, without an admin. Implementations and their composition are in
+    L{salttwist.pki.autosign}; they are used from the reactor thread.
     """
+
+    name = Attribute(
+        "The policy's name, as found in the C{policy} of its decisions: for example"
+        " C{autosign_file}, C{policy_executable} or C{auto_accept}."
+    )
 
     def decide(minionId, pem, context):
         """
+        Decide about one key.
+
         @param minionId: the validated minion id.
         @param pem: the minion's public key, PEM bytes.
-        @param context: a L{dict} with C{peer} and C{autosign_grains}.
-        @return: a L{Deferred} firing with C{"accept"}, C{"reject"} or
-            C{"pending"}.
+        @param context: a L{dict} with C{peer} (C{"host:port"}) and
+            C{autosign_grains} (what the minion sent: treated as C{{}} when it
+            is not a dict); either may be missing.
+        @return: a L{Deferred} firing with an
+            L{salttwist.pki.autosign.AutosignDecision} whose C{verdict} is
+            C{"accept"}, C{"reject"} or C{"pending"}. It never fails: an error
+            is a C{"pending"} decision whose reason says what went wrong.
         """
 
 
@@ -93,15 +106,82 @@ class IEventBus(Interface):
 
 class IJobCache(Interface):
     """
-    Stores published jobs and their returns.
+    Stores published jobs and their returns (Salt's master job cache).
+
+    Every method returns a L{Deferred}. Invalid arguments (a C{jid} that is
+    not 20 digits, an invalid minion id, a value msgpack cannot encode) fail
+    that L{Deferred} with L{ValueError} before anything is stored or queried.
+    Operations take effect in the order they were called.
     """
 
     def storeJob(jid, load, minions):
         """
-        Record a published job and the minions expected to answer it.
+        Record a published job and the minions expected to answer it, with
+        the current time as its start time. A C{jid} stored twice keeps the
+        first job.
+
+        @param jid: the job id.
+        @param load: a L{dict} with C{fun} (a string), C{arg}, C{tgt},
+            C{tgt_type} and C{user}; other keys are not kept.
+        @param minions: the ids of the minions expected to return.
+        @return: a L{Deferred} firing with L{None} once the job is stored.
         """
 
     def storeReturn(jid, minionId, ret):
         """
-        Record one minion's return for C{jid}.
+        Record one minion's return for C{jid}, with the current time as its
+        receive time. A second return for the same C{jid} and C{minionId}
+        is ignored: the first return is never replaced.
+
+        @param ret: a L{dict} with C{return}, C{retcode} and C{success}; other
+            keys are not kept.
+        @return: a L{Deferred} firing with L{None} once the return is stored.
+        """
+
+    def getJob(jid):
+        """
+        @return: a L{Deferred} firing with the job as a L{dict} with C{jid},
+            C{fun}, C{arg}, C{tgt}, C{tgt_type}, C{user}, C{minions} (a list)
+            and C{start_time} (POSIX seconds), or with L{None} if unknown.
+        """
+
+    def getReturns(jid):
+        """
+        @return: a L{Deferred} firing with a L{dict} mapping each minion id
+            that returned for C{jid} to a L{dict} with C{return}, C{retcode},
+            C{success} and C{time} (POSIX seconds of receipt); empty if none.
+        """
+
+    def listJobs(searchFunction=None, searchTarget=None, startTime=None, endTime=None, limit=None):
+        """
+        List jobs as Salt's C{jobs.list_jobs} does, newest first. A job is
+        listed when it matches every filter given.
+
+        @param searchFunction: a glob (L{fnmatch}) or a list of globs; a string
+            is split at commas. A job matches if its C{fun} matches any glob.
+        @param searchTarget: the same, matched against the job's C{tgt} (each
+            element when the target is a list).
+        @param startTime: only jobs that started at or after this time (POSIX
+            seconds or a L{datetime.datetime}).
+        @param endTime: only jobs that started at or before this time.
+        @param limit: at most this many jobs.
+        @return: a L{Deferred} firing with a L{list} of job L{dict}s shaped
+            like those of L{getJob}.
+        """
+
+    def prune(olderThanSeconds):
+        """
+        Remove the jobs that started more than C{olderThanSeconds} ago, with
+        their returns.
+
+        @return: a L{Deferred} firing with the number of rows removed (jobs
+            and returns together).
+        """
+
+    def close():
+        """
+        Finish every operation already called, then release the storage.
+        Operations called afterwards fail.
+
+        @return: a L{Deferred} firing with L{None} when closed.
         """

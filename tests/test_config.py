@@ -630,3 +630,124 @@ class BadFileTests(_ConfigDirMixin, SynchronousTestCase):
         message = str(self.assertRaises(ConfigError, loadMinionConfig, configDir))
         self.assertIn(os.path.join(configDir, "minion"), message)
         self.assertIn("1234", message)
+
+
+class AutosignOptionTests(_ConfigDirMixin, SynchronousTestCase):
+    """
+    The master's autosign options (see C{docs/autosign.md}).
+    """
+
+    def test_defaults(self) -> None:
+        """
+        Autosigning is configured by nothing by default: C{autosign} is null,
+        every path and the URL are null, the timeout is 10 s, at most 4
+        policy processes run at once, and 64 KiB of their output is logged.
+        """
+        self.assertIsNone(MASTER_DEFAULTS["autosign"])
+        for name in (
+            "autosign_file",
+            "autoreject_file",
+            "autosign_policy",
+            "autosign_grains_dir",
+            "autosign_url",
+        ):
+            self.assertIsNone(MASTER_DEFAULTS[name], name)
+        self.assertEqual(MASTER_DEFAULTS["autosign_timeout"], 10)
+        self.assertEqual(MASTER_DEFAULTS["autosign_max_concurrent"], 4)
+        self.assertEqual(MASTER_DEFAULTS["autosign_output_max"], 65536)
+
+    def test_values(self) -> None:
+        """
+        Valid values are kept as they are.
+        """
+        configDir = self.makeConfigDir(
+            master=(
+                "autosign: false\nautosign_url: https://ca.example:8443/sign\n"
+                "autosign_timeout: 2.5\nautosign_max_concurrent: 1\nautosign_output_max: 0\n"
+            )
+        )
+        config = loadMasterConfig(configDir)
+        self.assertIs(config["autosign"], False)
+        self.assertEqual(config["autosign_url"], "https://ca.example:8443/sign")
+        self.assertEqual(config["autosign_timeout"], 2.5)
+        self.assertEqual(config["autosign_max_concurrent"], 1)
+        self.assertEqual(config["autosign_output_max"], 0)
+        self.assertIs(loadMasterConfig(configDir, {"autosign": True})["autosign"], True)
+        self.assertIsNone(loadMasterConfig(configDir, {"autosign": None})["autosign"])
+
+    def test_pathsUnderRootDir(self) -> None:
+        """
+        C{autosign_policy} and C{autosign_grains_dir} are paths, moved under
+        C{root_dir}; C{autosign_url} is not a path.
+        """
+        root = os.path.abspath(self.mktemp())
+        configDir = self.makeConfigDir(
+            master=(
+                f"root_dir: {root}\nautosign_policy: /usr/local/bin/policy\n"
+                "autosign_grains_dir: /etc/salttwist/autosign_grains\n"
+                "autoreject_file: /etc/salttwist/autoreject.conf\n"
+                "autosign_url: http://ca.example/sign\n"
+            )
+        )
+        config = loadMasterConfig(configDir)
+        self.assertEqual(config["autosign_policy"], os.path.join(root, "usr/local/bin/policy"))
+        self.assertEqual(
+            config["autosign_grains_dir"], os.path.join(root, "etc/salttwist/autosign_grains")
+        )
+        self.assertEqual(
+            config["autoreject_file"], os.path.join(root, "etc/salttwist/autoreject.conf")
+        )
+        self.assertEqual(config["autosign_url"], "http://ca.example/sign")
+
+    def test_autosignMustBeBool(self) -> None:
+        """
+        C{autosign} takes a boolean or null, not a path (Puppet's
+        C{autosign = <file>} is C{autosign_file} here).
+        """
+        configDir = self.makeConfigDir(master="autosign: /etc/autosign.conf\n")
+        message = str(self.assertRaises(ConfigError, loadMasterConfig, configDir))
+        self.assertIn("option 'autosign' must be a boolean (true or false) or null", message)
+
+    def test_badURL(self) -> None:
+        """
+        C{autosign_url} must be an http or https URL with a host.
+        """
+        for text in ("ftp://ca.example/", "ca.example/sign", "http://", "https://[::1/", "3"):
+            configDir = self.makeConfigDir(master=f"autosign_url: '{text}'\n")
+            message = str(self.assertRaises(ConfigError, loadMasterConfig, configDir))
+            self.assertIn("option 'autosign_url' must be an http:// or https:// URL", message)
+
+    def test_badTimeout(self) -> None:
+        """
+        C{autosign_timeout} must be a number greater than 0.
+        """
+        for text in ("0", "-1", "'10'", ".inf"):
+            configDir = self.makeConfigDir(master=f"autosign_timeout: {text}\n")
+            message = str(self.assertRaises(ConfigError, loadMasterConfig, configDir))
+            self.assertIn("option 'autosign_timeout' must be a", message)
+
+    def test_badCounts(self) -> None:
+        """
+        C{autosign_max_concurrent} must be at least 1, and
+        C{autosign_output_max} at least 0.
+        """
+        configDir = self.makeConfigDir(master="autosign_max_concurrent: 0\n")
+        message = str(self.assertRaises(ConfigError, loadMasterConfig, configDir))
+        self.assertIn("option 'autosign_max_concurrent' must be an integer >= 1", message)
+        configDir = self.makeConfigDir(master="autosign_output_max: -1\n")
+        message = str(self.assertRaises(ConfigError, loadMasterConfig, configDir))
+        self.assertIn("option 'autosign_output_max' must be an integer >= 0", message)
+
+    def test_implementedOptionsDoNotWarn(self) -> None:
+        """
+        The autosign options are implemented: setting them logs no warning.
+        """
+        observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        configDir = self.makeConfigDir(
+            master=(
+                "autosign_file: /a\nautoreject_file: /b\nautosign_timeout: 3\n"
+                "autosign_policy: /c\nautosign: true\n"
+            )
+        )
+        loadMasterConfig(configDir)
+        self.assertEqual([e for e in observer if e["log_level"] == LogLevel.warn], [])
