@@ -1,0 +1,860 @@
+# -*- test-case-name: tests.test_jobcache -*-
+"""
+The master's job cache: published jobs and their returns in one SQLite file.
+
+Every database operation runs on one dedicated thread, because an SQLite
+connection belongs to the thread that opened it and writes must be serialised
+anyway. Operations run strictly in the order they were called, so a read
+issued after a write sees that write even when the caller did not wait for it.
+
+Writes are batched for throughput: while one batch is being written, the
+C{storeJob} and C{storeReturn} calls that arrive are queued, and the next batch
+writes all of them in one transaction with C{executemany}. The L{Deferred} of
+each call fires when the transaction holding it has committed.
+
+Values are stored as they were given: strings and integers natively, any
+structure (lists, dicts, bytes, ...) as a msgpack blob made with
+L{salttwist.serial}. Values are serialised when the call is made, so a caller
+may change its dicts afterwards without changing what is stored. They are read
+back with L{salttwist.serial.loads}, so they must be what it accepts (map keys
+that are strings or bytes, nesting within its depth limit), as everything that
+came off the wire is.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import re
+import sqlite3
+from collections import deque
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from threading import Thread
+from typing import Any
+
+from twisted.internet.defer import Deferred, fail
+from twisted.internet.task import LoopingCall
+from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.python.threadpool import ThreadPool
+from zope.interface import implementer
+
+from salttwist import serial
+from salttwist.interfaces import IJobCache
+from salttwist.jid import isJid
+from salttwist.pki.ids import validateMinionId
+
+SCHEMA_VERSION = 1
+"""
+The value of C{PRAGMA user_version} for the tables this module creates.
+"""
+
+PRUNE_INTERVAL = 3600.0
+"""
+Seconds between two automatic prunes.
+"""
+
+MAX_BATCH_ROWS = 10000
+"""
+The most rows one write transaction holds.
+"""
+
+MAX_BATCH_BYTES = 64 * 1024 * 1024
+"""
+The most serialised bytes one write transaction holds (a single larger row
+still gets a transaction of its own).
+"""
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS jobs (
+        jid TEXT PRIMARY KEY NOT NULL,
+        fun TEXT NOT NULL,
+        arg BLOB,
+        tgt,
+        tgt_type,
+        user,
+        minions BLOB NOT NULL,
+        start_time REAL NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS jobs_fun ON jobs (fun)",
+    "CREATE INDEX IF NOT EXISTS jobs_start_time ON jobs (start_time)",
+    """
+    CREATE TABLE IF NOT EXISTS returns (
+        jid TEXT NOT NULL,
+        id TEXT NOT NULL,
+        "return" BLOB,
+        retcode,
+        success,
+        time REAL NOT NULL,
+        PRIMARY KEY (jid, id)
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS returns_id ON returns (id)",
+)
+
+_INSERT_JOB = (
+    "INSERT OR IGNORE INTO jobs (jid, fun, arg, tgt, tgt_type, user, minions, start_time)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_RETURN = (
+    'INSERT OR IGNORE INTO returns (jid, id, "return", retcode, success, time)'
+    " VALUES (?, ?, ?, ?, ?, ?)"
+)
+_JOB_COLUMNS = "jid, fun, arg, tgt, tgt_type, user, minions, start_time"
+_GLOB_CHARACTERS = frozenset("*?[")
+
+
+class JobCacheClosed(RuntimeError):
+    """
+    Raised for an operation on a job cache that was closed.
+    """
+
+
+class JobCacheError(RuntimeError):
+    """
+    Raised when the database cannot be opened or has a schema this version
+    does not know.
+    """
+
+
+# Storing values -------------------------------------------------------------
+
+
+def _packValue(value: object) -> object:
+    """
+    Make C{value} storable in a column without a declared type: L{None},
+    strings, 64-bit integers and floats as themselves, anything else (lists,
+    dicts, bytes, booleans, huge integers) as a msgpack blob.
+
+    @raise salttwist.serial.SerialError: if C{value} cannot be serialised.
+    """
+    if value is None or type(value) is str or type(value) is float:
+        return value
+    if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:
+        return value
+    return serial.dumps(value)
+
+
+def _unpackValue(stored: object) -> Any:
+    """
+    The inverse of L{_packValue}.
+    """
+    if isinstance(stored, bytes):
+        return serial.loads(stored)
+    return stored
+
+
+def _packSuccess(value: object) -> object:
+    """
+    Store a boolean C{success} as C{1}/C{0} (so it can be queried), anything
+    else like L{_packValue}.
+    """
+    if type(value) is bool:
+        return int(value)
+    return _packValue(value)
+
+
+def _unpackSuccess(stored: object) -> Any:
+    """
+    The inverse of L{_packSuccess}.
+    """
+    if type(stored) is int:
+        return bool(stored)
+    return _unpackValue(stored)
+
+
+def _checkJid(jid: object) -> str:
+    """
+    @return: C{jid} if it is a job id.
+    @raise ValueError: naming the problem, if it is not.
+    """
+    if not isJid(jid):
+        raise ValueError(f"invalid jid {jid!r}: a jid is a string of exactly 20 digits")
+    assert isinstance(jid, str)
+    return jid
+
+
+@functools.lru_cache(maxsize=65536)
+def _validMinionId(minionId: str) -> str:
+    """
+    L{validateMinionId}, remembered: a master sees the same few thousand ids
+    in every job, and checking one character by character costs more than
+    storing its return. Only valid ids are remembered (an exception is not).
+    """
+    return validateMinionId(minionId)
+
+
+def _checkMinionId(minionId: object) -> str:
+    """
+    @return: C{minionId} if it is a valid minion id.
+    @raise ValueError: naming the problem, if it is not.
+    """
+    if type(minionId) is not str:
+        # Not hashable perhaps, and certainly not valid: say why.
+        return validateMinionId(minionId)
+    return _validMinionId(minionId)
+
+
+def _patternList(name: str, value: object) -> list[str] | None:
+    """
+    Normalise a Salt search pattern argument the way Salt's
+    C{salt.utils.args.split_input} does: a list is used as it is, a string is
+    split at commas and each part stripped.
+
+    @return: the patterns, or L{None} for no filter (L{None}, C{""} or an
+        empty list, which Salt also treats as no filter).
+    @raise ValueError: if C{value} is neither a string nor a list of strings.
+    """
+    if not value:
+        return None
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",")]
+    if isinstance(value, (list, tuple)) and all(isinstance(part, str) for part in value):
+        return list(value)
+    raise ValueError(f"{name} must be a string or a list of strings, not {value!r}")
+
+
+def _timeBound(name: str, value: object) -> float | None:
+    """
+    @return: C{value} as POSIX seconds (a number, or an aware or local
+        L{datetime}), or L{None}.
+    @raise ValueError: for any other type.
+    """
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise ValueError(f"{name} must be a number of seconds or a datetime, not {value!r}")
+
+
+@functools.lru_cache(maxsize=64)
+def _compilePatterns(packed: bytes) -> re.Pattern[str]:
+    """
+    Compile msgpack-packed fnmatch patterns into one regular expression that
+    matches when any of them matches, exactly as L{fnmatch.fnmatchcase}.
+    """
+    patterns = serial.loads(packed)
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+
+
+def _sqlFnmatchAny(stored: object, packedPatterns: bytes) -> int:
+    """
+    The SQL function C{salttwist_fnmatch(column, patterns)}: whether the
+    stored value, or any string in it when it is a list, matches one of the
+    patterns. This is Salt's C{list_jobs} matching (C{fnmatch} of each target
+    against each pattern), which SQLite's own C{GLOB} does not quite equal.
+    """
+    regex = _compilePatterns(packedPatterns)
+    try:
+        value = _unpackValue(stored)
+    except serial.SerialError:
+        return 0
+    values = value if isinstance(value, list) else [value]
+    return int(any(isinstance(v, str) and regex.match(v) is not None for v in values))
+
+
+# The queue ------------------------------------------------------------------
+
+
+def _daemonThread(*args: Any, **kwargs: Any) -> Thread:
+    """
+    Make the database thread a daemon: a cache nobody closed must not keep
+    the process alive at exit (the writes it still holds are queued on the
+    reactor side, which has stopped, so waiting would only hang; SQLite rolls
+    back a transaction the exit interrupts).
+    """
+    return Thread(*args, daemon=True, **kwargs)
+
+
+class _DatabaseThreadPool(ThreadPool):
+    """
+    A L{ThreadPool} of daemon threads.
+    """
+
+    threadFactory = staticmethod(_daemonThread)  # type: ignore[assignment]
+
+
+class _Write:
+    """
+    One queued C{storeJob} or C{storeReturn}: its row and the L{Deferred} of
+    the call.
+    """
+
+    __slots__ = ("isJob", "row", "size", "result")
+
+    def __init__(self, isJob: bool, row: tuple[Any, ...], size: int) -> None:
+        self.isJob = isJob
+        self.row = row
+        self.size = size
+        self.result: Deferred[None] = Deferred()
+
+
+class _Call:
+    """
+    One queued operation that runs alone on the database thread.
+    """
+
+    __slots__ = ("function", "args", "result")
+
+    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.function = function
+        self.args = args
+        self.result: Deferred[Any] = Deferred()
+
+
+@implementer(IJobCache)
+class SQLiteJobCache:
+    """
+    A job cache in one SQLite database file (WAL journal, C{synchronous=NORMAL},
+    mode 0600).
+
+    @ivar transactionCount: how many write transactions have committed; each
+        holds one batch of C{storeJob}/C{storeReturn} calls.
+    @ivar rowsWritten: how many C{storeJob}/C{storeReturn} calls those
+        transactions held.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        path: str,
+        reactor: Any,
+        keepJobsHours: float = 24,
+        clock: Any = None,
+        pruneInterval: float = PRUNE_INTERVAL,
+    ) -> None:
+        """
+        Start the database thread and open (or create) the database at
+        C{path}. Operations may be called at once; they run after the open.
+
+        @param path: the database file; its directory must exist.
+        @param reactor: provides C{callFromThread} and
+            C{addSystemEventTrigger}; the database thread reports to it.
+        @param keepJobsHours: Salt's C{keep_jobs}: hours a job is kept by
+            L{startPruning}; C{0} keeps jobs forever.
+        @param clock: an C{IReactorTime} for start and receive times and the
+            pruning schedule; the reactor by default.
+        @param pruneInterval: seconds between two automatic prunes.
+        """
+        self.path = path
+        self._reactor = reactor
+        self._clock = clock if clock is not None else reactor
+        self.keepJobsHours = keepJobsHours
+        self._pruneInterval = pruneInterval
+        self.transactionCount = 0
+        self.rowsWritten = 0
+        self._queue: deque[_Write | _Call] = deque()
+        self._busy = False
+        self._closed = False
+        self._closing: Deferred[None] | None = None
+        self._pruning: LoopingCall | None = None
+        self._connection: sqlite3.Connection | None = None
+        self._pool = _DatabaseThreadPool(1, 1, name="salttwist-jobcache")
+        self._pool.start()
+        # Without this, a master stopped without close() would lose the
+        # writes still queued.
+        self._shutdownTrigger: Any = reactor.addSystemEventTrigger(
+            "before", "shutdown", self._closeAtShutdown
+        )
+        self._openError: Failure | None = None
+        self._opened: Deferred[None] = self._enqueue(self._open)
+        self._opened.addErrback(self._openFailed)
+
+    # Public API --------------------------------------------------------------
+
+    def whenOpen(self) -> Deferred[None]:
+        """
+        @return: a L{Deferred} that fires when the database is open, or fails
+            with the reason it could not be opened.
+        """
+        d: Deferred[None] = Deferred()
+
+        def relay(_: object) -> None:
+            if self._openError is not None:
+                d.errback(self._openError)
+            else:
+                d.callback(None)
+
+        self._opened.addCallback(relay)
+        return d
+
+    def storeJob(self, jid: str, load: dict[str, Any], minions: Iterable[str]) -> Deferred[None]:
+        """
+        See L{IJobCache.storeJob}. A job id stored twice keeps the first job.
+        """
+        try:
+            _checkJid(jid)
+            if not isinstance(load, dict):
+                raise ValueError(f"a job load must be a dict, not {type(load).__name__}")
+            fun = load.get("fun")
+            if not isinstance(fun, str):
+                raise ValueError(f"a job load's fun must be a string, not {fun!r}")
+            if isinstance(minions, (str, bytes)) or not isinstance(minions, Iterable):
+                raise ValueError(f"minions must be a list of minion ids, not {minions!r}")
+            minionList = [_checkMinionId(m) for m in minions]
+            arg = serial.dumps(load.get("arg", []))
+            packedMinions = serial.dumps(minionList)
+            row = (
+                jid,
+                fun,
+                arg,
+                _packValue(load.get("tgt")),
+                _packValue(load.get("tgt_type")),
+                _packValue(load.get("user")),
+                packedMinions,
+                float(self._clock.seconds()),
+            )
+        except ValueError as e:
+            return fail(e)
+        return self._write(True, row, len(arg) + len(packedMinions))
+
+    def storeReturn(self, jid: str, minionId: str, ret: dict[str, Any]) -> Deferred[None]:
+        """
+        See L{IJobCache.storeReturn}. A second return for the same job and
+        minion is ignored: the first one stays.
+        """
+        try:
+            _checkJid(jid)
+            _checkMinionId(minionId)
+            if not isinstance(ret, dict):
+                raise ValueError(f"a return must be a dict, not {type(ret).__name__}")
+            value = serial.dumps(ret.get("return"))
+            row = (
+                jid,
+                minionId,
+                value,
+                _packValue(ret.get("retcode")),
+                _packSuccess(ret.get("success")),
+                float(self._clock.seconds()),
+            )
+        except ValueError as e:
+            return fail(e)
+        return self._write(False, row, len(value))
+
+    def getJob(self, jid: str) -> Deferred[dict[str, Any] | None]:
+        """
+        See L{IJobCache.getJob}.
+        """
+        try:
+            _checkJid(jid)
+        except ValueError as e:
+            return fail(e)
+        return self._enqueue(self._getJob, jid)
+
+    def getReturns(self, jid: str) -> Deferred[dict[str, dict[str, Any]]]:
+        """
+        See L{IJobCache.getReturns}.
+        """
+        try:
+            _checkJid(jid)
+        except ValueError as e:
+            return fail(e)
+        return self._enqueue(self._getReturns, jid)
+
+    def listJobs(
+        self,
+        searchFunction: str | list[str] | None = None,
+        searchTarget: str | list[str] | None = None,
+        startTime: float | datetime | None = None,
+        endTime: float | datetime | None = None,
+        limit: int | None = None,
+    ) -> Deferred[list[dict[str, Any]]]:
+        """
+        See L{IJobCache.listJobs}.
+        """
+        try:
+            functions = _patternList("searchFunction", searchFunction)
+            targets = _patternList("searchTarget", searchTarget)
+            start = _timeBound("startTime", startTime)
+            end = _timeBound("endTime", endTime)
+            if limit is not None and (
+                not isinstance(limit, int) or isinstance(limit, bool) or limit < 0
+            ):
+                raise ValueError(f"limit must be a non-negative integer, not {limit!r}")
+        except ValueError as e:
+            return fail(e)
+        return self._enqueue(self._listJobs, functions, targets, start, end, limit)
+
+    def prune(self, olderThanSeconds: float) -> Deferred[int]:
+        """
+        See L{IJobCache.prune}.
+        """
+        if not isinstance(olderThanSeconds, (int, float)) or isinstance(olderThanSeconds, bool):
+            return fail(ValueError(f"olderThanSeconds must be a number, not {olderThanSeconds!r}"))
+        if olderThanSeconds < 0:
+            return fail(ValueError("olderThanSeconds must not be negative"))
+        cutoff = float(self._clock.seconds()) - olderThanSeconds
+        return self._enqueue(self._prune, cutoff)
+
+    def startPruning(self) -> None:
+        """
+        Prune jobs older than C{keepJobsHours} now and then every
+        C{pruneInterval} seconds of the clock, until L{close}. Does nothing
+        when C{keepJobsHours} is C{0} (Salt's "keep forever") or pruning
+        already runs.
+        """
+        if self._closed or self._pruning is not None or not self.keepJobsHours:
+            return
+        self._pruning = LoopingCall(self._pruneOnce)
+        self._pruning.clock = self._clock
+        self._pruning.start(self._pruneInterval, now=True)
+
+    def close(self) -> Deferred[None]:
+        """
+        See L{IJobCache.close}. Every operation called before C{close} still
+        completes; every one called after fails with L{JobCacheClosed}.
+        Calling C{close} again is harmless.
+        """
+        if self._closing is None:
+            self._closing = self._startClosing()
+        d: Deferred[None] = Deferred()
+        self._closing.addCallback(lambda _: d.callback(None))
+        return d
+
+    # The queue (reactor thread) -----------------------------------------------
+
+    def _write(self, isJob: bool, row: tuple[Any, ...], size: int) -> Deferred[None]:
+        """
+        Queue one row for the next write batch.
+        """
+        if self._closed:
+            return fail(JobCacheClosed("the job cache is closed"))
+        item = _Write(isJob, row, size)
+        self._queue.append(item)
+        self._pump()
+        return item.result
+
+    def _enqueue(self, function: Callable[..., Any], *args: Any) -> Deferred[Any]:
+        """
+        Queue C{function(*args)} to run alone on the database thread.
+        """
+        if self._closed:
+            return fail(JobCacheClosed("the job cache is closed"))
+        item = _Call(function, args)
+        self._queue.append(item)
+        self._pump()
+        return item.result
+
+    def _pump(self) -> None:
+        """
+        Hand the next operation, or the next batch of consecutive writes, to
+        the database thread unless it is busy.
+        """
+        if self._busy or not self._queue:
+            return
+        head = self._queue.popleft()
+        if isinstance(head, _Call):
+            self._busy = True
+            d = deferToThreadPool(self._reactor, self._pool, head.function, *head.args)
+            d.addBoth(self._finished, [head])
+            return
+        batch = [head]
+        size = head.size
+        while self._queue and len(batch) < MAX_BATCH_ROWS:
+            following = self._queue[0]
+            if not isinstance(following, _Write) or size + following.size > MAX_BATCH_BYTES:
+                break
+            batch.append(self._queue.popleft())
+            size += following.size
+        jobs = [w.row for w in batch if w.isJob]
+        returns = [w.row for w in batch if not w.isJob]
+        self._busy = True
+        d = deferToThreadPool(self._reactor, self._pool, self._writeBatch, jobs, returns)
+        d.addBoth(self._finished, batch)
+
+    def _finished(self, result: object, items: list[_Write] | list[_Call]) -> None:
+        """
+        An operation or a batch ended: start the next one, then fire the
+        callers' L{Deferred}s with C{result} (the batch's rows share it).
+        """
+        if not isinstance(result, Failure) and isinstance(items[0], _Write):
+            self.transactionCount += 1
+            self.rowsWritten += len(items)
+            result = None
+        self._busy = False
+        # Start the next batch first: the thread writes it while the reactor
+        # runs the callbacks of this one.
+        self._pump()
+        for item in items:
+            if isinstance(result, Failure):
+                item.result.errback(result)
+            else:
+                item.result.callback(result)
+
+    def _openFailed(self, failure: Failure) -> None:
+        """
+        Remember why the database could not be opened (for L{whenOpen}) and
+        log it. Every later operation fails with L{JobCacheError}.
+        """
+        self._openError = failure
+        self.log.failure("cannot open the job cache {path}", failure, path=self.path)
+
+    def _pruneOnce(self) -> Deferred[None]:
+        """
+        One automatic prune. A failure is logged, not raised, so that the
+        L{LoopingCall} keeps running.
+        """
+
+        def done(removed: int) -> None:
+            if removed:
+                self.log.info(
+                    "pruned {removed} job cache rows older than {hours} hours",
+                    removed=removed,
+                    hours=self.keepJobsHours,
+                )
+
+        d = self.prune(self.keepJobsHours * 3600)
+        d.addCallback(done)
+        d.addErrback(lambda f: self.log.failure("pruning the job cache", f))
+        return d
+
+    def _startClosing(self) -> Deferred[None]:
+        """
+        Stop pruning, queue the closing of the connection behind every queued
+        operation, then stop the database thread.
+        """
+        if self._shutdownTrigger is not None:
+            self._reactor.removeSystemEventTrigger(self._shutdownTrigger)
+            self._shutdownTrigger = None
+        if self._pruning is not None and self._pruning.running:
+            self._pruning.stop()
+        self._pruning = None
+        closing: Deferred[None] = self._enqueue(self._closeConnection)
+        self._closed = True
+
+        def stopThread(result: object) -> object:
+            # The database thread is idle: its last job was the close.
+            self._pool.stop()
+            return result
+
+        closing.addBoth(stopThread)
+        closing.addErrback(
+            lambda f: self.log.failure("closing the job cache {path}", f, path=self.path)
+        )
+        return closing
+
+    def _closeAtShutdown(self) -> Deferred[None]:
+        """
+        The reactor shuts down: flush the queue and close.
+        """
+        self._shutdownTrigger = None
+        return self.close()
+
+    # The database thread ----------------------------------------------------
+
+    def _db(self) -> sqlite3.Connection:
+        """
+        @return: the open connection.
+        @raise JobCacheError: if the database could not be opened.
+        """
+        if self._connection is None:
+            raise JobCacheError(f"the job cache {self.path} is not open")
+        return self._connection
+
+    def _open(self) -> None:
+        """
+        Create the file with mode 0600 (never following a symbolic link) and
+        open it, then set up the journal and the tables.
+        """
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            # An existing file may have been made with a looser mode; returns
+            # can hold secrets.
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+        connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+        try:
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise JobCacheError(
+                    f"{self.path} has job cache schema version {version}; "
+                    f"this salttwist knows version {SCHEMA_VERSION}"
+                )
+            mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise JobCacheError(f"cannot use WAL journal mode on {self.path} (got {mode})")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            # Another process (a runner) may read while we write.
+            connection.execute("PRAGMA busy_timeout=10000")
+            # Checkpoint every ~40 MB of WAL rather than every 4 MB: the index
+            # on minion ids makes every batch touch pages all over it, and
+            # a checkpoint writes each page once however often the WAL holds
+            # it (this halves the cost of a return at a few 100,000 rows).
+            connection.execute("PRAGMA wal_autocheckpoint=10000")
+            connection.execute("PRAGMA cache_size=-65536")
+            # Give back the disk a large return's WAL took, after a checkpoint.
+            connection.execute("PRAGMA journal_size_limit=67108864")
+            connection.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA:
+                connection.execute(statement)
+            connection.execute(f"PRAGMA user_version={SCHEMA_VERSION:d}")
+            connection.execute("COMMIT")
+            connection.create_function("salttwist_fnmatch", 2, _sqlFnmatchAny, deterministic=True)
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        """
+        Run C{work(connection)} in one write transaction.
+        """
+        connection = self._db()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            result = work(connection)
+        except BaseException:
+            # SQLite may have rolled back already (on a full disk, for one).
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+        return result
+
+    def _writeBatch(self, jobs: list[tuple[Any, ...]], returns: list[tuple[Any, ...]]) -> None:
+        """
+        Write one batch of jobs and returns in one transaction.
+        """
+
+        def work(connection: sqlite3.Connection) -> None:
+            if jobs:
+                connection.executemany(_INSERT_JOB, jobs)
+            if returns:
+                connection.executemany(_INSERT_RETURN, returns)
+
+        self._transaction(work)
+
+    def _getJob(self, jid: str) -> dict[str, Any] | None:
+        """
+        Read one job.
+        """
+        row = (
+            self._db().execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE jid = ?", (jid,)).fetchone()
+        )
+        return None if row is None else _jobFromRow(row)
+
+    def _getReturns(self, jid: str) -> dict[str, dict[str, Any]]:
+        """
+        Read the returns of one job.
+        """
+        rows = self._db().execute(
+            'SELECT id, "return", retcode, success, time FROM returns WHERE jid = ?', (jid,)
+        )
+        return {
+            minionId: {
+                "return": serial.loads(value),
+                "retcode": _unpackValue(retcode),
+                "success": _unpackSuccess(success),
+                "time": received,
+            }
+            for minionId, value, retcode, success, received in rows
+        }
+
+    def _listJobs(
+        self,
+        functions: list[str] | None,
+        targets: list[str] | None,
+        start: float | None,
+        end: float | None,
+        limit: int | None,
+    ) -> list[dict[str, Any]]:
+        """
+        Read the jobs that match every given filter, newest first.
+        """
+        # Only fixed SQL fragments and placeholders are joined here; every
+        # value is a parameter.
+        clauses: list[str] = []
+        params: list[object] = []
+        if functions is not None:
+            if any(_GLOB_CHARACTERS.intersection(p) for p in functions):
+                clauses.append("salttwist_fnmatch(fun, ?)")
+                params.append(serial.dumps(functions))
+            else:
+                # Literal names: an equality the fun index can serve.
+                clauses.append("fun IN (" + ", ".join("?" * len(functions)) + ")")
+                params.extend(functions)
+        if targets is not None:
+            clauses.append("salttwist_fnmatch(tgt, ?)")
+            params.append(serial.dumps(targets))
+        if start is not None:
+            clauses.append("start_time >= ?")
+            params.append(start)
+        if end is not None:
+            clauses.append("start_time <= ?")
+            params.append(end)
+        query = f"SELECT {_JOB_COLUMNS} FROM jobs"
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
+        query += " ORDER BY start_time DESC, jid DESC"
+        if limit is not None:
+            query += " LIMIT ?"
+            params.append(limit)
+        return [_jobFromRow(row) for row in self._db().execute(query, params)]
+
+    def _prune(self, cutoff: float) -> int:
+        """
+        Remove the jobs that started before C{cutoff} with their returns, and
+        the returns with no job whose jid is older than C{cutoff}.
+
+        @return: the number of rows removed from both tables.
+        """
+        # jids are local timestamps, so a return without a job (one stored
+        # before its job, or whose job was never stored) expires by its jid,
+        # which the returns' primary key indexes.
+        cutoffJid = datetime.fromtimestamp(max(cutoff, 0)).strftime("%Y%m%d%H%M%S%f")
+
+        def work(connection: sqlite3.Connection) -> int:
+            removed = connection.execute(
+                "DELETE FROM returns WHERE jid IN (SELECT jid FROM jobs WHERE start_time < ?)",
+                (cutoff,),
+            ).rowcount
+            removed += connection.execute(
+                "DELETE FROM jobs WHERE start_time < ?", (cutoff,)
+            ).rowcount
+            removed += connection.execute(
+                "DELETE FROM returns WHERE jid < ? AND jid NOT IN (SELECT jid FROM jobs)",
+                (cutoffJid,),
+            ).rowcount
+            return removed
+
+        return self._transaction(work)
+
+    def _closeConnection(self) -> None:
+        """
+        Close the connection (SQLite checkpoints the WAL into the file).
+        """
+        if self._connection is not None:
+            try:
+                self._connection.execute("PRAGMA optimize")
+            finally:
+                self._connection.close()
+                self._connection = None
+
+
+def _jobFromRow(row: tuple[Any, ...]) -> dict[str, Any]:
+    """
+    Turn a C{jobs} row into the job dict L{IJobCache.getJob} returns.
+    """
+    jid, fun, arg, tgt, tgtType, user, minions, startTime = row
+    return {
+        "jid": jid,
+        "fun": fun,
+        "arg": serial.loads(arg) if arg is not None else [],
+        "tgt": _unpackValue(tgt),
+        "tgt_type": _unpackValue(tgtType),
+        "user": _unpackValue(user),
+        "minions": serial.loads(minions),
+        "start_time": startTime,
+    }
