@@ -12,6 +12,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
@@ -26,6 +27,7 @@ from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
 from salttwist.master.core import Master, runSynchronously
 from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.master.reqserver import ReqServerProtocol
+from salttwist.pki.autosign import AutosignDecision
 from salttwist.pki.keystore import (
     ACCEPTED,
     DENIED,
@@ -140,9 +142,9 @@ class AuthenticatorTests(SynchronousTestCase):
         self.publication = PublicationKey(kid=1)
         self.publishPort = 4505
         self.challenge = os.urandom(32)
-        self.authenticator = self.makeAuthenticator(autoAccept=False)
+        self.authenticator = self.makeAuthenticator()
 
-    def makeAuthenticator(self, autoAccept: bool) -> Authenticator:
+    def makeAuthenticator(self) -> Authenticator:
         """
         @return: an authenticator over C{self.keys} whose publication key
             and publish port are read from C{self} at each call.
@@ -152,7 +154,6 @@ class AuthenticatorTests(SynchronousTestCase):
             MasterKeys(MASTER_KEY, MASTER_PEM, ROOT_KEY),
             lambda: self.publication,
             lambda: self.publishPort,
-            autoAccept=autoAccept,
         )
 
     def authenticate(self, load: dict[str, Any]) -> AuthOutcome:
@@ -332,45 +333,32 @@ class AuthenticatorTests(SynchronousTestCase):
             self.assertEqual(outcome.events[0][1]["act"], "reject")
         self.assertEqual(self.store.stateOf("web1"), [REJECTED])
 
-    def test_autoAcceptNewKey(self) -> None:
+    def test_newAndPendingKeysUndecided(self) -> None:
         """
-        With C{auto_accept}, an unknown id is accepted at once: its key is
-        stored in C{minions} and the reply is a full, signed acceptance.
+        An unknown key, and a pending id presenting its pending key, come out
+        pending and marked undecided, with the canonical key, so that the
+        master asks its autosign policy; the authenticator itself never
+        accepts a key.
         """
-        self.authenticator = self.makeAuthenticator(autoAccept=True)
         load = authRequest("web1", self.challenge)
-        outcome = self.authenticate(load)
-        self.assertAcceptedReply(outcome, "web1", load)
-        self.assertEqual(self.store.stateOf("web1"), [ACCEPTED])
-        self.assertEqual(self.store.getKey(ACCEPTED, "web1"), MINION_PEM)
-        self.assertEqual(
-            [(tag, data["act"]) for tag, data in outcome.events],
-            [("salt/key", "accept"), ("salt/auth", "accept")],
-        )
+        for _ in range(2):
+            outcome = self.authenticate(load)
+            self.assertEqual(outcome.reply, {"ret": "pending"})
+            self.assertTrue(outcome.undecided)
+            self.assertEqual(outcome.pem, MINION_PEM)
+        self.assertEqual(self.store.stateOf("web1"), [PENDING])
 
-    def test_autoAcceptPendingKey(self) -> None:
+    def test_changedKeyNotUndecided(self) -> None:
         """
-        With C{auto_accept}, a pending id presenting its pending key is moved
-        to C{minions} and accepted.
+        A key that differs from the accepted or pending one is denied and is
+        never handed to the autosign policy.
         """
-        self.store.putKey(PENDING, "web1", MINION_PEM)
-        self.authenticator = self.makeAuthenticator(autoAccept=True)
-        load = authRequest("web1", self.challenge)
-        self.assertAcceptedReply(self.authenticate(load), "web1", load)
-        self.assertEqual(self.store.stateOf("web1"), [ACCEPTED])
-
-    def test_autoAcceptDoesNotAcceptChangedKey(self) -> None:
-        """
-        C{auto_accept} does not accept a key that differs from the accepted
-        or pending one: that is still C{denied}.
-        """
-        self.authenticator = self.makeAuthenticator(autoAccept=True)
         self.store.putKey(ACCEPTED, "web1", MINION_PEM)
         self.store.putKey(PENDING, "web2", MINION_PEM)
         for minionId in ("web1", "web2"):
             outcome = self.authenticate(authRequest(minionId, self.challenge, key=OTHER_KEY))
             self.assertEqual(outcome.reply, {"ret": "denied"})
-            self.assertIsNone(outcome.sessionKey)
+            self.assertFalse(outcome.undecided)
         self.assertEqual(self.store.getKey(ACCEPTED, "web1"), MINION_PEM)
         self.assertEqual(self.store.getKey(PENDING, "web2"), MINION_PEM)
 
@@ -378,10 +366,9 @@ class AuthenticatorTests(SynchronousTestCase):
         """
         An invalid minion id (path traversal, separator, empty, NUL, too
         long, not a string) is answered C{error}, and the key store is never
-        called, even with C{auto_accept}.
+        called.
         """
-        for autoAccept in (False, True):
-            self.authenticator = self.makeAuthenticator(autoAccept)
+        if True:
             for minionId in INVALID_IDS:
                 load = authRequest(minionId, self.challenge)
                 outcome = self.authenticate(load)
@@ -442,7 +429,7 @@ class AuthenticatorTests(SynchronousTestCase):
         A 1024-bit key is refused with C{error}, even correctly signed and
         with C{auto_accept}; it is never stored.
         """
-        self.authenticator = self.makeAuthenticator(autoAccept=True)
+        self.authenticator = self.makeAuthenticator()
         self.assertRefused(authRequest("web1", self.challenge, key=WEAK_KEY))
 
     def test_malformedPublicKey(self) -> None:
@@ -548,3 +535,112 @@ class ClientAuthTests(SynchronousTestCase):
         load = self.clientLoad(os.urandom(NONCE_BYTES))
         load["nonce"] = "x" * NONCE_BYTES
         self.assertFails(load)
+
+
+class AutosignWiringTests(SynchronousTestCase):
+    """
+    L{Master.clearAuth} asks the autosign policy about undecided keys and
+    acts on its verdict.
+    """
+
+    def makeMaster(self, files: dict[str, str] | None = None, **overrides: Any) -> Master:
+        """
+        A master whose config has C{overrides}, with a recording bus.
+
+        @param files: option name -> text of a file to write under the
+            master's root and name in that option.
+        """
+        root = os.path.abspath(self.mktemp())
+        os.makedirs(root)
+        for option, text in (files or {}).items():
+            path = os.path.join(root, option)
+            with open(path, "w") as f:
+                f.write(text)
+            overrides[option] = path
+        config = loadMasterConfig(root, overrides={"root_dir": root, **overrides})
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        bus = LocalEventBus()
+        bus.subscribe([], lambda tag, data: self.events.append((tag, data)))
+        self.store = InMemoryKeyStore()
+        self.master = Master(
+            config,
+            MasterKeys(MASTER_KEY, MASTER_PEM, ROOT_KEY),
+            self.store,
+            bus,
+            runSynchronously,
+            Clock(),
+        )
+        self.proto = ReqServerProtocol(self.master)
+        self.proto.makeConnection(StringTransport())
+        return self.master
+
+    def auth(self, minionId: str = "web1") -> dict[str, Any]:
+        """
+        Run one C{_auth} request; return the reply.
+        """
+        load = authRequest(minionId, self.proto.challenge)
+        reply, _, _, _ = self.successResultOf(self.master.clearAuth(self.proto, load))
+        return reply
+
+    def keyEvents(self) -> list[dict[str, Any]]:
+        """
+        The C{salt/key} events fired so far.
+        """
+        return [data for tag, data in self.events if tag == "salt/key"]
+
+    def test_autoAcceptNewKey(self) -> None:
+        """
+        With C{auto_accept}, an unknown minion is accepted at once with a full
+        signed reply, its key moved to C{minions}, and a C{salt/key} accept
+        event names the policy.
+        """
+        self.makeMaster(auto_accept=True)
+        reply = self.auth()
+        self.assertEqual(reply["ret"], "accepted")
+        self.assertEqual(self.store.stateOf("web1"), [ACCEPTED])
+        accept = [e for e in self.keyEvents() if e["act"] == "accept"]
+        self.assertEqual(accept[0]["policy"], "auto_accept")
+
+    def test_autosignFalseWins(self) -> None:
+        """
+        C{autosign: false} keeps the key pending even with C{auto_accept}.
+        """
+        self.makeMaster(auto_accept=True, autosign=False)
+        self.assertEqual(self.auth()["ret"], "pending")
+        self.assertEqual(self.store.stateOf("web1"), [PENDING])
+        [authEvent] = [d for t, d in self.events if t == "salt/auth"]
+        self.assertEqual(authEvent["policy"], "autosign_disabled")
+
+    def test_whitelistAccepts(self) -> None:
+        """
+        An id listed in C{autosign_file} is accepted.
+        """
+        self.makeMaster(files={"autosign_file": "web*\n"})
+        self.assertEqual(self.auth("web1")["ret"], "accepted")
+        self.assertEqual(self.auth("db1")["ret"], "pending")
+
+    def test_autorejectRejects(self) -> None:
+        """
+        An id listed in C{autoreject_file} is moved to C{minions_rejected},
+        refused, and the publication key is rotated (as for every reject).
+        """
+        master = self.makeMaster(files={"autoreject_file": "bad*\n"}, auto_accept=True)
+        kid = master.publicationKey.kid
+        self.assertEqual(self.auth("bad1")["ret"], "rejected")
+        self.assertEqual(self.store.stateOf("bad1"), [REJECTED])
+        self.assertEqual(master.publicationKey.kid, kid + 1)
+
+    def test_adminWinsRace(self) -> None:
+        """
+        If the pending key was moved by someone else while the policy was
+        deciding, the policy's verdict is not applied.
+        """
+        master = self.makeMaster(auto_accept=True)
+        decided: Deferred[Any] = Deferred()
+        self.patch(master.autosign, "decide", lambda *a: decided)
+        d = master.clearAuth(self.proto, authRequest("web1", self.proto.challenge))
+        self.store.moveKey("web1", PENDING, REJECTED)
+        decided.callback(AutosignDecision("accept", "auto_accept", "test"))
+        reply, _, _, _ = self.successResultOf(d)
+        self.assertEqual(reply["ret"], "pending")
+        self.assertEqual(self.store.stateOf("web1"), [REJECTED])

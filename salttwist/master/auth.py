@@ -30,12 +30,17 @@ class AuthOutcome:
     @ivar minionId: the validated id, or L{None} if the request was invalid.
     @ivar sessionKey: the new session key when the minion was accepted.
     @ivar events: C{(tag, data)} pairs to fire on the event bus.
+    @ivar undecided: the key is pending and no admin has decided on it: the
+        autosign policy may (the master asks it, on the reactor thread).
+    @ivar pem: the minion's public key as stored, when undecided.
     """
 
     reply: dict[str, Any]
     minionId: str | None = None
     sessionKey: bytes | None = None
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    undecided: bool = False
+    pem: bytes | None = None
 
 
 def _error(message: str) -> AuthOutcome:
@@ -58,13 +63,11 @@ class Authenticator:
         masterKeys: MasterKeys,
         publicationKey: Callable[[], PublicationKey],
         publishPort: Callable[[], int],
-        autoAccept: bool = False,
     ) -> None:
         self._keys = keyStore
         self._master = masterKeys
         self._publicationKey = publicationKey
         self._publishPort = publishPort
-        self._autoAccept = autoAccept
 
     def authenticate(self, load: dict[str, Any], challenge: bytes, peer: str) -> AuthOutcome:
         """
@@ -118,17 +121,12 @@ class Authenticator:
             if _sameKey(stored, pem):
                 if state == "minions":
                     return AuthOutcome({"ret": "accepted"}, minionId)
-                if self._autoAccept:
-                    keys.moveKey(minionId, "minions_pre", "minions")
-                    return AuthOutcome(
-                        {"ret": "accepted"},
-                        minionId,
-                        events=[("salt/key", {"act": "accept", "id": minionId})],
-                    )
                 return AuthOutcome(
                     {"ret": "pending"},
                     minionId,
                     events=[("salt/auth", dict(event, act="pend", result=True))],
+                    undecided=True,
+                    pem=pem,
                 )
             keys.putKey("minions_denied", minionId, pem)
             self.log.warn(
@@ -145,14 +143,6 @@ class Authenticator:
                     ("salt/key", {"act": "deny", "id": minionId}),
                 ],
             )
-        if self._autoAccept:
-            keys.putKey("minions", minionId, pem)
-            self.log.warn("auto_accept: accepted the key of new minion {id}", id=minionId)
-            return AuthOutcome(
-                {"ret": "accepted"},
-                minionId,
-                events=[("salt/key", {"act": "accept", "id": minionId})],
-            )
         keys.putKey("minions_pre", minionId, pem)
         return AuthOutcome(
             {"ret": "pending"},
@@ -161,6 +151,8 @@ class Authenticator:
                 ("salt/auth", dict(event, act="pend", result=True)),
                 ("salt/key", {"act": "pend", "id": minionId}),
             ],
+            undecided=True,
+            pem=pem,
         )
 
     def _accept(

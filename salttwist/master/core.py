@@ -20,12 +20,13 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 
 from salttwist import crypt, serial, wire
-from salttwist.interfaces import IEventBus, IKeyStore
+from salttwist.interfaces import IAutosignPolicy, IEventBus, IKeyStore
 from salttwist.jid import JidGenerator
 from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import MasterKeys, PublicationKey
+from salttwist.pki.autosign import buildAutosignPolicy
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
 from salttwist.targeting import TargetError, checkMinions, validateTarget
 
@@ -64,6 +65,7 @@ class Master:
         runBlocking: RunBlocking,
         clock: Any,
         grainsCache: GrainsCache | None = None,
+        autosign: IAutosignPolicy | None = None,
     ) -> None:
         self.config = config
         self.masterKeys = masterKeys
@@ -84,8 +86,9 @@ class Master:
             masterKeys,
             lambda: self.publicationKey,
             lambda: self.publishPort,
-            autoAccept=config["auto_accept"],
         )
+        self.autosign = autosign or buildAutosignPolicy(config, clock, runBlocking=runBlocking)
+        bus.subscribe(["salt/key"], self.keyEvent)
 
     # -- clear-text functions -------------------------------------------------
 
@@ -94,6 +97,7 @@ class Master:
         C{_auth}: a minion authenticates (off the reactor thread).
         """
         d = self.runBlocking(self.authenticator.authenticate, load, proto.challenge, proto.peerName)
+        d.addCallback(lambda outcome: Deferred.fromCoroutine(self._autosign(outcome, proto, load)))
 
         def done(outcome: AuthOutcome) -> AuthResult:
             for tag, data in outcome.events:
@@ -102,6 +106,44 @@ class Master:
             return outcome.reply, outcome.sessionKey, role, outcome.minionId
 
         return d.addCallback(done)
+
+    async def _autosign(
+        self, outcome: AuthOutcome, proto: ReqServerProtocol, load: dict[str, Any]
+    ) -> AuthOutcome:
+        """
+        For a pending key no admin has decided on, ask the autosign policy
+        (on the reactor thread: it may spawn a process or make a request).
+        Accepted: the key moves to C{minions} and the request is checked
+        again, now as an accepted minion. Rejected: it moves to
+        C{minions_rejected}. Either way a C{salt/key} event names the policy
+        that decided; a pending decision is added to the C{salt/auth} event.
+        """
+        if not outcome.undecided or outcome.minionId is None or outcome.pem is None:
+            return outcome
+        minionId = outcome.minionId
+        context = {"peer": proto.peerName, "autosign_grains": load.get("autosign_grains")}
+        decision = await self.autosign.decide(minionId, outcome.pem, context)
+        why = {"policy": decision.policy, "reason": decision.reason}
+        if decision.verdict == "pending":
+            for tag, data in outcome.events:
+                if tag == "salt/auth":
+                    data.update(why)
+            return outcome
+        target = "minions" if decision.verdict == "accept" else "minions_rejected"
+        moved = await self.runBlocking(self.keyStore.moveKey, minionId, "minions_pre", target)
+        if not moved:
+            # An admin (or another connection) changed the key meanwhile:
+            # their decision stands; this request stays pending.
+            return outcome
+        act = "accept" if decision.verdict == "accept" else "reject"
+        events = [*outcome.events, ("salt/key", {"act": act, "id": minionId, **why})]
+        if decision.verdict == "reject":
+            return AuthOutcome({"ret": "rejected"}, minionId, events=events)
+        again = await self.runBlocking(
+            self.authenticator.authenticate, load, proto.challenge, proto.peerName
+        )
+        again.events[:0] = events
+        return again
 
     def clearClientAuth(self, proto: ReqServerProtocol, load: dict[str, Any]) -> AuthResult:
         """

@@ -100,7 +100,6 @@ class MasterService(MultiService):
                     f"sock_dir is too deep for a UNIX socket: {path} is over "
                     f"{MAX_UNIX_PATH} bytes; choose a shorter sock_dir"
                 )
-        self.bus.subscribe(["salt/key"], self.master.keyEvent)
 
     def startService(self) -> None:
         """
