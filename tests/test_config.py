@@ -384,11 +384,11 @@ class UnknownOptionTests(_ConfigDirMixin, SynchronousTestCase):
         default logs nothing.
         """
         observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
-        configDir = self.makeConfigDir(master="keep_jobs: 48\n")
+        configDir = self.makeConfigDir(master="presence_events: true\n")
         loadMasterConfig(configDir)
         warnings = [formatEvent(e) for e in observer if e["log_level"] == LogLevel.warn]
         self.assertEqual(len(warnings), 1)
-        self.assertIn("'keep_jobs'", warnings[0])
+        self.assertIn("'presence_events'", warnings[0])
         self.assertIn("not implemented yet", warnings[0])
 
     def test_knownOptionsDoNotWarn(self) -> None:

@@ -13,6 +13,7 @@ import tempfile
 from typing import Any
 
 from twisted.application.service import IService
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.testing import MemoryReactorClock
 from twisted.plugin import IPlugin, getPlugins
 from twisted.trial.unittest import SynchronousTestCase
@@ -22,6 +23,31 @@ from salttwist.daemon import StartupError
 from salttwist.master import tap
 from salttwist.master.core import runSynchronously
 from salttwist.master.service import KEY_RECONCILE_INTERVAL, PORTS_FILE, MasterService
+
+
+class _RecordingJobCache:
+    """
+    Records what the service asks of its job cache (the real one needs a
+    real reactor's threads).
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def startPruning(self) -> None:
+        self.calls.append("startPruning")
+
+    def close(self) -> Deferred[None]:
+        self.calls.append("close")
+        return succeed(None)
+
+    def storeJob(self, *args: Any) -> Deferred[None]:
+        self.calls.append("storeJob")
+        return succeed(None)
+
+    def storeReturn(self, *args: Any) -> Deferred[None]:
+        self.calls.append("storeReturn")
+        return succeed(None)
 
 
 class MasterServiceTests(SynchronousTestCase):
@@ -44,7 +70,9 @@ class MasterServiceTests(SynchronousTestCase):
         options = {"root_dir": self.root, "interface": "127.0.0.1", "keysize": 2048}
         options.update(overrides)
         config = loadMasterConfig(self.root, overrides=options)
-        return MasterService(config, self.reactor, runBlocking=runSynchronously)
+        return MasterService(
+            config, self.reactor, runBlocking=runSynchronously, jobCache=_RecordingJobCache()
+        )
 
     def test_listensAndWritesPorts(self) -> None:
         """
@@ -78,6 +106,7 @@ class MasterServiceTests(SynchronousTestCase):
         service.stopService()
         self.reactor.advance(KEY_RECONCILE_INTERVAL)
         self.assertEqual(len(calls), 2)
+        self.assertEqual(service.jobCache.calls, ["startPruning", "close"])
 
     def test_failingReconcileKeepsRunning(self) -> None:
         """
@@ -142,6 +171,9 @@ class MasterServiceTests(SynchronousTestCase):
         self.assertIn("salttwist-minion", makers)
         with open(os.path.join(self.root, "master"), "w") as f:
             f.write(f"root_dir: {self.root}\n")
+        from salttwist.master import service as serviceModule
+
+        self.patch(serviceModule, "SQLiteJobCache", lambda *a: _RecordingJobCache())
         options = tap.Options()
         options.parseOptions(["-c", self.root])
         service = tap.makeService(options, reactor=self.reactor)

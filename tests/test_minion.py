@@ -315,6 +315,29 @@ class JobTests(MinionTestCase):
         self.net.flush()
         self.assertEqual(self.master.grainsCache.grains["m1"]["role"], "db")
 
+    def test_jobAndReturnCached(self) -> None:
+        """
+        A published job and its return are written to the master's job cache.
+        """
+        stored: list[tuple[Any, ...]] = []
+
+        class Recorder:
+            def storeJob(self, *args: Any) -> Deferred[None]:
+                stored.append(("job", *args))
+                return Deferred()
+
+            def storeReturn(self, *args: Any) -> Deferred[None]:
+                stored.append(("ret", *args))
+                return Deferred()
+
+        self.master.jobCache = Recorder()  # type: ignore[assignment]
+        self.readyMinion()
+        jid = self.publish("test.ping")
+        self.assertEqual([(kind, args[0]) for kind, *args in stored], [("job", jid), ("ret", jid)])
+        self.assertEqual(stored[0][3], ["m1"])
+        self.assertEqual(stored[1][2], "m1")
+        self.assertIs(stored[1][3]["return"], True)
+
     def test_unknownFunction(self) -> None:
         """
         A function the minion does not have returns retcode 254 and

@@ -20,7 +20,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 
 from salttwist import crypt, serial, wire
-from salttwist.interfaces import IAutosignPolicy, IEventBus, IKeyStore
+from salttwist.interfaces import IAutosignPolicy, IEventBus, IJobCache, IKeyStore
 from salttwist.jid import JidGenerator
 from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
 from salttwist.master.grainscache import GrainsCache
@@ -66,6 +66,7 @@ class Master:
         clock: Any,
         grainsCache: GrainsCache | None = None,
         autosign: IAutosignPolicy | None = None,
+        jobCache: IJobCache | None = None,
     ) -> None:
         self.config = config
         self.masterKeys = masterKeys
@@ -79,6 +80,7 @@ class Master:
         self.sessions: dict[str, ReqServerProtocol] = {}
         self.subscribers: dict[str, PubServerProtocol] = {}
         self.grainsCache = grainsCache or GrainsCache(None, runBlocking)
+        self.jobCache = jobCache
         self.jobs = JobRegistry()
         self.jids = JidGenerator()
         self.authenticator = Authenticator(
@@ -357,6 +359,8 @@ class Master:
             "success": load.get("success", True),
         }
         self.bus.fire(f"salt/job/{jid}/ret/{proto.minionId}", event)
+        if self.jobCache is not None:
+            self._cacheWrite(self.jobCache.storeReturn(jid, proto.minionId, event))
         return {"ret": True}
 
     def minionGrains(
@@ -415,6 +419,8 @@ class Master:
             "ts": self.clock.seconds(),
         }
         self.jobs.add(jid, load, minions)
+        if self.jobCache is not None:
+            self._cacheWrite(self.jobCache.storeJob(jid, load, minions))
         self.bus.fire(
             f"salt/job/{jid}/new",
             {
@@ -429,6 +435,11 @@ class Master:
         )
         d = self.publish(load)
         return d.addCallback(lambda _: {"jid": jid, "minions": minions})
+
+    def _cacheWrite(self, d: Deferred[None]) -> None:
+        # The job cache batches writes off the reactor; nobody waits for them,
+        # but a failure must be seen.
+        d.addErrback(lambda failure: self.log.failure("job cache write failed", failure))
 
     def publish(self, load: dict[str, Any]) -> Deferred[None]:
         """

@@ -21,6 +21,7 @@ from salttwist.events.bus import EventPublisherFactory, EventPullFactory, LocalE
 from salttwist.events.fire import EVENT_PULL_SOCKET
 from salttwist.master.core import Master, RunBlocking
 from salttwist.master.grainscache import GrainsCache
+from salttwist.master.jobcache import SQLiteJobCache
 from salttwist.master.keys import loadMasterKeys
 from salttwist.master.publisher import PubServerFactory
 from salttwist.master.reqserver import ReqServerFactory
@@ -28,6 +29,7 @@ from salttwist.pki.keystore import FilesystemKeyStore
 
 EVENT_PUB_SOCKET = "master_event_pub.ipc"
 PORTS_FILE = "master.ports"
+JOB_CACHE_FILE = "jobs.sqlite"
 #: The longest path a UNIX socket can be bound to (sun_path less its NUL).
 MAX_UNIX_PATH = 107
 #: Seconds between two checks of the key store against connected minions.
@@ -58,6 +60,8 @@ class MasterService(MultiService):
     """
     The running master.
 
+    @param jobCache: the job cache (an L{IJobCache} with C{startPruning});
+        by default the SQLite file C{cachedir/jobs.sqlite}.
     @ivar whenReady: fires once every socket listens and the ports file is
         written.
     """
@@ -65,8 +69,12 @@ class MasterService(MultiService):
     log = Logger()
 
     def __init__(
-        self, config: dict[str, Any], reactor: Any, runBlocking: RunBlocking | None = None
-    ):
+        self,
+        config: dict[str, Any],
+        reactor: Any,
+        runBlocking: RunBlocking | None = None,
+        jobCache: Any = None,
+    ) -> None:
         super().__init__()
         self.config = config
         self.reactor = reactor
@@ -81,6 +89,11 @@ class MasterService(MultiService):
         runBlocking = runBlocking or threadRunner(reactor)
         grainsCache = GrainsCache(os.path.join(config["cachedir"], "grains"), runBlocking)
         grainsCache.load()
+        if jobCache is None:
+            jobCache = SQLiteJobCache(
+                os.path.join(config["cachedir"], JOB_CACHE_FILE), reactor, config["keep_jobs"]
+            )
+        self.jobCache = jobCache
         self.master = Master(
             config,
             loadMasterKeys(config["pki_dir"], config["cachedir"], config["keysize"]),
@@ -89,6 +102,7 @@ class MasterService(MultiService):
             runBlocking,
             reactor,
             grainsCache,
+            jobCache=self.jobCache,
         )
         self.whenReady: Deferred[None] = Deferred()
         self._ports: list[Any] = []
@@ -108,6 +122,7 @@ class MasterService(MultiService):
         publication key's rotation every C{publish_session} seconds.
         """
         super().startService()
+        self.jobCache.startPruning()
         self._startLoop(KEY_RECONCILE_INTERVAL, self.master.reconcileKeys)
         self._startLoop(
             float(self.config["publish_session"]),
@@ -201,4 +216,5 @@ class MasterService(MultiService):
             os.unlink(os.path.join(self.config["sock_dir"], PORTS_FILE))
         except OSError:
             pass
-        return DeferredList([maybeDeferred(port.stopListening) for port in self._ports])
+        stops = [maybeDeferred(port.stopListening) for port in self._ports]
+        return DeferredList([*stops, self.jobCache.close()])
