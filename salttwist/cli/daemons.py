@@ -14,6 +14,7 @@ from typing import Any
 
 import salttwist
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
+from salttwist.daemon import StartupError
 from salttwist.logs import FILE_ENV, LEVEL_ENV, SALT_LEVELS
 
 
@@ -68,11 +69,28 @@ def _run(plugin: str, load: Callable[[str], dict[str, Any]], argv: list[str] | N
         os.environ[FILE_ENV] = config["log_file"]
     else:
         os.environ[FILE_ENV] = "-"
-    from twisted.scripts.twistd import run
+    from twisted.application import app
+    from twisted.scripts.twistd import ServerOptions
 
     sys.argv = twistdArgs(plugin, options, config)
-    run()
+    try:
+        app.run(_runApp, ServerOptions)
+    except StartupError as e:
+        sys.stderr.write(f"{plugin}: {e}\n")
+        return 1
     return 0
+
+
+def _runApp(config: Any) -> None:
+    """
+    twistd's C{runApp} without its last step: after a stop by SIGTERM or
+    SIGINT, twistd kills its own process again with that signal, so that the
+    exit status shows it. Salt's daemons exit 0 after such a clean stop, and
+    so do these.
+    """
+    from twisted.scripts._twistd_unix import UnixApplicationRunner
+
+    UnixApplicationRunner(config).run()
 
 
 def masterMain(argv: list[str] | None = None) -> int:

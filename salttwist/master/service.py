@@ -194,6 +194,9 @@ class MasterService(MultiService):
             else failure.value
         )
         self.log.critical("salttwist master cannot listen: {error}", error=error)
+        # Callers that wait on whenReady see the failure; when none does (the
+        # daemon, which exits below), it is not reported again as unhandled.
+        self.whenReady.addErrback(lambda _: None)
         self.whenReady.errback(failure)
         if self.reactor.running:
             self.reactor.stop()

@@ -1,0 +1,349 @@
+# -*- test-case-name: tests.integration.test_end_to_end -*-
+"""
+End-to-end tests: real C{salttwist-master} and C{salttwist-minion} daemons
+on 127.0.0.1, driven with the real C{salttwist} and C{salttwist-key}
+commands.
+
+Each test starts its own processes (trial checks that none outlive a test),
+so the tests of a class share a setup, not the daemons themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+from twisted.trial.unittest import TestCase
+
+from salttwist.master.service import PORTS_FILE
+from tests.integration.harness import (
+    STOP_GRACE,
+    Cluster,
+    runCommand,
+    waitFor,
+)
+
+MINIONS = ("minion1", "minion2")
+NO_RESPONSE = "Minion did not return. [No response]"
+
+
+def _nestedBlocks(output: str) -> list[str]:
+    """
+    Split C{nested} output into one block per minion (a line C{id:} and the
+    indented lines under it), so that tests need not know the arrival order.
+    """
+    blocks: list[str] = []
+    for line in output.splitlines(keepends=True):
+        if line.startswith(" ") and blocks:
+            blocks[-1] += line
+        else:
+            blocks.append(line)
+    return blocks
+
+
+class IntegrationTestCase(TestCase):
+    """
+    A trial test case on the real reactor, with a generous timeout for
+    machines under load; every wait of the harness has its own deadline.
+    """
+
+    timeout = 90
+
+    def setUp(self) -> None:
+        self.cluster = Cluster(self)
+
+
+class KeyAcceptanceTests(IntegrationTestCase):
+    """
+    From new minions to the first job: the admin sees the pending keys,
+    accepts them, and the minions answer.
+    """
+
+    async def setUp(self) -> None:
+        super().setUp()
+        await self.cluster.startMaster()
+        self.events = await self.cluster.watchEvents()
+        for minionId in MINIONS:
+            self.cluster.startMinion(minionId)
+
+    async def test_acceptThenPing(self) -> None:
+        """
+        The keys of new minions wait in C{minions_pre} (C{salttwist-key -L});
+        once C{salttwist-key -a ID -y} accepts them, the minions authenticate
+        without help and C{salttwist '*' test.ping} gets C{True} from both,
+        with exit code 0, in the C{json} and the default C{nested} output.
+        """
+        cluster = self.cluster
+        await cluster.waitForPending(MINIONS)
+        listing = await cluster.key("-L", "--out", "json")
+        self.assertEqual(listing.code, 0, cluster.explain(listing))
+        keys = json.loads(listing.out)
+        self.assertEqual(sorted(keys["minions_pre"]), list(MINIONS), cluster.explain(listing))
+        self.assertEqual(keys["minions"], [], cluster.explain(listing))
+
+        for minionId in MINIONS:
+            accepted = await cluster.key("-a", minionId, "-y")
+            self.assertEqual(accepted.code, 0, cluster.explain(accepted))
+            self.assertIn(f"Key for minion {minionId} accepted.", accepted.out, str(accepted))
+        await cluster.waitForStart(self.events, MINIONS)
+
+        ping = await cluster.salt("*", "test.ping", "--static", "--out", "json")
+        self.assertEqual(ping.code, 0, cluster.explain(ping))
+        self.assertEqual(json.loads(ping.out), {"minion1": True, "minion2": True}, str(ping))
+        self.assertEqual(ping.err, "", str(ping))
+
+        nested = await cluster.salt("*", "test.ping")
+        self.assertEqual(nested.code, 0, cluster.explain(nested))
+        self.assertEqual(
+            sorted(_nestedBlocks(nested.out)),
+            ["minion1:\n    True\n", "minion2:\n    True\n"],
+            str(nested),
+        )
+
+
+class JobTests(IntegrationTestCase):
+    """
+    Jobs other than C{test.ping} against two accepted, connected minions.
+    """
+
+    async def setUp(self) -> None:
+        super().setUp()
+        await self.cluster.startReady(MINIONS)
+
+    async def test_jobs(self) -> None:
+        """
+        C{cmd.run 'echo hi'} runs the shell command on every minion and
+        returns its output without the newline. Arguments reach the minions
+        as Salt reads them on the command line: text stays text, a YAML
+        number becomes a number, C{key=value} a keyword argument; C{-L}
+        targets a list of ids and a bare id targets that minion alone.
+        """
+        cluster = self.cluster
+        hi = await cluster.salt("*", "cmd.run", "echo hi", "--static", "--out", "json")
+        self.assertEqual(hi.code, 0, cluster.explain(hi))
+        self.assertEqual(json.loads(hi.out), {"minion1": "hi", "minion2": "hi"}, str(hi))
+
+        text = await cluster.salt("*", "test.echo", "hello world", "--static", "--out", "json")
+        self.assertEqual(text.code, 0, cluster.explain(text))
+        self.assertEqual(
+            json.loads(text.out), {"minion1": "hello world", "minion2": "hello world"}, str(text)
+        )
+
+        number = await cluster.salt("-L", "minion2", "test.echo", "42", "--static", "--out", "json")
+        self.assertEqual(number.code, 0, cluster.explain(number))
+        self.assertEqual(json.loads(number.out), {"minion2": 42}, str(number))
+
+        args = await cluster.salt(
+            "minion1", "test.arg", "one", "2", "key=value", "--static", "--out", "json"
+        )
+        self.assertEqual(args.code, 0, cluster.explain(args))
+        returned = json.loads(args.out)
+        self.assertEqual(list(returned), ["minion1"], str(args))
+        self.assertEqual(returned["minion1"]["args"], ["one", 2], str(args))
+        self.assertEqual(returned["minion1"]["kwargs"].get("key"), "value", str(args))
+
+    async def test_errors(self) -> None:
+        """
+        A function no minion has is reported by each minion as
+        C{'nope.nope' is not available.}, and C{salttwist} exits with 1. A
+        target that matches no accepted minion sends nothing: C{salttwist}
+        says so on stderr and exits with 2.
+        """
+        cluster = self.cluster
+        unknown = await cluster.salt("*", "nope.nope", "--static", "--out", "json")
+        self.assertEqual(unknown.code, 1, cluster.explain(unknown))
+        self.assertEqual(
+            json.loads(unknown.out),
+            {
+                "minion1": "'nope.nope' is not available.",
+                "minion2": "'nope.nope' is not available.",
+            },
+            str(unknown),
+        )
+
+        nobody = await cluster.salt("nobody*", "test.ping")
+        self.assertEqual(nobody.code, 2, cluster.explain(nobody))
+        self.assertIn("No minions matched the target", nobody.err, str(nobody))
+        self.assertEqual(nobody.out, "", str(nobody))
+
+
+class MinionFailureTests(IntegrationTestCase):
+    """
+    Minions that go away, violently or when told to.
+    """
+
+    async def test_killedMinionDoesNotReturn(self) -> None:
+        """
+        A minion killed with SIGKILL is still targeted (its key is accepted):
+        C{salttwist} reports it as not returning after the timeout and exits
+        non-zero, while the other minion answers C{True}.
+        """
+        cluster = self.cluster
+        await cluster.startReady(MINIONS)
+        killed = cluster.minions["minion1"]
+        killed.sendSignal("KILL")
+        await killed.ended
+        result = await cluster.salt("*", "test.ping", "-t", "1", "--static", "--out", "json")
+        self.assertNotEqual(result.code, 0, cluster.explain(result))
+        self.assertEqual(
+            json.loads(result.out), {"minion1": NO_RESPONSE, "minion2": True}, str(result)
+        )
+
+    async def test_sigtermStopsMinion(self) -> None:
+        """
+        SIGTERM makes a connected minion close its connections and exit
+        within 2 seconds with exit code 0.
+        """
+        cluster = self.cluster
+        await cluster.startReady(["minion1"])
+        minion = cluster.minions["minion1"]
+        start = time.monotonic()
+        minion.sendSignal("TERM")
+        exited = await minion.waitForExit(STOP_GRACE)
+        elapsed = time.monotonic() - start
+        self.assertTrue(exited, cluster.logs())
+        self.assertLess(elapsed, 2.0, cluster.logs())
+        self.assertEqual((minion.exitCode, minion.signal), (0, None), cluster.logs())
+
+
+class MasterRestartTests(IntegrationTestCase):
+    """
+    The master goes away and comes back.
+    """
+
+    async def setUp(self) -> None:
+        super().setUp()
+        await self.cluster.startReady(MINIONS)
+
+    async def test_minionsReconnect(self) -> None:
+        """
+        After the master is stopped (SIGTERM) and started again on the same
+        ports, the minions reconnect and authenticate on their own, and the
+        next C{test.ping} gets C{True} from both. While the master is down,
+        C{salttwist} fails quickly with exit code 2.
+        """
+        cluster = self.cluster
+        assert cluster.ports is not None
+        ports = dict(cluster.ports)
+        await cluster.stopMaster()
+        assert cluster.master is not None
+        self.assertEqual(cluster.master.exitCode, 0, cluster.logs())
+
+        down = await cluster.salt("*", "test.ping")
+        self.assertEqual(down.code, 2, cluster.explain(down))
+
+        # Port 0 would get new ports, and the minions know only the old one.
+        cluster.writeMasterConfig(publish_port=ports["publish_port"], ret_port=ports["ret_port"])
+        await cluster.startMaster()
+        self.assertEqual(
+            (cluster.ports["publish_port"], cluster.ports["ret_port"]),
+            (ports["publish_port"], ports["ret_port"]),
+        )
+        results = []
+
+        async def bothAnswer() -> bool:
+            result = await cluster.salt("*", "test.ping", "-t", "1", "--static", "--out", "json")
+            results.append(result)
+            return result.code == 0 and json.loads(result.out or "{}") == {
+                "minion1": True,
+                "minion2": True,
+            }
+
+        await waitFor(
+            bothAnswer,
+            "both minions to answer the restarted master",
+            context=lambda: cluster.explain(results[-1] if results else None),
+        )
+
+
+class MasterProcessTests(IntegrationTestCase):
+    """
+    The master process on its own: how it starts, stops and fails, and what
+    the CLI does without it.
+    """
+
+    async def test_masterNotRunning(self) -> None:
+        """
+        Without a running master, C{salttwist} exits non-zero at once (it
+        waits for no timeout) and says on stderr that the master is not
+        running, both when no master ever ran in the config dir and when one
+        was killed (SIGKILL), leaving its socket files behind.
+
+        "At once" is under 2 seconds on a quiet machine. The bound checked is
+        the time beyond a bare C{salttwist --version}, the interpreter's own
+        start, so that a busy machine does not fail the test, while waiting
+        for the client's 2-second connection timeout still would.
+        """
+        cluster = self.cluster
+        cluster.writeMasterConfig()
+        for situation in ("never started", "killed"):
+            if situation == "killed":
+                master = await cluster.startMaster()
+                master.sendSignal("KILL")
+                await master.ended
+            baseline = await runCommand(["salttwist", "--version"])
+            result = await cluster.salt("*", "test.ping")
+            context = f"{situation}:\n{result}\nbaseline:\n{baseline}"
+            self.assertNotEqual(result.code, 0, f"{context}\n{cluster.logs()}")
+            self.assertLess(result.elapsed - baseline.elapsed, 1.5, context)
+            self.assertIn("master is not running", result.err, context)
+
+    async def test_twistdPlugin(self) -> None:
+        """
+        C{twistd -n salttwist-master -c DIR} runs the master too (it writes
+        its ports file), and SIGTERM stops it cleanly: it removes the ports
+        file and shuts down. twistd itself then ends the process with the
+        signal it received, which is how twistd reports a stop by signal.
+        """
+        cluster = self.cluster
+        master = await cluster.startMaster(
+            ["twistd", "-n", "salttwist-master", "-c", cluster.masterDir]
+        )
+        await master.stop()
+        portsFile = os.path.join(cluster.sockDir, PORTS_FILE)
+        self.assertFalse(os.path.exists(portsFile), cluster.logs())
+        self.assertIn("Server Shut Down.", master.output(), cluster.logs())
+        self.assertIn(
+            (master.exitCode, master.signal), [(0, None), (None, signal.SIGTERM)], cluster.logs()
+        )
+
+    async def test_sigtermStopsMaster(self) -> None:
+        """
+        SIGTERM makes C{salttwist-master} remove its ports file and exit
+        with exit code 0.
+        """
+        cluster = self.cluster
+        master = await cluster.startMaster()
+        await master.stop()
+        self.assertFalse(os.path.exists(os.path.join(cluster.sockDir, PORTS_FILE)), cluster.logs())
+        self.assertEqual((master.exitCode, master.signal), (0, None), cluster.logs())
+
+    async def test_badConfig(self) -> None:
+        """
+        A config with C{publish_port: abc} makes C{salttwist-master} exit
+        non-zero at once, with the file and the option named on stderr.
+        """
+        cluster = self.cluster
+        path = cluster.writeMasterConfig(publish_port="abc")
+        result = await runCommand(["salttwist-master", "-c", cluster.masterDir])
+        self.assertNotEqual(result.code, 0, str(result))
+        self.assertLess(result.elapsed, 5.0, str(result))
+        self.assertIn(path, result.err, str(result))
+        self.assertIn("publish_port", result.err, str(result))
+
+    async def test_portInUse(self) -> None:
+        """
+        A master whose port is taken by another master exits non-zero and
+        says it cannot listen, instead of running on without its sockets.
+        """
+        first = self.cluster
+        await first.startMaster()
+        assert first.ports is not None
+        second = Cluster(self)
+        second.writeMasterConfig(ret_port=first.ports["ret_port"])
+        process = second.spawn("second master", ["salttwist-master", "-c", second.masterDir])
+        self.assertTrue(await process.waitForExit(10), process.describe())
+        self.assertNotEqual((process.exitCode, process.signal), (0, None), process.describe())
+        self.assertIn("cannot listen", process.output(), process.describe())
