@@ -82,7 +82,7 @@ class MasterServiceTests(SynchronousTestCase):
         """
         service = self.makeService(publish_port=4505, ret_port=4506)
         service.privilegedStartService()
-        self.successResultOf(service.whenReady)
+        self.successResultOf(service.whenReady())
         self.assertEqual([port for port, *_ in self.reactor.tcpServers], [4505, 4506])
         self.assertEqual(
             sorted(os.path.basename(path) for path, *_ in self.reactor.unixServers),
@@ -90,6 +90,28 @@ class MasterServiceTests(SynchronousTestCase):
         )
         with open(os.path.join(service.config["sock_dir"], PORTS_FILE)) as f:
             self.assertEqual(json.load(f)["ret_port"], 4506)
+
+    def test_cannotListen(self) -> None:
+        """
+        When a port cannot be bound before the reactor runs (twistd's order),
+        starting raises L{StartupError} naming the reason, and a caller
+        waiting on L{MasterService.whenReady} sees the failure.
+        """
+        from twisted.internet.defer import fail
+        from twisted.internet.error import CannotListenError
+
+        from salttwist.master import service as serviceModule
+
+        class Busy:
+            def listen(self, factory: object) -> Deferred[None]:
+                return fail(CannotListenError("127.0.0.1", 4506, OSError("in use")))
+
+        self.patch(serviceModule, "tcpServerEndpoint", lambda *a: Busy())
+        service = self.makeService()
+        ready = service.whenReady()
+        error = self.assertRaises(StartupError, service.privilegedStartService)
+        self.assertIn("cannot listen", str(error))
+        self.failureResultOf(ready)
 
     def test_reconcilesEverySecond(self) -> None:
         """

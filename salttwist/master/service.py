@@ -15,6 +15,7 @@ from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint, U
 from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from salttwist.daemon import StartupError, ensurePrivateDir, writeRuntimeFile
 from salttwist.events.bus import EventPublisherFactory, EventPullFactory, LocalEventBus
@@ -62,8 +63,8 @@ class MasterService(MultiService):
 
     @param jobCache: the job cache (an L{IJobCache} with C{startPruning});
         by default the SQLite file C{cachedir/jobs.sqlite}.
-    @ivar whenReady: fires once every socket listens and the ports file is
-        written.
+    L{whenReady} tells when every socket listens and the ports file is
+    written.
     """
 
     log = Logger()
@@ -104,7 +105,8 @@ class MasterService(MultiService):
             grainsCache,
             jobCache=self.jobCache,
         )
-        self.whenReady: Deferred[None] = Deferred()
+        self._ready: bool | Failure = False
+        self._readyWaiters: list[Deferred[None]] = []
         self._ports: list[Any] = []
         self._loops: list[LoopingCall] = []
         for name in (EVENT_PUB_SOCKET, EVENT_PULL_SOCKET):
@@ -170,6 +172,31 @@ class MasterService(MultiService):
         if failed:
             failed[0].raiseException()
 
+    def whenReady(self) -> Deferred[None]:
+        """
+        @return: a L{Deferred} that fires once the master listens on every
+            socket, or fails with the reason it cannot.
+        """
+        d: Deferred[None] = Deferred()
+        if self._ready is True:
+            d.callback(None)
+        elif isinstance(self._ready, Failure):
+            d.errback(self._ready)
+        else:
+            self._readyWaiters.append(d)
+        return d
+
+    def _setReady(self, result: bool | Failure) -> None:
+        # Only those who asked get the outcome: a failed start that nobody
+        # waits for (the daemon exits) is not reported again as unhandled.
+        self._ready = result
+        waiters, self._readyWaiters = self._readyWaiters, []
+        for waiter in waiters:
+            if isinstance(result, Failure):
+                waiter.errback(result)
+            else:
+                waiter.callback(None)
+
     def _listening(self, results: list[tuple[bool, Any]]) -> None:
         self._ports = [port for _, port in results]
         publishPort = self._ports[0].getHost().port
@@ -185,7 +212,7 @@ class MasterService(MultiService):
             ret=retPort,
             sock=self.config["sock_dir"],
         )
-        self.whenReady.callback(None)
+        self._setReady(True)
 
     def _listenFailed(self, failure: Any) -> None:
         error = (
@@ -194,10 +221,7 @@ class MasterService(MultiService):
             else failure.value
         )
         self.log.critical("salttwist master cannot listen: {error}", error=error)
-        # Callers that wait on whenReady see the failure; when none does (the
-        # daemon, which exits below), it is not reported again as unhandled.
-        self.whenReady.addErrback(lambda _: None)
-        self.whenReady.errback(failure)
+        self._setReady(failure)
         if self.reactor.running:
             self.reactor.stop()
         else:
