@@ -53,6 +53,7 @@ INTENDED_HANDLERS = {
     "minionReturn",
     "minionGrains",
     "clientPublish",
+    "clientRunner",
 }
 
 
@@ -296,7 +297,7 @@ class DispatchTests(MasterTestCase):
         """
         self.assertEqual(CLEAR_FUNCS, {"_auth": "clearAuth", "_client_auth": "clearClientAuth"})
         self.assertEqual(MINION_FUNCS, {"_return": "minionReturn", "_grains": "minionGrains"})
-        self.assertEqual(CLIENT_FUNCS, {"publish": "clientPublish"})
+        self.assertEqual(CLIENT_FUNCS, {"publish": "clientPublish", "runner": "clientRunner"})
         self.assertEqual(ROLE_FUNCS, {"minion": MINION_FUNCS, "client": CLIENT_FUNCS})
         publicMethods = {
             name for name, value in inspect.getmembers(Master, callable) if not name.startswith("_")

@@ -12,8 +12,9 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from salttwist.args import parseArgs
 from salttwist.master.core import runSynchronously
-from salttwist.minion.executor import EX_UNAVAILABLE, Executor, parseArgs
+from salttwist.minion.executor import EX_UNAVAILABLE, Executor
 from salttwist.minion.replay import ReplayGuard
 from salttwist.modules import LoaderContext, Retcode, loadFunctions, onReactor
 

@@ -20,6 +20,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 
 from salttwist import crypt, serial, wire
+from salttwist.args import parseArgs
 from salttwist.interfaces import IAutosignPolicy, IEventBus, IJobCache, IKeyStore
 from salttwist.jid import JidGenerator
 from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
@@ -28,6 +29,7 @@ from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.pki.autosign import buildAutosignPolicy
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
+from salttwist.runners import RunnerContext, loadRunners
 from salttwist.targeting import TargetError, checkMinions, validateTarget
 
 if TYPE_CHECKING:
@@ -81,6 +83,7 @@ class Master:
         self.subscribers: dict[str, PubServerProtocol] = {}
         self.grainsCache = grainsCache or GrainsCache(None, runBlocking)
         self.jobCache = jobCache
+        self.runners = loadRunners()
         self.jobs = JobRegistry()
         self.jids = JidGenerator()
         self.authenticator = Authenticator(
@@ -435,6 +438,54 @@ class Master:
         )
         d = self.publish(load)
         return d.addCallback(lambda _: {"jid": jid, "minions": minions})
+
+    def clientRunner(
+        self, proto: ReqServerProtocol, load: dict[str, Any]
+    ) -> Deferred[dict[str, Any]]:
+        """
+        C{runner}: the local client runs a runner function in the master
+        (Salt's C{salt-run}). Fires C{salt/run/<jid>/new} and
+        C{salt/run/<jid>/ret}.
+
+        @return: C{{"jid": ..., "return": ...}}.
+        """
+        fun, arg = load.get("fun"), load.get("arg", [])
+        if not isinstance(fun, str) or not FUNCTION_NAME.match(fun):
+            raise ValueError(f"invalid runner name {fun!r}")
+        if not isinstance(arg, list):
+            raise ValueError("arg must be a list")
+        function = self.runners.get(fun)
+        if function is None:
+            raise ValueError(f"'{fun}' is not available.")
+        user = load.get("user") if isinstance(load.get("user"), str) else "root"
+        jid = self.jids.next()
+        self.bus.fire(f"salt/run/{jid}/new", {"fun": fun, "arg": arg, "jid": jid, "user": user})
+        args, kwargs = parseArgs(arg)
+
+        def done(value: Any) -> dict[str, Any]:
+            self.bus.fire(
+                f"salt/run/{jid}/ret",
+                {"fun": fun, "jid": jid, "user": user, "return": value, "success": True},
+            )
+            return {"jid": jid, "return": value}
+
+        def failed(failure: Any) -> Any:
+            self.bus.fire(
+                f"salt/run/{jid}/ret",
+                {
+                    "fun": fun,
+                    "jid": jid,
+                    "user": user,
+                    "return": str(failure.value),
+                    "success": False,
+                },
+            )
+            if failure.check(TypeError):
+                raise ValueError(f"Passed invalid arguments to {fun}: {failure.value}")
+            return failure
+
+        d = maybeDeferred(function, RunnerContext(self), *args, **kwargs)
+        return d.addCallbacks(done, failed)
 
     def _cacheWrite(self, d: Deferred[None]) -> None:
         # The job cache batches writes off the reactor; nobody waits for them,

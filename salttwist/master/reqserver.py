@@ -30,7 +30,7 @@ CLEAR_FUNCS = {"_auth": "clearAuth", "_client_auth": "clearClientAuth"}
 #: Commands an authenticated minion session may send.
 MINION_FUNCS = {"_return": "minionReturn", "_grains": "minionGrains"}
 #: Commands an authenticated local-client session may send.
-CLIENT_FUNCS = {"publish": "clientPublish"}
+CLIENT_FUNCS = {"publish": "clientPublish", "runner": "clientRunner"}
 
 ROLE_FUNCS = {"minion": MINION_FUNCS, "client": CLIENT_FUNCS}
 

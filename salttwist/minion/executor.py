@@ -12,6 +12,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from salttwist.args import parseArgs
 from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,
@@ -21,21 +22,6 @@ from salttwist.modules import (
 
 #: Salt's retcode for a function the minion does not have.
 EX_UNAVAILABLE = 254
-
-
-def parseArgs(arg: list[Any]) -> tuple[list[Any], dict[str, Any]]:
-    """
-    Split Salt's wire argument list: maps carrying C{__kwarg__: True} are
-    keyword arguments, everything else is positional.
-    """
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    for item in arg:
-        if isinstance(item, dict) and item.get("__kwarg__") is True:
-            kwargs.update({k: v for k, v in item.items() if k != "__kwarg__"})
-        else:
-            args.append(item)
-    return args, kwargs
 
 
 def _shape(value: Any) -> dict[str, Any]:

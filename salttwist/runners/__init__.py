@@ -1,0 +1,51 @@
+# -*- test-case-name: tests.test_runners -*-
+"""
+Runners: functions that execute in the master (Salt's C{salt-run}), named
+C{module.function}, called by the local client through the req channel.
+
+Every runner function takes a L{RunnerContext} first. It runs on the
+reactor thread and must not block: it returns a value or a L{Deferred}, and
+hands blocking work to C{context.master.runBlocking} (the job cache already
+works off the reactor).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from salttwist.master.core import Master
+
+RUNNERS: tuple[str, ...] = ()
+
+
+@dataclass
+class RunnerContext:
+    """
+    What a runner may use: the running L{Master} (its job cache, key store,
+    sessions, subscribers, grains cache, event bus, config and clock).
+    """
+
+    master: Master
+
+
+def loadRunners(modules: tuple[str, ...] | None = None) -> dict[str, Callable[..., Any]]:
+    """
+    @return: every public function of the runner modules, by
+        C{module.function}.
+    """
+    functions: dict[str, Callable[..., Any]] = {}
+    for name in RUNNERS if modules is None else modules:
+        module = importlib.import_module(f"salttwist.runners.{name}")
+        virtualName = getattr(module, "__virtualname__", name)
+        for attr, value in vars(module).items():
+            if attr.startswith("_") or not inspect.isfunction(value):
+                continue
+            if value.__module__ != module.__name__:
+                continue
+            functions[f"{virtualName}.{attr}"] = value
+    return functions
