@@ -60,13 +60,13 @@ class LocalClient:
         self.reactor = reactor
 
     async def _connect(
-        self, onEvent: Callable[[str, dict[str, Any]], None]
+        self, onEvent: Callable[[str, dict[str, Any]], None], prefixes: list[str]
     ) -> tuple[EventListenerProtocol, ReqClientProtocol]:
         config = self.config
         sockPath = os.path.join(config["sock_dir"], EVENT_PUB_SOCKET)
         try:
             events = await listenEvents(
-                self.reactor, sockPath, ["salt/job/"], onEvent, timeout=CONNECT_TIMEOUT
+                self.reactor, sockPath, prefixes, onEvent, timeout=CONNECT_TIMEOUT
             )
         except Exception as e:
             raise MasterUnavailable(
@@ -154,7 +154,7 @@ class LocalClient:
                 if len(result.returns) == len(result.minions) and not finished.called:
                     finished.callback(None)
 
-        events, req = await self._connect(onEvent)
+        events, req = await self._connect(onEvent, ["salt/job/"])
         try:
             reply = await req.request(
                 {
@@ -183,6 +183,21 @@ class LocalClient:
                     timer.cancel()
             result.missing = [m for m in result.minions if m not in result.returns]
             return result
+        finally:
+            req.transport.loseConnection()
+            events.transport.loseConnection()
+
+    async def runner(self, fun: str, arg: list[Any]) -> dict[str, Any]:
+        """
+        Run the runner function C{fun} in the master (Salt's C{salt-run}).
+
+        @return: C{{"jid": ..., "return": ...}}.
+        @raise MasterUnavailable: if the master cannot be reached.
+        @raise RequestError: if the master refused or the runner failed.
+        """
+        events, req = await self._connect(lambda tag, data: None, ["salt/run/"])
+        try:
+            return await req.request({"cmd": "runner", "fun": fun, "arg": arg, "user": _user()})
         finally:
             req.transport.loseConnection()
             events.transport.loseConnection()
