@@ -73,6 +73,7 @@ class MinionTestCase(SynchronousTestCase):
             "recon_default": 1000,
             "recon_max": 10000,
             "recon_randomize": False,
+            "random_reauth_delay": 0,
         }
         options.update(overrides)
         config = loadMinionConfig(root, overrides=options)
@@ -230,7 +231,10 @@ class AuthenticationTests(MinionTestCase):
         self.assertEqual(self.net.attempts, [REQ_PORT])
         self.assertEqual(self.master.subscribers, {})
         self.assertEqual(self.master.sessions, {})
-        self.assertTrue(self.logged("differs from the pinned"))
+        # The log line names both fingerprints, so an admin can compare.
+        [line] = self.logged("not the pinned")
+        self.assertIn(crypt.fingerprint(MASTER_PEM), line)
+        self.assertIn(crypt.fingerprint(OTHER_PEM), line)
         self.net.advance(1.0)
         self.assertEqual(self.net.attempts, [REQ_PORT, REQ_PORT])
         self.assertNoResult(ready)
@@ -252,7 +256,9 @@ class AuthenticationTests(MinionTestCase):
         self.assertEqual(minion.state, "waiting")
         self.assertEqual(self.master.subscribers, {})
         self.assertFalse(os.path.exists(self.pinnedPath(minion)))
-        self.assertTrue(self.logged("does not match master_finger"))
+        [line] = self.logged("not master_finger")
+        self.assertIn(crypt.fingerprint(MASTER_PEM), line)
+        self.assertIn(crypt.fingerprint(OTHER_PEM), line)
         self.net.advance(1.0)
         self.assertEqual(self.net.attempts, [REQ_PORT, REQ_PORT])
         self.assertNoResult(ready)
@@ -732,6 +738,27 @@ class ReconnectTests(MinionTestCase):
         proto.connectionLost(None)
         self.assertIsNone(minion.req)
         self.assertEqual(minion.state, "stopped")
+
+    def test_randomReauthDelay(self) -> None:
+        """
+        After losing an established connection the minion waits its back-off
+        plus a random 0..random_reauth_delay seconds, so a master restart
+        does not bring every minion back in the same second.
+        """
+        minion = self.readyMinion(random_reauth_delay=30)
+        delays: list[float] = []
+        real = self.net.reactor.callLater
+
+        def recordingCallLater(delay: float, f: Any, *a: Any, **kw: Any) -> Any:
+            delays.append(delay)
+            return real(delay, f, *a, **kw)
+
+        self.patch(self.net.reactor, "callLater", recordingCallLater)
+        self.net.closeAll()
+        self.net.flush()
+        self.assertEqual(len(delays), 1)
+        self.assertTrue(1.0 <= delays[0] <= 31.0, delays)
+        self.assertEqual(minion.state, "waiting")
 
     def test_stopCancelsRetry(self) -> None:
         """

@@ -87,6 +87,7 @@ def main() -> int:
                 f.write(
                     f"root_dir: {root}/{minionId}\nid: {minionId}\nmaster: 127.0.0.1\n"
                     f"master_port: {ports['ret_port']}\nacceptance_wait_time: 0.5\n"
+                    "random_reauth_delay: 0\n"
                 )
             log = open(os.path.join(root, f"{minionId}.log"), "wb")
             logs.append(log)

@@ -126,10 +126,11 @@ class MasterService(MultiService):
         super().startService()
         self.jobCache.startPruning()
         self._startLoop(KEY_RECONCILE_INTERVAL, self.master.reconcileKeys)
-        self._startLoop(
-            float(self.config["publish_session"]),
-            lambda: self.master.rotatePublicationKey("publish_session elapsed"),
-        )
+        if self.config["publish_session"] > 0:
+            self._startLoop(
+                float(self.config["publish_session"]),
+                lambda: self.master.rotatePublicationKey("publish_session elapsed"),
+            )
 
     def _startLoop(self, interval: float, f: Any) -> None:
         def runOnce() -> Deferred:

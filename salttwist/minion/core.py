@@ -290,9 +290,15 @@ class Minion:
         if generation == self._generation and self.state != "stopped":
             from twisted.python.failure import Failure
 
-            self._attemptFailed(
-                Failure(ConnectionLost("lost the connection to the master")), generation
-            )
+            delay = None
+            if self.state == "ready":
+                # A master restart drops every minion at once: spread their
+                # returns over random_reauth_delay seconds (Salt's option), so
+                # thousands of authentications do not arrive in one second.
+                spread = float(self.config.get("random_reauth_delay", 0))
+                delay = self._backoff() + random.uniform(0, spread)
+            failure = Failure(AttemptFailed("lost the connection to the master", delay))
+            self._attemptFailed(failure, generation)
 
     def _autosignGrains(self) -> dict[str, Any]:
         grains = self.executor.context.grains
@@ -311,13 +317,16 @@ class Minion:
         pinned = self._readPinned()
         if pinned is not None and pinned != masterPem:
             raise AttemptFailed(
-                f"the master's public key differs from the pinned {self._pinnedPath}; "
-                "if the master "
-                "was rebuilt on purpose, remove that file"
+                f"the master presents key {crypt.fingerprint(masterPem)}, not the pinned "
+                f"{crypt.fingerprint(pinned)} in {self._pinnedPath}; if the master was "
+                "rebuilt on purpose, remove that file"
             )
         finger = self.config.get("master_finger") or ""
         if finger and crypt.fingerprint(masterPem) != finger.lower():
-            raise AttemptFailed("the master's key fingerprint does not match master_finger")
+            raise AttemptFailed(
+                f"the master presents key {crypt.fingerprint(masterPem)}, not master_finger "
+                f"{finger}"
+            )
         masterKey = crypt.loadPublicKey(masterPem)
         aesCt, sessionCt, kid, port = (
             reply.get("aes"),

@@ -426,6 +426,7 @@ class Cluster:
             "acceptance_wait_time": 0.5,
             "recon_default": 200,
             "recon_max": 1000,
+            "random_reauth_delay": 0,
             "log_level": "info",
             **options,
         }
