@@ -896,3 +896,52 @@ class RotationTests(MinionTestCase):
         self.net.flush()
         self.assertEqual(minion._kid, kid)
         self.assertTrue(self.logged("dropped a key rotation"))
+
+
+class RunningJobTests(MinionTestCase):
+    """
+    The minion tracks the jobs it runs (saltutil.running, find_job) and can
+    kill them (saltutil.kill_job).
+    """
+
+    def test_findAndKill(self) -> None:
+        """
+        A long job is listed by C{saltutil.running} and found by
+        C{saltutil.find_job}; C{saltutil.kill_job} stops it and it returns
+        that it was killed; afterwards find_job finds nothing.
+        """
+        self.readyMinion()
+        sleeper = self.publish("test.sleep", [100])
+        self.publish("saltutil.find_job", [sleeper])
+        self.publish("saltutil.running")
+        found, running = self.returns()
+        self.assertEqual(found["return"]["jid"], sleeper)
+        self.assertEqual(found["return"]["fun"], "test.sleep")
+        self.assertIn(sleeper, [job["jid"] for job in running["return"]])
+        killer = self.publish("saltutil.kill_job", [sleeper])
+        self.net.flush()
+        byJid = {ret["jid"]: ret for ret in self.returns()}
+        self.assertTrue(byJid[killer]["return"].startswith(f"Signal 9 sent to job {sleeper}"))
+        self.assertEqual(byJid[sleeper]["return"], "The job was killed with SIGKILL")
+        self.assertIs(byJid[sleeper]["success"], False)
+        self.publish("saltutil.find_job", [sleeper])
+        self.assertEqual(self.returns()[-1]["return"], {})
+
+    def test_killUnknown(self) -> None:
+        """
+        Killing a job the minion is not running says so.
+        """
+        self.readyMinion()
+        self.publish("saltutil.kill_job", ["20260101000000000000"])
+        self.assertEqual(self.returns()[-1]["return"], "Job 20260101000000000000 was not found")
+
+    def test_signalJobRefusesOtherSignals(self) -> None:
+        """
+        C{saltutil.signal_job} with a signal other than TERM/KILL is refused
+        with a clear error.
+        """
+        self.readyMinion()
+        self.publish("saltutil.signal_job", ["20260101000000000000", "SIGUSR1"])
+        ret = self.returns()[-1]
+        self.assertEqual(ret["retcode"], 1)
+        self.assertIn("not supported", ret["return"])

@@ -56,7 +56,9 @@ class SysTests(SynchronousTestCase):
         self.assertNotIn("sysmod", modules)
         self.assertNotIn("filemod", modules)
         self.assertEqual(modules, sorted(modules))
-        self.assertEqual(sysmod.list_modules(self.context, "s*"), ["status", "sys", "sysctl"])
+        self.assertEqual(
+            sysmod.list_modules(self.context, "s*"), ["saltutil", "status", "sys", "sysctl"]
+        )
         self.assertEqual(sysmod.list_modules(self.context, "sys"), ["sys"])
 
     def test_listFunctions(self) -> None:

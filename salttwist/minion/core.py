@@ -27,6 +27,7 @@ from twisted.logger import Logger
 from salttwist import crypt, serial, wire
 from salttwist.jid import isJid
 from salttwist.minion.executor import Executor
+from salttwist.minion.jobs import RunningJob
 from salttwist.minion.pubclient import PubClientProtocol
 from salttwist.minion.replay import ReplayGuard
 from salttwist.targeting import TargetError, matchMinion
@@ -413,7 +414,23 @@ class Minion:
         self.log.info(
             "minion {id}: running {fun} for job {jid}", id=self.id, fun=fun, jid=load["jid"]
         )
-        self.executor.run(fun, arg).addCallback(self._jobDone, load)
+        jid = load["jid"]
+        d = self.executor.run(fun, arg)
+        job = RunningJob(load, d, self.reactor.seconds())
+        running = self.executor.context.running
+        running[jid] = job
+
+        def ended(result: dict[str, Any]) -> dict[str, Any]:
+            running.pop(jid, None)
+            if job.killedBy is not None:
+                result = {
+                    "return": f"The job was killed with {job.killedBy}",
+                    "retcode": 1,
+                    "success": False,
+                }
+            return result
+
+        d.addCallback(ended).addCallback(self._jobDone, load)
 
     def _rotationReceived(self, frame: dict[str, Any]) -> None:
         """

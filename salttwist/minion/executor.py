@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import CancelledError, Deferred, maybeDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -69,6 +69,9 @@ class Executor:
         return {"return": f"'{fun}' is not available.", "retcode": EX_UNAVAILABLE, "success": False}
 
     def _failed(self, failure: Failure, fun: str) -> dict[str, Any]:
+        if failure.check(CancelledError):
+            # saltutil.kill_job stopped it; the minion words the return.
+            return {"return": f"{fun} was cancelled", "retcode": 1, "success": False}
         if failure.check(CommandExecutionError):
             self.log.error(
                 "A command in {fun!r} had a problem: {error}", fun=fun, error=failure.value

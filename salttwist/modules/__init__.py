@@ -36,6 +36,7 @@ MODULES = (
     "disk",
     "status",
     "pkg",
+    "saltutil",
 )
 
 
@@ -69,6 +70,9 @@ class LoaderContext:
     #: Called on the reactor thread after a module changed C{grains}, so the
     #: minion can report them to its master.
     onGrainsChanged: Callable[[], None] | None = None
+    #: The jobs this minion is running, by jid (Salt's proc dir), for the
+    #: saltutil module: each has C{info()} and C{cancel()}.
+    running: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -336,7 +336,8 @@ def runCommand(
         )
 
     reactor = context.reactor
-    done: Deferred = Deferred()
+    # Cancelling the job (saltutil.kill_job) kills the process tree.
+    done: Deferred = Deferred(lambda _: collector.kill())
     collector = _Collector(stdinBytes, done)
     reactor.spawnProcess(collector, executable, argv, env=environ, path=cwd, uid=uid, gid=gid)
 

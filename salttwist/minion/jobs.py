@@ -1,0 +1,59 @@
+# -*- test-case-name: tests.test_modules_saltutil -*-
+"""
+The jobs a minion is running (Salt's proc dir, kept in memory: jobs run
+inside the minion process).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from twisted.internet.defer import Deferred
+
+
+@dataclass
+class RunningJob:
+    """
+    One job being run.
+
+    @ivar load: the publication's load (jid, fun, arg, tgt, tgt_type, user).
+    @ivar deferred: fires with the job's result; cancelling it stops the job.
+    @ivar killedBy: the signal name the job was stopped with, if it was.
+    """
+
+    load: dict[str, Any]
+    deferred: Deferred[Any]
+    started: float
+    killedBy: str | None = field(default=None)
+
+    @property
+    def fun(self) -> str:
+        """
+        The job's function.
+        """
+        return str(self.load.get("fun", ""))
+
+    def info(self) -> dict[str, Any]:
+        """
+        The job's data as Salt's C{saltutil.running} shows it.
+        """
+        load = self.load
+        return {
+            "jid": load.get("jid"),
+            "fun": load.get("fun"),
+            "arg": load.get("arg", []),
+            "tgt": load.get("tgt"),
+            "tgt_type": load.get("tgt_type", "glob"),
+            "user": load.get("user"),
+            "pid": os.getpid(),
+            "ret": "",
+        }
+
+    def cancel(self, signalName: str) -> None:
+        """
+        Stop the job: its processes are killed, and it returns that it was.
+        """
+        self.killedBy = signalName
+        self.deferred.cancel()
