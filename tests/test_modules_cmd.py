@@ -66,6 +66,31 @@ class CmdTests(TestCase):
         result = await self.job("cmd.run", "echo out; echo err >&2; exit 3")
         self.assertEqual(result, {"return": "out\nerr", "retcode": 3, "success": False})
 
+    async def test_cancelKillsProcessTree(self) -> None:
+        """
+        Cancelling a running C{cmd.run} job (what saltutil.kill_job does)
+        kills the shell and the processes it started, at once.
+        """
+        marker = os.path.abspath(self.mktemp())
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        d = self.job("cmd.run", f"sleep 30 & echo $! > {marker}; wait")
+        for _ in range(200):
+            if os.path.exists(marker) and open(marker).read().strip():
+                break
+            await deferLater(self.reactor, 0.02, lambda: None)
+        with open(marker) as f:
+            child = int(f.read())
+        d.cancel()
+        result = await d
+        self.assertEqual(result["retcode"], 1)
+        for _ in range(100):
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            await deferLater(self.reactor, 0.02, lambda: None)
+        self.assertRaises(ProcessLookupError, os.kill, child, 0)
+
     async def test_runSuccess(self) -> None:
         """
         A command exiting 0 is a successful job.
