@@ -298,6 +298,7 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "keep_jobs": _Option(24, _COUNT),
     "timeout": _Option(5, _checkNumber),
     "publish_session": _Option(86400, _checkNumber),
+    "gather_job_timeout": _Option(10, _checkNumber),
     "nodegroups": _Option({}, _checkMapping),
     "presence_events": _Option(False, _checkBool),
     "event_queue_max": _Option(10000, _integer(1)),

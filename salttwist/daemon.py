@@ -12,6 +12,9 @@ import os
 import stat
 from typing import Any
 
+#: The runtime file, in a master's C{sock_dir}, with the ports it listens on.
+PORTS_FILE = "master.ports"
+
 
 class StartupError(Exception):
     """

@@ -13,6 +13,7 @@ connection the way the operating system does when no master is running.
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -355,6 +356,7 @@ class RunJobTests(SynchronousTestCase):
         @return: a list that records the arguments of each call.
         """
         calls: list[tuple[Any, ...]] = []
+        self.gatherJobTimeouts: list[float] = []
 
         async def run(
             client: Any,
@@ -365,8 +367,10 @@ class RunJobTests(SynchronousTestCase):
             timeout: float = 5.0,
             onPublished: Any = None,
             onReturn: Any = None,
+            gatherJobTimeout: float = 10.0,
         ) -> JobResult:
             calls.append((tgt, fun, arg, tgtType, timeout))
+            self.gatherJobTimeouts.append(gatherJobTimeout)
             if isinstance(result, Exception):
                 raise result
             onPublished(result.jid, result.minions)
@@ -450,6 +454,81 @@ class RunJobTests(SynchronousTestCase):
         self.fakeRun(result)
         self.assertEqual(self.successResultOf(self.runJob(["*", "test.ping"])), 1)
         self.assertIn("Minion did not return. [No response]", self.stdout.getvalue())
+
+    def test_notConnectedMinion(self) -> None:
+        """
+        A minion that was not connected is reported C{[Not connected]}.
+        """
+        result = JobResult(
+            "1" * 20,
+            ["web1", "web2"],
+            returns={"web1": {"return": True, "retcode": 0}},
+            notConnected=["web2"],
+        )
+        self.fakeRun(result)
+        self.assertEqual(self.successResultOf(self.runJob(["*", "test.ping"])), 1)
+        self.assertIn("web2:\n    Minion did not return. [Not connected]", self.stdout.getvalue())
+
+    def test_hideTimeoutAndSummary(self) -> None:
+        """
+        C{--hide-timeout} leaves out minions that did not return;
+        C{--summary} counts targeted, returned, missing and failed minions.
+        """
+        result = JobResult(
+            "1" * 20,
+            ["a", "b", "c"],
+            returns={"a": {"return": True, "retcode": 0}, "b": {"return": "x", "retcode": 2}},
+            missing=["c"],
+        )
+        self.fakeRun(result)
+        self.successResultOf(self.runJob(["--hide-timeout", "--summary", "*", "test.ping"]))
+        out = self.stdout.getvalue()
+        self.assertNotIn("did not return", out.split("Summary")[0])
+        self.assertIn("# of minions targeted: 3\n", out)
+        self.assertIn("# of minions returned: 2\n", out)
+        self.assertIn("# of minions that did not return: 1\n", out)
+        self.assertIn("# of minions with errors: 1\n", out)
+
+    def test_quietAndOutFile(self) -> None:
+        """
+        C{--out quiet} prints nothing; C{--out-file} writes the output to a
+        file instead of standard output.
+        """
+        result = JobResult("1" * 20, ["a"], returns={"a": {"return": True, "retcode": 0}})
+        self.fakeRun(result)
+        self.successResultOf(self.runJob(["--out", "quiet", "*", "test.ping"]))
+        self.assertEqual(self.stdout.getvalue(), "")
+        path = os.path.abspath(self.mktemp())
+        self.successResultOf(
+            self.runJob(["--out", "json", "--static", "--out-file", path, "*", "test.ping"])
+        )
+        self.assertEqual(self.stdout.getvalue(), "")
+        with open(path) as f:
+            self.assertEqual(json.loads(f.read()), {"a": True})
+
+    def test_gatherJobTimeout(self) -> None:
+        """
+        C{--gather-job-timeout} is passed on; the default is the master's
+        C{gather_job_timeout}.
+        """
+        result = JobResult("1" * 20, ["a"], returns={"a": {"return": True, "retcode": 0}})
+        self.fakeRun(result)
+        self.successResultOf(self.runJob(["*", "test.ping"]))
+        self.successResultOf(self.runJob(["--gather-job-timeout", "3", "*", "test.ping"]))
+        self.assertEqual(self.gatherJobTimeouts, [10.0, 3.0])
+
+    def test_async(self) -> None:
+        """
+        C{--async} publishes and prints Salt's line with the jid, without
+        waiting for returns.
+        """
+
+        async def publish(client: Any, tgt: Any, fun: str, arg: Any, tgtType: str = "glob") -> Any:
+            return {"jid": "2" * 20, "minions": ["a"], "connected": ["a"]}
+
+        self.patch(local.LocalClient, "publish", publish)
+        self.assertEqual(self.successResultOf(self.runJob(["--async", "*", "test.ping"])), 0)
+        self.assertEqual(self.stdout.getvalue(), f"Executed command with job ID: {'2' * 20}\n")
 
     def test_failedMinion(self) -> None:
         """

@@ -45,7 +45,7 @@ class OutputtersTests(SynchronousTestCase):
         """
         L{OUTPUTTERS} names the five supported outputters, C{nested} first.
         """
-        self.assertEqual(OUTPUTTERS, ("nested", "json", "yaml", "txt", "raw"))
+        self.assertEqual(OUTPUTTERS, ("nested", "json", "yaml", "txt", "raw", "quiet"))
 
     def test_unknownOutputter(self) -> None:
         """
@@ -64,9 +64,11 @@ class OutputtersTests(SynchronousTestCase):
 
     def test_endsWithNewline(self) -> None:
         """
-        Every outputter's text ends in exactly one newline.
+        Every outputter's text but C{quiet}'s ends in exactly one newline;
+        C{quiet} prints nothing at all.
         """
-        for outputter in OUTPUTTERS:
+        self.assertEqual(render("quiet", NESTED), "")
+        for outputter in OUTPUTTERS[:-1]:
             text = render(outputter, NESTED)
             self.assertTrue(text.endswith("\n"), outputter)
             self.assertFalse(text.endswith("\n\n"), outputter)

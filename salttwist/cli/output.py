@@ -34,7 +34,7 @@ import yaml
 __all__ = ["OUTPUTTERS", "render", "minionReturnLine"]
 
 
-OUTPUTTERS: tuple[str, ...] = ("nested", "json", "yaml", "txt", "raw")
+OUTPUTTERS: tuple[str, ...] = ("nested", "json", "yaml", "txt", "raw", "quiet")
 
 
 def _sgr(*codes: str) -> str:
@@ -355,6 +355,7 @@ _OUTPUTTER_FUNCTIONS: dict[str, Callable[[object, bool, int | None, int], str]] 
     "yaml": _yaml,
     "txt": _txt,
     "raw": _raw,
+    "quiet": lambda data, color, indent, retcode: "",
 }
 
 

@@ -23,6 +23,8 @@ from salttwist.cli.output import OUTPUTTERS, minionReturnLine, render
 from salttwist.config import ConfigError, loadMasterConfig
 
 NO_RESPONSE = "Minion did not return. [No response]"
+NOT_CONNECTED = "Minion did not return. [Not connected]"
+NO_MATCH = "No minions matched the target. No command was sent, no jid was assigned.\n"
 #: Salt's C{key=value} test (C{salt.utils.args.KWARG_REGEX}): the key is a
 #: word that may hold C{.} and C{-}, and C{a==b} stays positional.
 _KWARG = re.compile(r"^([^\d\W][\w.-]*)=(?!=)(.*)$")
@@ -65,7 +67,34 @@ def buildParser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="Print the jid and the expected minions."
     )
     parser.add_argument(
-        "--out", choices=OUTPUTTERS, default="nested", help="Outputter (default: nested)."
+        "--out",
+        choices=OUTPUTTERS,
+        default="nested",
+        help="Outputter (default: nested); quiet prints nothing.",
+    )
+    parser.add_argument("--out-file", default=None, help="Write the output to this file.")
+    parser.add_argument(
+        "--out-file-append",
+        action="store_true",
+        help="Append to --out-file instead of replacing it.",
+    )
+    parser.add_argument(
+        "--async",
+        dest="asynchronous",
+        action="store_true",
+        help="Publish the job and print its jid without waiting for returns.",
+    )
+    parser.add_argument(
+        "--summary", action="store_true", help="Print a summary of the returns at the end."
+    )
+    parser.add_argument(
+        "--hide-timeout", action="store_true", help="Do not list minions that did not return."
+    )
+    parser.add_argument(
+        "--gather-job-timeout",
+        type=float,
+        default=None,
+        help="Seconds to wait for saltutil.find_job answers (default: the master's, 10).",
     )
     parser.add_argument(
         "--out-indent",
@@ -150,8 +179,14 @@ def _yamlify(word: str) -> Any:
 class _Printer:
     def __init__(self, options: argparse.Namespace) -> None:
         self.options = options
+        self.stream: Any = sys.stdout
+        if options.out_file:
+            self.stream = open(options.out_file, "a" if options.out_file_append else "w")  # noqa: SIM115
         self.color = options.force_color or (
-            not options.no_color and options.out == "nested" and sys.stdout.isatty()
+            not options.no_color
+            and options.out == "nested"
+            and not options.out_file
+            and sys.stdout.isatty()
         )
         self.static: dict[str, Any] = {}
 
@@ -170,28 +205,48 @@ class _Printer:
                 )
             )
 
-    def missing(self, minionIds: list[str]) -> None:
+    def missing(self, minionIds: list[str], text: str = NO_RESPONSE) -> None:
+        if self.options.hide_timeout:
+            return
         for minionId in minionIds:
             if self.options.static:
-                self.static[minionId] = NO_RESPONSE
+                self.static[minionId] = text
             else:
                 self._write(
                     minionReturnLine(
                         minionId,
-                        NO_RESPONSE,
+                        text,
                         self.options.out,
                         self.color,
                         indent=self.options.out_indent,
                     )
                 )
 
+    def summary(self, result: Any) -> None:
+        failed = [m for m, d in result.returns.items() if (d.get("retcode") or 0) != 0]
+        notReturned = len(result.missing) + len(result.notConnected)
+        rule = "-" * 43
+        self._write(
+            f"\n{rule}\nSummary\n{rule}\n"
+            f"# of minions targeted: {len(result.minions)}\n"
+            f"# of minions returned: {len(result.returns)}\n"
+            f"# of minions that did not return: {notReturned}\n"
+            f"# of minions with errors: {len(failed)}\n{rule}\n"
+        )
+
     def finish(self) -> None:
         if self.options.static and self.static:
             self._write(render(self.options.out, self.static, self.color, self.options.out_indent))
 
     def _write(self, text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        if self.options.out == "quiet":
+            return
+        self.stream.write(text)
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.stream is not sys.stdout:
+            self.stream.close()
 
 
 async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, Any]) -> int:
@@ -209,7 +264,24 @@ async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, An
 
     client = LocalClient(config, reactor)
     timeout = options.timeout if options.timeout is not None else float(config["timeout"])
+    gatherTimeout = (
+        options.gather_job_timeout
+        if options.gather_job_timeout is not None
+        else float(config["gather_job_timeout"])
+    )
     try:
+        if options.asynchronous:
+            reply = await client.publish(
+                options.target,
+                options.function,
+                parseCliArgs(options.arg),
+                options.tgt_type or "glob",
+            )
+            if not reply.get("minions"):
+                sys.stderr.write(NO_MATCH)
+                return EX_UNAVAILABLE
+            sys.stdout.write(f"Executed command with job ID: {reply['jid']}\n")
+            return EX_OK
         result = await client.run(
             options.target,
             options.function,
@@ -218,6 +290,7 @@ async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, An
             timeout,
             onPublished=published,
             onReturn=printer.returned,
+            gatherJobTimeout=gatherTimeout,
         )
     except MasterUnavailable as e:
         sys.stderr.write(f"Error: {e}\n")
@@ -226,14 +299,18 @@ async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, An
         sys.stderr.write(f"Error: the master refused the job: {e}\n")
         return EX_UNAVAILABLE
     if not result.minions:
-        sys.stderr.write(
-            "No minions matched the target. No command was sent, no jid was assigned.\n"
-        )
+        sys.stderr.write(NO_MATCH)
         return EX_UNAVAILABLE
+    printer.missing(result.notConnected, NOT_CONNECTED)
     printer.missing(result.missing)
     printer.finish()
-    failed = result.missing or any(
-        (data.get("retcode") or 0) != 0 for data in result.returns.values()
+    if options.summary:
+        printer.summary(result)
+    printer.close()
+    failed = (
+        result.missing
+        or result.notConnected
+        or any((data.get("retcode") or 0) != 0 for data in result.returns.values())
     )
     return EX_GENERIC if failed else EX_OK
 

@@ -12,6 +12,7 @@ master's user can read.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +21,10 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import HostnameEndpoint
 
 from salttwist import crypt, wire
-from salttwist.daemon import readRuntimeFile
+from salttwist.daemon import PORTS_FILE, readRuntimeFile
+from salttwist.events import EVENT_PUB_SOCKET
 from salttwist.events.client import EventListenerProtocol, listenEvents
 from salttwist.master.keys import readRootKey
-from salttwist.master.service import EVENT_PUB_SOCKET, PORTS_FILE
 from salttwist.transport.reqclient import ReqClientProtocol, reqClientFactory
 
 CONNECT_TIMEOUT = 2.0
@@ -48,6 +49,87 @@ class JobResult:
     minions: list[str]
     returns: dict[str, dict[str, Any]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    notConnected: list[str] = field(default_factory=list)
+
+
+class _Gather:
+    """
+    The returns of one job, and waiting for a set of them.
+    """
+
+    def __init__(self, reactor: Any, minions: list[str], onReturn: Any) -> None:
+        self._reactor = reactor
+        self._expected = set(minions)
+        self._onReturn = onReturn
+        self.returns: dict[str, dict[str, Any]] = {}
+        self._waiter: tuple[set[str], Deferred[bool]] | None = None
+
+    def add(self, minionId: str, data: dict[str, Any]) -> None:
+        if minionId not in self._expected or minionId in self.returns:
+            return
+        self.returns[minionId] = data
+        if self._onReturn is not None:
+            self._onReturn(minionId, data)
+        if self._waiter is not None and self._waiter[0] <= set(self.returns):
+            self._finish(True)
+
+    def waitFor(self, minions: set[str], timeout: float) -> Deferred[bool]:
+        """
+        @return: a L{Deferred} firing L{True} once all of C{minions} have
+            returned, or L{False} after C{timeout} seconds (or when aborted).
+        """
+        d: Deferred[bool] = Deferred()
+        if minions <= set(self.returns):
+            d.callback(True)
+            return d
+        self._waiter = (minions, d)
+        timer = self._reactor.callLater(timeout, self._finish, False)
+        d.addBoth(lambda r: (timer.cancel() if timer.active() else None, r)[1])
+        return d
+
+    def _finish(self, done: bool) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter[1].callback(done)
+
+
+class _ReturnCollector:
+    """
+    Routes C{salt/job/<jid>/ret/<id>} events to the gather of their jid,
+    keeping those that arrive before the jid is known (a fast minion can
+    answer before the publish reply is read).
+    """
+
+    def __init__(self, reactor: Any) -> None:
+        self._reactor = reactor
+        self._gathers: dict[str, _Gather] = {}
+        self._early: deque[tuple[str, str, dict[str, Any]]] = deque(maxlen=100000)
+
+    def onEvent(self, tag: str, data: dict[str, Any]) -> None:
+        parts = tag.split("/")
+        if len(parts) != 5 or parts[:2] != ["salt", "job"] or parts[3] != "ret":
+            return
+        jid, minionId = parts[2], parts[4]
+        gather = self._gathers.get(jid)
+        if gather is None:
+            self._early.append((jid, minionId, data))
+        else:
+            gather.add(minionId, data)
+
+    def gather(self, jid: str, minions: list[str], onReturn: Any) -> _Gather:
+        gather = _Gather(self._reactor, minions, onReturn)
+        self._gathers[jid] = gather
+        for earlyJid, minionId, data in list(self._early):
+            if earlyJid == jid:
+                gather.add(minionId, data)
+        return gather
+
+    def abort(self) -> None:
+        """
+        The event bus went away: stop every wait.
+        """
+        for gather in self._gathers.values():
+            gather._finish(False)
 
 
 class LocalClient:
@@ -121,71 +203,108 @@ class LocalClient:
         timeout: float = 5.0,
         onPublished: Callable[[str, list[str]], None] | None = None,
         onReturn: Callable[[str, dict[str, Any]], None] | None = None,
+        gatherJobTimeout: float = 10.0,
     ) -> JobResult:
         """
-        Publish one job and gather its returns for at most C{timeout} seconds.
+        Publish one job and gather its returns, as Salt's LocalClient does:
+        wait C{timeout} seconds for the connected targeted minions; then ask
+        the silent ones with C{saltutil.find_job} (waiting up to
+        C{gatherJobTimeout} for their answers) and keep waiting for those
+        still running it, another C{timeout} at a time. Minions the master
+        knew were not connected are not waited for at all.
 
         @param onPublished: called with the jid and expected minions.
         @param onReturn: called with each minion's return event as it arrives.
         @raise MasterUnavailable: if the master cannot be reached.
         @raise RequestError: if the master refused the job (the message says why).
         """
-        early: list[tuple[str, dict[str, Any]]] = []
-        result: JobResult | None = None
-        finished: Deferred[None] = Deferred()
-
-        def onEvent(tag: str, data: dict[str, Any]) -> None:
-            if result is None:
-                early.append((tag, data))
-            else:
-                gather(tag, data)
-
-        def gather(tag: str, data: dict[str, Any]) -> None:
-            assert result is not None
-            minionId = data.get("id")
-            if (
-                tag.startswith(f"salt/job/{result.jid}/ret/")
-                and minionId in result.minions
-                and minionId not in result.returns
-            ):
-                result.returns[minionId] = data
-                if onReturn is not None:
-                    onReturn(minionId, data)
-                if len(result.returns) == len(result.minions) and not finished.called:
-                    finished.callback(None)
-
-        events, req = await self._connect(onEvent, ["salt/job/"])
+        collector = _ReturnCollector(self.reactor)
+        events, req = await self._connect(collector.onEvent, ["salt/job/"])
+        events.lost.addCallback(lambda _: collector.abort())
         try:
-            reply = await req.request(
-                {
-                    "cmd": "publish",
-                    "tgt": tgt,
-                    "tgt_type": tgtType,
-                    "fun": fun,
-                    "arg": arg,
-                    "user": _user(),
-                }
-            )
-            result = JobResult(reply.get("jid", ""), list(reply.get("minions", [])))
-            if not result.minions:
+            reply = await self._publish(req, tgt, tgtType, fun, arg)
+            minions = list(reply.get("minions", []))
+            result = JobResult(reply.get("jid", ""), minions)
+            if not minions:
                 return result
+            connected = set(reply.get("connected", minions))
             if onPublished is not None:
-                onPublished(result.jid, result.minions)
-            for tag, data in early:
-                gather(tag, data)
-            if not finished.called:
-                timer = self.reactor.callLater(
-                    timeout, lambda: finished.called or finished.callback(None)
+                onPublished(result.jid, minions)
+            gather = collector.gather(result.jid, minions, onReturn)
+            waiting = connected
+            while waiting - set(gather.returns):
+                if await gather.waitFor(waiting, timeout):
+                    break
+                silent = sorted(waiting - set(gather.returns))
+                stillRunning = await self._findJob(
+                    req, collector, result.jid, silent, gatherJobTimeout
                 )
-                events.lost.addCallback(lambda _: finished.called or finished.callback(None))
-                await finished
-                if timer.active():
-                    timer.cancel()
-            result.missing = [m for m in result.minions if m not in result.returns]
+                if not stillRunning:
+                    break
+                waiting = stillRunning
+            result.returns = dict(gather.returns)
+            result.notConnected = [
+                m for m in minions if m not in connected and m not in result.returns
+            ]
+            result.missing = [
+                m for m in minions if m not in result.returns and m not in result.notConnected
+            ]
             return result
         finally:
             req.transport.loseConnection()
             events.transport.loseConnection()
+
+    async def publish(
+        self, tgt: Any, fun: str, arg: list[Any], tgtType: str = "glob"
+    ) -> dict[str, Any]:
+        """
+        Publish one job without waiting for returns (C{salttwist --async}).
+
+        @return: C{{"jid", "minions", "connected"}}.
+        @raise MasterUnavailable: if the master cannot be reached.
+        @raise RequestError: if the master refused the job.
+        """
+        events, req = await self._connect(lambda tag, data: None, ["salt/job/"])
+        try:
+            return await self._publish(req, tgt, tgtType, fun, arg)
+        finally:
+            req.transport.loseConnection()
+            events.transport.loseConnection()
+
+    async def _publish(
+        self, req: ReqClientProtocol, tgt: Any, tgtType: str, fun: str, arg: list[Any]
+    ) -> dict[str, Any]:
+        return await req.request(
+            {
+                "cmd": "publish",
+                "tgt": tgt,
+                "tgt_type": tgtType,
+                "fun": fun,
+                "arg": arg,
+                "user": _user(),
+            }
+        )
+
+    async def _findJob(
+        self,
+        req: ReqClientProtocol,
+        collector: _ReturnCollector,
+        jid: str,
+        minions: list[str],
+        gatherJobTimeout: float,
+    ) -> set[str]:
+        """
+        Ask C{minions} whether they still run C{jid}.
+
+        @return: those that answered that they do.
+        """
+        reply = await self._publish(req, minions, "list", "saltutil.find_job", [jid])
+        asked = list(reply.get("minions", []))
+        if not asked:
+            return set()
+        gather = collector.gather(reply["jid"], asked, None)
+        await gather.waitFor(set(asked), gatherJobTimeout)
+        return {m for m, data in gather.returns.items() if data.get("return")}
 
     async def runner(self, fun: str, arg: list[Any]) -> dict[str, Any]:
         """

@@ -13,8 +13,7 @@ import struct
 from typing import Any
 
 from salttwist import serial
-
-EVENT_PULL_SOCKET = "master_event_pull.ipc"
+from salttwist.events import EVENT_PULL_SOCKET
 
 
 def fireMasterEvent(sockDir: str, tag: str, data: dict[str, Any], timeout: float = 1.0) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, maybeDeferred
@@ -21,6 +20,7 @@ from twisted.logger import Logger
 
 from salttwist import crypt, serial, wire
 from salttwist.args import parseArgs
+from salttwist.blocking import RunBlocking, runSynchronously  # noqa: F401 (re-exported)
 from salttwist.interfaces import IAutosignPolicy, IEventBus, IJobCache, IKeyStore
 from salttwist.jid import JidGenerator
 from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
@@ -36,16 +36,8 @@ if TYPE_CHECKING:
     from salttwist.master.publisher import PubServerProtocol
     from salttwist.master.reqserver import ReqServerProtocol
 
-RunBlocking = Callable[..., Deferred]
 FUNCTION_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 AuthResult = tuple[dict[str, Any], bytes | None, str | None, str | None]
-
-
-def runSynchronously(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Deferred:
-    """
-    A C{runBlocking} for tests: run C{f} now, on the calling thread.
-    """
-    return maybeDeferred(f, *args, **kwargs)
 
 
 class Master:
@@ -437,7 +429,10 @@ class Master:
             },
         )
         d = self.publish(load)
-        return d.addCallback(lambda _: {"jid": jid, "minions": minions})
+        # Which targeted minions could receive it: the client does not wait
+        # for the others (Salt reports them as not connected).
+        connected = [m for m in minions if m in self.subscribers]
+        return d.addCallback(lambda _: {"jid": jid, "minions": minions, "connected": connected})
 
     def clientRunner(
         self, proto: ReqServerProtocol, load: dict[str, Any]

@@ -13,14 +13,14 @@ from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint, UNIXServerEndpoint
 from twisted.internet.task import LoopingCall
-from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from salttwist.daemon import StartupError, ensurePrivateDir, writeRuntimeFile
+from salttwist.blocking import RunBlocking, threadRunner
+from salttwist.daemon import PORTS_FILE, StartupError, ensurePrivateDir, writeRuntimeFile
+from salttwist.events import EVENT_PUB_SOCKET, EVENT_PULL_SOCKET
 from salttwist.events.bus import EventPublisherFactory, EventPullFactory, LocalEventBus
-from salttwist.events.fire import EVENT_PULL_SOCKET
-from salttwist.master.core import Master, RunBlocking
+from salttwist.master.core import Master
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.jobcache import SQLiteJobCache
 from salttwist.master.keys import loadMasterKeys
@@ -28,24 +28,11 @@ from salttwist.master.publisher import PubServerFactory
 from salttwist.master.reqserver import ReqServerFactory
 from salttwist.pki.keystore import FilesystemKeyStore
 
-EVENT_PUB_SOCKET = "master_event_pub.ipc"
-PORTS_FILE = "master.ports"
 JOB_CACHE_FILE = "jobs.sqlite"
 #: The longest path a UNIX socket can be bound to (sun_path less its NUL).
 MAX_UNIX_PATH = 107
 #: Seconds between two checks of the key store against connected minions.
 KEY_RECONCILE_INTERVAL = 1.0
-
-
-def threadRunner(reactor: Any) -> RunBlocking:
-    """
-    @return: a C{runBlocking} that runs work in C{reactor}'s thread pool.
-    """
-
-    def run(f: Any, *args: Any, **kwargs: Any) -> Deferred:
-        return deferToThreadPool(reactor, reactor.getThreadPool(), f, *args, **kwargs)
-
-    return run
 
 
 def tcpServerEndpoint(reactor: Any, interface: str, port: int) -> Any:

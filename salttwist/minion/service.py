@@ -15,8 +15,8 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 
 from salttwist import crypt
+from salttwist.blocking import threadRunner
 from salttwist.daemon import StartupError, ensurePrivateDir
-from salttwist.master.service import threadRunner
 from salttwist.minion.core import ConnectTCP, Minion
 from salttwist.minion.executor import Executor
 from salttwist.minion.grains import coreGrains, grainsFilePath
