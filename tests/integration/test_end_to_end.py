@@ -27,6 +27,7 @@ from tests.integration.harness import (
 
 MINIONS = ("minion1", "minion2")
 NO_RESPONSE = "Minion did not return. [No response]"
+NOT_CONNECTED = "Minion did not return. [Not connected]"
 
 
 def _nestedBlocks(output: str) -> list[str]:
@@ -177,15 +178,46 @@ class MinionFailureTests(IntegrationTestCase):
     async def test_killedMinionDoesNotReturn(self) -> None:
         """
         A minion killed with SIGKILL is still targeted (its key is accepted):
-        C{salttwist} reports it as not returning after the timeout and exits
-        non-zero, while the other minion answers C{True}.
+        C{salttwist} reports it as not connected, without waiting for the
+        timeout, and exits non-zero, while the other minion answers C{True}.
         """
         cluster = self.cluster
         await cluster.startReady(MINIONS)
         killed = cluster.minions["minion1"]
         killed.sendSignal("KILL")
         await killed.ended
-        result = await cluster.salt("*", "test.ping", "-t", "1", "--static", "--out", "json")
+        started = time.monotonic()
+        result = await cluster.salt("*", "test.ping", "-t", "30", "--static", "--out", "json")
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertNotEqual(result.code, 0, cluster.explain(result))
+        self.assertEqual(
+            json.loads(result.out), {"minion1": NOT_CONNECTED, "minion2": True}, str(result)
+        )
+
+    async def test_silentMinionDoesNotReturn(self) -> None:
+        """
+        A minion that stays connected but does not answer (stopped with
+        SIGSTOP) is asked with saltutil.find_job after the timeout, does not
+        answer that either, and is reported C{[No response]}.
+        """
+        cluster = self.cluster
+        await cluster.startReady(MINIONS)
+        silent = cluster.minions["minion1"]
+        silent.sendSignal(signal.SIGSTOP)  # type: ignore[arg-type]
+        try:
+            result = await cluster.salt(
+                "*",
+                "test.ping",
+                "-t",
+                "1",
+                "--gather-job-timeout",
+                "1",
+                "--static",
+                "--out",
+                "json",
+            )
+        finally:
+            silent.sendSignal(signal.SIGCONT)  # type: ignore[arg-type]
         self.assertNotEqual(result.code, 0, cluster.explain(result))
         self.assertEqual(
             json.loads(result.out), {"minion1": NO_RESPONSE, "minion2": True}, str(result)
