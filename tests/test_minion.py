@@ -634,6 +634,67 @@ class ReconnectTests(MinionTestCase):
         self.assertIs(ret["return"], True)
         self.assertEqual(len(minion.pendingReturns), 0)
 
+    def returnsOnDisk(self, minion: Minion) -> list[str]:
+        """
+        The names of the returns C{minion} keeps on disk.
+        """
+        directory = os.path.join(minion.config["cachedir"], "returns")
+        return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+
+    def test_returnKeptOnDiskUntilAcknowledged(self) -> None:
+        """
+        A return is written to C{cachedir/returns} before it is sent and
+        removed once the master acknowledged it.
+        """
+        minion = self.readyMinion()
+        self.publish("test.sleep", [5])
+        self.net.closeAll()
+        self.net.refuse = 100
+        self.net.advance(5.0)
+        [name] = self.returnsOnDisk(minion)
+        self.assertTrue(name.endswith(".ret"))
+        self.net.refuse = 0
+        self.net.advance(10.0)
+        self.assertEqual(len(self.returns()), 1)
+        self.assertEqual(self.returnsOnDisk(minion), [])
+
+    def test_returnSurvivesMinionRestart(self) -> None:
+        """
+        A return still on disk when the minion stops is sent by the next
+        minion process with the same cachedir, exactly once.
+        """
+        minion = self.readyMinion()
+        jid = self.publish("test.sleep", [5])
+        self.net.closeAll()
+        self.net.refuse = 100
+        self.net.advance(5.0)
+        minion.stop()
+        self.assertEqual(len(self.returnsOnDisk(minion)), 1)
+        self.net.refuse = 0
+        again = self.net.buildMinion(minion.config)
+        self.addCleanup(again.stop)
+        ready = again.whenReady()
+        again.start()
+        self.net.flush()
+        self.successResultOf(ready)
+        [ret] = self.returns()
+        self.assertEqual(ret["jid"], jid)
+        self.assertEqual(self.returnsOnDisk(again), [])
+
+    def test_refusedReturnForgotten(self) -> None:
+        """
+        A return the master refuses (here: for a job it never sent) is not
+        kept or sent again.
+        """
+        minion = self.readyMinion()
+        minion._jobDone(
+            {"return": 1, "retcode": 0, "success": True}, {"jid": "2" * 20, "fun": "x.y"}
+        )
+        self.net.flush()
+        self.assertEqual(self.returns(), [])
+        self.assertEqual(self.returnsOnDisk(minion), [])
+        self.assertEqual(len(minion.pendingReturns), 0)
+
     def holdFirstPubConnection(self, minion: Minion) -> list[tuple[Deferred, str, int, Any]]:
         """
         Make C{minion}'s first pub connection wait until the test completes

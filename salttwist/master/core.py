@@ -22,7 +22,7 @@ from salttwist import crypt, serial, wire
 from salttwist.args import parseArgs
 from salttwist.blocking import RunBlocking, runSynchronously  # noqa: F401 (re-exported)
 from salttwist.interfaces import IAutosignPolicy, IEventBus, IJobCache, IKeyStore
-from salttwist.jid import JidGenerator
+from salttwist.jid import JidGenerator, isJid
 from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.jobs import JobRegistry
@@ -292,7 +292,8 @@ class Master:
             with contextlib.suppress(InvalidMinionId):
                 self.grainsCache.forget(data["id"])
         if act in ("reject", "delete"):
-            self.reconcileKeys(rotateReason=f"key {data.get('id')!r} {act}ed")
+            done = "deleted" if act == "delete" else "rejected"
+            self.reconcileKeys(rotateReason=f"key {data.get('id')!r} {done}")
 
     def reconcileKeys(self, rotateReason: str | None = None) -> Deferred[None]:
         """
@@ -325,27 +326,53 @@ class Master:
 
     # -- session functions ----------------------------------------------------
 
-    def minionReturn(self, proto: ReqServerProtocol, load: dict[str, Any]) -> dict[str, Any]:
+    def minionReturn(
+        self, proto: ReqServerProtocol, load: dict[str, Any]
+    ) -> dict[str, Any] | Deferred[dict[str, Any]]:
         """
         C{_return}: a minion returns a job's result. The return must name the
-        session's own id and a job that targeted it, once.
+        session's own id and a job that targeted it, once. A job this master
+        process did not publish (it restarted while the minion held the
+        return) is looked up in the job cache.
         """
         claimed, jid = load.get("id"), load.get("jid")
-        if claimed != proto.minionId:
+        minionId = proto.minionId
+        if claimed != minionId:
             self.log.warn(
                 "minion {id} sent a return claiming to be {claimed!r}; refused",
-                id=proto.minionId,
+                id=minionId,
                 claimed=claimed,
             )
             raise ValueError("the return's id does not match the session")
-        assert proto.minionId is not None
-        problem = self.jobs.checkReturn(jid, proto.minionId) if isinstance(jid, str) else "no jid"
+        assert minionId is not None
+        if not isJid(jid):
+            raise ValueError("return refused: no valid jid")
+        if self.jobs.get(jid) is None and self.jobCache is not None:
+            return Deferred.fromCoroutine(self._lateReturn(minionId, jid, load))
+        self._checkReturn(jid, minionId)
+        return self._acceptReturn(minionId, jid, load)
+
+    def _checkReturn(self, jid: str, minionId: str) -> None:
+        problem = self.jobs.checkReturn(jid, minionId)
         if problem is not None:
-            self.log.warn("return from {id} refused: {problem}", id=proto.minionId, problem=problem)
+            self.log.warn("return from {id} refused: {problem}", id=minionId, problem=problem)
             raise ValueError(f"return refused: {problem}")
+
+    async def _lateReturn(self, minionId: str, jid: str, load: dict[str, Any]) -> dict[str, Any]:
+        assert self.jobCache is not None
+        job = await self.jobCache.getJob(jid)
+        if job is not None and self.jobs.get(jid) is None:
+            returned = await self.jobCache.getReturns(jid)
+            if self.jobs.get(jid) is None:
+                known = self.jobs.add(jid, job, list(job.get("minions") or []))
+                known.returned.update(returned)
+        self._checkReturn(jid, minionId)
+        return self._acceptReturn(minionId, jid, load)
+
+    def _acceptReturn(self, minionId: str, jid: str, load: dict[str, Any]) -> dict[str, Any]:
         event = {
             "cmd": "_return",
-            "id": proto.minionId,
+            "id": minionId,
             "jid": jid,
             "fun": load.get("fun"),
             "fun_args": load.get("fun_args", []),
@@ -353,9 +380,9 @@ class Master:
             "retcode": load.get("retcode", 0),
             "success": load.get("success", True),
         }
-        self.bus.fire(f"salt/job/{jid}/ret/{proto.minionId}", event)
+        self.bus.fire(f"salt/job/{jid}/ret/{minionId}", event)
         if self.jobCache is not None:
-            self._cacheWrite(self.jobCache.storeReturn(jid, proto.minionId, event))
+            self._cacheWrite(self.jobCache.storeReturn(jid, minionId, event))
         return {"ret": True}
 
     def minionGrains(

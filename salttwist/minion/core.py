@@ -30,6 +30,7 @@ from salttwist.minion.executor import Executor
 from salttwist.minion.jobs import RunningJob
 from salttwist.minion.pubclient import PubClientProtocol
 from salttwist.minion.replay import ReplayGuard
+from salttwist.minion.returnsqueue import ReturnsQueue
 from salttwist.targeting import TargetError, matchMinion
 from salttwist.transport.framing import quietFactory
 from salttwist.transport.reqclient import ReqClientProtocol, RequestError, reqClientFactory
@@ -37,8 +38,6 @@ from salttwist.transport.reqclient import ReqClientProtocol, RequestError, reqCl
 MASTER_PUB_FILE = "minion_master.pub"
 #: Seconds the minion waits for each answer of the master while connecting.
 ANSWER_TIMEOUT = 30.0
-#: Returns kept in memory while the master is unreachable.
-MAX_PENDING_RETURNS = 10000
 
 ConnectTCP = Callable[[str, int, Factory], Deferred]
 
@@ -73,6 +72,7 @@ class Minion:
         reactor: Any,
         connectTCP: ConnectTCP,
         runBlocking: Callable[..., Deferred],
+        returnsQueue: ReturnsQueue | None = None,
     ) -> None:
         self.config = config
         self.id = minionId
@@ -86,7 +86,9 @@ class Minion:
         self.req: ReqClientProtocol | None = None
         self.pub: PubClientProtocol | None = None
         self.replay = ReplayGuard(reactor)
-        self.pendingReturns: deque[dict[str, Any]] = deque(maxlen=MAX_PENDING_RETURNS)
+        #: (name on disk or None, return) waiting for the master.
+        self.pendingReturns: deque[tuple[str | None, dict[str, Any]]] = deque()
+        self.returnsQueue = returnsQueue
         self._generation = 0
         self._failures = 0
         self._retryCall: Any = None
@@ -472,24 +474,52 @@ class Minion:
             "fun_args": load.get("arg", []),
             **result,
         }
-        self.pendingReturns.append(ret)
+        if self.returnsQueue is None:
+            self._queueReturn(None, ret)
+            return
+
+        def persisted(name: str | None) -> None:
+            self._queueReturn(name, ret)
+
+        def notPersisted(failure: Any) -> None:
+            # The disk is full or gone: still try to deliver from memory.
+            self.log.error(
+                "minion {id}: cannot keep the return of {jid} on disk: {e}",
+                id=self.id,
+                jid=ret["jid"],
+                e=failure.value,
+            )
+            self._queueReturn(None, ret)
+
+        self.returnsQueue.persist(ret).addCallbacks(persisted, notPersisted)
+
+    def _queueReturn(self, name: str | None, ret: dict[str, Any]) -> None:
+        self.pendingReturns.append((name, ret))
         self._flushReturns()
 
     def _flushReturns(self) -> None:
         while self.state == "ready" and self.req is not None and self.pendingReturns:
-            ret = self.pendingReturns.popleft()
-            self.req.request(ret).addErrback(self._returnFailed, ret)
+            name, ret = self.pendingReturns.popleft()
+            d = self.req.request(ret)
+            d.addCallbacks(self._returnDelivered, self._returnFailed, (name,), None, (name, ret))
 
-    def _returnFailed(self, failure: Any, ret: dict[str, Any]) -> None:
+    def _returnDelivered(self, reply: Any, name: str | None) -> None:
+        if name is not None and self.returnsQueue is not None:
+            self.returnsQueue.remove(name)
+
+    def _returnFailed(self, failure: Any, name: str | None, ret: dict[str, Any]) -> None:
         if failure.check(RequestError):
+            # Refused (a duplicate of a return the master has, or a job it
+            # never sent us): sending it again would not change that.
             self.log.warn(
                 "minion {id}: the master refused the return for {jid}: {e}",
                 id=self.id,
                 jid=ret["jid"],
                 e=failure.value,
             )
+            self._returnDelivered(None, name)
             return
         # The connection went away before the master answered: keep the
         # return and send it again after reconnecting. A duplicate is refused
         # by the master, so the job still gets exactly one return.
-        self.pendingReturns.appendleft(ret)
+        self.pendingReturns.appendleft((name, ret))

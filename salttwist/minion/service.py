@@ -5,6 +5,7 @@ The minion as a twistd service.
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any
 
@@ -20,6 +21,7 @@ from salttwist.daemon import StartupError, ensurePrivateDir
 from salttwist.minion.core import ConnectTCP, Minion
 from salttwist.minion.executor import Executor
 from salttwist.minion.grains import coreGrains, grainsFilePath
+from salttwist.minion.returnsqueue import ReturnsQueue
 from salttwist.modules import LoaderContext, loadFunctions
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
 
@@ -79,6 +81,8 @@ def buildMinion(
     context = LoaderContext(config, grains, reactor)
     executor = Executor(loadFunctions(), context, runBlocking)
     context.functions = executor.functions
+    returnsQueue = ReturnsQueue(os.path.join(config["cachedir"], "returns"), runBlocking)
+    leftover = returnsQueue.load()
     minion = Minion(
         config,
         minionId,
@@ -88,7 +92,10 @@ def buildMinion(
         reactor,
         connectTCP or tcpConnector(reactor),
         runBlocking,
+        returnsQueue,
     )
+    for name, ret in leftover:
+        minion.pendingReturns.append((name, ret))
     context.onGrainsChanged = minion.sendGrains
     return minion
 
