@@ -28,7 +28,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 import salttwist
 from salttwist.cli import salt
-from salttwist.cli.salt import TARGET_FLAGS, buildParser, parseCliArgs, runJob
+from salttwist.cli.salt import TARGET_FLAGS, batchSize, buildParser, parseCliArgs, runJob
 from salttwist.client import local
 from salttwist.client.local import JobResult
 from salttwist.config import loadMasterConfig
@@ -324,7 +324,7 @@ class MainTests(SynchronousTestCase):
         self.assertIn("Error: ", self.stderr.getvalue())
 
 
-class RunJobTests(SynchronousTestCase):
+class _RunJobBase(SynchronousTestCase):
     """
     L{runJob} turns the client's outcome into output and an exit code.
     """
@@ -380,6 +380,12 @@ class RunJobTests(SynchronousTestCase):
 
         self.patch(local.LocalClient, "run", run)
         return calls
+
+
+class RunJobTests(_RunJobBase):
+    """
+    L{runJob} publishes, prints and chooses the exit code.
+    """
 
     def test_connectFails(self) -> None:
         """
@@ -546,3 +552,94 @@ class RunJobTests(SynchronousTestCase):
         self.fakeRun(result)
         self.successResultOf(self.runJob(["-v", "*", "test.ping"]))
         self.assertIn("Executing job with jid " + "1" * 20, self.stdout.getvalue())
+
+
+class BatchTests(_RunJobBase):
+    """
+    C{-b}: run on a few minions at a time.
+    """
+
+    def scriptRuns(self, failing: set[str] = frozenset()) -> list[tuple[Any, str, str]]:  # type: ignore[assignment]
+        """
+        Make L{local.LocalClient.run} answer C{test.ping} from five minions
+        (web1..web5) and any other job from the listed minions, failing for
+        C{failing}.
+
+        @return: the (tgt, fun, tgt_type) of each call.
+        """
+        calls: list[tuple[Any, str, str]] = []
+        minions = [f"web{i}" for i in range(1, 6)]
+
+        async def run(
+            client: Any,
+            tgt: Any,
+            fun: str,
+            arg: Any,
+            tgtType: str = "glob",
+            timeout: float = 5.0,
+            onPublished: Any = None,
+            onReturn: Any = None,
+            gatherJobTimeout: float = 10.0,
+        ) -> JobResult:
+            calls.append((tgt, fun, tgtType))
+            if fun == "test.ping":
+                return JobResult(
+                    "1" * 20, minions, returns={m: {"return": True, "retcode": 0} for m in minions}
+                )
+            returns = {m: {"return": "x", "retcode": 1 if m in failing else 0} for m in tgt}
+            for m, data in returns.items():
+                onReturn(m, data)
+            return JobResult("2" * 20, list(tgt), returns=returns)
+
+        self.patch(local.LocalClient, "run", run)
+        return calls
+
+    def test_batchSizes(self) -> None:
+        """
+        C{-b 2} runs the job on the answering minions two at a time, with
+        list targets, announcing each batch; all returns are printed.
+        """
+        calls = self.scriptRuns()
+        self.assertEqual(self.successResultOf(self.runJob(["-b", "2", "web*", "cmd.run", "ls"])), 0)
+        self.assertEqual(
+            calls[1:],
+            [
+                (["web1", "web2"], "cmd.run", "list"),
+                (["web3", "web4"], "cmd.run", "list"),
+                (["web5"], "cmd.run", "list"),
+            ],
+        )
+        self.assertIn("Executing run on ['web1', 'web2']", self.stdout.getvalue())
+
+    def test_percent(self) -> None:
+        """
+        C{-b 40%} of five minions is two per batch.
+        """
+        calls = self.scriptRuns()
+        self.successResultOf(self.runJob(["-b", "40%", "web*", "test.echo", "x"]))
+        self.assertEqual(len(calls), 4)
+
+    def test_failhard(self) -> None:
+        """
+        With C{--failhard}, no batch starts after one in which a minion
+        failed; the exit code is 1.
+        """
+        calls = self.scriptRuns(failing={"web2"})
+        self.assertEqual(
+            self.successResultOf(
+                self.runJob(["-b", "2", "--failhard", "web*", "cmd.run", "false"])
+            ),
+            1,
+        )
+        self.assertEqual(len(calls), 2)
+
+    def test_badBatchSize(self) -> None:
+        """
+        A batch size that is not a positive number or percentage is a usage
+        error.
+        """
+        for bad in ("0", "x", "150%", "-1"):
+            self.assertRaises(SystemExit, buildParser().parse_args, ["-b", bad, "*", "test.ping"])
+        self.assertEqual(batchSize((3, False), 10), 3)
+        self.assertEqual(batchSize((25, True), 10), 3)
+        self.assertEqual(batchSize((1, True), 5), 1)

@@ -91,6 +91,25 @@ def buildParser() -> argparse.ArgumentParser:
         "--hide-timeout", action="store_true", help="Do not list minions that did not return."
     )
     parser.add_argument(
+        "-b",
+        "--batch-size",
+        dest="batch",
+        type=_batchSpec,
+        default=None,
+        help="Run on N minions at a time, or N%% of them (e.g. 10 or 25%%).",
+    )
+    parser.add_argument(
+        "--batch-wait",
+        type=float,
+        default=0.0,
+        help="Seconds to wait after a batch finishes before starting the next.",
+    )
+    parser.add_argument(
+        "--failhard",
+        action="store_true",
+        help="With --batch-size: stop after a batch in which a minion failed.",
+    )
+    parser.add_argument(
         "--gather-job-timeout",
         type=float,
         default=None,
@@ -120,6 +139,29 @@ def buildParser() -> argparse.ArgumentParser:
     parser.add_argument("function")
     parser.add_argument("arg", nargs="*")
     return parser
+
+
+def _batchSpec(text: str) -> tuple[int, bool]:
+    """
+    Parse C{-b}: C{N} minions or C{N%} of them.
+    """
+    percent = text.endswith("%")
+    number = text[:-1] if percent else text
+    if not number.isdigit() or int(number) < 1 or (percent and int(number) > 100):
+        raise argparse.ArgumentTypeError(
+            f"batch size must be a whole number >= 1 or a percentage 1%..100%, not {text!r}"
+        )
+    return int(number), percent
+
+
+def batchSize(spec: tuple[int, bool], count: int) -> int:
+    """
+    @return: how many of C{count} minions one batch holds (at least 1).
+    """
+    number, percent = spec
+    if percent:
+        return max(1, -(-count * number // 100))
+    return number
 
 
 def parseCliArgs(words: list[str]) -> list[Any]:
@@ -249,6 +291,61 @@ class _Printer:
             self.stream.close()
 
 
+def _failedReturns(result: Any) -> bool:
+    return any((data.get("retcode") or 0) != 0 for data in result.returns.values())
+
+
+async def _runBatches(
+    reactor: Any,
+    client: Any,
+    options: argparse.Namespace,
+    timeout: float,
+    gatherTimeout: float,
+    printer: _Printer,
+) -> Any:
+    """
+    Salt's batch mode: find the targeted minions that answer C{test.ping},
+    then run the job on C{-b} of them at a time, waiting C{--batch-wait}
+    seconds between batches and, with C{--failhard}, stopping after a batch
+    in which a minion failed.
+    """
+    from twisted.internet.task import deferLater
+
+    from salttwist.client.local import JobResult
+
+    tgtType = options.tgt_type or "glob"
+    ping = await client.run(
+        options.target, "test.ping", [], tgtType, timeout, gatherJobTimeout=gatherTimeout
+    )
+    combined = JobResult("", ping.minions, missing=list(ping.missing))
+    combined.notConnected = list(ping.notConnected)
+    up = sorted(ping.returns)
+    size = batchSize(options.batch, len(up))
+    arg = parseCliArgs(options.arg)
+    for start in range(0, len(up), size):
+        chunk = up[start : start + size]
+        if start and options.batch_wait:
+            await deferLater(reactor, options.batch_wait, lambda: None)
+        if options.out != "quiet":
+            sys.stdout.write(f"\nExecuting run on {chunk}\n\n")
+        result = await client.run(
+            chunk,
+            options.function,
+            arg,
+            "list",
+            timeout,
+            onReturn=printer.returned,
+            gatherJobTimeout=gatherTimeout,
+        )
+        combined.returns.update(result.returns)
+        combined.missing += result.missing
+        combined.notConnected += result.notConnected
+        if options.failhard and (_failedReturns(result) or result.missing):
+            sys.stderr.write("Minion failed in this batch: --failhard stops here.\n")
+            break
+    return combined
+
+
 async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, Any]) -> int:
     """
     Publish the job, print the returns, and work out the exit code.
@@ -282,16 +379,19 @@ async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, An
                 return EX_UNAVAILABLE
             sys.stdout.write(f"Executed command with job ID: {reply['jid']}\n")
             return EX_OK
-        result = await client.run(
-            options.target,
-            options.function,
-            parseCliArgs(options.arg),
-            options.tgt_type or "glob",
-            timeout,
-            onPublished=published,
-            onReturn=printer.returned,
-            gatherJobTimeout=gatherTimeout,
-        )
+        if options.batch is not None:
+            result = await _runBatches(reactor, client, options, timeout, gatherTimeout, printer)
+        else:
+            result = await client.run(
+                options.target,
+                options.function,
+                parseCliArgs(options.arg),
+                options.tgt_type or "glob",
+                timeout,
+                onPublished=published,
+                onReturn=printer.returned,
+                gatherJobTimeout=gatherTimeout,
+            )
     except MasterUnavailable as e:
         sys.stderr.write(f"Error: {e}\n")
         return EX_UNAVAILABLE
@@ -307,11 +407,7 @@ async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, An
     if options.summary:
         printer.summary(result)
     printer.close()
-    failed = (
-        result.missing
-        or result.notConnected
-        or any((data.get("retcode") or 0) != 0 for data in result.returns.values())
-    )
+    failed = result.missing or result.notConnected or _failedReturns(result)
     return EX_GENERIC if failed else EX_OK
 
 
