@@ -5,11 +5,13 @@ Tests for L{salttwist.cli.key}, the C{salttwist-key} command.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
 import shutil
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -23,12 +25,27 @@ from salttwist import serial
 from salttwist.cli import key as keycli
 from salttwist.cli.key import main
 from salttwist.config import loadMasterConfig
-from salttwist.crypt import fingerprint, generatePrivateKey, publicKeyToPem
+from salttwist.crypt import (
+    fingerprint,
+    generatePrivateKey,
+    loadPrivateKey,
+    privateKeyToPem,
+    publicKeyToPem,
+)
 from salttwist.events.fire import fireMasterEvent
-from salttwist.pki.keystore import ACCEPTED, DENIED, PENDING, REJECTED, FilesystemKeyStore
+from salttwist.pki.keystore import (
+    ACCEPTED,
+    DENIED,
+    PENDING,
+    REJECTED,
+    STATES,
+    FilesystemKeyStore,
+)
+from tests.test_keystore import ProcessRace
 
 # Key generation is slow; two keys serve every test.
-PEM_A = publicKeyToPem(generatePrivateKey().public_key())
+PRIVATE_A = generatePrivateKey()
+PEM_A = publicKeyToPem(PRIVATE_A.public_key())
 PEM_B = publicKeyToPem(generatePrivateKey().public_key())
 FINGER_A = fingerprint(PEM_A)
 FINGER_B = fingerprint(PEM_B)
@@ -333,7 +350,9 @@ class KeyCommandTests(_KeyCommandBase):
 
     def test_deletePrompt(self) -> None:
         """
-        Without C{-y}, C{-d} lists the keys under their states and asks.
+        Without C{-y}, C{-d} lists the keys under their states and asks; as
+        in Salt, the default answer of a deletion is no (C{[N/y]}). A denied
+        key is shown with the fingerprint of the accepted key of its id too.
         """
         self.store.putKey(DENIED, "web1", PEM_B)
         self.setAnswer("n\n")
@@ -342,11 +361,33 @@ class KeyCommandTests(_KeyCommandBase):
             self.stdout.getvalue().startswith(
                 "The following keys are going to be deleted:\n"
                 f"Accepted Keys:\nweb1  (SHA-256 fingerprint {FINGER_A})\n"
-                f"Denied Keys:\nweb1  (SHA-256 fingerprint {FINGER_B})\n"
-                "Proceed? [n/Y] "
-            )
+                "Denied Keys:\n"
+                f"web1  (SHA-256 fingerprint {FINGER_B}; accepted: {FINGER_A})\n"
+                "Proceed? [N/y] "
+            ),
+            self.stdout.getvalue(),
         )
         self.assertEqual(self.store.stateOf("web1"), [ACCEPTED, DENIED])
+
+    def test_deletePromptDefaultNo(self) -> None:
+        """
+        An empty answer (or end of input) to the prompt of C{-d} deletes
+        nothing and exits 1: deleting is never the default.
+        """
+        for answer in ["\n", ""]:
+            self.setAnswer(answer)
+            self.assertEqual(self.run_("-d", "web1"), 1)
+            self.assertIn("Aborted; no keys were changed.", self.stdout.getvalue())
+        self.assertEqual(self.store.stateOf("web1"), [ACCEPTED])
+
+    def test_deletePromptYes(self) -> None:
+        """
+        Answering C{y} to the prompt of C{-d} deletes the keys shown.
+        """
+        self.setAnswer("y\n")
+        self.assertEqual(self.run_("-d", "web1"), 0)
+        self.assertTrue(self.stdout.getvalue().endswith("Key for minion web1 deleted.\n"))
+        self.assertEqual(self.store.stateOf("web1"), [])
 
     def test_deleteAll(self) -> None:
         """
@@ -424,6 +465,547 @@ class KeyCommandTests(_KeyCommandBase):
         self.assertEqual(self.run_("-A", "-D", "-y"), 2)
         self.assertIn("not allowed with", self.stderr.getvalue())
         self.assertEqual(self.store.listKeys(PENDING), ["db1", "web2"])
+
+
+class KeyOutputFormatTests(_KeyCommandBase):
+    """
+    C{--out json|yaml|txt} for every listing (C{-L}, C{-l}, C{-f}, C{-F},
+    C{-p}, C{-P}): Salt's data, a mapping of state directory name to the
+    ids (or to a mapping of id to fingerprint or key).
+    """
+
+    def test_listOneStateJson(self) -> None:
+        """
+        C{-l acc --out json} prints only the accepted state.
+        """
+        self.assertEqual(self.run_("-l", "acc", "--out", "json"), 0)
+        self.assertOutput(json.dumps({"minions": ["web1"]}, indent=4) + "\n")
+
+    def test_listAllTxt(self) -> None:
+        """
+        C{-L --out txt} prints one line C{state: value} per state, the value
+        as Python prints it, as Salt's C{txt} outputter does.
+        """
+        self.assertEqual(self.run_("-L", "--out", "txt"), 0)
+        self.assertOutput(
+            "minions: ['web1']\n"
+            "minions_pre: ['db1', 'web2']\n"
+            "minions_rejected: []\n"
+            "minions_denied: []\n"
+        )
+
+    def test_txtNeverWrapped(self) -> None:
+        """
+        However many keys a state holds, C{--out txt} keeps it on one line.
+        """
+        ids = [f"host{number:03d}.example.com" for number in range(30)]
+        for minionId in ids:
+            self.store.putKey(REJECTED, minionId, PEM_B)
+        self.assertEqual(self.run_("-l", "rej", "--out", "txt"), 0)
+        self.assertOutput(f"minions_rejected: {ids}\n")
+
+    def test_fingerAllYaml(self) -> None:
+        """
+        C{-F --out yaml} maps every state, empty ones included, and the
+        master's own key under C{local}, to id and fingerprint.
+        """
+        with open(os.path.join(self.pkiDir, "master.pub"), "wb") as f:
+            f.write(PEM_B)
+        self.assertEqual(self.run_("-F", "--out", "yaml"), 0)
+        self.assertEqual(
+            yaml.safe_load(self.stdout.getvalue()),
+            {
+                "local": {"master.pub": FINGER_B},
+                "minions": {"web1": FINGER_A},
+                "minions_pre": {"db1": FINGER_A, "web2": FINGER_B},
+                "minions_rejected": {},
+                "minions_denied": {},
+            },
+        )
+
+    def test_fingerTxt(self) -> None:
+        """
+        C{-f ID --out txt} prints one line per state that matched.
+        """
+        self.assertEqual(self.run_("-f", "web*", "--out", "txt"), 0)
+        self.assertOutput(
+            f"minions: {{'web1': '{FINGER_A}'}}\nminions_pre: {{'web2': '{FINGER_B}'}}\n"
+        )
+
+    def test_printJson(self) -> None:
+        """
+        C{-p ID --out json} maps each state that matched to id and PEM text.
+        """
+        self.assertEqual(self.run_("-p", "web1", "--out", "json"), 0)
+        self.assertEqual(
+            json.loads(self.stdout.getvalue()), {"minions": {"web1": PEM_A.decode("ascii")}}
+        )
+
+    def test_printAllYaml(self) -> None:
+        """
+        C{-P --out yaml} maps every state, empty ones included, to id and
+        PEM text, which reads back as the very key.
+        """
+        self.assertEqual(self.run_("-P", "--out", "yaml"), 0)
+        data = yaml.safe_load(self.stdout.getvalue())
+        self.assertEqual(
+            data,
+            {
+                "minions": {"web1": PEM_A.decode("ascii")},
+                "minions_pre": {"db1": PEM_A.decode("ascii"), "web2": PEM_B.decode("ascii")},
+                "minions_rejected": {},
+                "minions_denied": {},
+            },
+        )
+
+    def test_printTxt(self) -> None:
+        """
+        C{-p ID --out txt} prints one line per state: the PEM's newlines are
+        escaped, as Python prints a string inside a mapping.
+        """
+        self.assertEqual(self.run_("-p", "web2", "--out", "txt"), 0)
+        self.assertOutput(f"minions_pre: {{'web2': {PEM_B.decode('ascii')!r}}}\n")
+        self.assertEqual(self.stdout.getvalue().count("\n"), 1)
+
+
+class PrintKeyTests(_KeyCommandBase):
+    """
+    C{-p ID} and C{-P} print public keys, as C{salt-key} does.
+    """
+
+    def test_print(self) -> None:
+        """
+        C{-p GLOB} prints, under each state heading that matched, C{id:  }
+        followed by the PEM; the PEM ends with a newline, so a blank line
+        follows each key, as in Salt's output.
+        """
+        self.assertEqual(self.run_("-p", "web*"), 0)
+        self.assertOutput(
+            f"Accepted Keys:\nweb1:  {PEM_A.decode()}\nUnaccepted Keys:\nweb2:  {PEM_B.decode()}\n"
+        )
+
+    def test_printCommaList(self) -> None:
+        """
+        C{-p} takes a comma-separated list of globs too.
+        """
+        self.assertEqual(self.run_("-p", "db1,web1"), 0)
+        self.assertOutput(
+            f"Accepted Keys:\nweb1:  {PEM_A.decode()}\nUnaccepted Keys:\ndb1:  {PEM_A.decode()}\n"
+        )
+
+    def test_printAll(self) -> None:
+        """
+        C{-P} prints every key under every state heading, empty states
+        included; the master's own keys are not shown (as in Salt: C{-F}
+        shows their fingerprints).
+        """
+        with open(os.path.join(self.pkiDir, "master.pub"), "wb") as f:
+            f.write(PEM_B)
+        self.store.putKey(REJECTED, "bad1", PEM_B)
+        self.assertEqual(self.run_("-P"), 0)
+        self.assertOutput(
+            f"Accepted Keys:\nweb1:  {PEM_A.decode()}\n"
+            "Denied Keys:\n"
+            f"Unaccepted Keys:\ndb1:  {PEM_A.decode()}\nweb2:  {PEM_B.decode()}\n"
+            f"Rejected Keys:\nbad1:  {PEM_B.decode()}\n"
+        )
+
+    def test_printNoMatch(self) -> None:
+        """
+        C{-p} with a glob that matches nothing says so and exits 1, as
+        C{-f} does.
+        """
+        self.assertEqual(self.run_("-p", "nothing"), 1)
+        self.assertOutput("The key glob 'nothing' does not match any keys.\n")
+
+    def test_printExclusive(self) -> None:
+        """
+        C{-p} is an action: it cannot be combined with another one.
+        """
+        self.assertEqual(self.run_("-p", "web1", "-L"), 2)
+        self.assertIn("not allowed with", self.stderr.getvalue())
+
+
+class DeniedKeyTests(_KeyCommandBase):
+    """
+    A denied key (an id already accepted or pending, presented with another
+    key) is shown with the fingerprint of the key it clashes with, so that
+    an admin can tell a rebuilt host from an impostor.
+    """
+
+    def test_fingerDeniedAccepted(self) -> None:
+        """
+        C{-f ID} shows a denied key as C{id:  <its fingerprint>  (accepted:
+        <fingerprint of the accepted key of that id>)}.
+        """
+        self.store.putKey(DENIED, "web1", PEM_B)
+        self.assertEqual(self.run_("-f", "web1"), 0)
+        self.assertOutput(
+            f"Accepted Keys:\nweb1:  {FINGER_A}\n"
+            f"Denied Keys:\nweb1:  {FINGER_B}  (accepted: {FINGER_A})\n"
+        )
+
+    def test_fingerDeniedPending(self) -> None:
+        """
+        A denied key whose id is pending with another key is shown with the
+        pending key's fingerprint, marked C{unaccepted}.
+        """
+        self.store.putKey(DENIED, "db1", PEM_B)
+        self.assertEqual(self.run_("-f", "db1"), 0)
+        self.assertOutput(
+            f"Denied Keys:\ndb1:  {FINGER_B}  (unaccepted: {FINGER_A})\n"
+            f"Unaccepted Keys:\ndb1:  {FINGER_A}\n"
+        )
+
+    def test_fingerAllDenied(self) -> None:
+        """
+        C{-F} annotates denied keys the same way; a denied key whose id has
+        no accepted or pending key any more is shown alone.
+        """
+        self.store.putKey(DENIED, "web1", PEM_B)
+        self.store.putKey(DENIED, "gone1", PEM_A)
+        self.assertEqual(self.run_("-F"), 0)
+        self.assertOutput(
+            f"Accepted Keys:\nweb1:  {FINGER_A}\n"
+            f"Denied Keys:\ngone1:  {FINGER_A}\nweb1:  {FINGER_B}  (accepted: {FINGER_A})\n"
+            f"Unaccepted Keys:\ndb1:  {FINGER_A}\nweb2:  {FINGER_B}\n"
+            "Rejected Keys:\n"
+        )
+
+    def test_fingerDeniedJson(self) -> None:
+        """
+        The json output keeps Salt's shape: the denied key and the accepted
+        one each under their own state, with no annotation.
+        """
+        self.store.putKey(DENIED, "web1", PEM_B)
+        self.assertEqual(self.run_("-f", "web1", "--out", "json"), 0)
+        self.assertEqual(
+            json.loads(self.stdout.getvalue()),
+            {"minions": {"web1": FINGER_A}, "minions_denied": {"web1": FINGER_B}},
+        )
+
+    def test_listDenied(self) -> None:
+        """
+        C{-L} stays as Salt's: ids only, a denied id under Denied Keys.
+        """
+        self.store.putKey(DENIED, "web1", PEM_B)
+        self.assertEqual(self.run_("-l", "den"), 0)
+        self.assertOutput("Denied Keys:\nweb1\n")
+
+    def test_acceptDeniedPrompt(self) -> None:
+        """
+        The prompt of C{-a --include-denied} shows both fingerprints of a
+        denied key: its own and the accepted one it would replace.
+        """
+        self.store.putKey(DENIED, "web1", PEM_B)
+        self.setAnswer("n\n")
+        self.assertEqual(self.run_("-a", "web1", "--include-denied"), 1)
+        self.assertTrue(
+            self.stdout.getvalue().startswith(
+                "The following keys are going to be accepted:\n"
+                "Denied Keys:\n"
+                f"web1  (SHA-256 fingerprint {FINGER_B}; accepted: {FINGER_A})\n"
+                "Proceed? [n/Y] "
+            ),
+            self.stdout.getvalue(),
+        )
+        self.assertEqual(self.store.getKey(ACCEPTED, "web1"), PEM_A)
+
+
+class _FakeKeyGenerator:
+    """
+    Stands for L{salttwist.crypt.generatePrivateKey}: returns a key made
+    beforehand, records the sizes asked for, and can run a hook first (for
+    another process that writes a file meanwhile).
+
+    @ivar sizes: the key sizes asked for.
+    """
+
+    def __init__(self, before: Callable[[], None] | None = None) -> None:
+        """
+        @param before: called with no arguments before each key is returned.
+        """
+        self.sizes: list[int] = []
+        self._before = before
+
+    def __call__(self, keysize: int = 2048) -> Any:
+        """
+        Record C{keysize}, run the hook, and return L{PRIVATE_A}.
+        """
+        self.sizes.append(keysize)
+        if self._before is not None:
+            self._before()
+        return PRIVATE_A
+
+
+class GenKeysTests(_KeyCommandBase):
+    """
+    C{--gen-keys NAME --gen-keys-dir DIR [--keysize N]} writes a key pair,
+    as C{salt-key} does, and never overwrites one.
+    """
+
+    def setUp(self) -> None:
+        """
+        Replace the key generator, and break the master config: generating
+        keys must not need it.
+        """
+        super().setUp()
+        self.generator = _FakeKeyGenerator()
+        self.patch(keycli, "generatePrivateKey", self.generator)
+        with open(os.path.join(self.configDir, "master"), "w") as f:
+            f.write("pki_dir: [unclosed\n")
+        self.keyDir = os.path.join(self.root, "keys")
+
+    def paths(self, name: str = "minion") -> tuple[str, str]:
+        """
+        @return: the paths of C{name.pem} and C{name.pub} in the key dir.
+        """
+        return (os.path.join(self.keyDir, f"{name}.pem"), os.path.join(self.keyDir, f"{name}.pub"))
+
+    def test_genKeys(self) -> None:
+        """
+        C{--gen-keys NAME --gen-keys-dir DIR} writes C{DIR/NAME.pem}, the
+        private key, mode 0600, and C{DIR/NAME.pub}, its public key, mode
+        0644, and prints where and the public key's fingerprint. The key is
+        2048 bits by default, and no master config is read.
+        """
+        self.addCleanup(os.umask, os.umask(0o022))
+        pem, pub = self.paths()
+        self.assertEqual(self.run_("--gen-keys", "minion", "--gen-keys-dir", self.keyDir), 0)
+        self.assertOutput(
+            f"Key pair written: {pem} (private, mode 0600) and {pub}.\nminion.pub:  {FINGER_A}\n"
+        )
+        self.assertEqual(self.stderr.getvalue(), "")
+        self.assertEqual(self.generator.sizes, [2048])
+        with open(pem, "rb") as f:
+            self.assertEqual(f.read(), privateKeyToPem(PRIVATE_A))
+        with open(pub, "rb") as f:
+            self.assertEqual(f.read(), PEM_A)
+        self.assertEqual(stat.S_IMODE(os.stat(pem).st_mode), 0o600)
+        self.assertEqual(stat.S_IMODE(os.stat(pub).st_mode), 0o644)
+
+    def test_genKeysReal(self) -> None:
+        """
+        With the real generator, the private key reads back as an RSA key
+        of the size asked for, whose public key is the one in C{NAME.pub}.
+        """
+        self.patch(keycli, "generatePrivateKey", generatePrivateKey)
+        self.assertEqual(self.run_("--gen-keys", "m1", "--gen-keys-dir", self.keyDir), 0)
+        pem, pub = self.paths("m1")
+        with open(pem, "rb") as f:
+            key = loadPrivateKey(f.read())
+        with open(pub, "rb") as f:
+            self.assertEqual(f.read(), publicKeyToPem(key.public_key()))
+        self.assertEqual(key.key_size, 2048)
+
+    def test_keysize(self) -> None:
+        """
+        C{--keysize N} asks for an N-bit key.
+        """
+        self.assertEqual(
+            self.run_("--gen-keys", "minion", "--gen-keys-dir", self.keyDir, "--keysize", "4096"),
+            0,
+        )
+        self.assertEqual(self.generator.sizes, [4096])
+
+    def test_keysizeLimits(self) -> None:
+        """
+        A key size under 2048 or over 8192 (the largest key a master takes)
+        is a usage error with Salt's wording, exit code 2, and nothing is
+        generated or written.
+        """
+        for size, message in [
+            ("1024", "error: The minimum value for keysize is 2048"),
+            ("8193", "error: The maximum value for keysize is 8192"),
+        ]:
+            args = ("--gen-keys", "minion", "--gen-keys-dir", self.keyDir, "--keysize", size)
+            self.assertEqual(self.run_(*args), 2)
+            self.assertIn(message, self.stderr.getvalue())
+        self.assertEqual(self.generator.sizes, [])
+        self.assertFalse(os.path.exists(self.keyDir))
+
+    def test_createsDirectory(self) -> None:
+        """
+        A missing key directory is created, with its parents, mode 0700.
+        """
+        self.keyDir = os.path.join(self.keyDir, "a", "b")
+        self.assertEqual(self.run_("--gen-keys", "minion", "--gen-keys-dir", self.keyDir), 0)
+        self.assertEqual(stat.S_IMODE(os.stat(self.keyDir).st_mode), 0o700)
+        self.assertTrue(os.path.isfile(self.paths()[0]))
+
+    def test_defaultDirectory(self) -> None:
+        """
+        Without C{--gen-keys-dir} the pair is written in the current
+        directory, as in Salt.
+        """
+        os.makedirs(self.keyDir)
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(self.keyDir)
+        self.assertEqual(self.run_("--gen-keys", "minion"), 0)
+        self.assertEqual(sorted(os.listdir(self.keyDir)), ["minion.pem", "minion.pub"])
+
+    def test_existingPrivateKey(self) -> None:
+        """
+        As in Salt, an existing C{NAME.pem} is never overwritten: nothing is
+        generated or written. Unlike Salt, which then exits 0 silently, the
+        command says so on stderr and exits 1.
+        """
+        os.makedirs(self.keyDir)
+        pem, pub = self.paths()
+        with open(pem, "wb") as f:
+            f.write(b"the old key")
+        self.assertEqual(self.run_("--gen-keys", "minion", "--gen-keys-dir", self.keyDir), 1)
+        self.assertEqual(
+            self.stderr.getvalue(),
+            f"salttwist-key: {pem} already exists; not overwritten, no key pair written.\n",
+        )
+        self.assertOutput("")
+        with open(pem, "rb") as f:
+            self.assertEqual(f.read(), b"the old key")
+        self.assertFalse(os.path.exists(pub))
+        self.assertEqual(self.generator.sizes, [])
+
+    def test_existingPublicKey(self) -> None:
+        """
+        An existing C{NAME.pub} alone is not overwritten either: no
+        C{NAME.pem} is written.
+        """
+        os.makedirs(self.keyDir)
+        pem, pub = self.paths()
+        with open(pub, "wb") as f:
+            f.write(PEM_B)
+        self.assertEqual(self.run_("--gen-keys", "minion", "--gen-keys-dir", self.keyDir), 1)
+        self.assertIn(f"{pub} already exists", self.stderr.getvalue())
+        self.assertEqual(os.listdir(self.keyDir), ["minion.pub"])
+        with open(pub, "rb") as f:
+            self.assertEqual(f.read(), PEM_B)
+
+    def test_danglingSymlink(self) -> None:
+        """
+        A symlink at C{NAME.pem}, even to nothing, counts as an existing
+        file: nothing is written through it.
+        """
+        os.makedirs(self.keyDir)
+        target = os.path.join(self.root, "elsewhere")
+        os.symlink(target, self.paths()[0])
+        self.assertEqual(self.run_("--gen-keys", "minion", "--gen-keys-dir", self.keyDir), 1)
+        self.assertFalse(os.path.lexists(target))
+
+    def test_writtenMeanwhile(self) -> None:
+        """
+        If another process writes C{NAME.pub} while the key is generated,
+        it is kept, and the C{NAME.pem} just written is removed again: the
+        two files never belong to different pairs.
+        """
+        pem, pub = self.paths()
+
+        def otherProcess() -> None:
+            with open(pub, "wb") as f:
+                f.write(PEM_B)
+
+        self.patch(keycli, "generatePrivateKey", _FakeKeyGenerator(otherProcess))
+        self.assertEqual(self.run_("--gen-keys", "minion", "--gen-keys-dir", self.keyDir), 1)
+        self.assertIn(f"{pub} already exists", self.stderr.getvalue())
+        self.assertEqual(os.listdir(self.keyDir), ["minion.pub"])
+        with open(pub, "rb") as f:
+            self.assertEqual(f.read(), PEM_B)
+
+    def test_privateWrittenMeanwhile(self) -> None:
+        """
+        If another process writes C{NAME.pem} while the key is generated,
+        its key is kept and nothing is written.
+        """
+        pem, pub = self.paths()
+
+        def otherProcess() -> None:
+            with open(pem, "wb") as f:
+                f.write(b"the winner's key")
+
+        self.patch(keycli, "generatePrivateKey", _FakeKeyGenerator(otherProcess))
+        self.assertEqual(self.run_("--gen-keys", "minion", "--gen-keys-dir", self.keyDir), 1)
+        self.assertEqual(os.listdir(self.keyDir), ["minion.pem"])
+        with open(pem, "rb") as f:
+            self.assertEqual(f.read(), b"the winner's key")
+
+    def test_nameNotPath(self) -> None:
+        """
+        NAME is a file name: one with a slash, or C{.} or C{..}, is refused
+        with exit code 2 and nothing is written.
+        """
+        for name in ["../minion", "a/b", "..", "."]:
+            self.assertEqual(self.run_("--gen-keys", name, "--gen-keys-dir", self.keyDir), 2, name)
+        self.assertIn("--gen-keys takes a file name", self.stderr.getvalue())
+        self.assertEqual(self.generator.sizes, [])
+        self.assertFalse(os.path.exists(self.keyDir))
+
+    def test_exclusive(self) -> None:
+        """
+        C{--gen-keys} is an action: it cannot be combined with another one.
+        """
+        self.assertEqual(self.run_("--gen-keys", "minion", "-L"), 2)
+        self.assertIn("not allowed with", self.stderr.getvalue())
+        self.assertEqual(self.generator.sizes, [])
+
+
+def _runKeyCommand(configDir: str, *args: str) -> tuple[int, str]:
+    """
+    Run C{salttwist-key -c configDir ARGS} in this process with its output
+    captured (a L{ProcessRace} action).
+
+    @return: the exit code and standard output.
+    """
+    out = io.StringIO()
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = out
+    try:
+        code = main(["-c", configDir, *args])
+    finally:
+        sys.stdout, sys.stderr = saved
+    return code, out.getvalue()
+
+
+class ConcurrentCommandTests(_KeyCommandBase):
+    """
+    Two C{salttwist-key} runs in two processes act on the same pending key
+    at the same moment.
+    """
+
+    ROUNDS = 50
+
+    def test_acceptAndDelete(self) -> None:
+        """
+        C{salttwist-key -a ID -y} and C{salttwist-key -d ID -y}, racing 50
+        times on a pending key: the key always ends in exactly one state,
+        accepted with its bytes, or in none, and only when the delete
+        reports that it deleted it. It is never left pending, never in two
+        states, never lost without a word, and at least one of the two
+        commands succeeds.
+        """
+        processes = ProcessRace(self, 2)
+        accept = functools.partial(_runKeyCommand, self.configDir, "-a", "race1", "-y")
+        delete = functools.partial(_runKeyCommand, self.configDir, "-d", "race1", "-y")
+        for _ in range(self.ROUNDS):
+            self.store.putKey(PENDING, "race1", PEM_B)
+            (acceptCode, acceptOut), (deleteCode, deleteOut) = processes.round([accept, delete])
+            context = f"accept: {acceptCode} {acceptOut!r}\ndelete: {deleteCode} {deleteOut!r}"
+            states = self.store.stateOf("race1")
+            deleted = "Key for minion race1 deleted." in deleteOut
+            self.assertEqual(deleted, deleteCode == 0, context)
+            if deleted:
+                self.assertEqual(states, [], context)
+            else:
+                self.assertEqual(states, [ACCEPTED], context)
+                self.assertEqual(self.store.getKey(ACCEPTED, "race1"), PEM_B, context)
+                self.assertEqual(acceptCode, 0, context)
+                self.assertIn("Key for minion race1 accepted.", acceptOut, context)
+            for state in STATES:
+                self.store.deleteKey(state, "race1")
+                leftovers = [
+                    name
+                    for name in os.listdir(os.path.join(self.pkiDir, state))
+                    if name.startswith(".")
+                ]
+                self.assertEqual(leftovers, [], context)
 
 
 class KeyEventTests(_KeyCommandBase):

@@ -9,11 +9,18 @@ L{FilesystemKeyStoreTests} adds what only the files on disk can show.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import multiprocessing
 import os
 import stat
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Barrier
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import FailTest, SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from salttwist.crypt import CryptError, generatePrivateKey, publicKeyToPem
@@ -435,3 +442,214 @@ class FilesystemKeyStoreTests(KeyStoreContractMixin, SynchronousTestCase):
         self.store.putKey(PENDING, minionId, PEM_A)
         self.assertIs(self.store.moveKey(minionId, PENDING, ACCEPTED, expected=PEM_A), True)
         self.assertEqual(self.store.listKeys(ACCEPTED), [minionId])
+
+
+def _raceWorker(conn: Connection, barrier: Barrier) -> None:
+    """
+    The body of one L{ProcessRace} worker process: for each action the
+    parent sends, wait at the barrier for the other workers, run it and
+    send back what it returned (or the name of the exception it raised),
+    until the parent sends L{None}.
+    """
+    while (action := conn.recv()) is not None:
+        try:
+            barrier.wait(30)
+            result: object = action()
+        except Exception as e:
+            result = type(e).__name__
+        conn.send(result)
+
+
+class ProcessRace:
+    """
+    Worker processes that each run one action at the same moment (they wait
+    at a shared barrier first), round after round, so that tests can race
+    real processes against one key store.
+
+    The workers are forked: a spawned worker would import the test module
+    again, which takes about a second. They run only file operations and
+    pipe I/O, which a fork handles well. Actions are pickled: each must be a
+    module-level function or a L{functools.partial} of one.
+    """
+
+    TIMEOUT = 30.0
+
+    def __init__(self, testCase: SynchronousTestCase, count: int) -> None:
+        """
+        Start C{count} worker processes, stopped by a cleanup of
+        C{testCase}.
+        """
+        context = multiprocessing.get_context("fork")
+        testCase.addCleanup(self.stop)
+        # Kept for the life of the race: the semaphores behind it go away
+        # with the last reference in this process, perhaps before a child
+        # has unpickled its copy.
+        self._barrier = context.Barrier(count)
+        self._conns: list[Connection] = []
+        self._processes: list[Any] = []
+        for _ in range(count):
+            parentEnd, childEnd = context.Pipe()
+            process = context.Process(
+                target=_raceWorker, args=(childEnd, self._barrier), daemon=True
+            )
+            process.start()
+            childEnd.close()
+            self._conns.append(parentEnd)
+            self._processes.append(process)
+
+    def round(self, actions: list[Callable[[], object]]) -> list[object]:
+        """
+        Let each worker run one of C{actions}, all at the same moment.
+
+        @return: what each action returned, in the order of the actions.
+        @raise FailTest: if a worker does not answer within L{TIMEOUT}
+            seconds (it died, or the barrier broke).
+        """
+        for conn, action in zip(self._conns, actions, strict=True):
+            conn.send(action)
+        results = []
+        for conn in self._conns:
+            try:
+                if not conn.poll(self.TIMEOUT):
+                    raise FailTest("a race worker process did not answer")
+                results.append(conn.recv())
+            except (EOFError, OSError) as e:
+                raise FailTest(f"a race worker process died: {e}") from e
+        return results
+
+    def stop(self) -> None:
+        """
+        Tell the workers to exit and wait for them; terminate (by its own
+        handle) any that does not exit.
+        """
+        for conn in self._conns:
+            with contextlib.suppress(OSError):
+                conn.send(None)
+            conn.close()
+        for process in self._processes:
+            process.join(self.TIMEOUT)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+        self._conns, self._processes = [], []
+
+
+def _accept(pkiDir: str, minionId: str, pem: bytes) -> object:
+    """
+    Accept the pending key of C{minionId} if it is still C{pem}, as
+    C{salttwist-key -a} does.
+    """
+    return FilesystemKeyStore(pkiDir).moveKey(minionId, PENDING, ACCEPTED, expected=pem)
+
+
+def _reject(pkiDir: str, minionId: str) -> object:
+    """
+    Reject the pending key of C{minionId}, as C{salttwist-key -r} does.
+    """
+    return FilesystemKeyStore(pkiDir).moveKey(minionId, PENDING, REJECTED)
+
+
+def _deletePending(pkiDir: str, minionId: str) -> object:
+    """
+    Delete the pending key of C{minionId}, as C{salttwist-key -d} does.
+    """
+    return FilesystemKeyStore(pkiDir).deleteKey(PENDING, minionId)
+
+
+class ConcurrentMoveTests(SynchronousTestCase):
+    """
+    Two processes change the same pending key at the same moment, many
+    times: the key always ends in exactly one state (or none, when a delete
+    won), exactly one of them succeeds, and nothing is left behind.
+    """
+
+    ROUNDS = 50
+
+    def setUp(self) -> None:
+        """
+        Make a key store in a fresh directory.
+        """
+        self.pkiDir = os.path.abspath(self.mktemp())
+        self.store = FilesystemKeyStore(self.pkiDir)
+
+    def race(
+        self, actions: list[Callable[[], object]], check: Callable[[list[object]], None]
+    ) -> None:
+        """
+        For L{ROUNDS} rounds: put C{web1}'s key in C{minions_pre}, run
+        C{actions} in separate processes at once, call C{check} with their
+        results, check that no temporary file is left, then clear the store.
+        """
+        processes = ProcessRace(self, len(actions))
+        for _ in range(self.ROUNDS):
+            self.store.putKey(PENDING, "web1", PEM_A)
+            results = processes.round(actions)
+            check(results)
+            for state in STATES:
+                leftovers = [
+                    name
+                    for name in os.listdir(os.path.join(self.pkiDir, state))
+                    if name.startswith(".")
+                ]
+                self.assertEqual(leftovers, [], f"temporary files left in {state}")
+                self.store.deleteKey(state, "web1")
+
+    def assertOneWinner(self, results: list[object]) -> int:
+        """
+        Exactly one of the racers moved or deleted the key; the others found
+        it gone (L{False}), and none failed.
+
+        @return: the index of the winner.
+        """
+        self.assertEqual(sorted(map(repr, results)), ["False", "True"], results)
+        return results.index(True)
+
+    def test_acceptAccept(self) -> None:
+        """
+        Two acceptances of the same pending key: one wins, the other finds
+        no key; the key is accepted once, with its bytes, and is no longer
+        pending.
+        """
+        accept = functools.partial(_accept, self.pkiDir, "web1", PEM_A)
+
+        def check(results: list[object]) -> None:
+            self.assertOneWinner(results)
+            self.assertEqual(self.store.stateOf("web1"), [ACCEPTED])
+            self.assertEqual(self.store.getKey(ACCEPTED, "web1"), PEM_A)
+
+        self.race([accept, accept], check)
+
+    def test_acceptDelete(self) -> None:
+        """
+        An acceptance and a deletion of the same pending key: exactly one
+        wins. If the acceptance won, the key is accepted (with its bytes);
+        if the deletion won, the key is gone from every state. It is never
+        both, and never left pending.
+        """
+        accept = functools.partial(_accept, self.pkiDir, "web1", PEM_A)
+        delete = functools.partial(_deletePending, self.pkiDir, "web1")
+
+        def check(results: list[object]) -> None:
+            winner = self.assertOneWinner(results)
+            if winner == 0:
+                self.assertEqual(self.store.stateOf("web1"), [ACCEPTED])
+                self.assertEqual(self.store.getKey(ACCEPTED, "web1"), PEM_A)
+            else:
+                self.assertEqual(self.store.stateOf("web1"), [])
+
+        self.race([accept, delete], check)
+
+    def test_acceptReject(self) -> None:
+        """
+        An acceptance and a rejection of the same pending key: exactly one
+        wins, and the key is in the winner's state only.
+        """
+        accept = functools.partial(_accept, self.pkiDir, "web1", PEM_A)
+        reject = functools.partial(_reject, self.pkiDir, "web1")
+
+        def check(results: list[object]) -> None:
+            winner = self.assertOneWinner(results)
+            self.assertEqual(self.store.stateOf("web1"), [[ACCEPTED], [REJECTED]][winner])
+            self.assertEqual(self.store.getKey(self.store.stateOf("web1")[0], "web1"), PEM_A)
+
+        self.race([accept, reject], check)

@@ -1,7 +1,8 @@
 # -*- test-case-name: tests.test_cli_key -*-
 """
-C{salttwist-key}: list, accept, reject, delete and fingerprint minion keys,
-with the flags and output of Salt's C{salt-key}.
+C{salttwist-key}: list, accept, reject, delete, fingerprint and print minion
+keys, and generate key pairs, with the flags and output of Salt's
+C{salt-key}.
 
 It works on the master's C{pki_dir} directly, through
 L{FilesystemKeyStore}, so it needs no running master; the master sees each
@@ -10,6 +11,10 @@ rename or unlink, so this command and the master can run at the same time.
 
 An accepted key is always the one the admin saw: the prompt shows each
 key's fingerprint, and a key whose bytes changed after that is not accepted.
+
+A denied key (an id already accepted or pending, presented again with
+another key) is shown by C{-f}/C{-F} with the fingerprint of the key it
+clashes with, so that an admin can tell a rebuilt host from an impostor.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import argparse
 import fnmatch
 import json
 import os
-import pprint
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +31,14 @@ from typing import Any
 import yaml
 
 from salttwist.config import ConfigError, loadMasterConfig
-from salttwist.crypt import fingerprint
+from salttwist.crypt import (
+    MAX_RSA_BITS,
+    MIN_RSA_BITS,
+    fingerprint,
+    generatePrivateKey,
+    privateKeyToPem,
+    publicKeyToPem,
+)
 from salttwist.events.fire import fireMasterEvent
 from salttwist.pki.keystore import (
     ACCEPTED,
@@ -145,6 +156,31 @@ def _makeParser() -> argparse.ArgumentParser:
     actions.add_argument(
         "-F", "--finger-all", action="store_true", help="Print the fingerprints of all keys."
     )
+    actions.add_argument(
+        "-p", "--print", metavar="ID", help="Print the public keys matching a glob."
+    )
+    actions.add_argument("-P", "--print-all", action="store_true", help="Print all public keys.")
+    actions.add_argument(
+        "--gen-keys",
+        metavar="NAME",
+        help="Generate a key pair, NAME.pem (private, mode 0600) and NAME.pub; an"
+        " existing pair is never overwritten.",
+    )
+    parser.add_argument(
+        "--gen-keys-dir",
+        default=".",
+        metavar="DIR",
+        help="The directory --gen-keys writes to, created if missing (default: the"
+        " current directory).",
+    )
+    parser.add_argument(
+        "--keysize",
+        type=int,
+        default=MIN_RSA_BITS,
+        metavar="N",
+        help=f"The size in bits of the key --gen-keys makes, {MIN_RSA_BITS} to"
+        f" {MAX_RSA_BITS} (default: %(default)s).",
+    )
     parser.add_argument("-y", "--yes", action="store_true", help="Answer yes to every question.")
     parser.add_argument(
         "--include-rejected",
@@ -219,12 +255,15 @@ def _orList(words: Sequence[str]) -> str:
     return ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def _output(data: dict[str, Any], fmt: str, line: Callable[[str, Any], str]) -> None:
+def _output(data: dict[str, Any], fmt: str, line: Callable[[str, str, Any], str]) -> None:
     """
     Print C{data}, a mapping of state to the keys in it, in format C{fmt}.
 
-    @param line: formats one entry (a key, and for a mapping its value) of
-        the human C{nested} format.
+    The C{txt} format is Salt's: one line C{state: value} per state, the
+    value as Python prints it, never wrapped.
+
+    @param line: formats one entry of the human C{nested} format, given its
+        state, its key and (for a mapping) its value.
     """
     ordered = {state: data[state] for state in _DATA_ORDER if state in data}
     if fmt == "json":
@@ -233,14 +272,15 @@ def _output(data: dict[str, Any], fmt: str, line: Callable[[str, Any], str]) -> 
         sys.stdout.write(yaml.safe_dump(ordered, default_flow_style=False, sort_keys=False))
     elif fmt == "txt":
         for state, value in ordered.items():
-            _write(f"{state}: {pprint.pformat(value)}")
+            _write(f"{state}: {value}")
     else:
         for state in _HUMAN_ORDER:
             if state in data:
                 _write(_HEADINGS[state])
                 entries = data[state]
                 for name in entries:
-                    _write(line(name, entries[name] if isinstance(entries, dict) else None))
+                    value = entries[name] if isinstance(entries, dict) else None
+                    _write(line(state, name, value))
 
 
 def _listKeys(store: FilesystemKeyStore, states: Sequence[str], fmt: str) -> int:
@@ -248,22 +288,26 @@ def _listKeys(store: FilesystemKeyStore, states: Sequence[str], fmt: str) -> int
     Print the ids in C{states}, as C{-L} and C{-l} do.
     """
     data = {state: store.listKeys(state) for state in states}
-    _output(data, fmt, lambda name, value: name)
+    _output(data, fmt, lambda state, name, value: name)
     return 0
 
 
-def _fingerKeys(store: FilesystemKeyStore, pattern: str | None, fmt: str) -> int:
+def _readMatching(
+    store: FilesystemKeyStore, pattern: str | None, convert: Callable[[bytes], str]
+) -> dict[str, dict[str, str]]:
     """
-    Print the fingerprints of the keys matching C{pattern} (all keys, with
-    every heading, if it is L{None}), as C{-f} and C{-F} do.
+    Read the keys whose ids match C{pattern}, in every state.
+
+    @param pattern: a comma-separated list of globs; L{None} for every key,
+        in which case every state is in the result, even an empty one.
+    @param convert: turns the bytes of one key into what is shown.
+    @return: a mapping of state to a mapping of id to C{convert}'s result,
+        with only the states that matched (unless C{pattern} is L{None}).
+        A key that cannot be read is reported on standard error and left
+        out.
     """
     globs = _globs(pattern) if pattern is not None else ["*"]
     data: dict[str, dict[str, str]] = {}
-    for name in LOCAL_KEYS:
-        path = os.path.join(store.pkiDir, name)
-        if _matches(name, globs) and os.path.isfile(path):
-            with open(path, "rb") as f:
-                data.setdefault(LOCAL, {})[name] = _fingerprintOrNote(f.read())
     for state in STATES:
         if pattern is None:
             data[state] = {}
@@ -276,11 +320,145 @@ def _fingerKeys(store: FilesystemKeyStore, pattern: str | None, fmt: str) -> int
                 _error(f"cannot read the key of {minionId} in {state}: {e}")
                 continue
             if pem is not None:
-                data.setdefault(state, {})[minionId] = _fingerprintOrNote(pem)
+                data.setdefault(state, {})[minionId] = convert(pem)
+    return data
+
+
+def _clashes(store: FilesystemKeyStore, minionIds: Sequence[str]) -> dict[str, str]:
+    """
+    For each denied id, the fingerprints of the keys it clashes with: the
+    key of the same id that is accepted or pending. The admin compares them
+    to tell a rebuilt host (whose new key should replace the old one) from
+    an impostor.
+
+    @return: a mapping of id to text such as C{accepted: 3a:...}; ids with
+        no accepted or pending key (deleted since) are left out.
+    """
+    found = {}
+    for minionId in minionIds:
+        parts = []
+        for state in (ACCEPTED, PENDING):
+            try:
+                pem = store.getKey(state, minionId)
+            except OSError as e:
+                _error(f"cannot read the key of {minionId} in {state}: {e}")
+                continue
+            if pem is not None:
+                parts.append(f"{_ADJECTIVES[state]}: {_fingerprintOrNote(pem)}")
+        if parts:
+            found[minionId] = "; ".join(parts)
+    return found
+
+
+def _fingerKeys(store: FilesystemKeyStore, pattern: str | None, fmt: str) -> int:
+    """
+    Print the fingerprints of the keys matching C{pattern} (all keys, with
+    every heading, if it is L{None}), as C{-f} and C{-F} do.
+
+    In the human format a denied key is followed by the fingerprint of the
+    accepted or pending key of the same id, in parentheses; the json, yaml
+    and txt formats keep Salt's shape (state, id, fingerprint), where the
+    other key is under its own state.
+    """
+    globs = _globs(pattern) if pattern is not None else ["*"]
+    data: dict[str, dict[str, str]] = {}
+    for name in LOCAL_KEYS:
+        path = os.path.join(store.pkiDir, name)
+        if _matches(name, globs) and os.path.isfile(path):
+            with open(path, "rb") as f:
+                data.setdefault(LOCAL, {})[name] = _fingerprintOrNote(f.read())
+    data.update(_readMatching(store, pattern, _fingerprintOrNote))
     if pattern is not None and not data:
         _write(f"The key glob '{pattern}' does not match any keys.")
         return 1
-    _output(data, fmt, lambda name, value: f"{name}:  {value}")
+    clashes = _clashes(store, list(data.get(DENIED, {}))) if fmt == "nested" else {}
+
+    def line(state: str, name: str, value: str) -> str:
+        if state == DENIED and name in clashes:
+            return f"{name}:  {value}  ({clashes[name]})"
+        return f"{name}:  {value}"
+
+    _output(data, fmt, line)
+    return 0
+
+
+def _printKeys(store: FilesystemKeyStore, pattern: str | None, fmt: str) -> int:
+    """
+    Print the public keys matching C{pattern} (all keys, with every
+    heading, if it is L{None}), as C{-p} and C{-P} do: under each state
+    heading, C{id:  } then the PEM, which ends with its own newline, so a
+    blank line follows each key, as in Salt. The master's own keys are not
+    shown, as in Salt.
+    """
+    data = _readMatching(store, pattern, lambda pem: pem.decode("ascii", "replace"))
+    if pattern is not None and not data:
+        _write(f"The key glob '{pattern}' does not match any keys.")
+        return 1
+    _output(data, fmt, lambda state, name, value: f"{name}:  {value}")
+    return 0
+
+
+def _genKeys(name: str, directory: str, keysize: int) -> int:
+    """
+    Write a new key pair, C{directory/name.pem} (mode 0600) and
+    C{directory/name.pub} (mode 0644), as C{--gen-keys} does; create
+    C{directory} (mode 0700) if it is missing, as Salt does.
+
+    Like Salt, it never overwrites an existing key: if either file exists,
+    nothing is written. Unlike Salt, which then exits 0 without a word, it
+    says so and fails, so that a script never takes the old key for a new
+    one.
+
+    @return: 0 once both files are written; 1 if one of them existed; 2 if
+        they cannot be written.
+    """
+    if name in ("", ".", "..") or os.sep in name or (os.altsep and os.altsep in name):
+        _error(f"--gen-keys takes a file name, not a path: {name!r}")
+        return 2
+    privPath = os.path.join(directory, f"{name}.pem")
+    pubPath = os.path.join(directory, f"{name}.pub")
+    for path in (privPath, pubPath):
+        if os.path.lexists(path):
+            _error(f"{path} already exists; not overwritten, no key pair written.")
+            return 1
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    except OSError as e:
+        _error(f"cannot create {directory}: {e.strerror or e}")
+        return 2
+
+    key = generatePrivateKey(keysize)
+    publicPem = publicKeyToPem(key.public_key())
+    written: list[str] = []
+    try:
+        for path, data, mode in (
+            (privPath, privateKeyToPem(key), 0o600),
+            (pubPath, publicPem, 0o644),
+        ):
+            # O_EXCL: a file created meanwhile (another run) is never replaced.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+            written.append(path)
+            try:
+                os.fchmod(fd, mode)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except OSError as e:
+        for path in written:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if isinstance(e, FileExistsError):
+            _error(f"{e.filename} already exists; not overwritten, no key pair written.")
+            return 1
+        _error(f"cannot write {e.filename}: {e.strerror or e}")
+        return 2
+    _write(f"Key pair written: {privPath} (private, mode 0600) and {pubPath}.")
+    _write(f"{name}.pub:  {fingerprint(publicPem)}")
     return 0
 
 
@@ -304,12 +482,18 @@ def _findMatches(store: FilesystemKeyStore, pattern: str, sources: Sequence[str]
     return found
 
 
-def _confirm(verb: str, found: Sequence[_Match]) -> bool:
+def _confirm(verb: str, found: Sequence[_Match], clashes: dict[str, str], defaultYes: bool) -> bool:
     """
-    Show the keys about to change, with their fingerprints, and ask.
+    Show the keys about to change, with their fingerprints (and for a denied
+    key, those of the key it clashes with), and ask.
 
-    @return: L{True} for C{y}, C{Y} or an empty line; L{False} for anything
-        else, including end of input (so that C{</dev/null} never agrees).
+    @param clashes: see L{_clashes}.
+    @param defaultYes: whether an empty answer means yes. As in Salt, it
+        does for accepting and rejecting (C{[n/Y]}) but not for deleting
+        (C{[N/y]}).
+    @return: L{True} for C{y}, C{Y}, or an empty line if C{defaultYes};
+        L{False} for anything else, including end of input (so that
+        C{</dev/null} never agrees).
     """
     _write(f"The following keys are going to be {verb}:")
     for state in _HUMAN_ORDER:
@@ -317,14 +501,18 @@ def _confirm(verb: str, found: Sequence[_Match]) -> bool:
         if inState:
             _write(_HEADINGS[state])
             for match in inState:
-                _write(f"{match.minionId}  (SHA-256 fingerprint {_fingerprintOrNote(match.pem)})")
-    sys.stdout.write("Proceed? [n/Y] ")
+                finger = f"SHA-256 fingerprint {_fingerprintOrNote(match.pem)}"
+                if state == DENIED and match.minionId in clashes:
+                    finger += f"; {clashes[match.minionId]}"
+                _write(f"{match.minionId}  ({finger})")
+    sys.stdout.write("Proceed? [n/Y] " if defaultYes else "Proceed? [N/y] ")
     sys.stdout.flush()
     answer = sys.stdin.readline()
     if not answer:
         _write()
         return False
-    return answer.strip() in ("", "y", "Y")
+    answer = answer.strip()
+    return answer in ("y", "Y") or (defaultYes and answer == "")
 
 
 def _changeKeys(
@@ -354,7 +542,8 @@ def _changeKeys(
         adjectives = [_ADJECTIVES[state] for state in sources]
         _write(f"The key glob '{pattern}' does not match any {_orList(adjectives)} keys.")
         return 1
-    if not yes and not _confirm(verb, found):
+    denied = [match.minionId for match in found if match.state == DENIED]
+    if not yes and not _confirm(verb, found, _clashes(store, denied), target is not None):
         _write("Aborted; no keys were changed.")
         return 1
 
@@ -400,9 +589,9 @@ def main(argv: list[str] | None = None) -> int:
 
     @param argv: the arguments, without the program name; L{None} for
         C{sys.argv[1:]}.
-    @return: the exit code: 0 on success, 1 if nothing matched, the admin
-        declined or a key could not be changed, 2 for a usage or
-        configuration error.
+    @return: the exit code: 0 on success; 1 if nothing matched, the admin
+        declined, a key could not be changed or C{--gen-keys} found a key
+        already there; 2 for a usage or configuration error.
     """
     parser = _makeParser()
     try:
@@ -410,6 +599,20 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         # argparse exits on --help and on usage errors; return its code instead.
         return e.code if isinstance(e.code, int) else 2
+
+    if not MIN_RSA_BITS <= options.keysize <= MAX_RSA_BITS:
+        # Salt's words and limits, except that the master refuses keys over
+        # MAX_RSA_BITS, so making one would be of no use.
+        which = "minimum" if options.keysize < MIN_RSA_BITS else "maximum"
+        limit = MIN_RSA_BITS if which == "minimum" else MAX_RSA_BITS
+        try:
+            parser.error(f"The {which} value for keysize is {limit}")
+        except SystemExit as e:
+            return e.code if isinstance(e.code, int) else 2
+    if options.gen_keys is not None:
+        # Needs no master config: a key pair for a minion or another master
+        # is often made on a host without one.
+        return _genKeys(options.gen_keys, options.gen_keys_dir, options.keysize)
 
     try:
         config = loadMasterConfig(options.config_dir)
@@ -468,6 +671,10 @@ def _dispatch(
         return _fingerKeys(store, options.finger, options.out)
     if options.finger_all:
         return _fingerKeys(store, None, options.out)
+    if options.print is not None:
+        return _printKeys(store, options.print, options.out)
+    if options.print_all:
+        return _printKeys(store, None, options.out)
     if options.list is not None:
         return _listKeys(store, _LIST_CHOICES[options.list], options.out)
     return _listKeys(store, STATES, options.out)

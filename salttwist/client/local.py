@@ -128,7 +128,7 @@ class _ReturnCollector:
         """
         The event bus went away: stop every wait.
         """
-        for gather in self._gathers.values():
+        for gather in list(self._gathers.values()):
             gather._finish(False)
 
 
