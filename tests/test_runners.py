@@ -17,8 +17,11 @@ from salttwist.config import loadMasterConfig
 from salttwist.events.bus import LocalEventBus
 from salttwist.master.core import Master, runSynchronously
 from salttwist.master.keys import MasterKeys
+from salttwist.minion import grains
+from salttwist.modules import loadFunctions
 from salttwist.pki.keystore import InMemoryKeyStore
-from salttwist.runners import RunnerContext
+from salttwist.runners import RunnerContext, loadRunners
+from salttwist.runners import salt as saltRunners
 
 MASTER_KEY = crypt.generatePrivateKey()
 
@@ -92,3 +95,155 @@ class ClientRunnerTests(SynchronousTestCase):
         self.assertIs(self.events[-1][1]["success"], False)
         failure = self.failureResultOf(self.run_("test.boom", ["extra"]), ValueError)
         self.assertIn("Passed invalid arguments to test.boom", str(failure.value))
+
+
+class RegisteredRunnersTests(SynchronousTestCase):
+    """
+    The master loads Salt's runner modules.
+    """
+
+    def test_loaded(self) -> None:
+        """
+        The C{jobs}, C{manage} and C{salt} runners are registered under
+        Salt's names.
+        """
+        names = set(loadRunners())
+        for name in (
+            "jobs.active",
+            "jobs.lookup_jid",
+            "jobs.list_job",
+            "jobs.list_jobs",
+            "jobs.print_job",
+            "jobs.exit_success",
+            "manage.status",
+            "manage.up",
+            "manage.down",
+            "manage.present",
+            "manage.not_present",
+            "manage.joined",
+            "manage.not_joined",
+            "manage.list_state",
+            "manage.list_not_state",
+            "salt.cmd",
+        ):
+            self.assertIn(name, names)
+        self.assertFalse([n for n in names if n.split(".")[1].startswith("_")])
+
+
+class SaltCmdTests(SynchronousTestCase):
+    """
+    C{salt.cmd} runs an execution module function in the master.
+    """
+
+    def setUp(self) -> None:
+        """
+        A master whose C{runBlocking} records what it runs; the master's
+        grains are fixed (gathering real ones reads the host and asks DNS).
+        """
+        root = os.path.abspath(self.mktemp())
+        config = loadMasterConfig(root, overrides={"root_dir": root})
+        self.blocking: list[Any] = []
+
+        def runBlocking(f: Any, *args: Any, **kwargs: Any) -> Any:
+            self.blocking.append(f)
+            return runSynchronously(f, *args, **kwargs)
+
+        self.master = Master(
+            config,
+            MasterKeys(MASTER_KEY, crypt.publicKeyToPem(MASTER_KEY.public_key()), b"r" * 32),
+            InMemoryKeyStore(),
+            LocalEventBus(),
+            runBlocking,
+            Clock(),
+        )
+        self.grainsOpts: list[dict[str, Any]] = []
+
+        def masterGrains(opts: dict[str, Any]) -> dict[str, Any]:
+            self.grainsOpts.append(opts)
+            return {"id": "host.example_master", "os": "Debian"}
+
+        self.patch(saltRunners, "_masterGrains", masterGrains)
+
+    def run_(self, arg: list[Any]) -> Any:
+        """
+        Run C{salt.cmd} with wire arguments C{arg}.
+        """
+        return self.master.clientRunner(None, {"fun": "salt.cmd", "arg": arg})  # type: ignore[arg-type]
+
+    def test_function(self) -> None:
+        """
+        The function's return is the runner's return; positional and
+        keyword arguments reach it, Salt's C{__pub_*} keys do not.
+        """
+        reply = self.successResultOf(
+            self.run_(["test.arg", 1, "two", {"__kwarg__": True, "a": 3, "__pub_jid": "x"}])
+        )
+        self.assertEqual(reply["return"], {"args": [1, "two"], "kwargs": {"a": 3}})
+        echo = self.successResultOf(self.run_(["test.echo", "hi"]))
+        self.assertEqual(echo["return"], "hi")
+
+    def test_grains(self) -> None:
+        """
+        Functions see the master's grains (gathered off the reactor thread)
+        and its config, with the master's id.
+        """
+        reply = self.successResultOf(self.run_(["grains.item", "id", "os"]))
+        self.assertEqual(reply["return"], {"id": "host.example_master", "os": "Debian"})
+        self.assertIn(saltRunners._masterGrains, self.blocking)
+        self.assertEqual(self.grainsOpts[0]["cachedir"], self.master.config["cachedir"])
+
+    def test_blockingInThreads(self) -> None:
+        """
+        A function not marked C{onReactor} runs through C{runBlocking}; one
+        marked so does not.
+        """
+        functions = loadFunctions()
+        self.successResultOf(self.run_(["test.fib", 5]))
+        self.assertIn(functions["test.fib"], self.blocking)
+        self.successResultOf(self.run_(["test.ping"]))
+        self.assertNotIn(functions["test.ping"], self.blocking)
+
+    def test_retcodeValue(self) -> None:
+        """
+        A function returning a value with a retcode returns the value.
+        """
+        reply = self.successResultOf(self.run_(["test.retcode", 3]))
+        self.assertIs(reply["return"], True)
+
+    def test_unavailable(self) -> None:
+        """
+        An unknown function returns Salt's message instead of failing.
+        """
+        reply = self.successResultOf(self.run_(["nope.nope"]))
+        self.assertEqual(reply["return"], "'nope.nope' is not available.")
+
+    def test_exception(self) -> None:
+        """
+        A function that raises fails the runner with Salt's message for it.
+        """
+        failure = self.failureResultOf(self.run_(["test.exception", "oops"]), ValueError)
+        self.assertEqual(
+            str(failure.value), "The minion function caused an exception: Exception: oops"
+        )
+        self.flushLoggedErrors(Exception)
+
+    def test_badArguments(self) -> None:
+        """
+        Arguments the function does not take are reported with its name.
+        """
+        failure = self.failureResultOf(self.run_(["test.ping", "extra"]), ValueError)
+        self.assertIn("Passed invalid arguments to test.ping", str(failure.value))
+        missing = self.failureResultOf(self.run_([]), ValueError)
+        self.assertIn("Passed invalid arguments to salt.cmd", str(missing.value))
+
+    def test_masterGrains(self) -> None:
+        """
+        The master's grains are the host's core grains with Salt's master
+        id, C{<fqdn>_master}, unless the config names one.
+        """
+        self.patch(grains, "getFqdn", lambda: "host.example")
+        self.patch(grains, "coreGrains", lambda minionId, config: {"id": minionId})
+        self.assertEqual(self.masterGrainsOriginal({}), {"id": "host.example_master"})
+        self.assertEqual(self.masterGrainsOriginal({"id": "boss"}), {"id": "boss"})
+
+    masterGrainsOriginal = staticmethod(saltRunners._masterGrains)

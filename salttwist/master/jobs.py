@@ -42,6 +42,12 @@ class JobRegistry:
             self._jobs.popitem(last=False)
         return job
 
+    def recent(self) -> list[Job]:
+        """
+        @return: the jobs remembered, oldest first.
+        """
+        return list(self._jobs.values())
+
     def get(self, jid: str) -> Job | None:
         """
         @return: the job C{jid}, or L{None} if unknown or forgotten.

@@ -7,6 +7,11 @@ Every runner function takes a L{RunnerContext} first. It runs on the
 reactor thread and must not block: it returns a value or a L{Deferred}, and
 hands blocking work to C{context.master.runBlocking} (the job cache already
 works off the reactor).
+
+The modules, by Salt's names: C{jobs} (the job cache and running jobs),
+C{manage} (which minions are up) and C{salt} (C{salt.cmd}: an execution module
+function run in the master). C{state.event} is not a runner here: like Salt's,
+it runs in the C{salttwist-run} command (L{salttwist.cli.run}).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from salttwist.master.core import Master
 
-RUNNERS: tuple[str, ...] = ()
+RUNNERS: tuple[str, ...] = ("jobs", "manage", "salt")
 
 
 @dataclass

@@ -1,0 +1,328 @@
+# -*- test-case-name: tests.test_cli_run -*-
+"""
+C{salttwist-run}: Salt's C{salt-run}. Run a runner function in the local
+master and print what it returns (the return itself, not keyed by minion id).
+
+C{state.event} is the exception: like Salt's, it runs in the command itself.
+It subscribes to the master's event bus and prints each event whose tag
+matches C{tagmatch} (a glob or a regular expression) as
+C{tag<TAB>{json}}, one per line, or pretty-printed with C{pretty=True},
+until C{count} events matched or Ctrl-C.
+
+Exit codes: 0 when the runner returned (or C{state.event} ended by its
+C{count} or by Ctrl-C); 1 when the runner failed or was refused (an unknown
+runner, invalid arguments, an error in the runner) or did not answer within
+C{-t} seconds; 2 when the master is not running or cannot be reached, or
+closed the event bus under C{state.event}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import re
+import sys
+from typing import Any
+
+import salttwist
+from salttwist.args import parseArgs
+from salttwist.cli.output import OUTPUTTERS, render
+from salttwist.cli.salt import parseCliArgs
+from salttwist.config import ConfigError, loadMasterConfig
+
+EX_OK, EX_GENERIC, EX_UNAVAILABLE = 0, 1, 2
+EVENT_FUNCTION = "state.event"
+#: Characters after which a glob or regular expression stops being a literal
+#: tag prefix.
+_PATTERN_CHARACTERS = frozenset("*?[]{}()|.^$+\\")
+#: Regular-expression quantifiers, which make the character before them
+#: optional.
+_QUANTIFIERS = frozenset("*?+{")
+
+
+def buildParser() -> argparse.ArgumentParser:
+    """
+    The command line, with Salt's flags.
+    """
+    parser = argparse.ArgumentParser(
+        prog="salttwist-run",
+        usage="salttwist-run [options] <function> [arguments]",
+        description=(
+            "Run a runner function in the master and print its return. "
+            "state.event streams the master's events instead."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"salttwist {salttwist.__version__}")
+    parser.add_argument(
+        "-c",
+        "--config-dir",
+        default="/etc/salttwist",
+        help="Directory of the master config (default: %(default)s).",
+    )
+    parser.add_argument(
+        "-t",
+        "--timeout",
+        type=float,
+        default=None,
+        help="Seconds to wait for the runner's return (default: as long as it takes).",
+    )
+    parser.add_argument(
+        "--out", choices=OUTPUTTERS, default="nested", help="Outputter (default: nested)."
+    )
+    parser.add_argument(
+        "--out-indent",
+        type=int,
+        default=None,
+        help="Indent for json/yaml output; negative for one line.",
+    )
+    parser.add_argument("--no-color", action="store_true", help="Never colour the output.")
+    parser.add_argument(
+        "--force-color",
+        action="store_true",
+        help="Colour the output even when it is not a terminal.",
+    )
+    parser.add_argument("function")
+    parser.add_argument("arg", nargs="*")
+    return parser
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+async def runRunner(reactor: Any, options: argparse.Namespace, config: dict[str, Any]) -> int:
+    """
+    Call the runner in the master and print its return.
+
+    @return: the exit code.
+    """
+    from twisted.internet.defer import Deferred, TimeoutError
+
+    from salttwist.client.local import LocalClient, MasterUnavailable
+    from salttwist.transport.reqclient import RequestError
+
+    client = LocalClient(config, reactor)
+    call = Deferred.fromCoroutine(client.runner(options.function, parseCliArgs(options.arg)))
+    if options.timeout is not None:
+        call.addTimeout(options.timeout, reactor)
+    try:
+        reply = await call
+    except MasterUnavailable as e:
+        sys.stderr.write(f"Error: {e}\n")
+        return EX_UNAVAILABLE
+    except RequestError as e:
+        sys.stderr.write(f"Error: {e}\n")
+        return EX_GENERIC
+    except TimeoutError:
+        sys.stderr.write(
+            f"Error: {options.function} did not return within {options.timeout:g} seconds\n"
+        )
+        return EX_GENERIC
+    except ConnectionError as e:
+        sys.stderr.write(f"Error: lost the connection to the master ({e})\n")
+        return EX_UNAVAILABLE
+    color = options.force_color or (
+        not options.no_color and options.out == "nested" and sys.stdout.isatty()
+    )
+    _write(render(options.out, reply.get("return"), color, options.out_indent))
+    return EX_OK
+
+
+# state.event -----------------------------------------------------------------
+
+
+def _eventArguments(
+    tagmatch: Any = "*",
+    count: Any = -1,
+    quiet: Any = False,
+    sock_dir: Any = None,
+    pretty: Any = False,
+    node: Any = "master",
+) -> dict[str, Any]:
+    """
+    The arguments of Salt's C{state.event} runner, by name.
+    """
+    return {
+        "tagmatch": tagmatch,
+        "count": count,
+        "quiet": quiet,
+        "sock_dir": sock_dir,
+        "pretty": pretty,
+        "node": node,
+    }
+
+
+def tagMatches(tag: str, tagmatch: str) -> bool:
+    """
+    Salt's C{expr_match}: whether C{tag} matches C{tagmatch} as a glob, or
+    else as a regular expression matching the whole tag.
+    """
+    if fnmatch.fnmatchcase(tag, tagmatch):
+        return True
+    try:
+        return re.match(rf"\A(?:{tagmatch})\Z", tag) is not None
+    except re.error:
+        return False
+
+
+def tagPrefix(tagmatch: str) -> str:
+    """
+    The literal start every tag matching C{tagmatch} has, whether it is read
+    as a glob or as a regular expression, so the bus sends only those
+    events. Empty when there is none (an alternation anywhere, say).
+    """
+    if "|" in tagmatch:
+        return ""
+    for index, character in enumerate(tagmatch):
+        if character in _PATTERN_CHARACTERS:
+            # A quantifier makes the character before it optional.
+            return tagmatch[: index - 1 if character in _QUANTIFIERS and index else index]
+    return tagmatch
+
+
+def _plain(value: Any) -> Any:
+    """
+    Event data as JSON can print it: bytes, as values or keys, become text.
+    """
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, dict):
+        return {_plain(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def formatEvent(tag: str, data: dict[str, Any], pretty: bool) -> str:
+    """
+    One event as Salt's C{state.event} prints it: the tag, a tab and the
+    data as JSON, on one line, or indented by 4 with sorted keys when
+    C{pretty}.
+    """
+    text = json.dumps(
+        _plain(data), sort_keys=bool(pretty), indent=4 if pretty else None, default=str
+    )
+    return f"{tag}\t{text}\n"
+
+
+async def streamEvents(reactor: Any, options: argparse.Namespace, config: dict[str, Any]) -> int:
+    """
+    Run C{state.event}: print the matching events of the master's bus.
+
+    @return: the exit code, once C{count} events matched or the master
+        closed the bus (Ctrl-C stops the reactor instead; see L{main}).
+    """
+    from twisted.internet.defer import Deferred
+
+    from salttwist.client.local import CONNECT_TIMEOUT
+    from salttwist.events.client import listenEvents
+    from salttwist.master.service import EVENT_PUB_SOCKET
+
+    args, kwargs = parseArgs(parseCliArgs(options.arg))
+    try:
+        arguments = _eventArguments(*args, **kwargs)
+    except TypeError as e:
+        sys.stderr.write(f"Error: Passed invalid arguments to {EVENT_FUNCTION}: {e}\n")
+        return EX_GENERIC
+    tagmatch = arguments["tagmatch"]
+    tagmatch = tagmatch if isinstance(tagmatch, str) else str(tagmatch)
+    count = arguments["count"]
+    if not isinstance(count, int) or isinstance(count, bool):
+        sys.stderr.write(f"Error: count must be a whole number, not {count!r}\n")
+        return EX_GENERIC
+    if arguments["node"] != "master":
+        sys.stderr.write("Error: salttwist-run watches the master's event bus: node=master\n")
+        return EX_GENERIC
+    quiet, pretty = bool(arguments["quiet"]), bool(arguments["pretty"])
+    sockPath = os.path.join(str(arguments["sock_dir"] or config["sock_dir"]), EVENT_PUB_SOCKET)
+
+    ended: Deferred[int] = Deferred()
+    remaining = count
+
+    def onEvent(tag: str, data: dict[str, Any]) -> None:
+        nonlocal remaining
+        if ended.called or not tagMatches(tag, tagmatch):
+            return
+        if not quiet:
+            _write(formatEvent(tag, data, pretty))
+        # Salt's count: -1 (or any negative) never ends; 0 ends at the first match.
+        if remaining > 0:
+            remaining -= 1
+        if remaining == 0:
+            ended.callback(EX_OK)
+
+    try:
+        listener = await listenEvents(
+            reactor,
+            sockPath,
+            [tagPrefix(tagmatch)],
+            onEvent,
+            timeout=CONNECT_TIMEOUT,
+            maxFrame=config["max_frame_bytes"],
+        )
+    except Exception as e:
+        sys.stderr.write(
+            "Error: the salttwist master is not running, or this user cannot reach its "
+            f"event bus at {sockPath} ({e})\n"
+        )
+        return EX_UNAVAILABLE
+
+    stopping = False
+
+    def shuttingDown() -> None:
+        # Ctrl-C stops the reactor, which then closes the connection: that
+        # is the end the user asked for, not the master going away.
+        nonlocal stopping
+        stopping = True
+
+    def lost(_: object) -> None:
+        if not ended.called and not stopping:
+            sys.stderr.write("Error: the master closed the event bus connection\n")
+            ended.callback(EX_UNAVAILABLE)
+
+    # The command is the whole process, so the trigger is never removed.
+    reactor.addSystemEventTrigger("before", "shutdown", shuttingDown)
+    listener.lost.addCallback(lost)
+    try:
+        return await ended
+    finally:
+        listener.transport.loseConnection()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """
+    Entry point of C{salttwist-run}.
+    """
+    options = buildParser().parse_args(argv)
+    try:
+        config = loadMasterConfig(options.config_dir)
+    except ConfigError as e:
+        sys.stderr.write(f"Error: {e}\n")
+        return EX_UNAVAILABLE
+    from twisted.internet import defer, task
+
+    streaming = options.function == EVENT_FUNCTION
+    command = streamEvents if streaming else runRunner
+    exitCode: list[int] = []
+
+    async def run(reactor: Any) -> None:
+        exitCode.append(await command(reactor, options, config))
+
+    # Stopped before the command finished: Ctrl-C (or SIGTERM), which is how
+    # state.event is meant to end.
+    interrupted = EX_OK if streaming else EX_GENERIC
+    try:
+        task.react(lambda reactor: defer.Deferred.fromCoroutine(run(reactor)))
+    except SystemExit as e:
+        if e.code not in (0, None):
+            return e.code if isinstance(e.code, int) else EX_GENERIC
+    except KeyboardInterrupt:
+        return interrupted
+    return exitCode[0] if exitCode else interrupted
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,418 @@
+# -*- test-case-name: tests.test_runners_jobs -*-
+"""
+The C{jobs} runners (Salt's C{salt/runners/jobs.py}): jobs still running and
+jobs already run, read from the master's job cache.
+
+Every return has Salt's shape, so scripts written against C{salt-run jobs.*}
+work unchanged:
+
+    - C{jobs.list_jobs}: C{{jid: {"Function", "Arguments", "Target",
+      "Target-type", "User", "StartTime"}}};
+    - C{jobs.list_job}: C{{"jid": jid, ...the same..., "Minions": [...],
+      "Result": {id: {"return", "retcode", "success"}}}};
+    - C{jobs.print_job}: C{{jid: {...the same..., "Result": {...}}}};
+    - C{jobs.lookup_jid}: C{{id: return}};
+    - C{jobs.exit_success}: C{{id: bool}};
+    - C{jobs.active}: C{{jid: {...as list_jobs..., "Running": [{id: pid}],
+      "Returned": [id, ...]}}}.
+
+C{StartTime} is derived from the jid, in Salt's format
+(C{2026, Nov 22 01:02:03.456789}), as Salt's C{jid_to_time} does.
+
+Differences from Salt, all because the master answers from what it knows
+rather than by asking the minions:
+
+    - C{jobs.active} does not publish C{saltutil.running}: a job is active
+      when it was published less than the master's C{timeout} seconds ago
+      and a targeted minion that is connected has not returned yet. The pid
+      of each running minion is not known, so it is C{None} (which Salt
+      also shows when a minion does not report one). A job running longer
+      than C{timeout} is not listed.
+    - C{start_time} and C{end_time} are parsed without C{dateutil}: ISO 8601
+      (C{2026-03-16 19:00}, with or without a time zone), Salt's own
+      C{StartTime} format (C{2026, Mar 16 19:00}, seconds optional), a jid,
+      or POSIX seconds. A time without a zone is local time, like jids.
+    - There is one job cache, so C{ext_source} is not taken.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from salttwist.jid import isJid
+
+if TYPE_CHECKING:
+    from salttwist.interfaces import IJobCache
+    from salttwist.runners import RunnerContext
+
+#: Month abbreviations as Salt's C{jid_to_time} prints them (English, whatever
+#: the locale).
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_MONTH_NUMBERS = {name.lower(): number for number, name in enumerate(_MONTHS, 1)}
+
+#: Salt's C{StartTime} format, as C{jobs.list_jobs}'s examples write it:
+#: C{2015, Mar 16 19:00}, with optional seconds and microseconds.
+_SALT_TIME = re.compile(
+    r"\A(\d{4}),\s*([A-Za-z]{3})\s+(\d{1,2})"
+    r"(?:\s+(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?\Z"
+)
+
+_NO_JOB = "Cannot contact returner or no job with this jid"
+_NO_RETURN = "Minion did not return"
+
+
+# Formatting ----------------------------------------------------------------
+
+
+def _jidToTime(jid: str) -> str:
+    """
+    Salt's C{salt.utils.jid.jid_to_time}: the time a jid was made, as
+    C{YYYY, Mon DD HH:MM:SS.ffffff}; empty for a value that is not a jid.
+    """
+    if not isJid(jid) or not 1 <= int(jid[4:6]) <= 12:
+        return ""
+    month = _MONTHS[int(jid[4:6]) - 1]
+    return f"{jid[:4]}, {month} {jid[6:8]} {jid[8:10]}:{jid[10:12]}:{jid[12:14]}.{jid[14:20]}"
+
+
+def _formatJob(job: dict[str, Any] | None, withMinions: bool) -> dict[str, Any]:
+    """
+    Salt's C{_format_job_instance}: a cached job in C{salt-run}'s words.
+
+    @param job: a job as L{IJobCache.getJob} gives it, or L{None}.
+    @param withMinions: add C{Minions} (the targeted minions, sorted), as
+        Salt does for one job (its C{get_load}) and not in job lists.
+    """
+    if not job:
+        return {"Error": _NO_JOB}
+    arg = list(job.get("arg") or [])
+    formatted: dict[str, Any] = {
+        "Function": job.get("fun", "unknown-function"),
+        "Arguments": arg,
+        "Target": job.get("tgt") if job.get("tgt") is not None else "unknown-target",
+        "Target-type": job.get("tgt_type") or "list",
+        "User": job.get("user") or "root",
+    }
+    # Salt shows a metadata=... keyword argument of the job as its Metadata.
+    for item in arg:
+        if isinstance(item, dict) and item.get("__kwarg__") is True and "metadata" in item:
+            formatted["Metadata"] = item["metadata"]
+            break
+    if withMinions and job.get("minions"):
+        formatted["Minions"] = sorted(job["minions"])
+    return formatted
+
+
+def _formatJid(jid: str, job: dict[str, Any] | None, withMinions: bool = False) -> dict[str, Any]:
+    """
+    Salt's C{_format_jid_instance}: L{_formatJob} with C{StartTime}.
+    """
+    formatted = _formatJob(job, withMinions)
+    formatted["StartTime"] = _jidToTime(jid)
+    return formatted
+
+
+def _result(returns: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """
+    The returns of a job in the shape of Salt's C{get_jid}: by minion id,
+    each C{{"return", "retcode", "success"}}.
+    """
+    return {
+        minionId: {key: ret.get(key) for key in ("return", "retcode", "success")}
+        for minionId, ret in sorted(returns.items())
+    }
+
+
+# Arguments -----------------------------------------------------------------
+
+
+def _checkJid(jid: object) -> str:
+    """
+    @return: C{jid} as a string: the command line reads a jid as a number,
+        as Salt's does.
+    @raise ValueError: if it is not a jid.
+    """
+    if isinstance(jid, int) and not isinstance(jid, bool):
+        jid = str(jid)
+    if not isJid(jid):
+        raise ValueError(f"invalid jid {jid!r}: a jid is a string of exactly 20 digits")
+    assert isinstance(jid, str)
+    return jid
+
+
+def _parseTime(name: str, value: object) -> datetime | float | None:
+    """
+    Read C{start_time} or C{end_time}.
+
+    @return: a L{datetime} (local time unless it names a zone), POSIX seconds
+        for a number, or L{None} when not given.
+    @raise ValueError: naming the argument, if it cannot be read.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a time, not {value!r}")
+    if isinstance(value, int) and value >= 10**19:
+        value = str(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if isJid(text):
+            return datetime.strptime(text, "%Y%m%d%H%M%S%f")
+        match = _SALT_TIME.match(text)
+        if match is not None and match.group(2).lower() in _MONTH_NUMBERS:
+            year, month, day, hour, minute, second, micro = match.groups()
+            try:
+                return datetime(
+                    int(year),
+                    _MONTH_NUMBERS[month.lower()],
+                    int(day),
+                    int(hour or 0),
+                    int(minute or 0),
+                    int(second or 0),
+                    int((micro or "0").ljust(6, "0")),
+                )
+            except ValueError as e:
+                raise ValueError(f"{name} {value!r} is not a valid time: {e}") from None
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            pass
+    raise ValueError(
+        f"cannot read {name} {value!r}: give an ISO 8601 time ('2026-03-16 19:00'), "
+        "Salt's format ('2026, Mar 16 19:00'), a jid or POSIX seconds"
+    )
+
+
+def _patterns(value: object) -> object:
+    """
+    A search pattern as the job cache takes it: a number the command line
+    made of the pattern is the pattern's text again.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def _jobCache(context: RunnerContext) -> IJobCache:
+    """
+    @raise ValueError: if the master keeps no job cache.
+    """
+    cache = context.master.jobCache
+    if cache is None:
+        raise ValueError("the master has no job cache")
+    return cache
+
+
+async def _loadJob(
+    context: RunnerContext, jid: str
+) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
+    """
+    @return: the cached job C{jid} (or L{None}) and its returns.
+    """
+    cache = _jobCache(context)
+    job = await cache.getJob(jid)
+    returns = await cache.getReturns(jid)
+    return job, returns
+
+
+# Runners -------------------------------------------------------------------
+
+
+async def active(context: RunnerContext) -> dict[str, dict[str, Any]]:
+    """
+    Return a report on all actively running jobs from a job id centric
+    perspective.
+
+    A job is active when it was published less than the master's C{timeout}
+    seconds ago and a connected minion it targeted has not returned yet
+    (Salt asks the minions with C{saltutil.running}; the master answers from
+    what it knows). C{Running} lists those minions, each with pid C{None};
+    C{Returned} the minions that have returned.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salttwist-run jobs.active
+    """
+    master = context.master
+    now = master.clock.seconds()
+    timeout = float(master.config["timeout"])
+    report: dict[str, dict[str, Any]] = {}
+    for job in master.jobs.recent():
+        published = job.load.get("ts")
+        if not isinstance(published, (int, float)) or now - published >= timeout:
+            continue
+        running = sorted(m for m in job.minions - job.returned if m in master.subscribers)
+        if not running:
+            continue
+        entry = _formatJid(job.jid, job.load)
+        entry["Running"] = [{minionId: None} for minionId in running]
+        entry["Returned"] = sorted(job.returned)
+        report[job.jid] = entry
+    return report
+
+
+async def list_job(context: RunnerContext, jid: str) -> dict[str, Any]:
+    """
+    List a specific job given by its jid, with its returns under C{Result}.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salttwist-run jobs.list_job 20130916125524463507
+    """
+    jid = _checkJid(jid)
+    job, returns = await _loadJob(context, jid)
+    listed: dict[str, Any] = {"jid": jid}
+    listed.update(_formatJid(jid, job, withMinions=True))
+    listed["Result"] = _result(returns)
+    return listed
+
+
+async def lookup_jid(
+    context: RunnerContext, jid: str, returned: bool = True, missing: bool = False
+) -> dict[str, Any]:
+    """
+    Return the printout from a previously executed job: each minion's return
+    by minion id.
+
+    jid
+        The jid to look up.
+
+    returned : True
+        If C{True}, include the minions that did return from the command.
+
+    missing : False
+        If C{True}, include the minions that did I{not} return from the
+        command, as C{Minion did not return}.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salttwist-run jobs.lookup_jid 20130916125524463507
+        salttwist-run jobs.lookup_jid 20130916125524463507 missing=True
+    """
+    data = await list_job(context, jid)
+    returns = data["Result"]
+    looked: dict[str, Any] = {}
+    if returned:
+        for minionId, ret in returns.items():
+            looked[minionId] = ret.get("return")
+    if missing:
+        for minionId in data.get("Minions", []):
+            if minionId not in returns:
+                looked[minionId] = _NO_RETURN
+    return looked
+
+
+async def list_jobs(
+    context: RunnerContext,
+    search_metadata: dict[str, Any] | None = None,
+    search_function: str | list[str] | None = None,
+    search_target: str | list[str] | None = None,
+    start_time: Any = None,
+    end_time: Any = None,
+) -> dict[str, dict[str, Any]]:
+    """
+    List all detectable jobs and associated functions, oldest first. With
+    several filters, only the jobs that match all of them are listed.
+
+    search_metadata
+        A map to match to the job's metadata (its C{metadata=} keyword
+        argument); a job matches if any of the pairs matches.
+
+    search_function
+        Globs, as a list or separated by commas, matched against the job's
+        function.
+
+    search_target
+        Globs, as a list or separated by commas, matched against the job's
+        target (each id of a list target).
+
+    start_time
+        Only jobs that started at or after this time: ISO 8601
+        (C{2026-03-16 19:00}), Salt's format (C{2026, Mar 16 19:00}), a jid or
+        POSIX seconds; local time unless a zone is given.
+
+    end_time
+        Only jobs that started at or before this time.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salttwist-run jobs.list_jobs
+        salttwist-run jobs.list_jobs search_function='test.*' search_target='web*'
+        salttwist-run jobs.list_jobs start_time='2015, Mar 16 19:00' end_time='2015, Mar 18 22:00'
+    """
+    if search_metadata and not isinstance(search_metadata, dict):
+        raise ValueError(f"search_metadata must be a map, not {search_metadata!r}")
+    start = _parseTime("start_time", start_time)
+    end = _parseTime("end_time", end_time)
+    jobs = await _jobCache(context).listJobs(
+        searchFunction=_patterns(search_function),
+        searchTarget=_patterns(search_target),
+        startTime=start,
+        endTime=end,
+    )
+    listed: dict[str, dict[str, Any]] = {}
+    # The cache lists the newest first; Salt's outputters show jids ascending.
+    for job in reversed(jobs):
+        formatted = _formatJid(job["jid"], job)
+        if search_metadata:
+            metadata = formatted.get("Metadata")
+            if not isinstance(metadata, dict) or not any(
+                key in metadata and metadata[key] == value for key, value in search_metadata.items()
+            ):
+                continue
+        listed[job["jid"]] = formatted
+    return listed
+
+
+async def print_job(context: RunnerContext, jid: str) -> dict[str, dict[str, Any]]:
+    """
+    Print a specific job's detail given by its jid, including the return
+    data, under the jid.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salttwist-run jobs.print_job 20130916125524463507
+    """
+    data = await list_job(context, jid)
+    jid = data.pop("jid")
+    return {jid: data}
+
+
+async def exit_success(context: RunnerContext, jid: str) -> dict[str, bool]:
+    """
+    Check if a job has been executed and exit successfully: for each minion
+    targeted or returned, whether it returned a true value (Salt's test: the
+    return, not its retcode).
+
+    jid
+        The jid to look up.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salttwist-run jobs.exit_success 20160520145827701627
+    """
+    data = await list_job(context, jid)
+    result = data["Result"]
+    success: dict[str, bool] = {}
+    for minionId in data.get("Minions", []):
+        success[minionId] = minionId in result and bool(result[minionId].get("return"))
+    for minionId, ret in result.items():
+        if ret.get("return"):
+            success[minionId] = True
+    return success
