@@ -1,0 +1,133 @@
+# -*- test-case-name: tests.test_workers -*-
+"""
+The AMP commands the pool sends to a worker (all parent to child; the child
+never calls the parent).
+
+Payloads larger than AMP's 65,535-byte value limit: arguments and results are
+msgpack bytes (L{salttwist.serial}) carried by L{BigBytes}, which spreads one
+value over several keys of the same box (C{payload}, C{payload.1},
+C{payload.2}, ...), each at most L{amp.MAX_VALUE_LENGTH} bytes. A box has no
+total size limit, only its keys and values do, so a 5 MB argument is one
+command and a 5 MB result one answer.
+
+Why not the alternatives:
+  - C{ListOf(Bytes())} encodes the whole list into I{one} value, so it is
+    bound by the same 65,535 bytes (see its docstring in
+    C{twisted.protocols.amp});
+  - C{StreamOpen}/C{StreamWrite} (C{twisted.trial._dist.stream}) costs a
+    round trip per chunk, keeps per-connection stream state that must be
+    cleaned up when a worker dies mid-stream, and for results needs commands
+    in the child-to-parent direction as well.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.protocols import amp
+
+from salttwist.workers import PayloadTooLarge
+
+MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
+"""
+The largest serialised argument list or result either side sends or accepts.
+"""
+
+_CHUNK = amp.MAX_VALUE_LENGTH
+
+
+class BigBytes(amp.Argument):
+    """
+    A L{bytes} value of any length up to L{MAX_PAYLOAD_BYTES}, sent as
+    consecutive keys C{name}, C{name.1}, C{name.2}, ... of one box.
+    """
+
+    def toBox(
+        self, name: bytes, strings: dict[bytes, bytes], objects: dict[str, Any], proto: Any
+    ) -> None:
+        """
+        Split C{objects[name]} over as many keys as it needs.
+
+        @raise PayloadTooLarge: if it is longer than L{MAX_PAYLOAD_BYTES}.
+        """
+        value = self.retrieve(objects, name.decode("ascii"), proto)
+        if value is None and self.optional:
+            return
+        if not isinstance(value, bytes):
+            raise TypeError(f"{name!r} must be bytes, not {type(value).__name__}")
+        if len(value) > MAX_PAYLOAD_BYTES:
+            raise PayloadTooLarge(
+                f"{name.decode('ascii')} is {len(value)} bytes, over {MAX_PAYLOAD_BYTES}"
+            )
+        strings[name] = value[:_CHUNK]
+        for index, offset in enumerate(range(_CHUNK, len(value), _CHUNK), start=1):
+            strings[b"%s.%d" % (name, index)] = value[offset : offset + _CHUNK]
+
+    def fromBox(
+        self, name: bytes, strings: dict[bytes, bytes], objects: dict[str, Any], proto: Any
+    ) -> None:
+        """
+        Join C{name}, C{name.1}, ... back into one value.
+
+        @raise PayloadTooLarge: if there are more chunks than
+            L{MAX_PAYLOAD_BYTES} allows.
+        """
+        key = name.decode("ascii")
+        first = self.retrieve(strings, name, proto)
+        if first is None:
+            objects[key] = None
+            return
+        chunks = [first]
+        index = 1
+        while True:
+            chunk = strings.pop(b"%s.%d" % (name, index), None)
+            if chunk is None:
+                break
+            chunks.append(chunk)
+            index += 1
+            if index * _CHUNK > MAX_PAYLOAD_BYTES + _CHUNK:
+                raise PayloadTooLarge(f"{key} is over {MAX_PAYLOAD_BYTES} bytes")
+        objects[key] = b"".join(chunks)
+
+
+class Hello(amp.Command):
+    """
+    Sent first to a new worker: it answers once it has imported its task
+    modules, with its pid and its task registry (a msgpack map of task name to
+    C{{"idempotent": bool}}).
+    """
+
+    commandName = b"Hello"
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response = [(b"pid", amp.Integer()), (b"tasks", BigBytes())]
+
+
+class RunTask(amp.Command):
+    """
+    Run the task registered as C{task} with C{payload}, the msgpack encoding
+    of C{[args, kwargs]}.
+
+    The answer holds either C{result} (the msgpack encoding of the return
+    value) or C{errorType} and C{errorMessage} when the task raised. Errors
+    of the task are answers, not AMP errors, so that the type name and the
+    message arrive separately and intact.
+    """
+
+    commandName = b"RunTask"
+    arguments = [(b"task", amp.Unicode()), (b"payload", BigBytes())]
+    response = [
+        (b"result", BigBytes(optional=True)),
+        (b"errorType", amp.Unicode(optional=True)),
+        (b"errorMessage", amp.Unicode(optional=True)),
+    ]
+
+
+class Shutdown(amp.Command):
+    """
+    Ask the worker to exit (status 0) once it has answered; commands already
+    sent, such as a running task, are answered first.
+    """
+
+    commandName = b"Shutdown"
+    arguments: list[tuple[bytes, amp.Argument]] = []
+    response: list[tuple[bytes, amp.Argument]] = []

@@ -1,0 +1,802 @@
+# -*- test-case-name: tests.test_workers,tests.test_workers_real -*-
+"""
+L{WorkerPool}: a fixed number of worker processes running registered tasks.
+
+Policy:
+  - C{run()} hands a request to an idle worker, or queues it (first in,
+    first out) when all are busy; beyond C{maxQueue} waiting requests it
+    fails at once with L{QueueFull}.
+  - Every task runs under C{taskTimeout}. A worker that exceeds it is killed
+    with SIGKILL; a worker that exits while running a task is gone too. Either
+    way the request fails with L{WorkerFailed} naming the pid, the task and
+    what happened, unless the task is idempotent and has not been retried yet:
+    then it goes back to the front of the queue, once. A replacement worker is
+    spawned at once.
+  - A new worker first answers L{Hello} (its task registry, hence which tasks
+    are idempotent), then runs the pool's C{initTasks} (for example loading
+    the master key), each step under C{startTimeout}, before it takes work. A worker
+    that fails to start, or dies while idle, is replaced after a back-off
+    (0.5 s doubling to 30 s, reset when a worker starts); while no worker is
+    ready and the last start failed, queued and new requests fail with
+    L{WorkerFailed} rather than wait for a worker that may never come.
+  - C{stop()} fails queued requests with L{PoolStopped}, sends L{Shutdown}
+    to every worker (a running task is answered first), and SIGKILLs what is
+    left after C{shutdownGrace} seconds.
+
+Nothing here waits on wall time or the global reactor: the reactor
+(L{IReactorProcess}) and clock (L{IReactorTime}) are injected.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.error import ConnectionClosed, ProcessDone, ProcessTerminated
+from twisted.internet.interfaces import IDelayedCall
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from salttwist import serial
+from salttwist.workers import (
+    IWorkerPool,
+    PayloadTooLarge,
+    PoolStopped,
+    QueueFull,
+    TaskError,
+    WorkerFailed,
+)
+from salttwist.workers.child import PARENT_PID_ENV, executeTask
+from salttwist.workers.commands import MAX_PAYLOAD_BYTES, Hello, RunTask, Shutdown
+from salttwist.workers.protocol import CHILD_FDS, WorkerProcessProtocol
+from salttwist.workers.tasks import taskName
+
+CHILD_MODULE = "salttwist.workers.child"
+
+RESTART_BACKOFF_BASE = 0.5
+RESTART_BACKOFF_MAX = 30.0
+
+_STARTING = "starting"
+_IDLE = "idle"
+_BUSY = "busy"
+_STOPPING = "stopping"
+_KILLED = "killed"
+
+
+class _Request:
+    """
+    One C{run()} call.
+
+    @ivar settled: the caller's L{Deferred} has fired or was cancelled;
+        nothing more may happen to it.
+    @ivar attempts: how many workers were given it.
+    @ivar firstFailure: why the first attempt failed, once it was retried.
+    """
+
+    def __init__(self, taskName: str, payload: bytes) -> None:
+        self.taskName = taskName
+        self.payload = payload
+        self.deferred: Deferred[Any] = Deferred()
+        self.settled = False
+        self.attempts = 0
+        self.firstFailure: str | None = None
+
+
+class _Worker:
+    """
+    One worker process and what it is doing.
+
+    @ivar state: C{starting} (Hello and init tasks), C{idle}, C{busy},
+        C{stopping} (told to shut down) or C{killed} (SIGKILL sent; its
+        request, if any, already settled).
+    """
+
+    def __init__(self, protocol: WorkerProcessProtocol, initial: bool) -> None:
+        self.protocol = protocol
+        self.initial = initial
+        self.state = _STARTING
+        self.current: _Request | None = None
+        self.timeoutCall: IDelayedCall | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """
+        The process id, once spawned.
+        """
+        return self.protocol.pid
+
+    def cancelTimeout(self) -> None:
+        """
+        Cancel the pending timeout, if any.
+        """
+        if self.timeoutCall is not None and self.timeoutCall.active():
+            self.timeoutCall.cancel()
+        self.timeoutCall = None
+
+
+def describeExit(reason: Failure) -> str:
+    """
+    @return: how a process ended, in words: C{"exited with code 1"},
+        C{"exited with signal 9"}.
+    """
+    value = reason.value
+    if isinstance(value, ProcessTerminated):
+        if value.signal is not None:
+            return f"exited with signal {value.signal}"
+        return f"exited with code {value.exitCode}"
+    if isinstance(value, ProcessDone):
+        return "exited with code 0"
+    return f"ended ({reason.getErrorMessage()})"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+@implementer(IWorkerPool)
+class WorkerPool:
+    """
+    A pool of C{size} worker processes (see the module docstring for the
+    policy).
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        reactor: Any,
+        size: int,
+        clock: Any = None,
+        spawnArgs: Sequence[str] | None = None,
+        env: dict[str, str] | None = None,
+        taskTimeout: float = 30.0,
+        maxQueue: int = 10000,
+        initTasks: Iterable[tuple[Any, Sequence[Any]]] = (),
+        shutdownGrace: float = 5.0,
+        startTimeout: float = 30.0,
+    ) -> None:
+        """
+        @param reactor: provides L{IReactorProcess} (and L{IReactorTime} when
+            C{clock} is not given).
+        @param size: the number of workers, at least 1.
+        @param clock: the L{IReactorTime} for timeouts (C{reactor} by
+            default).
+        @param spawnArgs: extra arguments for C{python -m
+            salttwist.workers.child}: names of task modules the children
+            import besides L{salttwist.workers.tasks}.
+        @param env: variables added to (or replacing some of) a copy of this
+            process's environment for the children; the environment is never
+            emptied. C{PYTHONPATH} is set to this process's C{sys.path} unless
+            C{env} sets it, so the children import the same salttwist.
+        @param taskTimeout: seconds a task may take before its worker is
+            killed.
+        @param maxQueue: the most requests that may wait for a worker.
+        @param initTasks: C{(task, args)} pairs every new worker runs, in
+            order, before it takes work; a failure of one fails that worker's
+            start.
+        @param shutdownGrace: seconds L{stop} lets workers finish before
+            killing them.
+        @param startTimeout: seconds each start-up step of a worker (its
+            L{Hello}, then each init task) may take before it is killed.
+        """
+        if size < 1:
+            raise ValueError("a worker pool needs at least one worker")
+        self._reactor = reactor
+        self._clock = clock if clock is not None else reactor
+        self._size = size
+        self._spawnArgs = list(spawnArgs or ())
+        self._env = dict(env or {})
+        self._taskTimeout = taskTimeout
+        self._maxQueue = maxQueue
+        self._initTasks = [(taskName(name), list(args)) for name, args in initTasks]
+        self._shutdownGrace = shutdownGrace
+        self._startTimeout = startTimeout
+
+        self._state = "new"
+        self._environ: dict[str, str] = {}
+        self._workers: list[_Worker] = []
+        self._byProtocol: dict[WorkerProcessProtocol, _Worker] = {}
+        self._queue: deque[_Request] = deque()
+        self._idempotent: frozenset[str] = frozenset()
+        self._respawnCalls: list[IDelayedCall] = []
+        self._startFailures = 0
+        self._lastStartFailure = ""
+        self._starting: Deferred[None] | None = None
+        self._initialPending = 0
+        self._graceCall: IDelayedCall | None = None
+        self._stopWaiters: list[Deferred[None]] = []
+
+        self._restarts = 0
+        self._completed = 0
+        self._failed = 0
+
+    # Starting and replacing workers.
+
+    def start(self) -> Deferred[None]:
+        """
+        Spawn the workers.
+
+        @return: a L{Deferred} firing once every initial worker has started,
+            or failing with L{WorkerFailed} as soon as one could not start
+            (the pool keeps trying to replace it).
+        @raise RuntimeError: if the pool was already started.
+        """
+        if self._state != "new":
+            raise RuntimeError("a worker pool starts only once")
+        self._state = "running"
+        environ = dict(os.environ)
+        environ.update(self._env)
+        if "PYTHONPATH" not in self._env:
+            environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path)
+        environ[PARENT_PID_ENV] = str(os.getpid())
+        self._environ = environ
+        self._starting = Deferred()
+        starting = self._starting
+        self._initialPending = self._size
+        for _ in range(self._size):
+            self._spawn(initial=True)
+        return starting
+
+    def _spawn(self, initial: bool) -> None:
+        if not initial:
+            self._restarts += 1
+        protocol = WorkerProcessProtocol(self._processEnded)
+        worker = _Worker(protocol, initial)
+        args = [sys.executable, "-m", CHILD_MODULE, *self._spawnArgs]
+        try:
+            self._reactor.spawnProcess(
+                protocol, sys.executable, args, env=self._environ, childFDs=CHILD_FDS
+            )
+        except Exception as e:
+            self.log.failure("cannot spawn a worker")
+            self._startFailed(worker, f"could not be spawned: {e}")
+            return
+        self._workers.append(worker)
+        self._byProtocol[protocol] = worker
+        self.log.debug("spawned worker {pid}", pid=worker.pid)
+        self._armTimeout(worker, self._startTimeout, self._startTimedOut, worker)
+        d = protocol.amp.callRemote(Hello)
+        d.addCallbacks(
+            self._helloAnswered,
+            self._startCallFailed,
+            callbackArgs=(worker,),
+            errbackArgs=(worker,),
+        )
+
+    def _armTimeout(self, worker: _Worker, seconds: float, f: Any, *args: Any) -> None:
+        worker.cancelTimeout()
+        worker.timeoutCall = self._clock.callLater(seconds, f, *args)
+
+    def _helloAnswered(self, response: dict[str, Any], worker: _Worker) -> None:
+        if worker.state != _STARTING:
+            return
+        worker.cancelTimeout()
+        try:
+            registry = serial.loads(response["tasks"])
+            idempotent = frozenset(
+                name for name, info in registry.items() if info.get("idempotent") is True
+            )
+        except (serial.SerialError, AttributeError) as e:
+            self._abortStart(worker, f"sent a malformed task registry ({e})")
+            return
+        self._idempotent = idempotent
+        self._runInitTask(worker, 0)
+
+    def _runInitTask(self, worker: _Worker, index: int) -> None:
+        if index == len(self._initTasks):
+            self._workerReady(worker)
+            return
+        name, args = self._initTasks[index]
+        self._armTimeout(worker, self._startTimeout, self._startTimedOut, worker)
+        d = worker.protocol.amp.callRemote(RunTask, task=name, payload=serial.dumps([args, {}]))
+        d.addCallbacks(
+            self._initAnswered,
+            self._startCallFailed,
+            callbackArgs=(worker, index),
+            errbackArgs=(worker,),
+        )
+
+    def _initAnswered(self, response: dict[str, Any], worker: _Worker, index: int) -> None:
+        if worker.state != _STARTING:
+            return
+        worker.cancelTimeout()
+        if response.get("errorType") is not None:
+            name = self._initTasks[index][0]
+            self._abortStart(
+                worker,
+                f"failed its init task {name}: {response['errorType']}: "
+                f"{response.get('errorMessage')}",
+            )
+            return
+        self._runInitTask(worker, index + 1)
+
+    def _startCallFailed(self, failure: Failure, worker: _Worker) -> None:
+        if worker.state != _STARTING:
+            return None
+        if failure.check(ConnectionClosed):
+            # The process ended: _processEnded reports it with its status.
+            return None
+        self._abortStart(worker, f"broke the AMP protocol ({failure.getErrorMessage()})")
+        return None
+
+    def _startTimedOut(self, worker: _Worker) -> None:
+        if worker.state != _STARTING:
+            return
+        self._abortStart(
+            worker, f"did not finish a start-up step within {_seconds(self._startTimeout)}"
+        )
+
+    def _abortStart(self, worker: _Worker, reason: str) -> None:
+        self._kill(worker)
+        self._startFailed(worker, reason)
+
+    def _workerReady(self, worker: _Worker) -> None:
+        worker.state = _IDLE
+        self._startFailures = 0
+        self.log.debug("worker {pid} ready", pid=worker.pid)
+        if worker.initial:
+            worker.initial = False
+            self._initialPending -= 1
+            if self._initialPending == 0 and self._starting is not None:
+                starting, self._starting = self._starting, None
+                starting.callback(None)
+        self._dispatch()
+
+    def _startFailed(self, worker: _Worker, reason: str) -> None:
+        """
+        A worker did not start, or died while idle: report it, and replace
+        it after a back-off.
+        """
+        if self._state != "running":
+            return
+        pid = worker.pid
+        who = f"worker pid {pid}" if pid is not None else "a worker"
+        self._lastStartFailure = f"{who} {reason}"
+        self._startFailures += 1
+        self.log.error("worker start-up failed: {what}", what=self._lastStartFailure)
+        if worker.initial and self._starting is not None:
+            starting, self._starting = self._starting, None
+            starting.errback(WorkerFailed(None, pid, reason))
+        if not self._mayServe():
+            while self._queue:
+                request = self._queue.popleft()
+                self._settle(request, failure=self._noWorker(request.taskName))
+        delay = min(RESTART_BACKOFF_BASE * 2 ** (self._startFailures - 1), RESTART_BACKOFF_MAX)
+        call = self._clock.callLater(delay, self._respawnLater)
+        self._respawnCalls.append(call)
+
+    def _respawnLater(self) -> None:
+        self._respawnCalls = [c for c in self._respawnCalls if c.active()]
+        if self._state == "running":
+            self._spawn(initial=False)
+
+    def _mayServe(self) -> bool:
+        """
+        @return: whether some worker is ready, or starting and so may soon be.
+        """
+        return any(w.state in (_IDLE, _BUSY, _STARTING) for w in self._workers)
+
+    def _noWorker(self, name: str) -> WorkerFailed:
+        return WorkerFailed(
+            name, None, f"no worker could be started (last failure: {self._lastStartFailure})"
+        )
+
+    # Running tasks.
+
+    def run(self, taskOrName: Any, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        """
+        Run a task on a worker.
+
+        @param taskOrName: the task's dotted name or its decorated function.
+        @return: a L{Deferred} with the task's result, or failing with
+            L{TaskError}, L{WorkerFailed}, L{QueueFull}, L{PoolStopped},
+            L{PayloadTooLarge} or L{serial.SerialError}. Cancelling it drops
+            a queued request; a running one runs on and its result is
+            discarded.
+        """
+        try:
+            name = taskName(taskOrName)
+            if self._state != "running":
+                raise PoolStopped(f"the worker pool is not running; {name} refused")
+            payload = serial.dumps([list(args), kwargs])
+            if len(payload) > MAX_PAYLOAD_BYTES:
+                raise PayloadTooLarge(
+                    f"arguments of {name} are {len(payload)} bytes, over {MAX_PAYLOAD_BYTES}"
+                )
+            if self._startFailures and not self._mayServe():
+                raise self._noWorker(name)
+            if len(self._queue) >= self._maxQueue:
+                raise QueueFull(
+                    f"{len(self._queue)} requests already wait for a worker "
+                    f"(maxQueue {self._maxQueue}); {name} refused"
+                )
+        except Exception as e:
+            self._failed += 1
+            return fail(e)
+        request = _Request(name, payload)
+
+        def cancel(d: Deferred[Any]) -> None:
+            if request.settled:
+                return
+            request.settled = True
+            try:
+                self._queue.remove(request)
+            except ValueError:
+                pass
+
+        request.deferred = Deferred(cancel)
+        self._queue.append(request)
+        self._dispatch()
+        return request.deferred
+
+    def _dispatch(self) -> None:
+        while self._queue:
+            worker = next((w for w in self._workers if w.state == _IDLE), None)
+            if worker is None:
+                return
+            request = self._queue.popleft()
+            if not request.settled:
+                self._assign(worker, request)
+
+    def _assign(self, worker: _Worker, request: _Request) -> None:
+        worker.state = _BUSY
+        worker.current = request
+        request.attempts += 1
+        self._armTimeout(worker, self._taskTimeout, self._taskTimedOut, worker, request)
+        try:
+            d = worker.protocol.amp.callRemote(
+                RunTask, task=request.taskName, payload=request.payload
+            )
+        except Exception:
+            d = fail()
+        d.addCallbacks(
+            self._taskAnswered,
+            self._taskCallFailed,
+            callbackArgs=(worker, request),
+            errbackArgs=(worker, request),
+        )
+
+    def _release(self, worker: _Worker) -> None:
+        worker.cancelTimeout()
+        worker.current = None
+        if worker.state == _BUSY:
+            worker.state = _IDLE
+
+    def _taskAnswered(self, response: dict[str, Any], worker: _Worker, request: _Request) -> None:
+        if worker.current is not request:
+            return
+        self._release(worker)
+        if response.get("errorType") is not None:
+            self._settle(
+                request,
+                failure=TaskError(
+                    request.taskName, response["errorType"], response.get("errorMessage") or ""
+                ),
+            )
+        else:
+            try:
+                result = serial.loads(response["result"])
+            except (serial.SerialError, KeyError, TypeError) as e:
+                self._settle(
+                    request,
+                    failure=TaskError(
+                        request.taskName, "salttwist.serial.SerialError", f"bad result: {e}"
+                    ),
+                )
+            else:
+                self._settle(request, result=result)
+        self._dispatch()
+
+    def _taskCallFailed(self, failure: Failure, worker: _Worker, request: _Request) -> None:
+        if worker.current is not request:
+            return None
+        if failure.check(ConnectionClosed):
+            # The process ended: _processEnded settles the request with the
+            # exit status.
+            return None
+        # The answer was not a valid RunTask answer: trust this worker no
+        # further. Not retried: the same request would break the same way.
+        worker.current = None
+        self._kill(worker)
+        self._replace()
+        self._settle(
+            request,
+            failure=WorkerFailed(
+                request.taskName,
+                worker.pid,
+                f"broke the AMP protocol ({failure.getErrorMessage()}) and was killed",
+            ),
+        )
+        self._dispatch()
+        return None
+
+    def _taskTimedOut(self, worker: _Worker, request: _Request) -> None:
+        if worker.current is not request:
+            return
+        worker.timeoutCall = None
+        worker.current = None
+        self._kill(worker)
+        # Replace first: settling the request runs the caller's callbacks,
+        # which should find the pool in a consistent state.
+        self._replace()
+        self._lost(
+            request,
+            worker.pid,
+            f"timed out after {_seconds(self._taskTimeout)} (killed with SIGKILL)",
+        )
+        self._dispatch()
+
+    def _lost(self, request: _Request, pid: int | None, reason: str) -> None:
+        """
+        The worker running C{request} died or hung: retry the request once
+        if its task is idempotent, else fail it.
+        """
+        if request.settled:
+            return
+        who = f"worker pid {pid}"
+        if (
+            request.taskName in self._idempotent
+            and request.attempts < 2
+            and self._state == "running"
+        ):
+            self.log.warn(
+                "{who} {reason} while running {task}; retrying it once",
+                who=who,
+                reason=reason,
+                task=request.taskName,
+            )
+            request.firstFailure = f"{who} {reason}"
+            self._queue.appendleft(request)
+            return
+        note = ""
+        if request.firstFailure is not None:
+            note = f" (it had been retried once after {request.firstFailure})"
+        self._settle(request, failure=WorkerFailed(request.taskName, pid, reason, note))
+
+    def _settle(
+        self, request: _Request, result: Any = None, failure: Exception | None = None
+    ) -> None:
+        if request.settled:
+            return
+        request.settled = True
+        if failure is not None:
+            self._failed += 1
+            request.deferred.errback(failure)
+        else:
+            self._completed += 1
+            request.deferred.callback(result)
+
+    def _kill(self, worker: _Worker) -> None:
+        worker.cancelTimeout()
+        worker.state = _KILLED
+        worker.protocol.kill()
+
+    def _replace(self) -> None:
+        if self._state == "running":
+            self._spawn(initial=False)
+
+    def _processEnded(self, protocol: WorkerProcessProtocol, reason: Failure) -> None:
+        worker = self._byProtocol.pop(protocol, None)
+        if worker is None:
+            return
+        self._workers.remove(worker)
+        worker.cancelTimeout()
+        state, worker.state = worker.state, _KILLED
+        request, worker.current = worker.current, None
+        what = describeExit(reason)
+        if state == _KILLED:
+            self.log.debug("worker {pid} {what} after being killed", pid=worker.pid, what=what)
+        elif state == _STOPPING:
+            self.log.debug("worker {pid} {what}", pid=worker.pid, what=what)
+            if request is not None:
+                self._settle(request, failure=WorkerFailed(request.taskName, worker.pid, what))
+        else:
+            self.log.warn(
+                "worker {pid} {what} unexpectedly; last lines of its stderr:\n{tail}",
+                pid=worker.pid,
+                what=what,
+                tail="\n".join(protocol.stderrTail) or "(none)",
+            )
+            if state == _STARTING:
+                # Its last stderr line is usually the reason (an ImportError).
+                last = f" ({protocol.stderrTail[-1]})" if protocol.stderrTail else ""
+                self._startFailed(worker, f"{what} during start-up{last}")
+            elif request is not None:
+                self._replace()
+                self._lost(request, worker.pid, what)
+            else:
+                # Died while idle: not a task's fault, so replace it with the
+                # same back-off as a failed start, in case it is a loop.
+                self._startFailed(worker, f"{what} while idle")
+        self._dispatch()
+        self._maybeStopped()
+
+    # Stopping.
+
+    def stop(self) -> Deferred[None]:
+        """
+        Stop the workers (see the module docstring).
+
+        @return: a L{Deferred} that fires when every worker process has
+            ended.
+        """
+        if self._state == "new":
+            self._state = "stopped"
+        if self._state == "stopped":
+            return succeed(None)
+        waiter: Deferred[None] = Deferred()
+        self._stopWaiters.append(waiter)
+        if self._state == "running":
+            self._state = "stopping"
+            for call in self._respawnCalls:
+                if call.active():
+                    call.cancel()
+            self._respawnCalls = []
+            while self._queue:
+                request = self._queue.popleft()
+                self._settle(
+                    request,
+                    failure=PoolStopped(
+                        f"the worker pool stopped before running {request.taskName}"
+                    ),
+                )
+            for worker in list(self._workers):
+                if worker.state == _KILLED:
+                    continue
+                if worker.state == _STARTING:
+                    worker.cancelTimeout()
+                worker.state = _STOPPING
+                worker.protocol.amp.callRemote(Shutdown).addErrback(lambda f: None)
+            self._graceCall = self._clock.callLater(self._shutdownGrace, self._killRemaining)
+            if self._starting is not None:
+                starting, self._starting = self._starting, None
+                starting.errback(PoolStopped("the worker pool stopped while starting"))
+            self._maybeStopped()
+        return waiter
+
+    def _killRemaining(self) -> None:
+        self._graceCall = None
+        for worker in list(self._workers):
+            if worker.state == _KILLED:
+                continue
+            request, worker.current = worker.current, None
+            self._kill(worker)
+            if request is not None:
+                self._settle(
+                    request,
+                    failure=WorkerFailed(
+                        request.taskName,
+                        worker.pid,
+                        f"was still running {_seconds(self._shutdownGrace)} after the pool "
+                        "was told to stop (killed with SIGKILL)",
+                    ),
+                )
+
+    def _maybeStopped(self) -> None:
+        if self._state != "stopping" or self._workers:
+            return
+        self._state = "stopped"
+        if self._graceCall is not None and self._graceCall.active():
+            self._graceCall.cancel()
+        self._graceCall = None
+        waiters, self._stopWaiters = self._stopWaiters, []
+        for waiter in waiters:
+            waiter.callback(None)
+
+    # Visibility.
+
+    def stats(self) -> dict[str, int]:
+        """
+        @return: C{size} (configured), C{busy} (workers running a task),
+            C{idle} (workers ready for one), C{queued} (requests waiting),
+            C{restarts} (replacement workers spawned), C{completed} and
+            C{failed} (C{run()} calls that succeeded, and that failed for any
+            reason but cancellation).
+        """
+        return {
+            "size": self._size,
+            "busy": sum(1 for w in self._workers if w.current is not None),
+            "idle": sum(1 for w in self._workers if w.state == _IDLE),
+            "queued": len(self._queue),
+            "restarts": self._restarts,
+            "completed": self._completed,
+            "failed": self._failed,
+        }
+
+    def pids(self) -> list[int]:
+        """
+        @return: the pids of the worker processes that have not yet ended.
+        """
+        return [w.pid for w in self._workers if w.pid is not None]
+
+
+@implementer(IWorkerPool)
+class InlineWorkerPool:
+    """
+    The L{IWorkerPool} API run in this process, synchronously, for unit tests
+    of code that uses a pool: arguments and results still go through msgpack
+    and task errors still become L{TaskError}, but there are no processes,
+    timeouts or retries.
+    """
+
+    def __init__(self, initTasks: Iterable[tuple[Any, Sequence[Any]]] = ()) -> None:
+        """
+        @param initTasks: C{(task, args)} pairs run by L{start}.
+        """
+        self._initTasks = [(taskName(name), list(args)) for name, args in initTasks]
+        self._running = False
+        self._completed = 0
+        self._failed = 0
+
+    def start(self) -> Deferred[None]:
+        """
+        Run the init tasks.
+
+        @return: a L{Deferred} firing when they ran, or failing with
+            L{TaskError}.
+        """
+        self._running = True
+        for name, args in self._initTasks:
+            answer = executeTask(name, serial.dumps([args, {}]), _Discard())
+            if answer.get("errorType") is not None:
+                return fail(TaskError(name, answer["errorType"], answer["errorMessage"]))
+        return succeed(None)
+
+    def run(self, taskOrName: Any, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        """
+        Run a task now.
+
+        @return: a fired L{Deferred}.
+        """
+        try:
+            name = taskName(taskOrName)
+            if not self._running:
+                raise PoolStopped(f"the worker pool is not running; {name} refused")
+            answer = executeTask(name, serial.dumps([list(args), kwargs]), _Discard())
+            if answer.get("errorType") is not None:
+                raise TaskError(name, answer["errorType"], answer["errorMessage"])
+            result = serial.loads(answer["result"])
+        except Exception as e:
+            self._failed += 1
+            return fail(e)
+        self._completed += 1
+        return succeed(result)
+
+    def stop(self) -> Deferred[None]:
+        """
+        Refuse further work.
+        """
+        self._running = False
+        return succeed(None)
+
+    def stats(self) -> dict[str, int]:
+        """
+        @return: the same keys as L{WorkerPool.stats}.
+        """
+        return {
+            "size": 1,
+            "busy": 0,
+            "idle": 1 if self._running else 0,
+            "queued": 0,
+            "restarts": 0,
+            "completed": self._completed,
+            "failed": self._failed,
+        }
+
+
+class _Discard:
+    """
+    A text stream that drops what is written (tracebacks of inline tasks are
+    not wanted in test output; the L{TaskError} carries the message).
+    """
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
