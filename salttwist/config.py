@@ -507,7 +507,6 @@ def _applyRootDir(config: dict[str, Any], options: Mapping[str, _Option]) -> Non
 NOT_YET_IMPLEMENTED: dict[str, dict[str, str]] = {
     "master": {
         "user": "run the daemon as that user instead",
-        "worker_threads": "issue 5 (AMP worker processes)",
         "transport": "issue 5 (transport plugins); only tcp exists",
         "presence_events": "issue 5 (event bus)",
         "master_stats": "issue 5 (event bus)",

@@ -71,7 +71,11 @@ class MasterServiceTests(SynchronousTestCase):
         options.update(overrides)
         config = loadMasterConfig(self.root, overrides=options)
         return MasterService(
-            config, self.reactor, runBlocking=runSynchronously, jobCache=_RecordingJobCache()
+            config,
+            self.reactor,
+            runBlocking=runSynchronously,
+            jobCache=_RecordingJobCache(),
+            useWorkers=False,
         )
 
     def test_listensAndWritesPorts(self) -> None:

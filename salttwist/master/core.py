@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from salttwist.master.publisher import PubServerProtocol
     from salttwist.master.reqserver import ReqServerProtocol
 
+AUTHENTICATE_TASK = "salttwist.master.authtasks.authenticate"
 FUNCTION_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 AuthResult = tuple[dict[str, Any], bytes | None, str | None, str | None]
 
@@ -61,6 +62,7 @@ class Master:
         grainsCache: GrainsCache | None = None,
         autosign: IAutosignPolicy | None = None,
         jobCache: IJobCache | None = None,
+        workers: Any = None,
     ) -> None:
         self.config = config
         self.masterKeys = masterKeys
@@ -75,6 +77,8 @@ class Master:
         self.subscribers: dict[str, PubServerProtocol] = {}
         self.grainsCache = grainsCache or GrainsCache(None, runBlocking)
         self.jobCache = jobCache
+        #: The worker pool that checks authentication, or L{None} for threads.
+        self.workers = workers
         self.runners = loadRunners()
         self.jobs = JobRegistry()
         self.jids = JidGenerator()
@@ -93,7 +97,7 @@ class Master:
         """
         C{_auth}: a minion authenticates (off the reactor thread).
         """
-        d = self.runBlocking(self.authenticator.authenticate, load, proto.challenge, proto.peerName)
+        d = self.authenticate(load, proto.challenge, proto.peerName)
         d.addCallback(lambda outcome: Deferred.fromCoroutine(self._autosign(outcome, proto, load)))
 
         def done(outcome: AuthOutcome) -> AuthResult:
@@ -103,6 +107,32 @@ class Master:
             return outcome.reply, outcome.sessionKey, role, outcome.minionId
 
         return d.addCallback(done)
+
+    def authenticate(
+        self, load: dict[str, Any], challenge: bytes, peer: str
+    ) -> Deferred[AuthOutcome]:
+        """
+        Check one C{_auth} request off the reactor: in a worker process when
+        the master has a worker pool, else in a thread.
+        """
+        if self.workers is None:
+            return self.runBlocking(self.authenticator.authenticate, load, challenge, peer)
+        publication = self.publicationKey
+        d = self.workers.run(
+            AUTHENTICATE_TASK,
+            load,
+            challenge,
+            peer,
+            publication.key,
+            publication.kid,
+            self.publishPort,
+        )
+
+        def toOutcome(fields: dict[str, Any]) -> AuthOutcome:
+            fields["events"] = [(tag, data) for tag, data in fields["events"]]
+            return AuthOutcome(**fields)
+
+        return d.addCallback(toOutcome)
 
     async def _autosign(
         self, outcome: AuthOutcome, proto: ReqServerProtocol, load: dict[str, Any]
@@ -136,9 +166,7 @@ class Master:
         events = [*outcome.events, ("salt/key", {"act": act, "id": minionId, **why})]
         if decision.verdict == "reject":
             return AuthOutcome({"ret": "rejected"}, minionId, events=events)
-        again = await self.runBlocking(
-            self.authenticator.authenticate, load, proto.challenge, proto.peerName
-        )
+        again = await self.authenticate(load, proto.challenge, proto.peerName)
         again.events[:0] = events
         return again
 

@@ -27,12 +27,15 @@ from salttwist.master.keys import loadMasterKeys
 from salttwist.master.publisher import PubServerFactory
 from salttwist.master.reqserver import ReqServerFactory
 from salttwist.pki.keystore import FilesystemKeyStore
+from salttwist.workers.pool import WorkerPool
 
 JOB_CACHE_FILE = "jobs.sqlite"
 #: The longest path a UNIX socket can be bound to (sun_path less its NUL).
 MAX_UNIX_PATH = 107
 #: Seconds between two checks of the key store against connected minions.
 KEY_RECONCILE_INTERVAL = 1.0
+#: The module of the authentication tasks the worker processes run.
+AUTH_TASKS_MODULE = "salttwist.master.authtasks"
 
 
 def tcpServerEndpoint(reactor: Any, interface: str, port: int) -> Any:
@@ -62,6 +65,7 @@ class MasterService(MultiService):
         reactor: Any,
         runBlocking: RunBlocking | None = None,
         jobCache: Any = None,
+        useWorkers: bool = True,
     ) -> None:
         super().__init__()
         self.config = config
@@ -82,6 +86,14 @@ class MasterService(MultiService):
                 os.path.join(config["cachedir"], JOB_CACHE_FILE), reactor, config["keep_jobs"]
             )
         self.jobCache = jobCache
+        self.workers: Any = None
+        if useWorkers:
+            self.workers = WorkerPool(
+                reactor,
+                config["worker_threads"],
+                spawnArgs=[AUTH_TASKS_MODULE],
+                initTasks=[(f"{AUTH_TASKS_MODULE}.loadAuthenticator", [config["pki_dir"]])],
+            )
         self.master = Master(
             config,
             loadMasterKeys(config["pki_dir"], config["cachedir"], config["keysize"]),
@@ -112,12 +124,25 @@ class MasterService(MultiService):
         """
         super().startService()
         self.jobCache.startPruning()
+        if self.workers is not None:
+            self.workers.start().addCallbacks(self._workersReady, self._workersFailed)
         self._startLoop(KEY_RECONCILE_INTERVAL, self.master.reconcileKeys)
         if self.config["publish_session"] > 0:
             self._startLoop(
                 float(self.config["publish_session"]),
                 lambda: self.master.rotatePublicationKey("publish_session elapsed"),
             )
+
+    def _workersReady(self, _: object) -> None:
+        # Until now authentication ran in threads; from now on in workers.
+        self.master.workers = self.workers
+        self.log.info("{n} worker processes check authentication", n=self.config["worker_threads"])
+
+    def _workersFailed(self, failure: Any) -> None:
+        self.log.warn(
+            "worker processes could not start ({error}); authentication runs in threads",
+            error=failure.value,
+        )
 
     def _startLoop(self, interval: float, f: Any) -> None:
         def runOnce() -> Deferred:
@@ -232,4 +257,7 @@ class MasterService(MultiService):
         except OSError:
             pass
         stops = [maybeDeferred(port.stopListening) for port in self._ports]
+        self.master.workers = None
+        if self.workers is not None:
+            stops.append(self.workers.stop())
         return DeferredList([*stops, self.jobCache.close()])
