@@ -511,7 +511,6 @@ NOT_YET_IMPLEMENTED: dict[str, dict[str, str]] = {
         "presence_events": "issue 5 (event bus)",
         "master_stats": "issue 5 (event bus)",
         "master_stats_event_iter": "issue 5 (event bus)",
-        "nodegroups": "issue 4 (targeting)",
         "log_level_logfile": "use log_level",
     },
     "minion": {

@@ -306,7 +306,7 @@ class DispatchTests(MasterTestCase):
             publicMethods,
             INTENDED_HANDLERS
             | {"publish", "sessionStarted", "sessionEnded", "subscribe", "unsubscribe"}
-            | {"rotatePublicationKey", "cutOff", "keyEvent", "reconcileKeys"},
+            | {"rotatePublicationKey", "cutOff", "keyEvent", "reconcileKeys", "authenticate"},
         )
         reachable = set()
         for table in (CLEAR_FUNCS, MINION_FUNCS, CLIENT_FUNCS):

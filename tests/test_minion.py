@@ -1006,3 +1006,81 @@ class RunningJobTests(MinionTestCase):
         ret = self.returns()[-1]
         self.assertEqual(ret["retcode"], 1)
         self.assertIn("not supported", ret["return"])
+
+
+class TargetingTests(MinionTestCase):
+    """
+    Grain, compound and nodegroup targets through master and minions: the
+    master expects exactly the minions that run the job.
+    """
+
+    def setUp(self) -> None:
+        """
+        Two ready minions: m1 with grain role=web, m2 with role=db.
+        """
+        super().setUp()
+        self.master.config["nodegroups"] = {"webs": "G@role:web", "all": "N@webs or L@m2"}
+        self.first = self.readyMinion("m1", grains={"role": "web"})
+        self.net.keyStore.putKey(ACCEPTED, "m2", OTHER_PEM)
+        config = self.makeMinion("m2", grains={"role": "db"}).config
+        crypt.writePrivateFile(
+            os.path.join(config["pki_dir"], "minion.pem"), crypt.privateKeyToPem(OTHER_KEY)
+        )
+        self.second = self.net.buildMinion(config)
+        self.addCleanup(self.second.stop)
+        ready = self.second.whenReady()
+        self.second.start()
+        self.net.flush()
+        self.successResultOf(ready)
+
+    def expectAndRun(self, tgt: Any, tgtType: str) -> tuple[list[str], list[str]]:
+        """
+        Publish C{test.ping} to C{tgt}.
+
+        @return: the minions the master expected, and those that returned.
+        """
+        reply = self.successResultOf(
+            self.master.clientPublish(None, {"tgt": tgt, "tgt_type": tgtType, "fun": "test.ping"})  # type: ignore[arg-type]
+        )
+        self.net.flush()
+        returned = sorted(
+            tag.rsplit("/", 1)[1]
+            for tag, _ in self.net.eventsTagged(f"salt/job/{reply['jid']}/ret/")
+        )
+        return reply["minions"], returned
+
+    def test_grain(self) -> None:
+        """
+        A grain target is expected of, and run by, the matching minion only.
+        """
+        self.assertEqual(self.expectAndRun("role:web", "grain"), (["m1"], ["m1"]))
+
+    def test_compound(self) -> None:
+        """
+        A compound target mixing grains, globs and not.
+        """
+        self.assertEqual(
+            self.expectAndRun("G@role:db or m1 and not G@role:web", "compound"), (["m2"], ["m2"])
+        )
+
+    def test_nodegroups(self) -> None:
+        """
+        Nodegroups (also nested, and inside a compound) are spelled out for
+        the minions, which run exactly what the master expected.
+        """
+        self.assertEqual(self.expectAndRun("webs", "nodegroup"), (["m1"], ["m1"]))
+        self.assertEqual(self.expectAndRun("all", "nodegroup"), (["m1", "m2"], ["m1", "m2"]))
+        self.assertEqual(self.expectAndRun("N@webs and not m2", "compound"), (["m1"], ["m1"]))
+
+    def test_badTargetNamesPosition(self) -> None:
+        """
+        A malformed compound target is refused with the position of the
+        problem.
+        """
+        error = self.assertRaises(
+            ValueError,
+            self.master.clientPublish,
+            None,  # type: ignore[arg-type]
+            {"tgt": "web* and ( m1", "tgt_type": "compound", "fun": "test.ping"},
+        )
+        self.assertIn("position", str(error))

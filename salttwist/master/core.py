@@ -30,7 +30,7 @@ from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.pki.autosign import buildAutosignPolicy
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
 from salttwist.runners import RunnerContext, loadRunners
-from salttwist.targeting import TargetError, checkMinions, validateTarget
+from salttwist.targeting import TargetError, checkMinions, expandNodegroup, validateTarget
 
 if TYPE_CHECKING:
     from salttwist.master.publisher import PubServerProtocol
@@ -39,6 +39,29 @@ if TYPE_CHECKING:
 AUTHENTICATE_TASK = "salttwist.master.authtasks.authenticate"
 FUNCTION_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 AuthResult = tuple[dict[str, Any], bytes | None, str | None, str | None]
+
+
+def publishableTarget(tgt: Any, tgtType: str, nodegroups: dict[str, Any]) -> tuple[Any, str]:
+    """
+    The target as minions can match it: a nodegroup, and every C{N@} word
+    of a compound target, rewritten as compound words (as Salt's
+    LocalClient does), since minions do not know the master's nodegroups.
+
+    @raise TargetError: if a nodegroup is invalid.
+    """
+    if tgtType == "nodegroup":
+        return " ".join(expandNodegroup(tgt, nodegroups)), "compound"
+    if tgtType == "compound":
+        words = tgt.split() if isinstance(tgt, str) else list(tgt)
+        if any(isinstance(w, str) and w.startswith("N@") for w in words):
+            out: list[str] = []
+            for word in words:
+                if isinstance(word, str) and word.startswith("N@"):
+                    out += ["(", *expandNodegroup(word[2:], nodegroups), ")"]
+                else:
+                    out.append(word)
+            return " ".join(out), "compound"
+    return tgt, tgtType
 
 
 class Master:
@@ -441,17 +464,27 @@ class Master:
             raise ValueError("arg must be a list")
         if not isinstance(tgtType, str):
             raise ValueError("tgt_type must be a string")
+        nodegroups = self.config.get("nodegroups") or {}
         try:
-            validateTarget(tgt, tgtType)
+            validateTarget(tgt, tgtType, nodegroups=nodegroups)
+            # Minions do not know the nodegroups: they get them spelled out.
+            published, publishedType = publishableTarget(tgt, tgtType, nodegroups)
         except TargetError as e:
             raise ValueError(f"invalid target: {e}") from e
         user = load.get("user") if isinstance(load.get("user"), str) else "root"
+        grainsById = dict(self.grainsCache.grains)
 
         def expected(_: object) -> list[str]:
-            return checkMinions(self.keyStore.listKeys("minions"), tgt, tgtType)
+            return checkMinions(
+                self.keyStore.listKeys("minions"),
+                tgt,
+                tgtType,
+                grainsById=grainsById,
+                nodegroups=nodegroups,
+            )
 
         d = self.runBlocking(expected, None)
-        return d.addCallback(self._publishTo, fun, arg, tgt, tgtType, user)
+        return d.addCallback(self._publishTo, fun, arg, published, publishedType, user)
 
     def _publishTo(
         self, minions: list[str], fun: str, arg: list[Any], tgt: Any, tgtType: str, user: str

@@ -399,7 +399,10 @@ class Minion:
             self.log.warn("minion {id}: dropped a malformed publication", id=self.id)
             return
         try:
-            if not matchMinion(self.id, load.get("tgt"), load.get("tgt_type", "glob")):
+            grains = self.executor.context.grains
+            if not matchMinion(
+                self.id, load.get("tgt"), load.get("tgt_type", "glob"), grains=grains
+            ):
                 return
         except TargetError as e:
             self.log.warn(
