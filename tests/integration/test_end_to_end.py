@@ -113,6 +113,26 @@ class JobTests(IntegrationTestCase):
         super().setUp()
         await self.cluster.startReady(MINIONS)
 
+    async def test_grainTargets(self) -> None:
+        """
+        A grain set by a job reaches the master at once: C{-G} then targets
+        only that minion (the master expects no other), and C{-C} mixes grain
+        and id words.
+        """
+        cluster = self.cluster
+        setval = await cluster.salt("minion1", "grains.setval", "role", "web", "--out", "json")
+        self.assertEqual(setval.code, 0, cluster.explain(setval))
+        grain = await cluster.salt("-G", "role:web", "test.ping", "--static", "--out", "json")
+        self.assertEqual(grain.code, 0, cluster.explain(grain))
+        self.assertEqual(json.loads(grain.out), {"minion1": True}, str(grain))
+        compound = await cluster.salt(
+            "-C", "G@role:web or minion2", "test.ping", "--static", "--out", "json"
+        )
+        self.assertEqual(json.loads(compound.out), {"minion1": True, "minion2": True})
+        bad = await cluster.salt("-C", "minion1 and (", "test.ping")
+        self.assertEqual(bad.code, 2, cluster.explain(bad))
+        self.assertIn("position", bad.err)
+
     async def test_jobs(self) -> None:
         """
         C{cmd.run 'echo hi'} runs the shell command on every minion and
