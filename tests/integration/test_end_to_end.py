@@ -15,6 +15,8 @@ import os
 import signal
 import time
 
+from twisted.internet import reactor
+from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from salttwist.master.service import PORTS_FILE
@@ -306,6 +308,38 @@ class MasterRestartTests(IntegrationTestCase):
         await waitFor(
             bothAnswer,
             "both minions to answer the restarted master",
+            context=lambda: cluster.explain(results[-1] if results else None),
+        )
+
+    async def test_returnKeptWhileMasterAway(self) -> None:
+        """
+        A job that finishes while the master is down is not lost: the minion
+        keeps its return on disk and delivers it when the master is back,
+        which stores it in the job cache once (C{jobs.lookup_jid}).
+        """
+        cluster = self.cluster
+        assert cluster.ports is not None
+        ports = dict(cluster.ports)
+        published = await cluster.salt("minion1", "test.sleep", "3", "--async")
+        self.assertEqual(published.code, 0, cluster.explain(published))
+        jid = published.out.strip().rsplit(" ", 1)[1]
+        await cluster.stopMaster()
+        await deferLater(reactor, 4, lambda: None)
+        cluster.writeMasterConfig(publish_port=ports["publish_port"], ret_port=ports["ret_port"])
+        await cluster.startMaster()
+        results = []
+
+        async def returned() -> bool:
+            result = await runCommand(
+                ["salttwist-run", "-c", cluster.masterDir, "jobs.lookup_jid", jid, "--out", "json"],
+                cwd=cluster.baseDir,
+            )
+            results.append(result)
+            return result.code == 0 and json.loads(result.out or "{}") == {"minion1": True}
+
+        await waitFor(
+            returned,
+            "the queued return to reach the restarted master",
             context=lambda: cluster.explain(results[-1] if results else None),
         )
 
