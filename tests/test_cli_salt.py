@@ -643,3 +643,23 @@ class BatchTests(_RunJobBase):
         self.assertEqual(batchSize((3, False), 10), 3)
         self.assertEqual(batchSize((25, True), 10), 3)
         self.assertEqual(batchSize((1, True), 5), 1)
+
+
+class JsonLinesTests(_RunJobBase):
+    """
+    Without C{--static}, C{--out json} prints one JSON object per line.
+    """
+
+    def test_jsonLines(self) -> None:
+        """
+        Each return is one line holding one valid JSON object.
+        """
+        result = JobResult(
+            "1" * 20,
+            ["a", "b"],
+            returns={"a": {"return": {"x": 1}, "retcode": 0}, "b": {"return": True, "retcode": 0}},
+        )
+        self.fakeRun(result)
+        self.successResultOf(self.runJob(["--out", "json", "*", "test.ping"]))
+        lines = self.stdout.getvalue().splitlines()
+        self.assertEqual([json.loads(line) for line in lines], [{"a": {"x": 1}}, {"b": True}])

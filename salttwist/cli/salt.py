@@ -231,6 +231,11 @@ class _Printer:
             and sys.stdout.isatty()
         )
         self.static: dict[str, Any] = {}
+        # Returns printed one by one as JSON are one object per line (JSON
+        # lines), so a stream of them can be parsed; --out-indent overrides.
+        self.streamIndent = options.out_indent
+        if options.out == "json" and options.out_indent is None:
+            self.streamIndent = -1
 
     def returned(self, minionId: str, data: dict[str, Any]) -> None:
         if self.options.static:
@@ -242,7 +247,7 @@ class _Printer:
                     data.get("return"),
                     self.options.out,
                     self.color,
-                    indent=self.options.out_indent,
+                    indent=self.streamIndent,
                     retcode=data.get("retcode", 0) or 0,
                 )
             )
@@ -260,7 +265,7 @@ class _Printer:
                         text,
                         self.options.out,
                         self.color,
-                        indent=self.options.out_indent,
+                        indent=self.streamIndent,
                     )
                 )
 
