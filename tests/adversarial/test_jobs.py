@@ -1,0 +1,387 @@
+# -*- test-case-name: tests.adversarial.test_jobs -*-
+"""
+A rogue or compromised minion (it holds an accepted key, a session and the
+publication key) and an on-path attacker against publications, returns and
+job ids.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from twisted.internet.defer import Deferred, succeed
+from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
+
+from salttwist import crypt, serial, wire
+from salttwist.config import loadMasterConfig, loadMinionConfig
+from salttwist.interfaces import IJobCache
+from salttwist.master.core import runSynchronously
+from salttwist.master.jobcache import SQLiteJobCache
+from salttwist.master.keys import MasterKeys
+from salttwist.minion.core import Minion
+from salttwist.pki.keystore import ACCEPTED
+from salttwist.transport.reqclient import RequestError
+from tests._loopback import MasterMinionNetwork
+from tests.adversarial._support import (
+    ATTACKER_KEY,
+    JID,
+    MASTER_KEY,
+    MASTER_PEM,
+    MINION_KEYS,
+    MINION_PEMS,
+    ROOT_KEY,
+    AttackedMaster,
+)
+
+#: Job ids a client (or a minion, in a return) might send instead of one.
+HOSTILE_JIDS: list[Any] = [
+    "../../../../etc/passwd",
+    "20260101000000000001/../../x",
+    "1' OR '1'='1",
+    "20260101000000000001'; DROP TABLE jobs; --",
+    "%",
+    "*",
+    "2" * 100000,
+    "2026010100000000000",
+    "202601010000000000001",
+    "20260101000000000001\n",
+    "\uff12" * 20,
+    "\u0662" * 20,
+    ["20260101000000000001"],
+    {"jid": "20260101000000000001"},
+    2026010100000000000,
+    b"20260101000000000001",
+    None,
+    "",
+]
+
+
+class PublicationAttackTests(SynchronousTestCase):
+    """
+    A minion that holds the publication key still cannot make another
+    minion run anything; nor can an on-path attacker replaying, stripping
+    or tampering with publications (CVE-2017-7893, CVE-2022-22936 classes).
+    """
+
+    def setUp(self) -> None:
+        """
+        A master and a ready minion C{m1}; C{m2}'s key is accepted too (it
+        is the rogue minion, so it knows the publication key).
+        """
+        root = os.path.abspath(self.mktemp())
+        config = loadMasterConfig(
+            root, overrides={"root_dir": root, "publish_port": 4505, "ret_port": 4506}
+        )
+        self.net = MasterMinionNetwork(config, MasterKeys(MASTER_KEY, MASTER_PEM, ROOT_KEY))
+        self.master = self.net.master
+        for minionId, pem in MINION_PEMS.items():
+            self.net.keyStore.putKey(ACCEPTED, minionId, pem)
+        self.minion = self.startMinion("m1")
+        self.ran: list[str] = []
+        run = self.minion.executor.run
+
+        def recordingRun(fun: str, arg: list[Any]) -> Any:
+            self.ran.append(fun)
+            return run(fun, arg)
+
+        self.minion.executor.run = recordingRun  # type: ignore[method-assign]
+
+    def startMinion(self, minionId: str) -> Minion:
+        """
+        Start C{minionId} and wait until it is subscribed.
+        """
+        root = os.path.abspath(self.mktemp())
+        config = loadMinionConfig(
+            root,
+            overrides={
+                "root_dir": root,
+                "id": minionId,
+                "master": "salt.test",
+                "master_port": 4506,
+                "recon_randomize": False,
+            },
+        )
+        os.makedirs(config["pki_dir"], mode=0o700)
+        crypt.writePrivateFile(
+            os.path.join(config["pki_dir"], "minion.pem"),
+            crypt.privateKeyToPem(MINION_KEYS[minionId]),
+        )
+        minion = self.net.buildMinion(config)
+        self.addCleanup(minion.stop)
+        ready = minion.whenReady()
+        minion.start()
+        self.net.flush()
+        self.successResultOf(ready)
+        return minion
+
+    def load(self, jid: str = JID, fun: str = "cmd.run") -> dict[str, Any]:
+        """
+        A job load for C{m1}, stamped now.
+        """
+        return {
+            "jid": jid,
+            "fun": fun,
+            "arg": ["id"],
+            "tgt": "m1",
+            "tgt_type": "glob",
+            "user": "root",
+            "ts": self.net.reactor.seconds(),
+        }
+
+    def seal(self, load: Any, signer: Any, kid: int | None = None) -> dict[str, Any]:
+        """
+        Seal C{load} with the current publication key, as anyone holding it
+        can, and sign it with C{signer}.
+        """
+        publication = self.master.publicationKey
+        kid = publication.kid if kid is None else kid
+        blob = publication.cipher().encrypt(serial.dumps(load), wire.publicationAad(kid))
+        return {"pub": blob, "sig": crypt.sign(signer, blob), "kid": kid}
+
+    def inject(self, frame: dict[str, Any] | bytes) -> None:
+        """
+        Write a frame into C{m1}'s pub connection, as an on-path attacker or
+        the master would, and deliver it.
+        """
+        data = frame if isinstance(frame, bytes) else serial.dumps(frame)
+        self.master.subscribers["m1"].sendString(data)
+        self.net.flush()
+
+    def assertNothingRan(self) -> None:
+        """
+        Nothing ran on C{m1}, no return reached the master, and C{m1} is
+        still connected.
+        """
+        self.assertEqual(self.ran, [])
+        self.assertEqual(self.net.eventsTagged("salt/job/"), [])
+        self.assertEqual(self.minion.state, "ready")
+        self.assertIn("m1", self.master.subscribers)
+
+    def test_forgedByMinionKey(self) -> None:
+        """
+        A publication sealed correctly with the publication key (which every
+        accepted minion holds) but signed with a minion's key (the rogue
+        C{m2}'s, or the victim's own) runs nowhere.
+        """
+        for signer in (MINION_KEYS["m2"], MINION_KEYS["m1"], ATTACKER_KEY):
+            self.inject(self.seal(self.load(), signer))
+        self.assertNothingRan()
+
+    def test_strippedOrClearText(self) -> None:
+        """
+        A publication with its signature removed, emptied or swapped for one
+        over other bytes, and a load sent as a clear-text map or as a
+        master-signed but unencrypted blob, runs nowhere.
+        """
+        frame = self.seal(self.load(), MASTER_KEY)
+        for sig in (None, b"", crypt.sign(MASTER_KEY, b"other")):
+            self.inject(dict(frame, sig=sig))
+        self.inject({k: v for k, v in frame.items() if k != "sig"})
+        self.inject(dict(self.load(), kid=frame["kid"]))
+        plain = serial.dumps(self.load())
+        self.inject({"pub": plain, "sig": crypt.sign(MASTER_KEY, plain), "kid": frame["kid"]})
+        self.assertNothingRan()
+
+    def test_tampered(self) -> None:
+        """
+        Any one byte of a master-signed publication flipped (nonce,
+        ciphertext or tag) makes it run nowhere.
+        """
+        frame = self.seal(self.load(), MASTER_KEY)
+        blob = frame["pub"]
+        for i in (0, 12, len(blob) // 2, len(blob) - 1):
+            changed = blob[:i] + bytes([blob[i] ^ 0x01]) + blob[i + 1 :]
+            self.inject(dict(frame, pub=changed))
+        self.assertNothingRan()
+
+    def test_replayed(self) -> None:
+        """
+        A genuine publication injected again runs once; after two key
+        rotations (the minion keeps only the current and previous key) the
+        recorded bytes run nowhere, even with a fresh-looking kid.
+        """
+        data = serial.dumps(self.seal(self.load(fun="test.ping"), MASTER_KEY))
+        self.inject(data)
+        self.inject(data)
+        self.assertEqual(self.ran, ["test.ping"])
+        self.master.rotatePublicationKey("test")
+        self.master.rotatePublicationKey("test")
+        self.net.flush()
+        self.inject(data)
+        self.assertEqual(self.ran, ["test.ping"])
+
+    def test_notTargetedNotRun(self) -> None:
+        """
+        A genuine publication targeted at another minion is not run by
+        C{m1}, even though C{m1} can decrypt it.
+        """
+        self.inject(self.seal(dict(self.load(), tgt="m2"), MASTER_KEY))
+        self.assertNothingRan()
+
+
+@implementer(IJobCache)
+class RecordingJobCache:
+    """
+    An L{IJobCache} that records every call and answers with nothing.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def _record(self, name: str, *args: Any) -> Deferred[Any]:
+        self.calls.append((name, args))
+        return succeed(None)
+
+    def storeJob(self, *args: Any) -> Deferred[None]:
+        return self._record("storeJob", *args)
+
+    def storeReturn(self, *args: Any) -> Deferred[None]:
+        return self._record("storeReturn", *args)
+
+    def getJob(self, *args: Any) -> Deferred[Any]:
+        return self._record("getJob", *args)
+
+    def getReturns(self, *args: Any) -> Deferred[Any]:
+        self.calls.append(("getReturns", args))
+        return succeed({})
+
+    def listJobs(self, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        self.calls.append(("listJobs", args))
+        return succeed([])
+
+    def prune(self, *args: Any) -> Deferred[int]:
+        self.calls.append(("prune", args))
+        return succeed(0)
+
+
+class ReturnAttackTests(AttackedMaster):
+    """
+    A rogue minion's returns (CVE-2024-38822 class: a minion answering for
+    another) never reach the bus or the job cache over a real return.
+    """
+
+    def setUp(self) -> None:
+        """
+        A job for C{m1} only; C{m1} and the rogue C{m2} have sessions.
+        """
+        super().setUp()
+        self.cache = RecordingJobCache()
+        self.master.jobCache = self.cache
+        self.master.jobs.add(JID, {"fun": "test.ping"}, ["m1"])
+        self.victim = self.authMinion("m1")
+        self.rogue = self.authMinion("m2")
+
+    def send(self, client: Any, **load: Any) -> Deferred[Any]:
+        """
+        Send a C{_return} and deliver the answer.
+        """
+        payload = {"cmd": "_return", "jid": JID, "fun": "test.ping", "return": True}
+        payload.update(load)
+        d = client.request(payload)
+        self.net.flush()
+        return d
+
+    def stored(self) -> list[tuple[Any, ...]]:
+        """
+        @return: the arguments of every C{storeReturn} so far.
+        """
+        return [args for name, args in self.cache.calls if name == "storeReturn"]
+
+    def test_spoofedAndUntargetedRefused(self) -> None:
+        """
+        C{m2} claiming C{m1}'s id, or returning under its own id for a job
+        that did not target it, or for hostile jids, is refused with an
+        error; nothing is fired or stored; then C{m1}'s real return is
+        accepted and is the only one stored.
+        """
+        for load in (
+            {"id": "m1", "return": "pwned"},
+            {"id": "m2", "return": "pwned"},
+            {"id": None, "return": "pwned"},
+            {"id": ["m1"], "return": "pwned"},
+        ):
+            self.failureResultOf(self.send(self.rogue, **load), RequestError)
+        for jid in HOSTILE_JIDS:
+            self.failureResultOf(self.send(self.rogue, id="m2", jid=jid), RequestError)
+        self.assertEqual(self.eventsTagged("salt/job/"), [])
+        self.assertEqual(self.stored(), [])
+        self.assertFalse(self.rogue.lost.called)
+        self.successResultOf(self.send(self.victim, id="m1", **{"return": "real"}))
+        [(tag, data)] = self.eventsTagged("salt/job/")
+        self.assertEqual((tag, data["return"]), (f"salt/job/{JID}/ret/m1", "real"))
+        [(jid, minionId, ret)] = self.stored()
+        self.assertEqual((jid, minionId, ret["return"]), (JID, "m1", "real"))
+
+    def test_duplicateNeverOverwrites(self) -> None:
+        """
+        After C{m1}'s real return, a second return for the same job (from
+        C{m1}'s session, or replayed by the rogue under C{m1}'s id) is
+        refused; the stored and fired return is still the first.
+        """
+        self.successResultOf(self.send(self.victim, id="m1", **{"return": "real"}))
+        self.failureResultOf(self.send(self.victim, id="m1", **{"return": "second"}), RequestError)
+        self.failureResultOf(self.send(self.rogue, id="m1", **{"return": "forged"}), RequestError)
+        self.assertEqual([d["return"] for _, d in self.eventsTagged("salt/job/")], ["real"])
+        self.assertEqual([r["return"] for _, _, r in self.stored()], ["real"])
+
+
+class JobIdTests(SynchronousTestCase):
+    """
+    Job ids from clients are refused by the job cache and the C{jobs}
+    runners before any query or path is built.
+    """
+
+    def test_jobCacheRefusesBeforeQuery(self) -> None:
+        """
+        L{SQLiteJobCache}'s C{getJob}, C{getReturns}, C{storeJob} and
+        C{storeReturn} fail with L{ValueError} for each hostile jid without
+        queueing any database work (the cache here has no database at all:
+        reaching one would fail differently).
+        """
+        cache = SQLiteJobCache.__new__(SQLiteJobCache)
+        queued: list[Any] = []
+        cache._enqueue = lambda *a: queued.append(a)  # type: ignore[method-assign]
+        cache._write = lambda *a: queued.append(a)  # type: ignore[method-assign]
+        for jid in HOSTILE_JIDS:
+            for d in (
+                cache.getJob(jid),
+                cache.getReturns(jid),
+                cache.storeJob(jid, {"fun": "test.ping"}, ["m1"]),
+                cache.storeReturn(jid, "m1", {"return": True}),
+            ):
+                self.failureResultOf(d, ValueError)
+        self.assertEqual(queued, [])
+
+    def test_runnersRefuseBeforeQuery(self) -> None:
+        """
+        C{jobs.list_job}, C{jobs.lookup_jid}, C{jobs.print_job} and
+        C{jobs.exit_success}, called as the local client calls them,
+        refuse each hostile jid with an error and never ask the job cache.
+        """
+        from twisted.internet.testing import MemoryReactorClock
+
+        from salttwist.events.bus import LocalEventBus
+        from salttwist.master.core import Master
+        from salttwist.pki.keystore import InMemoryKeyStore
+
+        root = os.path.abspath(self.mktemp())
+        cache = RecordingJobCache()
+        master = Master(
+            loadMasterConfig(root, overrides={"root_dir": root}),
+            MasterKeys(MASTER_KEY, MASTER_PEM, ROOT_KEY),
+            InMemoryKeyStore(),
+            LocalEventBus(),
+            runSynchronously,
+            MemoryReactorClock(),
+            jobCache=cache,
+        )
+        # A map in C{arg} is keyword arguments (Salt's convention), so
+        # {"jid": <valid jid>} is a legitimate call and is left out here.
+        hostile = [jid for jid in HOSTILE_JIDS if not isinstance(jid, dict)]
+        for fun in ("jobs.list_job", "jobs.lookup_jid", "jobs.print_job", "jobs.exit_success"):
+            for jid in hostile + [{"jid": "../../etc/passwd"}]:
+                d = master.clientRunner(None, {"fun": fun, "arg": [jid]})  # type: ignore[arg-type]
+                self.failureResultOf(d, ValueError)
+        self.assertEqual(cache.calls, [])
