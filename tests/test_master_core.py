@@ -35,7 +35,7 @@ from salttwist.master.reqserver import (
 )
 from salttwist.minion.pubclient import PubClientProtocol
 from salttwist.pki.keystore import ACCEPTED, InMemoryKeyStore
-from salttwist.transport.framing import PREAUTH_MAX_FRAME
+from salttwist.transport.framing import PREAUTH_DEADLINE, PREAUTH_MAX_FRAME
 from salttwist.transport.reqclient import ReqClientProtocol, RequestError
 from tests._loopback import Loopback
 
@@ -280,6 +280,50 @@ class GreetingTests(MasterTestCase):
         """
         client, server = self.connectReq()
         self.assertEqual(self.successResultOf(client.hello), server.challenge)
+
+
+class DeadlineTests(MasterTestCase):
+    """
+    A peer that does not authenticate in time is closed (slow senders,
+    half-open connections); an authenticated one is not.
+    """
+
+    def test_silentReqPeerClosed(self) -> None:
+        """
+        A req connection that never authenticates is closed after
+        L{PREAUTH_DEADLINE} seconds, with a log line.
+        """
+        client, _ = self.connectReq()
+        self.master.clock.advance(PREAUTH_DEADLINE - 1)
+        self.net.flush()
+        self.assertFalse(client.lost.called)
+        self.master.clock.advance(1)
+        self.net.flush()
+        self.assertTrue(client.lost.called)
+
+    def test_authenticatedKept(self) -> None:
+        """
+        Authenticated sessions and subscriptions outlive the deadline.
+        """
+        client, _, sessionKey = self.authMinion("m1")
+        pub, _, _, answer = self.subscribe("m1", sessionKey)
+        self.assertEqual(answer, "subscribed")
+        self.master.clock.advance(PREAUTH_DEADLINE * 3)
+        self.net.flush()
+        self.assertFalse(client.lost.called)
+        self.assertFalse(pub.lost.called)
+
+    def test_silentPubPeerClosed(self) -> None:
+        """
+        A pub connection that never subscribes is closed too.
+        """
+        server = PubServerFactory(self.master).buildProtocol(None)
+        client = PubClientProtocol(1 << 20)
+        self.net.connect(server, client)
+        self.net.flush()
+        self.master.clock.advance(PREAUTH_DEADLINE)
+        self.net.flush()
+        self.assertTrue(client.lost.called)
 
 
 class DispatchTests(MasterTestCase):

@@ -36,6 +36,7 @@ class PubServerProtocol(FrameProtocol):
 
     def connectionMade(self) -> None:
         super().connectionMade()
+        self.startDeadline(self._master.clock)
         self.sendFrame({"cmd": "hello", "challenge": self.challenge})
 
     def frameReceived(self, message: dict[str, Any]) -> None:
@@ -52,9 +53,11 @@ class PubServerProtocol(FrameProtocol):
             self.transport.loseConnection()
             return
         self.minionId = minionId
+        self.cancelDeadline()
         self.sendFrame({"ret": "subscribed"})
 
     def connectionLost(self, reason: object = None) -> None:
+        self.cancelDeadline()
         if self.minionId is not None:
             self._master.unsubscribe(self)
 

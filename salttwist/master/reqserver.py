@@ -54,6 +54,7 @@ class ReqServerProtocol(FrameProtocol):
 
     def connectionMade(self) -> None:
         super().connectionMade()
+        self.startDeadline(self._master.clock)
         self.sendFrame({"cmd": "hello", "challenge": self.challenge, "version": PROTOCOL_VERSION})
 
     def frameReceived(self, message: dict[str, Any]) -> None:
@@ -88,6 +89,7 @@ class ReqServerProtocol(FrameProtocol):
             self.transport.loseConnection()
             return
         self._session = SessionCipher(sessionKey, isServer=True)
+        self.cancelDeadline()
         self.role, self.minionId = role, minionId
         self.setMaxFrame(self._master.maxFrameBytes)
         self._master.sessionStarted(self)
@@ -138,6 +140,7 @@ class ReqServerProtocol(FrameProtocol):
         return self._session._cipher.key if self._session is not None else None
 
     def connectionLost(self, reason: object = None) -> None:
+        self.cancelDeadline()
         if self.role is not None:
             self._master.sessionEnded(self)
 

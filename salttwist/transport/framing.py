@@ -22,6 +22,9 @@ from salttwist import serial
 #: Frames accepted before a peer has authenticated: enough for an auth request
 #: carrying an 8192-bit key, far too small to hurt.
 PREAUTH_MAX_FRAME = 64 * 1024
+#: Seconds a peer has to authenticate (or subscribe) before the master closes
+#: its connection: a slow sender or half-open connection holds nothing long.
+PREAUTH_DEADLINE = 60.0
 
 
 class FrameProtocol(Int32StringReceiver):
@@ -78,6 +81,24 @@ class FrameProtocol(Int32StringReceiver):
         Close the connection: the peer announced a frame over the limit.
         """
         self.protocolViolation(f"frame of {length} bytes exceeds the limit of {self.MAX_LENGTH}")
+
+    def startDeadline(self, clock: Any, seconds: float = PREAUTH_DEADLINE) -> None:
+        """
+        Close the connection unless L{cancelDeadline} is called within
+        C{seconds} on C{clock}.
+        """
+        self._deadline = clock.callLater(seconds, self._deadlinePassed, seconds)
+
+    def cancelDeadline(self) -> None:
+        """
+        The peer authenticated in time (or the connection ended).
+        """
+        deadline = getattr(self, "_deadline", None)
+        if deadline is not None and deadline.active():
+            deadline.cancel()
+
+    def _deadlinePassed(self, seconds: float) -> None:
+        self.protocolViolation(f"did not authenticate within {seconds:g} seconds")
 
     def protocolViolation(self, reason: str) -> None:
         """
