@@ -65,6 +65,15 @@ def pubSubscribeMessage(challenge: bytes, minionId: str) -> bytes:
     return serial.dumps(["salttwist-pub-subscribe", challenge, minionId])
 
 
+def pubSubscribedMessage(challenge: bytes, minionId: str, masterTime: float) -> bytes:
+    """
+    What the master MACs with the minion's pub token when it confirms a
+    subscription: its own clock at that moment, so the minion can refuse
+    publications made before it subscribed (replays after a restart).
+    """
+    return serial.dumps(["salttwist-pub-subscribed", challenge, minionId, masterTime])
+
+
 #: The context the pub-channel token is derived from the session key for.
 PUB_TOKEN_CONTEXT = b"pub-subscribe"
 

@@ -349,7 +349,14 @@ class DispatchTests(MasterTestCase):
         self.assertEqual(
             publicMethods,
             INTENDED_HANDLERS
-            | {"publish", "sessionStarted", "sessionEnded", "subscribe", "unsubscribe"}
+            | {
+                "publish",
+                "sessionStarted",
+                "sessionEnded",
+                "subscribe",
+                "unsubscribe",
+                "subscribedFrame",
+            }
             | {"rotatePublicationKey", "cutOff", "keyEvent", "reconcileKeys", "authenticate"},
         )
         reachable = set()

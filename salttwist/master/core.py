@@ -278,6 +278,21 @@ class Master:
         )
         return validId
 
+    def subscribedFrame(self, proto: PubServerProtocol) -> dict[str, Any]:
+        """
+        The confirmation of a subscription: the master's clock now, MACed
+        with the minion's pub token, so the minion refuses any publication
+        stamped earlier (a recorded one replayed after it restarted).
+        """
+        assert proto.minionId is not None
+        session = self.sessions[proto.minionId]
+        token = crypt.deriveKey(session.sessionKey, wire.PUB_TOKEN_CONTEXT)  # type: ignore[arg-type]
+        now = float(self.clock.seconds())
+        mac = crypt.hmacSha256(
+            token, wire.pubSubscribedMessage(proto.challenge, proto.minionId, now)
+        )
+        return {"ret": "subscribed", "now": now, "mac": mac}
+
     def unsubscribe(self, proto: PubServerProtocol) -> None:
         """
         A pub connection closed.

@@ -54,7 +54,7 @@ class PubServerProtocol(FrameProtocol):
             return
         self.minionId = minionId
         self.cancelDeadline()
-        self.sendFrame({"ret": "subscribed"})
+        self.sendFrame(self._master.subscribedFrame(self))
 
     def connectionLost(self, reason: object = None) -> None:
         self.cancelDeadline()

@@ -36,6 +36,9 @@ from salttwist.transport.framing import quietFactory
 from salttwist.transport.reqclient import ReqClientProtocol, RequestError, reqClientFactory
 
 MASTER_PUB_FILE = "minion_master.pub"
+#: Seconds before its subscription that a publication may be stamped and
+#: still run (a job published while the minion was joining).
+SUBSCRIBE_GRACE = 2.0
 #: Seconds the minion waits for each answer of the master while connecting.
 ANSWER_TIMEOUT = 30.0
 
@@ -257,6 +260,21 @@ class Minion:
         answer = await self._answer(pub.subscribe(self.id, mac))
         if answer != "subscribed":
             raise AttemptFailed(f"the master refused the pub subscription ({answer!r})")
+        masterTime = pub.confirmation.get("now")
+        expected = (
+            crypt.hmacSha256(
+                token,
+                wire.pubSubscribedMessage(pubChallenge, self.id, masterTime),  # type: ignore[arg-type]
+            )
+            if isinstance(masterTime, float)
+            else b""
+        )
+        if not crypt.hmacEqual(expected, pub.confirmation.get("mac")):  # type: ignore[arg-type]
+            raise AttemptFailed("the master's subscription confirmation did not verify")
+        # Nothing published before this subscription was meant for this
+        # connection: a recorded publication replayed after a restart is
+        # refused (within a small grace for a job published as we joined).
+        self.replay.notBefore = masterTime - SUBSCRIBE_GRACE
         if generation != self._generation:
             return
         pub.onPublication = self._publicationReceived

@@ -30,6 +30,8 @@ class PubClientProtocol(FrameProtocol):
         self.subscribed: Deferred[str] = Deferred()
         self.lost: Deferred[None] = Deferred()
         self.onPublication: Callable[[dict[str, Any]], None] | None = None
+        #: The master's subscription answer, with its clock and MAC.
+        self.confirmation: dict[str, Any] = {}
         self._subscribing = False
 
     def frameReceived(self, message: dict[str, Any]) -> None:
@@ -43,6 +45,7 @@ class PubClientProtocol(FrameProtocol):
             ret = message.get("ret")
             if ret == "subscribed":
                 self.setMaxFrame(self._maxFrame)
+            self.confirmation = message
             self.subscribed.callback(ret)
         elif self.onPublication is not None:
             self.onPublication(message)

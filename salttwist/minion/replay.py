@@ -22,6 +22,8 @@ class ReplayGuard:
         self._clock = clock
         self._window = window
         self._seen: OrderedDict[str, float] = OrderedDict()
+        #: Publications stamped (by the master) earlier than this are refused.
+        self.notBefore: float = float("-inf")
 
     def check(self, jid: str, timestamp: object) -> str | None:
         """
@@ -36,6 +38,8 @@ class ReplayGuard:
             return "publication has no timestamp"
         if not abs(now - timestamp) <= self._window:  # NaN is not fresh either
             return f"publication is stamped {now - timestamp:.0f}s away from this minion's clock"
+        if timestamp < self.notBefore:
+            return "publication was made before this minion subscribed (a replay?)"
         if jid in self._seen:
             return f"publication {jid} was already received"
         # Remember the jid until its timestamp leaves the window, not just for

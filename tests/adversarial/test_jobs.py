@@ -212,6 +212,61 @@ class PublicationAttackTests(SynchronousTestCase):
         self.inject(data)
         self.assertEqual(self.ran, ["test.ping"])
 
+    def test_replayedAfterMinionRestart(self) -> None:
+        """
+        A genuine publication recorded before the minion restarted is
+        refused by the new minion process (whose replay memory is empty),
+        because the master's signed subscription confirmation says when it
+        joined (CVE-2022-22936 class).
+        """
+        self.net.reactor.advance(100)
+        old = serial.dumps(self.seal(self.load(fun="test.ping"), MASTER_KEY))
+        self.minion.stop()
+        self.net.flush()
+        self.net.reactor.advance(30)
+        again = self.startMinion("m1")
+        ran: list[str] = []
+        run = again.executor.run
+        again.executor.run = lambda fun, arg: ran.append(fun) or run(fun, arg)  # type: ignore[method-assign]
+        self.master.subscribers["m1"].sendString(old)
+        self.net.flush()
+        self.assertEqual(ran, [])
+        fresh = serial.dumps(self.seal(dict(self.load(jid="2" * 20), fun="test.ping"), MASTER_KEY))
+        self.master.subscribers["m1"].sendString(fresh)
+        self.net.flush()
+        self.assertEqual(ran, ["test.ping"])
+
+    def test_forgedSubscriptionConfirmation(self) -> None:
+        """
+        A subscription confirmation whose MAC does not verify (an on-path
+        attacker setting the minion's clock floor) makes the minion refuse
+        the subscription.
+        """
+        from salttwist.master import core
+
+        original = core.Master.subscribedFrame
+
+        def forged(master: Any, proto: Any) -> dict[str, Any]:
+            frame = original(master, proto)
+            frame["now"] = frame["now"] - 1000.0
+            return frame
+
+        self.patch(core.Master, "subscribedFrame", forged)
+        root = os.path.abspath(self.mktemp())
+        config = loadMinionConfig(
+            root,
+            overrides={"root_dir": root, "id": "m2", "master": "salt.test", "master_port": 4506},
+        )
+        os.makedirs(config["pki_dir"], mode=0o700)
+        crypt.writePrivateFile(
+            os.path.join(config["pki_dir"], "minion.pem"), crypt.privateKeyToPem(MINION_KEYS["m2"])
+        )
+        minion = self.net.buildMinion(config)
+        self.addCleanup(minion.stop)
+        minion.start()
+        self.net.flush()
+        self.assertNotEqual(minion.state, "ready")
+
     def test_notTargetedNotRun(self) -> None:
         """
         A genuine publication targeted at another minion is not run by
