@@ -15,7 +15,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.logger import Logger
 
 from salttwist import crypt, serial, wire
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from salttwist.master.reqserver import ReqServerProtocol
 
 AUTHENTICATE_TASK = "salttwist.master.authtasks.authenticate"
+#: Authentications worked on at once; more are answered "busy" at once.
+MAX_AUTH_IN_FLIGHT = 1000
 FUNCTION_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 AuthResult = tuple[dict[str, Any], bytes | None, str | None, str | None]
 
@@ -100,6 +102,7 @@ class Master:
         self.subscribers: dict[str, PubServerProtocol] = {}
         self.grainsCache = grainsCache or GrainsCache(None, runBlocking)
         self.jobCache = jobCache
+        self._authInFlight = 0
         #: The worker pool that checks authentication, or L{None} for threads.
         self.workers = workers
         self.runners = loadRunners()
@@ -119,7 +122,27 @@ class Master:
     def clearAuth(self, proto: ReqServerProtocol, load: dict[str, Any]) -> Deferred[AuthResult]:
         """
         C{_auth}: a minion authenticates (off the reactor thread).
+
+        At most L{MAX_AUTH_IN_FLIGHT} authentications are worked on at once:
+        beyond that a request is answered "busy" before any RSA or disk work
+        (the minion backs off and retries), so a flood of authentications
+        cannot queue unbounded work; established sessions are not affected.
         """
+        if self._authInFlight >= MAX_AUTH_IN_FLIGHT:
+            self.log.warn(
+                "authentication from {peer} refused: {n} already in progress",
+                peer=proto.peerName,
+                n=self._authInFlight,
+            )
+            return succeed(
+                (
+                    {"ret": "error", "error": "master busy: too many authentications; retry later"},
+                    None,
+                    None,
+                    None,
+                )
+            )
+        self._authInFlight += 1
         d = self.authenticate(load, proto.challenge, proto.peerName)
         d.addCallback(lambda outcome: Deferred.fromCoroutine(self._autosign(outcome, proto, load)))
 
@@ -129,7 +152,11 @@ class Master:
             role = "minion" if outcome.sessionKey is not None else None
             return outcome.reply, outcome.sessionKey, role, outcome.minionId
 
-        return d.addCallback(done)
+        def finished(result: Any) -> Any:
+            self._authInFlight -= 1
+            return result
+
+        return d.addCallback(done).addBoth(finished)
 
     def authenticate(
         self, load: dict[str, Any], challenge: bytes, peer: str

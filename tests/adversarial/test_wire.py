@@ -8,15 +8,27 @@ one connection without buffering, decoding bombs or touching anyone else.
 from __future__ import annotations
 
 import inspect
+import os
 import struct
+from typing import Any
 
 from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.master.core import Master
 from salttwist.master.publisher import PubServerFactory
 from salttwist.master.reqserver import CLEAR_FUNCS, ReqServerProtocol
 from salttwist.transport.framing import PREAUTH_MAX_FRAME
-from tests.adversarial._support import JID, AttackedMaster, frameBytes, rawFrame, readFrames
+from tests.adversarial._support import (
+    JID,
+    MASTER_KEY,
+    MASTER_PEM,
+    ROOT_KEY,
+    AttackedMaster,
+    frameBytes,
+    rawFrame,
+    readFrames,
+)
 
 #: Names Salt's master answered (or was exploited through) in clear text or
 #: over its AES channel: CVE-2020-11651 reached C{_prep_auth_info} (the root
@@ -270,3 +282,54 @@ class FloodTests(AttackedMaster):
         self.assertEqual(len(self.eventsTagged(f"salt/job/{JID}/ret/m1")), 1)
         self.assertEqual(self.keyStore.listKeys("minions_pre"), [])
         self.assertEqual(self.keyStore.listKeys("minions_denied"), [])
+
+
+class AuthFloodTests(SynchronousTestCase):
+    """
+    A flood of authentications is bounded before any RSA or disk work.
+    """
+
+    def test_busyBeyondBound(self) -> None:
+        """
+        With L{MAX_AUTH_IN_FLIGHT} authentications in progress, the next one
+        is answered "busy" at once without calling the authenticator; once
+        they finish, authentication works again.
+        """
+        from twisted.internet.defer import Deferred
+        from twisted.internet.task import Clock
+
+        from salttwist.blocking import runSynchronously
+        from salttwist.config import loadMasterConfig
+        from salttwist.events.bus import LocalEventBus
+        from salttwist.master import core
+        from salttwist.master.keys import MasterKeys
+        from salttwist.pki.keystore import InMemoryKeyStore
+
+        self.patch(core, "MAX_AUTH_IN_FLIGHT", 3)
+        root = os.path.abspath(self.mktemp())
+        master = Master(
+            loadMasterConfig(root, overrides={"root_dir": root}),
+            MasterKeys(MASTER_KEY, MASTER_PEM, ROOT_KEY),
+            InMemoryKeyStore(),
+            LocalEventBus(),
+            runSynchronously,
+            Clock(),
+        )
+        held: list[Deferred[Any]] = []
+        self.patch(master, "authenticate", lambda *a: held.append(Deferred()) or held[-1])
+
+        class Peer:
+            challenge = b"c" * 32
+            peerName = "attacker"
+
+        pending = [master.clearAuth(Peer(), {}) for _ in range(3)]  # type: ignore[arg-type]
+        busy = self.successResultOf(master.clearAuth(Peer(), {}))  # type: ignore[arg-type]
+        self.assertEqual(busy[0]["ret"], "error")
+        self.assertIn("busy", busy[0]["error"])
+        self.assertEqual(len(held), 3)
+        for d in held:
+            d.errback(RuntimeError("done"))
+        for d in pending:
+            self.failureResultOf(d, RuntimeError)
+        master.clearAuth(Peer(), {})  # type: ignore[arg-type]
+        self.assertEqual(len(held), 4)
