@@ -16,6 +16,7 @@ from typing import Any
 
 import salttwist
 from salttwist.cli.output import OUTPUTTERS, render
+from salttwist.cli.reactor import runWithReactor
 from salttwist.cli.salt import parseCliArgs
 from salttwist.config import ConfigError, loadMinionConfig
 
@@ -84,21 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         sys.stderr.write(f"Error: {e}\n")
         return 2
-    from twisted.internet import defer, task
-
-    results: list[dict[str, Any]] = []
-
-    async def run(reactor: Any) -> None:
-        results.append(
-            await callFunction(reactor, config, options.function, parseCliArgs(options.arg))
-        )
-
-    try:
-        task.react(lambda reactor: defer.Deferred.fromCoroutine(run(reactor)))
-    except SystemExit as e:
-        if e.code not in (0, None) or not results:
-            return int(e.code or 1)
-    result = results[0]
+    result, failed = runWithReactor(
+        lambda reactor: callFunction(reactor, config, options.function, parseCliArgs(options.arg))
+    )
+    if failed is not None:
+        return failed
     color = not options.no_color and options.out == "nested" and sys.stdout.isatty()
     sys.stdout.write(
         render(

@@ -29,6 +29,7 @@ from typing import Any
 import salttwist
 from salttwist.args import parseArgs
 from salttwist.cli.output import OUTPUTTERS, render
+from salttwist.cli.reactor import runWithReactor
 from salttwist.cli.salt import parseCliArgs
 from salttwist.config import ConfigError, loadMasterConfig
 
@@ -302,26 +303,15 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         sys.stderr.write(f"Error: {e}\n")
         return EX_UNAVAILABLE
-    from twisted.internet import defer, task
-
     streaming = options.function == EVENT_FUNCTION
     command = streamEvents if streaming else runRunner
-    exitCode: list[int] = []
-
-    async def run(reactor: Any) -> None:
-        exitCode.append(await command(reactor, options, config))
-
     # Stopped before the command finished: Ctrl-C (or SIGTERM), which is how
     # state.event is meant to end.
     interrupted = EX_OK if streaming else EX_GENERIC
-    try:
-        task.react(lambda reactor: defer.Deferred.fromCoroutine(run(reactor)))
-    except SystemExit as e:
-        if e.code not in (0, None):
-            return e.code if isinstance(e.code, int) else EX_GENERIC
-    except KeyboardInterrupt:
-        return interrupted
-    return exitCode[0] if exitCode else interrupted
+    exitCode, failed = runWithReactor(
+        lambda reactor: command(reactor, options, config), interrupted
+    )
+    return failed if failed is not None else exitCode
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import yaml
 import salttwist
 from salttwist import serial
 from salttwist.cli.output import OUTPUTTERS, minionReturnLine, render
+from salttwist.cli.reactor import runWithReactor
 from salttwist.config import ConfigError, loadMasterConfig
 
 NO_RESPONSE = "Minion did not return. [No response]"
@@ -426,19 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         sys.stderr.write(f"Error: {e}\n")
         return EX_UNAVAILABLE
-    from twisted.internet import defer, task
-
-    exitCode: list[int] = []
-
-    async def run(reactor: Any) -> None:
-        exitCode.append(await runJob(reactor, options, config))
-
-    try:
-        task.react(lambda reactor: defer.Deferred.fromCoroutine(run(reactor)))
-    except SystemExit as e:
-        if e.code not in (0, None) or not exitCode:
-            return int(e.code or 1)
-    return exitCode[0]
+    exitCode, failed = runWithReactor(lambda reactor: runJob(reactor, options, config))
+    return failed if failed is not None else exitCode
 
 
 if __name__ == "__main__":

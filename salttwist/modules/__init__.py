@@ -107,9 +107,18 @@ def loadFunctions(modules: tuple[str, ...] = MODULES) -> dict[str, Callable[...,
     """
     @return: every public function of the named modules, by C{module.function}.
     """
+    return publicFunctions("salttwist.modules", modules)
+
+
+def publicFunctions(package: str, modules: tuple[str, ...]) -> dict[str, Callable[..., Any]]:
+    """
+    The functions a module of C{package} offers: public functions defined in
+    it (not imported), named C{virtualname.function} (C{__virtualname__} or
+    the module's name; a trailing C{_} is dropped so C{list_} is C{list}).
+    """
     functions: dict[str, Callable[..., Any]] = {}
     for name in modules:
-        module = importlib.import_module(f"salttwist.modules.{name}")
+        module = importlib.import_module(f"{package}.{name}")
         virtualName = getattr(module, "__virtualname__", name)
         for attr, value in vars(module).items():
             if attr.startswith("_") or not inspect.isfunction(value):

@@ -16,8 +16,6 @@ it runs in the C{salttwist-run} command (L{salttwist.cli.run}).
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,14 +41,6 @@ def loadRunners(modules: tuple[str, ...] | None = None) -> dict[str, Callable[..
     @return: every public function of the runner modules, by
         C{module.function}.
     """
-    functions: dict[str, Callable[..., Any]] = {}
-    for name in RUNNERS if modules is None else modules:
-        module = importlib.import_module(f"salttwist.runners.{name}")
-        virtualName = getattr(module, "__virtualname__", name)
-        for attr, value in vars(module).items():
-            if attr.startswith("_") or not inspect.isfunction(value):
-                continue
-            if value.__module__ != module.__name__:
-                continue
-            functions[f"{virtualName}.{attr}"] = value
-    return functions
+    from salttwist.modules import publicFunctions
+
+    return publicFunctions("salttwist.runners", RUNNERS if modules is None else modules)

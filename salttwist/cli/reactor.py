@@ -1,0 +1,39 @@
+# -*- test-case-name: tests.test_cli_salt -*-
+"""
+Run one command coroutine on the global reactor, as the CLIs do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+
+def runWithReactor(
+    command: Callable[[Any], Awaitable[Any]], interrupted: int = 1
+) -> tuple[Any, int | None]:
+    """
+    Run C{command(reactor)} to completion with L{twisted.internet.task.react}.
+
+    @param interrupted: the exit code when the reactor stopped before the
+        command finished (Ctrl-C, SIGTERM).
+    @return: C{(value, None)} when the command finished, else
+        C{(None, exitCode)}.
+    """
+    from twisted.internet import defer, task
+
+    values: list[Any] = []
+
+    async def run(reactor: Any) -> None:
+        values.append(await command(reactor))
+
+    try:
+        task.react(lambda reactor: defer.Deferred.fromCoroutine(run(reactor)))
+    except SystemExit as e:
+        if e.code not in (0, None):
+            return None, e.code if isinstance(e.code, int) else 1
+    except KeyboardInterrupt:
+        return None, interrupted
+    if not values:
+        return None, interrupted
+    return values[0], None
