@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo clean
+.PHONY: install test lint demo bench clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ lint: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python tools/demo.py
+
+# Real master, swarms of 100 and 1000 simulated minions, one real minion;
+# more with e.g. make bench BENCH_ARGS='--sizes 100,1000,5000'.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) _trial_temp* .demo

@@ -1,0 +1,612 @@
+# -*- test-case-name: tests.test_swarm -*-
+"""
+A swarm of simulated minions for benchmarks (C{salttwist-swarm},
+C{benchmarks/swarm.py}).
+
+Each simulated minion is the real minion protocol stack, built with
+L{salttwist.minion.service.buildMinion} from its own configuration, with its
+own RSA key pair: real authentication, real crypto, real TCP connections to
+the master. Only the process is shared (N minions per process, or a few
+processes with C{--procs}), and so are three things that would make start-up
+slow without changing anything on the wire:
+
+  - key pairs are generated once and kept in C{--keys-dir}, one per minion
+    index, so a rerun does not spend minutes in RSA key generation;
+  - those cached keys are loaded without OpenSSL's RSA consistency check
+    (C{unsafe_skip_rsa_key_validation}): the swarm made them, and the check
+    costs about 70 ms per key;
+  - the core grains are gathered once and copied for every minion (they
+    describe the same host), with each minion's own C{id}.
+
+Each process writes its counters to C{--status-dir}/shard-<i>.json every
+L{STATUS_INTERVAL} seconds (see L{readStatus}), so a benchmark can tell
+when every minion is authenticated or holds a new publication key. With
+C{--go-file}, the minions are built first and all start connecting at once
+when that file appears (an auth storm). The swarm stops by itself after
+C{--duration} seconds, or on SIGTERM/SIGINT.
+
+Besides every C{test.*} function, the simulated minions run
+C{swarm.payload [size]}, which returns a string of C{size} bytes (by default
+C{--return-bytes}).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import glob
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+
+from salttwist import crypt
+from salttwist.config import loadMinionConfig
+from salttwist.minion import service as minionService
+from salttwist.minion.core import Minion
+from salttwist.modules import onReactor
+from salttwist.pki.keystore import ACCEPTED, FilesystemKeyStore
+
+#: Seconds between two status files.
+STATUS_INTERVAL = 0.05
+#: Where keys are cached unless C{--keys-dir} says otherwise.
+DEFAULT_KEYS_DIR = os.path.join("benchmarks", ".keys")
+#: Seconds the minions get to close their connections when the swarm stops.
+STOP_GRACE = 0.5
+
+
+def raiseFileLimit() -> tuple[int, int]:
+    """
+    Raise this process's open-file limit to its hard limit (each simulated
+    minion holds two sockets; the master two per minion). Children inherit it.
+
+    @return: the new (soft, hard) limits.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = max(soft, 1 << 20)
+    if soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def minionIdFor(prefix: str, index: int) -> str:
+    """
+    @return: the id of simulated minion C{index}.
+    """
+    return f"{prefix}{index:05d}"
+
+
+def _keyPath(keysDir: str, index: int, keysize: int) -> str:
+    return os.path.join(keysDir, f"rsa{keysize}-{index:05d}.pem")
+
+
+def _generateKey(path: str, keysize: int) -> None:
+    key = crypt.generatePrivateKey(keysize)
+    crypt.writePrivateFile(path, crypt.privateKeyToPem(key))
+    with open(path[: -len(".pem")] + ".pub.tmp", "wb") as f:
+        f.write(crypt.publicKeyToPem(key.public_key()))
+    os.replace(path[: -len(".pem")] + ".pub.tmp", path[: -len(".pem")] + ".pub")
+
+
+def ensureKeys(keysDir: str, count: int, keysize: int = 2048, workers: int = 0) -> int:
+    """
+    Make sure C{keysDir} holds key pairs for minion indexes C{0..count-1},
+    generating the missing ones in C{workers} processes (one per core by
+    default).
+
+    @return: how many were generated.
+    """
+    os.makedirs(keysDir, mode=0o700, exist_ok=True)
+    missing = [
+        _keyPath(keysDir, i, keysize)
+        for i in range(count)
+        if not os.path.exists(_keyPath(keysDir, i, keysize)[: -len(".pem")] + ".pub")
+    ]
+    if not missing:
+        return 0
+    workers = workers or os.cpu_count() or 1
+    if len(missing) < 8 or workers == 1:
+        for path in missing:
+            _generateKey(path, keysize)
+    else:
+        with ProcessPoolExecutor(workers) as pool:
+            list(pool.map(_generateKey, missing, [keysize] * len(missing), chunksize=16))
+    return len(missing)
+
+
+def readKeyPair(keysDir: str, index: int, keysize: int = 2048) -> tuple[bytes, bytes]:
+    """
+    @return: the cached private and public PEM of minion index C{index}.
+    """
+    path = _keyPath(keysDir, index, keysize)
+    with open(path, "rb") as f:
+        private = f.read()
+    with open(path[: -len(".pem")] + ".pub", "rb") as f:
+        public = f.read()
+    return private, public
+
+
+def acceptKeys(masterPkiDir: str, keysDir: str, ids: Sequence[tuple[int, str]], keysize: int):
+    """
+    Put the public keys of C{ids} (index, minion id) in the master's
+    accepted keys, so no acceptance step is needed.
+    """
+    store = FilesystemKeyStore(masterPkiDir)
+    for index, minionId in ids:
+        _, public = readKeyPair(keysDir, index, keysize)
+        store.putKey(ACCEPTED, minionId, public)
+
+
+def _fastLoadPrivateKey(pem: bytes) -> Any:
+    return serialization.load_pem_private_key(
+        pem, password=None, unsafe_skip_rsa_key_validation=True
+    )
+
+
+@contextlib.contextmanager
+def _fastBuild() -> Iterator[None]:
+    """
+    While building the swarm: load the cached keys without the RSA
+    consistency check, and gather the core grains once.
+    """
+    grainsCache: dict[str, Any] = {}
+    realCoreGrains = minionService.coreGrains
+    realLoad = crypt.loadPrivateKey
+    realFunctions = minionService.loadFunctions
+
+    def coreGrains(minionId: str, configGrains: dict[str, Any], grainsFile: Any = None) -> Any:
+        if "core" not in grainsCache:
+            grainsCache["core"] = realCoreGrains(minionId, {}, None)
+        grains = copy.deepcopy(grainsCache["core"])
+        grains["id"] = minionId
+        grains.update(configGrains)
+        return grains
+
+    functions = realFunctions()
+    minionService.coreGrains = coreGrains  # type: ignore[assignment]
+    minionService.loadFunctions = lambda: dict(functions)  # type: ignore[assignment]
+    crypt.loadPrivateKey = _fastLoadPrivateKey  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        minionService.coreGrains = realCoreGrains  # type: ignore[assignment]
+        minionService.loadFunctions = realFunctions  # type: ignore[assignment]
+        crypt.loadPrivateKey = realLoad  # type: ignore[assignment]
+
+
+def _writePrivate(path: str, data: bytes) -> None:
+    # No fsync (unlike crypt.writePrivateFile): the swarm's directories are
+    # scratch, and thousands of fsyncs would dominate building it.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+class Swarm:
+    """
+    Simulated minions in this process, and their counters.
+
+    @ivar minions: the L{Minion}s, in index order.
+    """
+
+    def __init__(
+        self,
+        reactor: Any,
+        root: str,
+        keysDir: str,
+        indexes: Sequence[int],
+        master: str,
+        masterPort: int,
+        idPrefix: str = "swarm-",
+        keysize: int = 2048,
+        returnBytes: int = 0,
+        configOverrides: dict[str, Any] | None = None,
+    ) -> None:
+        self.reactor = reactor
+        self.minions: list[Minion] = []
+        self.returnBytes = returnBytes
+        self.startedAt: float | None = None
+        self.everReady = 0
+        self.firstReadyAt: float | None = None
+        self.lastReadyAt: float | None = None
+        self.auths = 0
+        self.attemptFailures = 0
+        self.returns = 0
+        self.kidLastAt: dict[int, float] = {}
+        self.failureReasons: Counter[str] = Counter()
+        self._seen: set[str] = set()
+        self._armed: set[str] = set()
+        self._payloadFunction = onReactor(lambda size=None: self._payload(size))
+        with _fastBuild():
+            for index in indexes:
+                self.minions.append(
+                    self._build(
+                        root,
+                        keysDir,
+                        index,
+                        minionIdFor(idPrefix, index),
+                        master,
+                        masterPort,
+                        keysize,
+                        configOverrides or {},
+                    )
+                )
+
+    def _build(
+        self,
+        root: str,
+        keysDir: str,
+        index: int,
+        minionId: str,
+        master: str,
+        masterPort: int,
+        keysize: int,
+        overrides: dict[str, Any],
+    ) -> Minion:
+        minionRoot = os.path.join(root, minionId)
+        options = {
+            "root_dir": minionRoot,
+            "id": minionId,
+            "master": master,
+            "master_port": masterPort,
+            "keysize": keysize,
+            "log_level": "warning",
+            **overrides,
+        }
+        config = loadMinionConfig(minionRoot, overrides=options)
+        os.makedirs(config["pki_dir"], mode=0o700, exist_ok=True)
+        private, public = readKeyPair(keysDir, index, keysize)
+        _writePrivate(os.path.join(config["pki_dir"], "minion.pem"), private)
+        with open(os.path.join(config["pki_dir"], "minion.pub"), "wb") as f:
+            f.write(public)
+        minion = minionService.buildMinion(config, self.reactor)
+        minion.executor.functions["swarm.payload"] = self._payloadFunction
+        self._instrument(minion)
+        return minion
+
+    def _payload(self, size: int | None = None) -> str:
+        """
+        Return a string of C{size} bytes (C{--return-bytes} by default).
+        """
+        return "x" * int(self.returnBytes if size is None else size)
+
+    def _instrument(self, minion: Minion) -> None:
+        """
+        Count authentications, failed attempts, key rotations and returns
+        by wrapping the minion's own methods (nothing changes on the wire).
+        """
+        rotationReceived = minion._rotationReceived
+        attemptFailed = minion._attemptFailed
+        jobDone = minion._jobDone
+
+        def onRotation(frame: dict[str, Any]) -> None:
+            before = minion._kid
+            rotationReceived(frame)
+            if minion._kid != before and minion._kid is not None:
+                self.kidLastAt[minion._kid] = time.time()
+
+        def onAttemptFailed(failure: Any, generation: int) -> None:
+            self.attemptFailures += 1
+            reason = f"{type(failure.value).__name__}: {failure.value}"
+            self.failureReasons[reason.replace(minion.id, "<id>")[:160]] += 1
+            attemptFailed(failure, generation)
+            if minion.id not in self._armed and minion.state == "waiting":
+                self._armReady(minion)
+
+        def onJobDone(result: dict[str, Any], load: dict[str, Any]) -> None:
+            self.returns += 1
+            jobDone(result, load)
+
+        minion._rotationReceived = onRotation  # type: ignore[method-assign]
+        minion._attemptFailed = onAttemptFailed  # type: ignore[method-assign]
+        minion._jobDone = onJobDone  # type: ignore[method-assign]
+
+    def _armReady(self, minion: Minion) -> None:
+        # Armed once per connection: after it fires, the minion's next failed
+        # attempt (a lost connection) arms it again.
+        self._armed.add(minion.id)
+        minion.whenReady().addCallback(self._ready, minion)
+
+    def _ready(self, _: object, minion: Minion) -> None:
+        now = time.time()
+        self._armed.discard(minion.id)
+        self.auths += 1
+        if minion.id not in self._seen:
+            self._seen.add(minion.id)
+            self.everReady += 1
+            if self.firstReadyAt is None:
+                self.firstReadyAt = now
+            self.lastReadyAt = now
+        if minion._kid is not None:
+            self.kidLastAt[minion._kid] = max(self.kidLastAt.get(minion._kid, 0.0), now)
+
+    def start(self) -> None:
+        """
+        Start every minion connecting, all in this reactor turn.
+        """
+        self.startedAt = time.time()
+        for minion in self.minions:
+            self._armReady(minion)
+            minion.start()
+
+    def stop(self) -> None:
+        """
+        Close every connection and stop retrying.
+        """
+        for minion in self.minions:
+            minion.stop()
+
+    def status(self) -> dict[str, Any]:
+        """
+        @return: the counters, as written to the status file.
+        """
+        kids = Counter(m._kid for m in self.minions if m.state == "ready")
+        return {
+            "pid": os.getpid(),
+            "time": time.time(),
+            "minions": len(self.minions),
+            "started_at": self.startedAt,
+            "ready": sum(kids.values()),
+            "ever_ready": self.everReady,
+            "first_ready_at": self.firstReadyAt,
+            "last_ready_at": self.lastReadyAt,
+            "auths": self.auths,
+            "attempt_failures": self.attemptFailures,
+            "returns": self.returns,
+            "kids": {str(kid): n for kid, n in kids.items()},
+            "kid_last_at": {str(kid): t for kid, t in self.kidLastAt.items()},
+            "failure_reasons": dict(self.failureReasons.most_common(5)),
+        }
+
+
+def readStatus(statusDir: str) -> dict[str, Any]:
+    """
+    Sum the status files of every swarm process writing to C{statusDir}.
+
+    @return: the totals, with C{shards} the number of files read; the
+        C{*_at} times are the earliest first and latest last ones.
+    """
+    total: dict[str, Any] = {
+        "shards": 0,
+        "minions": 0,
+        "ready": 0,
+        "ever_ready": 0,
+        "auths": 0,
+        "attempt_failures": 0,
+        "returns": 0,
+        "kids": Counter(),
+        "kid_last_at": {},
+        "first_ready_at": None,
+        "last_ready_at": None,
+        "pids": [],
+        "failure_reasons": Counter(),
+    }
+    for path in sorted(glob.glob(os.path.join(statusDir, "shard-*.json"))):
+        try:
+            with open(path) as f:
+                status = json.load(f)
+        except (OSError, ValueError):
+            continue
+        total["shards"] += 1
+        total["pids"].append(status["pid"])
+        for name in ("minions", "ready", "ever_ready", "auths", "attempt_failures", "returns"):
+            total[name] += status[name]
+        total["kids"].update({int(k): v for k, v in status["kids"].items()})
+        total["failure_reasons"].update(status.get("failure_reasons", {}))
+        for kid, at in status["kid_last_at"].items():
+            total["kid_last_at"][int(kid)] = max(total["kid_last_at"].get(int(kid), 0.0), at)
+        if status["first_ready_at"] is not None:
+            first = total["first_ready_at"]
+            total["first_ready_at"] = min(
+                first or status["first_ready_at"], status["first_ready_at"]
+            )
+        if status["last_ready_at"] is not None:
+            total["last_ready_at"] = max(total["last_ready_at"] or 0.0, status["last_ready_at"])
+    total["kids"] = dict(total["kids"])
+    total["failure_reasons"] = dict(total["failure_reasons"].most_common(5))
+    return total
+
+
+def _writeStatus(path: str, status: dict[str, Any]) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(status, f)
+    os.replace(path + ".tmp", path)
+
+
+def _beginLogging() -> None:
+    from twisted.logger import (
+        FilteringLogObserver,
+        LogLevel,
+        LogLevelFilterPredicate,
+        globalLogBeginner,
+        textFileLogObserver,
+    )
+
+    predicate = LogLevelFilterPredicate(defaultLogLevel=LogLevel.warn)
+    observer = FilteringLogObserver(textFileLogObserver(sys.stderr), [predicate])
+    globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+
+
+def _masterPort(options: argparse.Namespace) -> int:
+    if options.port:
+        return options.port
+    with open(options.ports_file) as f:
+        return int(json.load(f)["ret_port"])
+
+
+def _runShard(options: argparse.Namespace) -> int:
+    """
+    Run this process's share of the swarm under the reactor.
+    """
+    from twisted.internet import reactor
+    from twisted.internet.task import LoopingCall
+
+    raiseFileLimit()
+    _beginLogging()
+    indexes = range(options.shard, options.minions, options.shards)
+    root = options.root
+    statusPath = os.path.join(options.status_dir, f"shard-{options.shard}.json")
+    swarm = Swarm(
+        reactor,
+        root,
+        options.keys_dir,
+        list(indexes),
+        options.master,
+        _masterPort(options),
+        idPrefix=options.id_prefix,
+        keysize=options.keysize,
+        returnBytes=options.return_bytes,
+    )
+    status = LoopingCall(lambda: _writeStatus(statusPath, swarm.status()))
+
+    def waitForGo() -> None:
+        if options.go_file is None or os.path.exists(options.go_file):
+            swarm.start()
+        else:
+            reactor.callLater(0.002, waitForGo)
+
+    def stop() -> None:
+        swarm.stop()
+        reactor.callLater(STOP_GRACE, reactor.stop)
+
+    def beforeShutdown() -> None:
+        swarm.stop()
+        if status.running:
+            status.stop()
+        _writeStatus(statusPath, swarm.status())
+
+    reactor.callWhenRunning(status.start, STATUS_INTERVAL)
+    reactor.callWhenRunning(waitForGo)
+    reactor.callLater(options.duration, stop)
+    reactor.addSystemEventTrigger("before", "shutdown", beforeShutdown)
+    reactor.run()
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="salttwist-swarm",
+        description="Run N simulated minions (real protocol, keys and TCP) against a master.",
+    )
+    parser.add_argument("-n", "--minions", type=int, default=100, help="How many (default 100).")
+    parser.add_argument("--procs", type=int, default=1, help="Processes to spread them over.")
+    parser.add_argument("--master", default="127.0.0.1", help="The master's address.")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int, help="The master's ret_port.")
+    where.add_argument("--ports-file", help="The master's sock_dir/master.ports.")
+    parser.add_argument(
+        "--accept-into",
+        metavar="PKI_DIR",
+        help="Put the minions' public keys in this master pki_dir as accepted first.",
+    )
+    parser.add_argument("--keys-dir", default=DEFAULT_KEYS_DIR, help="Key pair cache.")
+    parser.add_argument("--keysize", type=int, default=2048)
+    parser.add_argument("--id-prefix", default="swarm-", help="Minion ids: PREFIX00000...")
+    parser.add_argument("--root", help="Scratch directory for the minions (default: a temp dir).")
+    parser.add_argument("--status-dir", help="Where each process writes shard-<i>.json.")
+    parser.add_argument("--go-file", help="Build, then start connecting once this file exists.")
+    parser.add_argument(
+        "--duration", type=float, default=60.0, help="Seconds before stopping (default 60)."
+    )
+    parser.add_argument(
+        "--return-bytes", type=int, default=64, help="Default size of swarm.payload (64)."
+    )
+    parser.add_argument("--shard", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--shards", type=int, default=1, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """
+    C{salttwist-swarm}: prepare keys, then run the swarm in one or more
+    processes until C{--duration} passes or a signal arrives.
+    """
+    options = _parser().parse_args(argv)
+    if options.shard is not None:
+        return _runShard(options)
+    raiseFileLimit()
+    start = time.monotonic()
+    made = ensureKeys(options.keys_dir, options.minions, options.keysize)
+    if made:
+        print(
+            f"salttwist-swarm: generated {made} key pairs in {options.keys_dir} "
+            f"({time.monotonic() - start:.1f}s)",
+            file=sys.stderr,
+        )
+    ids = [(i, minionIdFor(options.id_prefix, i)) for i in range(options.minions)]
+    if options.accept_into:
+        acceptKeys(options.accept_into, options.keys_dir, ids, options.keysize)
+    cleanup: list[str] = []
+    if options.root is None:
+        options.root = tempfile.mkdtemp(prefix="salttwist-swarm-")
+        cleanup.append(options.root)
+    if options.status_dir is None:
+        options.status_dir = os.path.join(options.root, "status")
+    os.makedirs(options.status_dir, exist_ok=True)
+    shardArgs = [
+        "--minions",
+        str(options.minions),
+        "--master",
+        options.master,
+        "--keys-dir",
+        options.keys_dir,
+        "--keysize",
+        str(options.keysize),
+        "--id-prefix",
+        options.id_prefix,
+        "--root",
+        options.root,
+        "--status-dir",
+        options.status_dir,
+        "--duration",
+        str(options.duration),
+        "--return-bytes",
+        str(options.return_bytes),
+        "--shards",
+        str(options.procs),
+        *(["--port", str(options.port)] if options.port else []),
+        *(["--ports-file", options.ports_file] if options.ports_file else []),
+        *(["--go-file", options.go_file] if options.go_file else []),
+    ]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "salttwist.swarm", *shardArgs, "--shard", str(shard)]
+        )
+        for shard in range(options.procs)
+    ]
+
+    def forward(signum: int, frame: Any) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    try:
+        codes = [child.wait() for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        for path in cleanup:
+            shutil.rmtree(path, ignore_errors=True)
+    return max(codes, default=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

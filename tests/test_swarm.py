@@ -1,0 +1,176 @@
+# -*- test-case-name: tests.test_swarm -*-
+"""
+Tests for L{salttwist.swarm}: its key cache and status files, and a small
+swarm of simulated minions against a real C{salttwist-master} process on
+127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+
+from twisted.internet.defer import gatherResults
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from salttwist.client.local import LocalClient
+from salttwist.events.fire import fireMasterEvent
+from salttwist.swarm import (
+    Swarm,
+    acceptKeys,
+    ensureKeys,
+    minionIdFor,
+    raiseFileLimit,
+    readKeyPair,
+    readStatus,
+)
+from tests.integration.harness import Cluster, seedKeyPair, waitFor
+
+
+class StatusTests(SynchronousTestCase):
+    """
+    Tests for L{readStatus} and L{raiseFileLimit}.
+    """
+
+    def writeShard(self, directory: str, shard: int, **status: object) -> None:
+        with open(os.path.join(directory, f"shard-{shard}.json"), "w") as f:
+            json.dump(status, f)
+
+    def test_sumsShards(self) -> None:
+        """
+        The counters of every shard file are added up, the kid counts are
+        merged, the first ready time is the earliest and the last ready time
+        and the time each kid was last reached are the latest.
+        """
+        directory = self.mktemp()
+        os.makedirs(directory)
+        common = {"attempt_failures": 0, "returns": 1}
+        self.writeShard(
+            directory,
+            0,
+            pid=10,
+            minions=2,
+            ready=2,
+            ever_ready=2,
+            auths=2,
+            kids={"1": 1, "2": 1},
+            kid_last_at={"1": 5.0, "2": 7.0},
+            first_ready_at=3.0,
+            last_ready_at=4.0,
+            **common,
+        )
+        self.writeShard(
+            directory,
+            1,
+            pid=11,
+            minions=3,
+            ready=1,
+            ever_ready=3,
+            auths=4,
+            kids={"2": 1},
+            kid_last_at={"2": 8.0},
+            first_ready_at=2.0,
+            last_ready_at=3.5,
+            **common,
+        )
+        total = readStatus(directory)
+        self.assertEqual(
+            (total["shards"], total["minions"], total["ready"], total["ever_ready"]), (2, 5, 3, 5)
+        )
+        self.assertEqual((total["auths"], total["returns"], total["pids"]), (6, 2, [10, 11]))
+        self.assertEqual(total["kids"], {1: 1, 2: 2})
+        self.assertEqual(total["kid_last_at"], {1: 5.0, 2: 8.0})
+        self.assertEqual((total["first_ready_at"], total["last_ready_at"]), (2.0, 4.0))
+
+    def test_noShards(self) -> None:
+        """
+        A status directory without shard files reads as zero shards.
+        """
+        directory = self.mktemp()
+        os.makedirs(directory)
+        self.assertEqual(readStatus(directory)["shards"], 0)
+
+    def test_fileLimitRaised(self) -> None:
+        """
+        L{raiseFileLimit} lifts the soft open-file limit to the hard one.
+        """
+        soft, hard = raiseFileLimit()
+        self.assertEqual((soft, hard), resource.getrlimit(resource.RLIMIT_NOFILE))
+        if hard != resource.RLIM_INFINITY:
+            self.assertEqual(soft, hard)
+
+
+class SwarmTests(TestCase):
+    """
+    Three simulated minions against a real master process.
+    """
+
+    timeout = 60
+
+    def test_keysCached(self) -> None:
+        """
+        L{ensureKeys} generates only the key pairs that are missing; each
+        index keeps its own pair.
+        """
+        keysDir = self.mktemp()
+        self.assertEqual(ensureKeys(keysDir, 2, workers=1), 2)
+        self.assertEqual(ensureKeys(keysDir, 2, workers=1), 0)
+        self.assertNotEqual(readKeyPair(keysDir, 0)[1], readKeyPair(keysDir, 1)[1])
+
+    async def test_swarmAgainstRealMaster(self) -> None:
+        """
+        Minions of a swarm authenticate to a real master with their own
+        keys, answer C{test.ping} and C{swarm.payload} through the local
+        client, and take a rotated publication key without authenticating
+        again.
+        """
+        from twisted.internet import reactor
+
+        cluster = Cluster(self)
+        keysDir = os.path.join(cluster.baseDir, "keys")
+        ensureKeys(keysDir, 3, workers=1)
+        seedKeyPair(cluster.masterPkiDir, "master", "master")
+        await cluster.startMaster()
+        assert cluster.ports is not None
+        ids = [(i, minionIdFor("t-", i)) for i in range(3)]
+        acceptKeys(cluster.masterPkiDir, keysDir, ids, 2048)
+        swarm = Swarm(
+            reactor,
+            os.path.join(cluster.baseDir, "swarm"),
+            keysDir,
+            [0, 1, 2],
+            "127.0.0.1",
+            cluster.ports["ret_port"],
+            idPrefix="t-",
+            returnBytes=10,
+        )
+        started = time.time()
+        swarm.start()
+        try:
+            await waitFor(lambda: swarm.status()["ever_ready"] == 3, "three ready minions")
+            status = swarm.status()
+            self.assertEqual((status["ready"], status["auths"]), (3, 3))
+            self.assertGreaterEqual(status["last_ready_at"], started)
+
+            client = LocalClient(cluster.masterConfig(), reactor)
+            result = await client.run("*", "swarm.payload", [], timeout=10)
+            self.assertEqual(
+                {m: r["return"] for m, r in result.returns.items()},
+                {minionId: "x" * 10 for _, minionId in ids},
+            )
+            result = await client.run("t-00001", "swarm.payload", ["100"], timeout=10)
+            self.assertEqual(result.returns["t-00001"]["return"], "x" * 100)
+            self.assertEqual(swarm.status()["returns"], 4)
+
+            (kid,) = swarm.status()["kids"]
+            fireMasterEvent(cluster.sockDir, "salt/key", {"act": "delete", "id": "no-such-minion"})
+            await waitFor(
+                lambda: swarm.status()["kids"] == {str(int(kid) + 1): 3}, "the rotated key"
+            )
+            self.assertEqual(swarm.status()["auths"], 3)
+        finally:
+            protocols = [p for m in swarm.minions for p in (m.req, m.pub) if p is not None]
+            swarm.stop()
+            await gatherResults([p.lost for p in protocols])
