@@ -4,8 +4,10 @@ The master's state and the handlers the req and pub channels dispatch to.
 
 Protocols parse bytes and call one method here; everything the master knows
 (sessions, subscribers, recent jobs, keys) lives on L{Master}. Blocking or
-CPU-heavy work (key files, RSA, signing publications) goes through
-C{runBlocking}, a thread by default.
+CPU-heavy work goes elsewhere: authentication to the worker processes (or
+C{runBlocking} until they are up), key-store listings and signing
+publications to C{runBlocking} (a thread), job-cache writes to the cache's
+own thread.
 """
 
 from __future__ import annotations
