@@ -88,6 +88,9 @@ class MasterServiceTests(SynchronousTestCase):
         service.privilegedStartService()
         self.successResultOf(service.whenReady())
         self.assertEqual([port for port, *_ in self.reactor.tcpServers], [4505, 4506])
+        # A deep backlog, so thousands of minions connecting at once do not
+        # overflow the accept queue and hang.
+        self.assertEqual([backlog for _, _, backlog, _ in self.reactor.tcpServers], [4096, 4096])
         self.assertEqual(
             sorted(os.path.basename(path) for path, *_ in self.reactor.unixServers),
             ["master_event_pub.ipc", "master_event_pull.ipc"],

@@ -70,8 +70,11 @@ class _Gather:
         self.returns[minionId] = data
         if self._onReturn is not None:
             self._onReturn(minionId, data)
-        if self._waiter is not None and self._waiter[0] <= set(self.returns):
-            self._finish(True)
+        if self._waiter is not None:
+            remaining = self._waiter[0]
+            remaining.discard(minionId)
+            if not remaining:
+                self._finish(True)
 
     def waitFor(self, minions: set[str], timeout: float) -> Deferred[bool]:
         """
@@ -82,7 +85,8 @@ class _Gather:
         if minions <= set(self.returns):
             d.callback(True)
             return d
-        self._waiter = (minions, d)
+        # The ids still awaited, shrunk as returns arrive (no rescans).
+        self._waiter = (set(minions) - self.returns.keys(), d)
         timer = self._reactor.callLater(timeout, self._finish, False)
         d.addBoth(lambda r: (timer.cancel() if timer.active() else None, r)[1])
         return d

@@ -32,6 +32,10 @@ from salttwist.workers.pool import WorkerPool
 JOB_CACHE_FILE = "jobs.sqlite"
 #: The longest path a UNIX socket can be bound to (sun_path less its NUL).
 MAX_UNIX_PATH = 107
+#: The listen backlog of the pub and req ports: Twisted's default of 50
+#: overflows when thousands of minions connect at once (a master restart),
+#: and the overflowing connections hang until the minions time out.
+LISTEN_BACKLOG = 4096
 #: Seconds between two checks of the key store against connected minions.
 KEY_RECONCILE_INTERVAL = 1.0
 #: The module of the authentication tasks the worker processes run.
@@ -43,8 +47,8 @@ def tcpServerEndpoint(reactor: Any, interface: str, port: int) -> Any:
     @return: a TCP server endpoint for C{interface} (IPv4 or IPv6).
     """
     if ":" in interface:
-        return TCP6ServerEndpoint(reactor, port, interface=interface)
-    return TCP4ServerEndpoint(reactor, port, interface=interface)
+        return TCP6ServerEndpoint(reactor, port, backlog=LISTEN_BACKLOG, interface=interface)
+    return TCP4ServerEndpoint(reactor, port, backlog=LISTEN_BACKLOG, interface=interface)
 
 
 class MasterService(MultiService):
