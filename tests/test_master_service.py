@@ -122,8 +122,9 @@ class MasterServiceTests(SynchronousTestCase):
 
     def test_reconcilesEverySecond(self) -> None:
         """
-        Once started, the master checks the key store against connected
-        minions every second; stopping ends that.
+        Once started, the master looks every second whether the accepted
+        keys changed, and compares the key store with the connected minions
+        when they did (and once at the start); stopping ends that.
         """
         service = self.makeService()
         calls: list[object] = []
@@ -131,8 +132,14 @@ class MasterServiceTests(SynchronousTestCase):
         service.startService()
         self.reactor.advance(KEY_RECONCILE_INTERVAL)
         self.reactor.advance(KEY_RECONCILE_INTERVAL)
+        self.assertEqual(len(calls), 1)
+        accepted = os.path.join(service.config["pki_dir"], "minions")
+        info = os.stat(accepted)
+        os.utime(accepted, ns=(info.st_atime_ns, info.st_mtime_ns + 1000))
+        self.reactor.advance(KEY_RECONCILE_INTERVAL)
         self.assertEqual(len(calls), 2)
         service.stopService()
+        os.utime(accepted, ns=(info.st_atime_ns, info.st_mtime_ns + 2000))
         self.reactor.advance(KEY_RECONCILE_INTERVAL)
         self.assertEqual(len(calls), 2)
         self.assertEqual(service.jobCache.calls, ["startPruning", "close"])
