@@ -235,11 +235,14 @@ def deriveKey(secret: bytes, context: bytes) -> bytes:
     return hmacSha256(secret, b"salttwist-kdf:" + context)
 
 
-def writePrivateFile(path: str, data: bytes) -> None:
+def writePrivateFile(path: str, data: bytes, durable: bool = True) -> None:
     """
     Create C{path} with mode 0600 and write C{data}, never following a
     symlink and never widening the mode of an existing file: the file is
     written beside the target and renamed over it.
+
+    @param durable: fsync before the rename; a cache that is rebuilt anyway
+        can skip that disk wait.
     """
     directory = os.path.dirname(path) or "."
     # A random name: a pid-based one would collide forever after a crash
@@ -249,7 +252,8 @@ def writePrivateFile(path: str, data: bytes) -> None:
     try:
         try:
             os.write(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)

@@ -71,7 +71,12 @@ class GrainsCache:
         self.grains[minionId] = grains
         if self._directory is None:
             return succeed(None)
-        return self._runBlocking(writePrivateFile, os.path.join(self._directory, minionId), data)
+        # Not fsynced: minions report their grains at every authentication,
+        # so a cache lost in a crash is rebuilt, and thousands of minions
+        # authenticating at once must not queue on the disk.
+        return self._runBlocking(
+            writePrivateFile, os.path.join(self._directory, minionId), data, False
+        )
 
     def forget(self, minionId: str) -> Deferred[None]:
         """
