@@ -101,6 +101,24 @@ class FrameProtocolTests(SynchronousTestCase):
         self.assertTrue(self.transport.aborted)
         self.assertTrue(self.transport.disconnecting)
 
+    def test_largeFrameInManyReads(self) -> None:
+        """
+        A 5 MB frame arriving in 64 KiB reads (the header split too) is
+        delivered once, intact, followed by a small frame from the same last
+        read; nothing is left buffered.
+        """
+        self.proto.setMaxFrame(10 * 1024 * 1024)
+        big = serial.dumps({"return": b"x" * 5_000_000})
+        small = serial.dumps({"n": 1})
+        data = struct.pack("!I", len(big)) + big + struct.pack("!I", len(small)) + small
+        self.proto.dataReceived(data[:2])
+        for start in range(2, len(data), 65536):
+            self.proto.dataReceived(data[start : start + 65536])
+        self.assertEqual(len(self.proto.frames), 2)
+        self.assertEqual(len(self.proto.frames[0]["return"]), 5_000_000)
+        self.assertEqual(self.proto.frames[1], {"n": 1})
+        self.assertEqual(self.proto._unprocessed, b"")
+
     def test_goodFrame(self) -> None:
         """
         A well-formed frame holding a map is delivered, and the connection

@@ -10,6 +10,7 @@ connection with a log line; nothing else is affected.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ from salttwist import serial
 #: Frames accepted before a peer has authenticated: enough for an auth request
 #: carrying an 8192-bit key, far too small to hurt.
 PREAUTH_MAX_FRAME = 64 * 1024
+_HEADER = struct.Struct("!I")
 #: Seconds a peer has to authenticate (or subscribe) before the master closes
 #: its connection: a slow sender or half-open connection holds nothing long.
 PREAUTH_DEADLINE = 60.0
@@ -41,6 +43,12 @@ class FrameProtocol(Int32StringReceiver):
     MAX_LENGTH = PREAUTH_MAX_FRAME
     peerName = "?"
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> FrameProtocol:
+        # Every instance gets its own buffer, whatever its __init__ does.
+        instance = super().__new__(cls)
+        instance._buffer = bytearray()
+        return instance
+
     def connectionMade(self) -> None:
         """
         Record the peer's address for log lines.
@@ -48,6 +56,41 @@ class FrameProtocol(Int32StringReceiver):
         peer = self.transport.getPeer()
         host = getattr(peer, "host", None)
         self.peerName = f"{host}:{getattr(peer, 'port', '?')}" if host is not None else "local"
+
+    @property
+    def _unprocessed(self) -> bytes:  # type: ignore[override]
+        """
+        The bytes received but not yet handed on (as Twisted's receiver
+        names them).
+        """
+        return bytes(self._buffer)
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        Cut the stream into frames. Twisted's L{IntNStringReceiver} joins
+        its whole buffer to each new read, which is quadratic for a large
+        frame (a 50 MB return arrives in thousands of reads); here the
+        bytes are appended to one C{bytearray} and only the length header
+        is looked at until the frame is complete. The limit is checked on
+        the header, before the body is buffered.
+        """
+        buffer = self._buffer
+        buffer += data
+        offset = 0
+        while len(buffer) - offset >= 4 and not self.paused:
+            (length,) = _HEADER.unpack_from(buffer, offset)
+            if length > self.MAX_LENGTH:
+                del buffer[:offset]
+                self.lengthLimitExceeded(length)
+                return
+            end = offset + 4 + length
+            if len(buffer) < end:
+                break
+            packet = bytes(buffer[offset + 4 : end])
+            offset = end
+            self.stringReceived(packet)
+        if offset:
+            del buffer[:offset]
 
     def setMaxFrame(self, size: int) -> None:
         """
