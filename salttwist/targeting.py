@@ -270,7 +270,7 @@ class _Not(_Node):
         return f"Not({self.child!r})"
 
 
-class _And(_Node):
+class _Group(_Node):
     __slots__ = ("children", "usesGrains", "size")
 
     def __init__(self, children: list[_Node]) -> None:
@@ -278,6 +278,10 @@ class _And(_Node):
         self.children = tuple(sorted(children, key=lambda c: c.usesGrains))
         self.usesGrains = any(c.usesGrains for c in children)
         self.size = 1 + sum(c.size for c in children)
+
+
+class _And(_Group):
+    __slots__ = ()
 
     def select(self, candidates: set[str], grainsById: Mapping[str, Any]) -> _Selection:
         true: set[str] = candidates
@@ -307,13 +311,8 @@ class _And(_Node):
         return f"And{list(self.children)!r}"
 
 
-class _Or(_Node):
-    __slots__ = ("children", "usesGrains", "size")
-
-    def __init__(self, children: list[_Node]) -> None:
-        self.children = tuple(sorted(children, key=lambda c: c.usesGrains))
-        self.usesGrains = any(c.usesGrains for c in children)
-        self.size = 1 + sum(c.size for c in children)
+class _Or(_Group):
+    __slots__ = ()
 
     def select(self, candidates: set[str], grainsById: Mapping[str, Any]) -> _Selection:
         true: set[str] = _EMPTY
