@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,9 +224,8 @@ class LocalClient:
         @raise RequestError: if the master refused the job (the message says why).
         """
         collector = _ReturnCollector(self.reactor)
-        events, req = await self._connect(collector.onEvent, ["salt/job/"])
-        events.lost.addCallback(lambda _: collector.abort())
-        try:
+        async with self._connection(collector.onEvent, ["salt/job/"]) as (events, req):
+            events.lost.addCallback(lambda _: collector.abort())
             reply = await self._publish(req, tgt, tgtType, fun, arg)
             minions = list(reply.get("minions", []))
             result = JobResult(reply.get("jid", ""), minions)
@@ -254,6 +254,18 @@ class LocalClient:
                 m for m in minions if m not in result.returns and m not in result.notConnected
             ]
             return result
+
+    @asynccontextmanager
+    async def _connection(
+        self, onEvent: Callable[[str, dict[str, Any]], None], prefixes: list[str]
+    ) -> AsyncIterator[tuple[EventListenerProtocol, ReqClientProtocol]]:
+        """
+        The event bus subscription and the authenticated req session of one
+        command, both closed when it is done.
+        """
+        events, req = await self._connect(onEvent, prefixes)
+        try:
+            yield events, req
         finally:
             req.transport.loseConnection()
             events.transport.loseConnection()
@@ -268,12 +280,8 @@ class LocalClient:
         @raise MasterUnavailable: if the master cannot be reached.
         @raise RequestError: if the master refused the job.
         """
-        events, req = await self._connect(lambda tag, data: None, ["salt/job/"])
-        try:
+        async with self._connection(_ignoreEvent, ["salt/job/"]) as (_, req):
             return await self._publish(req, tgt, tgtType, fun, arg)
-        finally:
-            req.transport.loseConnection()
-            events.transport.loseConnection()
 
     async def _publish(
         self, req: ReqClientProtocol, tgt: Any, tgtType: str, fun: str, arg: list[Any]
@@ -318,12 +326,12 @@ class LocalClient:
         @raise MasterUnavailable: if the master cannot be reached.
         @raise RequestError: if the master refused or the runner failed.
         """
-        events, req = await self._connect(lambda tag, data: None, ["salt/run/"])
-        try:
+        async with self._connection(_ignoreEvent, ["salt/run/"]) as (_, req):
             return await req.request({"cmd": "runner", "fun": fun, "arg": arg, "user": _user()})
-        finally:
-            req.transport.loseConnection()
-            events.transport.loseConnection()
+
+
+def _ignoreEvent(tag: str, data: dict[str, Any]) -> None:
+    pass
 
 
 def _user() -> str:
