@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from twisted.trial.unittest import SynchronousTestCase
 
+import salttwist
 from salttwist import serial
 from salttwist.cli import key as keycli
 from salttwist.cli.key import main
@@ -1094,3 +1095,18 @@ class FireMasterEventTests(SynchronousTestCase):
             serial.loads(data[4 : 4 + size]),
             {"tag": "salt/key", "data": {"act": "delete", "id": "a"}},
         )
+
+
+class VersionTests(SynchronousTestCase):
+    """
+    C{salttwist-key --version}, like every salttwist command.
+    """
+
+    def test_version(self) -> None:
+        """
+        It prints the version and exits 0.
+        """
+        out = io.StringIO()
+        self.patch(sys, "stdout", out)
+        self.assertEqual(main(["--version"]), 0)
+        self.assertEqual(out.getvalue().split(), ["salttwist", salttwist.__version__])

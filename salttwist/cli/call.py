@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Any
 
-import salttwist
+from salttwist.cli import addCommonArguments
 from salttwist.cli.output import OUTPUTTERS, render
 from salttwist.cli.reactor import runWithReactor
 from salttwist.cli.salt import parseCliArgs
@@ -30,10 +30,7 @@ def buildParser() -> argparse.ArgumentParser:
         usage="salttwist-call [options] <function> [arguments]",
         description="Run an execution-module function on this machine.",
     )
-    parser.add_argument("--version", action="version", version=f"salttwist {salttwist.__version__}")
-    parser.add_argument(
-        "-c", "--config-dir", default="/etc/salttwist", help="Directory of the minion config."
-    )
+    addCommonArguments(parser, "minion")
     parser.add_argument(
         "--local",
         action="store_true",

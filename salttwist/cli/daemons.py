@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import salttwist
+from salttwist.cli import addCommonArguments
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
 from salttwist.daemon import StartupError
 from salttwist.logs import FILE_ENV, LEVEL_ENV, SALT_LEVELS
@@ -20,13 +20,7 @@ from salttwist.logs import FILE_ENV, LEVEL_ENV, SALT_LEVELS
 
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=f"Run the {prog} daemon.")
-    parser.add_argument("--version", action="version", version=f"salttwist {salttwist.__version__}")
-    parser.add_argument(
-        "-c",
-        "--config-dir",
-        default="/etc/salttwist",
-        help="Config directory (default: %(default)s).",
-    )
+    addCommonArguments(parser, prog.removeprefix("salttwist-"))
     parser.add_argument(
         "-d",
         "--daemon",

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from salttwist.cli import addCommonArguments
 from salttwist.config import ConfigError, loadMasterConfig
 from salttwist.crypt import (
     MAX_RSA_BITS,
@@ -127,12 +128,7 @@ def _makeParser() -> argparse.ArgumentParser:
         prog="salttwist-key",
         description="Manage the minion public keys of a salttwist master.",
     )
-    parser.add_argument(
-        "-c",
-        "--config-dir",
-        default="/etc/salttwist",
-        help="The directory holding the master config file (default: %(default)s).",
-    )
+    addCommonArguments(parser, "master")
     actions = parser.add_mutually_exclusive_group()
     actions.add_argument(
         "-L", "--list-all", action="store_true", help="List all public keys (the default)."

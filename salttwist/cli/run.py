@@ -26,8 +26,8 @@ import re
 import sys
 from typing import Any
 
-import salttwist
 from salttwist.args import parseArgs
+from salttwist.cli import addCommonArguments
 from salttwist.cli.output import OUTPUTTERS, render
 from salttwist.cli.reactor import runWithReactor
 from salttwist.cli.salt import parseCliArgs
@@ -55,13 +55,7 @@ def buildParser() -> argparse.ArgumentParser:
             "state.event streams the master's events instead."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"salttwist {salttwist.__version__}")
-    parser.add_argument(
-        "-c",
-        "--config-dir",
-        default="/etc/salttwist",
-        help="Directory of the master config (default: %(default)s).",
-    )
+    addCommonArguments(parser, "master")
     parser.add_argument(
         "-t",
         "--timeout",

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-import salttwist
 from salttwist import serial
+from salttwist.cli import addCommonArguments
 from salttwist.cli.output import OUTPUTTERS, minionReturnLine, render
 from salttwist.cli.reactor import runWithReactor
 from salttwist.config import ConfigError, loadMasterConfig
@@ -50,13 +50,7 @@ def buildParser() -> argparse.ArgumentParser:
         usage="salttwist [options] '<target>' <function> [arguments]",
         description="Run a function on the targeted minions and print their returns.",
     )
-    parser.add_argument("--version", action="version", version=f"salttwist {salttwist.__version__}")
-    parser.add_argument(
-        "-c",
-        "--config-dir",
-        default="/etc/salttwist",
-        help="Directory of the master config (default: %(default)s).",
-    )
+    addCommonArguments(parser, "master")
     parser.add_argument(
         "-t",
         "--timeout",
