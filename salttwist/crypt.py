@@ -12,7 +12,6 @@ thread or worker.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
 import os
@@ -22,6 +21,8 @@ from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from salttwist.files import atomicWrite
 
 NONCE_BYTES = 12
 AES_KEY_BYTES = 32
@@ -238,29 +239,13 @@ def deriveKey(secret: bytes, context: bytes) -> bytes:
 def writePrivateFile(path: str, data: bytes, durable: bool = True) -> None:
     """
     Create C{path} with mode 0600 and write C{data}, never following a
-    symlink and never widening the mode of an existing file: the file is
-    written beside the target and renamed over it.
+    symlink and never widening the mode of an existing file (see
+    L{salttwist.files.atomicWrite}).
 
     @param durable: fsync before the rename; a cache that is rebuilt anyway
         can skip that disk wait.
     """
-    directory = os.path.dirname(path) or "."
-    # A random name: a pid-based one would collide forever after a crash
-    # between create and rename in a container where the pid is always 1.
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(8).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        try:
-            os.write(fd, data)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomicWrite(path, data, 0o600, durable)
 
 
 def loadOrCreateKeyPair(
@@ -282,8 +267,5 @@ def loadOrCreateKeyPair(
         writePrivateFile(privPath, privateKeyToPem(key))
     pubPem = publicKeyToPem(key.public_key())
     if not os.path.exists(pubPath):
-        with open(pubPath + ".tmp", "wb") as f:
-            f.write(pubPem)
-        os.chmod(pubPath + ".tmp", 0o644)
-        os.replace(pubPath + ".tmp", pubPath)
+        atomicWrite(pubPath, pubPem, 0o644)
     return key, pubPem

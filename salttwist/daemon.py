@@ -12,6 +12,8 @@ import os
 import stat
 from typing import Any
 
+from salttwist.files import atomicWrite
+
 #: The runtime file, in a master's C{sock_dir}, with the ports it listens on.
 PORTS_FILE = "master.ports"
 
@@ -60,10 +62,7 @@ def writeRuntimeFile(path: str, data: dict[str, Any]) -> None:
     """
     Atomically write C{data} as JSON to C{path} (mode 0644).
     """
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+    atomicWrite(path, json.dumps(data).encode("utf-8"), 0o644, durable=False)
 
 
 def readRuntimeFile(path: str) -> dict[str, Any] | None:

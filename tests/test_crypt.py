@@ -441,3 +441,29 @@ class FileTests(SynchronousTestCase):
         self.assertRaises(CryptError, crypt.loadOrCreateKeyPair, self.dir, "minion")
         with open(pemPath, "rb") as f:
             self.assertEqual(f.read(), b"corrupt")
+
+
+class AtomicWriteTests(SynchronousTestCase):
+    """
+    L{salttwist.files.atomicWrite}, which every atomic file write uses.
+    """
+
+    def test_modeWhateverTheUmask(self) -> None:
+        """
+        The file gets exactly the mode asked for, even under umask 077, and
+        no temporary file is left behind.
+        """
+        from salttwist.files import atomicWrite
+
+        directory = os.path.abspath(self.mktemp())
+        os.makedirs(directory)
+        path = os.path.join(directory, "f")
+        old = os.umask(0o077)
+        try:
+            atomicWrite(path, b"x" * 100_000, 0o644)
+        finally:
+            os.umask(old)
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o644)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"x" * 100_000)
+        self.assertEqual(os.listdir(directory), ["f"])

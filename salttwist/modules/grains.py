@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import os
-import tempfile
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import yaml
 from twisted.python import threadable
 
+from salttwist.files import atomicWrite
 from salttwist.minion.grains import grainsFilePath
 from salttwist.modules import (
     CommandExecutionError,
@@ -203,26 +203,13 @@ def _readStored(path: str) -> dict[str, Any]:
 
 
 def _atomicWrite(path: str, data: bytes) -> None:
-    directory = os.path.dirname(path) or "."
+    # The grains file keeps its mode (0644 when new), as Salt leaves it.
     try:
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         mode = 0o644
-    os.makedirs(directory, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".grains.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-            os.fchmod(f.fileno(), mode)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    atomicWrite(path, data, mode)
 
 
 def _persist(context: LoaderContext, updates: dict[str, Any], destructive: bool) -> None:

@@ -1,0 +1,44 @@
+# -*- test-case-name: tests.test_crypt -*-
+"""
+Writing a file so that readers see the old contents or the new, never a
+part, and nothing planted at the path is followed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+
+def atomicWrite(path: str, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
+    """
+    Write C{data} to a new file beside C{path} and rename it over C{path}.
+
+    The temporary name is random (a pid-based one would collide forever
+    after a crash between create and rename where the pid is always 1); it
+    is created exclusively without following a symlink, given exactly
+    C{mode} whatever the umask, and removed if anything fails. A symlink at
+    C{path} is replaced, never written through.
+
+    @param durable: fsync before the rename; a cache that is rebuilt anyway
+        can skip that disk wait.
+    """
+    directory = os.path.dirname(path) or "."
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(8).hex()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, mode & 0o600)
+    try:
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
