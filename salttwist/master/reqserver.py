@@ -137,7 +137,7 @@ class ReqServerProtocol(FrameProtocol):
         """
         The key of this connection's session, if it has one.
         """
-        return self._session._cipher.key if self._session is not None else None
+        return self._session.key if self._session is not None else None
 
     def connectionLost(self, reason: object = None) -> None:
         self.cancelDeadline()

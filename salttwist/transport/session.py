@@ -36,6 +36,14 @@ class SessionCipher:
         self._recvSeq = 0
         self._maxDepth = maxDepth
 
+    @property
+    def key(self) -> bytes:
+        """
+        The session key (the pub-channel token and the key wrapping rotated
+        publication keys are derived from it).
+        """
+        return self._cipher.key
+
     def seal(self, payload: dict[str, Any]) -> dict[str, bytes]:
         """
         @return: the frame carrying C{payload}.
