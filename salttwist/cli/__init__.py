@@ -6,6 +6,11 @@ from __future__ import annotations
 import argparse
 
 import salttwist
+from salttwist._startup import deferStartupImports
+
+# Every command is a fresh interpreter: put off what Twisted imports and
+# the commands never use (see salttwist._startup).
+deferStartupImports()
 
 DEFAULT_CONFIG_DIR = "/etc/salttwist"
 

@@ -8,18 +8,25 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from salttwist._startup import withoutTLS
+
 
 def runWithReactor(
-    command: Callable[[Any], Awaitable[Any]], interrupted: int = 1
+    command: Callable[[Any], Awaitable[Any]], interrupted: int = 1, tls: bool = False
 ) -> tuple[Any, int | None]:
     """
     Run C{command(reactor)} to completion with L{twisted.internet.task.react}.
 
     @param interrupted: the exit code when the reactor stopped before the
         command finished (Ctrl-C, SIGTERM).
+    @param tls: whether the command needs TLS; without it the reactor is
+        imported without pyOpenSSL (L{salttwist._startup.withoutTLS}), a
+        tenth of a second less start-up.
     @return: C{(value, None)} when the command finished, else
         C{(None, exitCode)}.
     """
+    if not tls:
+        withoutTLS()
     from twisted.internet import defer, task
 
     values: list[Any] = []
