@@ -554,6 +554,45 @@ class RunJobTests(_RunJobBase):
         self.assertIn("Executing job with jid " + "1" * 20, self.stdout.getvalue())
 
 
+class ProgressTests(_RunJobBase):
+    """
+    C{--progress} draws a bar of the returns on standard error.
+    """
+
+    def test_progressBar(self) -> None:
+        """
+        The bar is redrawn once the job is published and after each return,
+        ends with the full count and a newline, and stays off standard
+        output, which holds the returns as usual.
+        """
+        result = JobResult(
+            "1" * 20,
+            ["web1", "web2"],
+            returns={"web1": {"return": True, "retcode": 0}, "web2": {"return": True}},
+        )
+        self.fakeRun(result)
+        code = self.successResultOf(self.runJob(["--progress", "--out", "json", "*", "test.ping"]))
+        self.assertEqual(code, 0)
+        err = self.stderr.getvalue()
+        draws = err.split("\r")[1:]
+        self.assertEqual(
+            [draw.split("] ")[1].strip() for draw in draws],
+            ["0/2 returns (0%)", "1/2 returns (50%)", "2/2 returns (100%)"],
+        )
+        self.assertTrue(err.endswith("\n"))
+        self.assertIn("[" + "#" * 30 + "]", draws[-1])
+        self.assertNotIn("Progress", self.stdout.getvalue())
+        self.assertIn('"web2"', self.stdout.getvalue())
+
+    def test_noProgressByDefault(self) -> None:
+        """
+        Without C{--progress} nothing is drawn.
+        """
+        self.fakeRun(JobResult("1" * 20, ["web1"], returns={"web1": {"return": True}}))
+        self.successResultOf(self.runJob(["*", "test.ping"]))
+        self.assertNotIn("Progress", self.stderr.getvalue())
+
+
 class BatchTests(_RunJobBase):
     """
     C{-b}: run on a few minions at a time.

@@ -119,6 +119,11 @@ def buildParser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--static", action="store_true", help="Print all returns together at the end."
     )
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="Show a progress bar of the returns on standard error as they arrive.",
+    )
     parser.add_argument("--no-color", action="store_true", help="Never colour the output.")
     parser.add_argument(
         "--force-color",
@@ -291,6 +296,52 @@ class _Printer:
             self.stream.close()
 
 
+class ProgressBar:
+    """
+    C{--progress}: one line on standard error, redrawn as returns arrive,
+    e.g. C{Progress: [#######.............] 7/20 returns (35%)}.
+    """
+
+    width = 30
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.total = 0
+        self.done = 0
+
+    def expect(self, count: int) -> None:
+        """
+        Add C{count} minions to the number of returns expected.
+        """
+        self.total += count
+        self._draw()
+
+    def advance(self) -> None:
+        """
+        One more minion returned.
+        """
+        self.done += 1
+        self._draw()
+
+    def finish(self) -> None:
+        """
+        End the progress line.
+        """
+        if self.total:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def _draw(self) -> None:
+        if not self.total:
+            return
+        done = min(self.done, self.total)
+        filled = self.width * done // self.total
+        percent = 100 * done // self.total
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\rProgress: [{bar}] {done}/{self.total} returns ({percent}%)")
+        self.stream.flush()
+
+
 def _failedReturns(result: Any) -> bool:
     return any((data.get("retcode") or 0) != 0 for data in result.returns.values())
 
@@ -302,6 +353,8 @@ async def _runBatches(
     timeout: float,
     gatherTimeout: float,
     printer: _Printer,
+    onReturn: Any,
+    progress: ProgressBar | None,
 ) -> Any:
     """
     Salt's batch mode: find the targeted minions that answer C{test.ping},
@@ -320,6 +373,8 @@ async def _runBatches(
     combined = JobResult("", ping.minions, missing=list(ping.missing))
     combined.notConnected = list(ping.notConnected)
     up = sorted(ping.returns)
+    if progress is not None:
+        progress.expect(len(up))
     size = batchSize(options.batch, len(up))
     arg = parseCliArgs(options.arg)
     for start in range(0, len(up), size):
@@ -334,7 +389,7 @@ async def _runBatches(
             arg,
             "list",
             timeout,
-            onReturn=printer.returned,
+            onReturn=onReturn,
             gatherJobTimeout=gatherTimeout,
         )
         combined.returns.update(result.returns)
@@ -354,10 +409,18 @@ async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, An
     from salttwist.transport.reqclient import RequestError
 
     printer = _Printer(options)
+    progress = ProgressBar(sys.stderr) if options.progress else None
 
     def published(jid: str, minions: list[str]) -> None:
         if options.verbose:
             sys.stdout.write(f"Executing job with jid {jid}\n{'-' * 67}\n\n")
+        if progress is not None:
+            progress.expect(len(minions))
+
+    def returned(minionId: str, data: dict[str, Any]) -> None:
+        printer.returned(minionId, data)
+        if progress is not None:
+            progress.advance()
 
     client = LocalClient(config, reactor)
     timeout = options.timeout if options.timeout is not None else float(config["timeout"])
@@ -380,7 +443,9 @@ async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, An
             sys.stdout.write(f"Executed command with job ID: {reply['jid']}\n")
             return EX_OK
         if options.batch is not None:
-            result = await _runBatches(reactor, client, options, timeout, gatherTimeout, printer)
+            result = await _runBatches(
+                reactor, client, options, timeout, gatherTimeout, printer, returned, progress
+            )
         else:
             result = await client.run(
                 options.target,
@@ -389,7 +454,7 @@ async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, An
                 options.tgt_type or "glob",
                 timeout,
                 onPublished=published,
-                onReturn=printer.returned,
+                onReturn=returned,
                 gatherJobTimeout=gatherTimeout,
             )
     except MasterUnavailable as e:
@@ -398,6 +463,9 @@ async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, An
     except RequestError as e:
         sys.stderr.write(f"Error: the master refused the job: {e}\n")
         return EX_UNAVAILABLE
+    finally:
+        if progress is not None:
+            progress.finish()
     if not result.minions:
         sys.stderr.write(NO_MATCH)
         return EX_UNAVAILABLE
