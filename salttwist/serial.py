@@ -20,6 +20,10 @@ class SerialError(ValueError):
     """
 
 
+#: The container types msgpack decodes to (with C{use_list=True}).
+_CONTAINERS = frozenset((dict, list))
+
+
 def _refuseExt(code: int, data: bytes) -> Any:
     raise SerialError(f"msgpack ext type {code} is not allowed")
 
@@ -68,15 +72,17 @@ def loads(data: bytes, maxDepth: int = 64) -> Any:
 
 
 def _checkDepth(obj: Any, maxDepth: int) -> None:
-    stack = [(obj, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
+    # Level by level, keeping only the containers: scalars (most of a big
+    # return) are skipped by one type test each, and nothing is allocated
+    # per scalar.
+    level = [obj] if type(obj) in _CONTAINERS else []
+    depth = 0
+    while level:
         if depth >= maxDepth:
             raise SerialError(f"msgpack nesting deeper than {maxDepth}")
-        stack.extend((child, depth + 1) for child in children)
+        below: list[Any] = []
+        for item in level:
+            children = item.values() if type(item) is dict else item
+            below.extend([child for child in children if type(child) in _CONTAINERS])
+        level = below
+        depth += 1
