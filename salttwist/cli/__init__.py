@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 import salttwist
 from salttwist._startup import deferStartupImports
@@ -13,6 +14,17 @@ from salttwist._startup import deferStartupImports
 deferStartupImports()
 
 DEFAULT_CONFIG_DIR = "/etc/salttwist"
+#: The environment variable that overrides L{DEFAULT_CONFIG_DIR} (Salt's
+#: C{SALT_CONFIG_DIR}); C{-c} overrides both.
+CONFIG_DIR_ENV = "SALTTWIST_CONFIG_DIR"
+
+
+def defaultConfigDir() -> str:
+    """
+    @return: the config directory used without C{-c}: C{$SALTTWIST_CONFIG_DIR}
+        when set, else L{DEFAULT_CONFIG_DIR}.
+    """
+    return os.environ.get(CONFIG_DIR_ENV) or DEFAULT_CONFIG_DIR
 
 
 def addCommonArguments(parser: argparse.ArgumentParser, config: str) -> None:
@@ -27,6 +39,7 @@ def addCommonArguments(parser: argparse.ArgumentParser, config: str) -> None:
     parser.add_argument(
         "-c",
         "--config-dir",
-        default=DEFAULT_CONFIG_DIR,
-        help=f"Directory of the {config} config (default: %(default)s).",
+        default=defaultConfigDir(),
+        help=f"Directory of the {config} config (default: ${CONFIG_DIR_ENV} or "
+        f"{DEFAULT_CONFIG_DIR}; now %(default)s).",
     )

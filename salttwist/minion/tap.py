@@ -9,6 +9,7 @@ from typing import Any
 
 from twisted.python import usage
 
+from salttwist.cli import defaultConfigDir
 from salttwist.config import ConfigError, loadMinionConfig
 from salttwist.daemon import StartupError
 
@@ -21,8 +22,13 @@ class Options(usage.Options):
     synopsis = "[-c CONFIG_DIR]"
     longdesc = "Run a salttwist minion: connect to the master and run its jobs."
     optParameters = [
-        ["config-dir", "c", "/etc/salttwist", "Directory holding the 'minion' config file."],
+        ["config-dir", "c", defaultConfigDir(), "Directory holding the 'minion' config file."],
     ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        # The environment is read when the command runs, not when imported.
+        self["config-dir"] = defaultConfigDir()
 
     def postOptions(self) -> None:
         """
