@@ -11,7 +11,6 @@ from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import HostnameEndpoint
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 
@@ -24,35 +23,23 @@ from salttwist.minion.grains import coreGrains, grainsFilePath
 from salttwist.minion.returnsqueue import ReturnsQueue
 from salttwist.modules import LoaderContext, loadFunctions
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
+from salttwist.transport.interfaces import ROLE_PUB, ROLE_REQ, ITransport
+from salttwist.transport.registry import UnknownTransport, findTransport
 
-CONNECT_TIMEOUT = 10
-KEEPALIVE_IDLE = 300
 
-
-def tcpConnector(reactor: Any) -> ConnectTCP:
+def transportConnector(reactor: Any, config: dict[str, Any], transport: ITransport) -> ConnectTCP:
     """
-    @return: a function connecting a factory to C{host:port} over TCP.
+    @return: a function connecting a factory to C{host:port} with
+        C{transport}'s client endpoints. The minion connects to its
+        C{master_port} for the req channel and to the port the master
+        announces for the pub channel, so the port tells the channel.
     """
 
     def connect(host: str, port: int, factory: Factory) -> Deferred:
-        d = HostnameEndpoint(reactor, host, port, timeout=CONNECT_TIMEOUT).connect(factory)
-        return d.addCallback(_keepAlive)
+        role = ROLE_REQ if port == config["master_port"] else ROLE_PUB
+        return transport.clientEndpoint(reactor, config, host, port, role).connect(factory)
 
     return connect
-
-
-def _keepAlive(proto: Any) -> Any:
-    """
-    Turn on TCP keepalive (Salt's C{tcp_keepalive}, with a 300 s idle time),
-    so a master that vanished without closing the connection is noticed and
-    the minion reconnects.
-    """
-    transport = proto.transport
-    transport.setTcpKeepAlive(True)
-    handle = transport.getHandle()
-    if hasattr(socket, "TCP_KEEPIDLE"):
-        handle.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE)
-    return proto
 
 
 def buildMinion(
@@ -65,8 +52,16 @@ def buildMinion(
     Create the minion's directories and key pair (blocking: at start, before
     the reactor runs) and wire a L{Minion}.
 
-    @raise StartupError: on an invalid id or unusable directories.
+    @param connectTCP: how to connect to the master; by default the client
+        endpoints of the C{transport} the config names.
+    @raise StartupError: on an invalid id, an unknown transport or unusable
+        directories.
     """
+    if connectTCP is None:
+        try:
+            connectTCP = transportConnector(reactor, config, findTransport(config["transport"]))
+        except UnknownTransport as e:
+            raise StartupError(str(e)) from e
     try:
         minionId = validateMinionId(config["id"] or socket.getfqdn())
     except InvalidMinionId as e:
@@ -90,13 +85,14 @@ def buildMinion(
         publicPem,
         executor,
         reactor,
-        connectTCP or tcpConnector(reactor),
+        connectTCP,
         runBlocking,
         returnsQueue,
     )
     for name, ret in leftover:
         minion.pendingReturns.append((name, ret))
     context.onGrainsChanged = minion.sendGrains
+    context.fireMaster = minion.fireMaster
     return minion
 
 
