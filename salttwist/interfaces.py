@@ -95,10 +95,11 @@ class IEventBus(Interface):
         @param data: a msgpack-able L{dict}; C{_stamp} is added.
         """
 
-    def subscribe(prefixes, callback):
+    def subscribe(prefixes, callback, globs=()):
         """
         Call C{callback(tag, data)} for every event whose tag starts with one
-        of C{prefixes} (all events when C{prefixes} is empty).
+        of C{prefixes} or matches one of the shell-style C{globs} (all events
+        when both are empty).
 
         @return: an object with a C{stop()} method that ends the subscription.
         """

@@ -1,18 +1,40 @@
-# -*- test-case-name: tests.test_daemon -*-
+# -*- test-case-name: tests.test_daemon,tests.test_logs_json -*-
 """
 Log observers for the daemons, filtered by Salt's C{log_level}.
+
+The daemon wrappers (L{salttwist.cli.daemons}) pass their choices to twistd's
+C{--logger} hook, L{observerFactory}, in the environment: the level, the log
+file (or C{-} for standard output), whether to log to the console as well,
+and the format. The format is Twisted's classic text, or with
+C{log_fmt_json: True} one JSON object per line (L{formatJsonLine}), for log
+shippers.
+
+A log file is opened by name (L{ReopenableFile}) and SIGHUP makes the daemon
+open that name again: after C{logrotate} renamed the file, the daemon writes
+to a new one instead of the renamed one (C{postrotate: kill -HUP <pid>}, no
+C{copytruncate} needed).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import sys
-from typing import Any
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TextIO
 
 from twisted.logger import (
+    FileLogObserver,
     FilteringLogObserver,
+    ILogObserver,
+    Logger,
     LogLevel,
     LogLevelFilterPredicate,
+    LogPublisher,
+    formatEvent,
     textFileLogObserver,
 )
 
@@ -29,23 +51,163 @@ SALT_LEVELS = {
     "quiet": LogLevel.critical,
 }
 
+#: Salt's (and Python's) names of Twisted's levels, for JSON lines.
+_LEVEL_NAMES = {
+    LogLevel.debug: "debug",
+    LogLevel.info: "info",
+    LogLevel.warn: "warning",
+    LogLevel.error: "error",
+    LogLevel.critical: "critical",
+}
+
 LEVEL_ENV = "SALTTWIST_LOG_LEVEL"
 FILE_ENV = "SALTTWIST_LOG_FILE"
+#: C{"1"}: log to standard output as well as to the file of L{FILE_ENV}.
+CONSOLE_ENV = "SALTTWIST_LOG_CONSOLE"
+#: C{"json"} for JSON lines, anything else for text.
+FORMAT_ENV = "SALTTWIST_LOG_FORMAT"
+
+_log = Logger()
 
 
-def filteredObserver(stream: Any, level: str) -> FilteringLogObserver:
+def formatJsonLine(event: dict[str, Any]) -> str:
     """
+    One log event as one line of JSON: C{time} (local, ISO 8601 with the
+    offset), C{level} (C{debug}, C{info}, C{warning}, C{error},
+    C{critical}), C{name} (the logger's namespace, Salt's logger name),
+    C{message}, C{pid}, and C{traceback} when a failure was logged.
+    """
+    logTime = event.get("log_time")
+    when = datetime.fromtimestamp(logTime if isinstance(logTime, (int, float)) else 0)
+    record: dict[str, Any] = {
+        "time": when.astimezone().isoformat(timespec="milliseconds"),
+        "level": _LEVEL_NAMES.get(event.get("log_level"), "info"),  # type: ignore[arg-type]
+        "name": event.get("log_namespace", "-"),
+        "message": formatEvent(event),
+        "pid": os.getpid(),
+    }
+    failure = event.get("log_failure")
+    if failure is not None:
+        try:
+            record["traceback"] = failure.getTraceback()
+        except Exception:
+            record["traceback"] = repr(failure)
+    return json.dumps(record, default=str, ensure_ascii=False) + "\n"
+
+
+def jsonLinesObserver(stream: Any) -> FileLogObserver:
+    """
+    @return: an observer writing L{formatJsonLine} lines to C{stream}.
+    """
+    return FileLogObserver(stream, formatJsonLine)
+
+
+def filteredObserver(stream: Any, level: str, jsonLines: bool = False) -> FilteringLogObserver:
+    """
+    @param jsonLines: write L{formatJsonLine} lines instead of text.
     @return: an observer writing events of at least Salt level C{level}.
     """
     predicate = LogLevelFilterPredicate(defaultLogLevel=SALT_LEVELS.get(level, LogLevel.warn))
-    return FilteringLogObserver(textFileLogObserver(stream), [predicate])
+    writer = jsonLinesObserver(stream) if jsonLines else textFileLogObserver(stream)
+    return FilteringLogObserver(writer, [predicate])
 
 
-def observerFactory() -> FilteringLogObserver:
+class ReopenableFile:
     """
-    The twistd C{--logger} hook: the level and file come from the
-    environment set by C{salttwist-master}/C{salttwist-minion}.
+    A log file written by name, in append mode, that L{reopen} opens again:
+    the way to follow C{logrotate}, which renames the file the daemon holds.
+    Writes may come from any thread; one lock orders them with L{reopen}.
+
+    @ivar path: the file's name.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._file: TextIO = self._open()
+
+    def _open(self) -> TextIO:
+        return open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, text: str) -> None:
+        """
+        Append C{text}.
+        """
+        with self._lock:
+            self._file.write(text)
+
+    def flush(self) -> None:
+        """
+        Flush what was written to the file.
+        """
+        with self._lock:
+            self._file.flush()
+
+    def reopen(self) -> None:
+        """
+        Close the file and open C{path} again (a new file if it was renamed
+        or removed). If it cannot be opened, logging goes on to the old
+        file and the reason is logged.
+        """
+        with self._lock:
+            try:
+                new = self._open()
+            except OSError as e:
+                error: OSError | None = e
+            else:
+                error = None
+                old, self._file = self._file, new
+                old.close()
+        if error is not None:
+            _log.error("cannot reopen log file {path}: {error}", path=self.path, error=error)
+        else:
+            _log.info("log file {path} reopened", path=self.path)
+
+    def close(self) -> None:
+        """
+        Close the file.
+        """
+        with self._lock:
+            self._file.close()
+
+
+def sighupHandler(
+    stream: ReopenableFile, callFromThread: Callable[..., Any] | None = None
+) -> Callable[[int, Any], None]:
+    """
+    @param callFromThread: how to get to the reactor thread (the reactor's
+        C{callFromThread} by default, looked up when the signal comes). A
+        signal handler interrupts whatever the main thread was doing, maybe
+        a write holding the file's lock: the file is reopened from the
+        reactor loop instead, never inside the handler.
+    @return: a C{signal.signal} handler that has C{stream} reopened.
+    """
+
+    def handler(signum: int, frame: Any) -> None:
+        call = callFromThread
+        if call is None:
+            from twisted.internet import reactor
+
+            call = reactor.callFromThread  # type: ignore[attr-defined]
+        call(stream.reopen)
+
+    return handler
+
+
+def observerFactory() -> ILogObserver:
+    """
+    The twistd C{--logger} hook: the level, file, console and format come
+    from the environment set by C{salttwist-master}/C{salttwist-minion}.
+    With a log file, SIGHUP reopens it.
     """
     path = os.environ.get(FILE_ENV, "-")
-    stream = sys.stdout if path == "-" else open(path, "a", encoding="utf-8")  # noqa: SIM115
-    return filteredObserver(stream, os.environ.get(LEVEL_ENV, "warning"))
+    level = os.environ.get(LEVEL_ENV, "warning")
+    jsonLines = os.environ.get(FORMAT_ENV) == "json"
+    if path == "-":
+        return filteredObserver(sys.stdout, level, jsonLines)
+    stream = ReopenableFile(path)
+    signal.signal(signal.SIGHUP, sighupHandler(stream))
+    observers = [filteredObserver(stream, level, jsonLines)]
+    if os.environ.get(CONSOLE_ENV) == "1":
+        observers.append(filteredObserver(sys.stdout, level, jsonLines))
+    return LogPublisher(*observers) if len(observers) > 1 else observers[0]

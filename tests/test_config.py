@@ -384,11 +384,11 @@ class UnknownOptionTests(_ConfigDirMixin, SynchronousTestCase):
         default logs nothing.
         """
         observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
-        configDir = self.makeConfigDir(master="presence_events: true\n")
+        configDir = self.makeConfigDir(master="log_level_logfile: debug\n")
         loadMasterConfig(configDir)
         warnings = [formatEvent(e) for e in observer if e["log_level"] == LogLevel.warn]
         self.assertEqual(len(warnings), 1)
-        self.assertIn("'presence_events'", warnings[0])
+        self.assertIn("'log_level_logfile'", warnings[0])
         self.assertIn("not implemented yet", warnings[0])
 
     def test_knownOptionsDoNotWarn(self) -> None:
@@ -751,3 +751,29 @@ class AutosignOptionTests(_ConfigDirMixin, SynchronousTestCase):
         )
         loadMasterConfig(configDir)
         self.assertEqual([e for e in observer if e["log_level"] == LogLevel.warn], [])
+
+
+class ExampleConfigTests(SynchronousTestCase):
+    """
+    C{etc/master} and C{etc/minion} document every option, commented out.
+    """
+
+    def shownOptions(self, name: str) -> set[str]:
+        """
+        @return: the options shown as C{#option:} lines in C{etc/NAME}.
+        """
+        import re
+
+        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "etc", name)
+        with open(path, encoding="utf-8") as f:
+            return set(re.findall(r"^#([a-z_]+):", f.read(), re.MULTILINE))
+
+    def test_everyOption(self) -> None:
+        """
+        Every option of each daemon is in its example config, and nothing
+        else is shown as an option.
+        """
+        from salttwist.config import MASTER_DEFAULTS, MINION_DEFAULTS
+
+        for name, defaults in (("master", MASTER_DEFAULTS), ("minion", MINION_DEFAULTS)):
+            self.assertEqual(self.shownOptions(name), set(defaults), name)

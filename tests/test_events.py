@@ -19,10 +19,13 @@ from zope.interface.verify import verifyObject
 from salttwist import serial
 from salttwist.events.bus import (
     DROPPED_TAG,
+    MAX_GLOB_LENGTH,
+    MAX_GLOBS,
     EventPublisherFactory,
     EventPullFactory,
     EventSubscriberProtocol,
     LocalEventBus,
+    TagFilter,
     stamp,
     tagMatches,
 )
@@ -561,3 +564,112 @@ class PublisherListenerTests(SynchronousTestCase):
         client.dataReceived(serverTransport.value())
         self.assertEqual(recorder.tags, ["salt/test"])
         self.assertEqual(recorder.events[0][1]["v"], 1)
+
+
+class GlobSubscriptionTests(SynchronousTestCase):
+    """
+    Subscribers choose tags by prefix or by glob, and the master sends them
+    only those (issue 5).
+    """
+
+    def test_tagFilter(self) -> None:
+        """
+        L{TagFilter} takes a tag that starts with one of its prefixes or
+        matches one of its globs as a whole (case-sensitively; C{*} also
+        matches C{/}); with neither, every tag.
+        """
+        wanted = TagFilter(["salt/key"], ["salt/job/*/ret/*", "salt/presence/[pc]*"])
+        for tag in ("salt/key", "salt/keys", "salt/job/1/ret/m1", "salt/presence/change"):
+            self.assertTrue(wanted(tag), tag)
+        for tag in ("salt/job/1/new", "Salt/key", "salt/presence/x", "x/salt/job/1/ret/m"):
+            self.assertFalse(wanted(tag), tag)
+        self.assertTrue(TagFilter()("anything"))
+        self.assertFalse(TagFilter([], ["a*"])("b"))
+
+    def test_busGlobs(self) -> None:
+        """
+        L{LocalEventBus.subscribe} takes globs beside prefixes.
+        """
+        bus = LocalEventBus()
+        recorder = Recorder()
+        bus.subscribe(["salt/auth"], recorder, globs=["salt/job/*/new"])
+        for tag in ("salt/auth", "salt/job/1/new", "salt/job/1/ret/m1", "salt/key"):
+            bus.fire(tag, {})
+        self.assertEqual(recorder.tags, ["salt/auth", "salt/job/1/new"])
+
+    def test_protocolSendsOnlyMatches(self) -> None:
+        """
+        A subscriber on the socket that sends C{globs} beside its prefixes
+        receives only the matching events: the master filters them.
+        """
+        bus = LocalEventBus()
+        proto = EventPublisherFactory(bus).buildProtocol(None)
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        proto.dataReceived(encode({"subscribe": [], "globs": ["salt/presence/*"]}))
+        self.assertEqual(decodeFrames(transport.value()), [{"subscribed": True}])
+        transport.clear()
+        bus.fire("salt/job/1/new", {})
+        bus.fire("salt/presence/present", {"present": []})
+        bus.fire("salt/key", {})
+        self.assertEqual(
+            [frame["tag"] for frame in decodeFrames(transport.value())],
+            ["salt/presence/present"],
+        )
+
+    def test_badGlobsClose(self) -> None:
+        """
+        Globs that are not a list of strings, too many of them, or one too
+        long close the connection without subscribing.
+        """
+        for globs in ["salt/*", [1], ["a*"] * (MAX_GLOBS + 1), ["*" * (MAX_GLOB_LENGTH + 1)]]:
+            bus = LocalEventBus()
+            proto = EventPublisherFactory(bus).buildProtocol(None)
+            transport = StringTransport()
+            proto.makeConnection(transport)
+            proto.dataReceived(encode({"subscribe": [], "globs": globs}))
+            self.assertTrue(transport.disconnecting, globs)
+            self.assertEqual(bus.subscriptionCount(), 0, globs)
+
+    def test_listenerSendsGlobs(self) -> None:
+        """
+        L{EventListenerProtocol} sends its globs with its prefixes, and
+        leaves them out when it has none (the frame older masters know).
+        """
+        for globs, expected in [
+            (["salt/job/*"], {"subscribe": ["salt/key"], "globs": ["salt/job/*"]}),
+            (None, {"subscribe": ["salt/key"]}),
+        ]:
+            proto = EventListenerProtocol(["salt/key"], Recorder(), 4096, globs)
+            transport = StringTransport()
+            proto.makeConnection(transport)
+            self.assertEqual(decodeFrames(transport.value()), [expected])
+
+    def test_factoryStats(self) -> None:
+        """
+        L{EventPublisherFactory.stats} counts the bus's subscriptions, the
+        connected subscribers, and the events queued for and dropped by
+        slow ones; a subscriber that leaves is no longer counted.
+        """
+        bus = LocalEventBus()
+        bus.subscribe(["salt/key"], Recorder())
+        factory = EventPublisherFactory(bus, maxQueue=2)
+        self.assertEqual(
+            factory.stats(), {"subscriptions": 1, "subscribers": 0, "queued": 0, "dropped": 0}
+        )
+        protos = []
+        for _ in range(2):
+            proto = factory.buildProtocol(None)
+            proto.makeConnection(StringTransport())
+            proto.dataReceived(encode({"subscribe": []}))
+            protos.append(proto)
+        protos[0].pauseProducing()
+        for n in range(3):
+            bus.fire("salt/x", {"n": n})
+        self.assertEqual(
+            factory.stats(), {"subscriptions": 3, "subscribers": 2, "queued": 2, "dropped": 1}
+        )
+        protos[0].connectionLost(Failure(ConnectionDone()))
+        self.assertEqual(
+            factory.stats(), {"subscriptions": 2, "subscribers": 1, "queued": 0, "dropped": 0}
+        )

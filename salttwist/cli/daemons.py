@@ -2,6 +2,11 @@
 """
 C{salttwist-master} and C{salttwist-minion}: run a daemon through twistd,
 in the foreground by default, with C{-d} as a daemon with a pidfile.
+
+In the foreground the daemon logs to standard output (and, with
+C{--log-file}, to that file too); as a daemon, to the config's C{log_file}
+(or C{--log-file}). C{log_fmt_json: True} logs JSON lines. SIGHUP reopens
+the log file (see L{salttwist.logs}).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 from salttwist.cli import addCommonArguments
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
 from salttwist.daemon import StartupError
-from salttwist.logs import FILE_ENV, LEVEL_ENV, SALT_LEVELS
+from salttwist.logs import CONSOLE_ENV, FILE_ENV, FORMAT_ENV, LEVEL_ENV, SALT_LEVELS
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -33,6 +38,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         choices=sorted(SALT_LEVELS),
         default=None,
         help="Console log level (default: the config's log_level).",
+    )
+    parser.add_argument(
+        "--log-file",
+        default=None,
+        help=(
+            "Log to this file: as a daemon instead of the config's log_file, in the "
+            "foreground as well as to the console."
+        ),
     )
     return parser
 
@@ -56,13 +69,9 @@ def _run(plugin: str, load: Callable[[str], dict[str, Any]], argv: list[str] | N
     except ConfigError as e:
         sys.stderr.write(f"{plugin}: {e}\n")
         return 2
-    os.environ[LEVEL_ENV] = options.log_level or config["log_level"]
+    _setLogEnvironment(options, config)
     if options.daemon:
-        for path in (config["pidfile"], config["log_file"]):
-            os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
-        os.environ[FILE_ENV] = config["log_file"]
-    else:
-        os.environ[FILE_ENV] = "-"
+        os.makedirs(os.path.dirname(config["pidfile"]) or ".", mode=0o755, exist_ok=True)
     from twisted.application import app
     from twisted.scripts.twistd import ServerOptions
 
@@ -73,6 +82,25 @@ def _run(plugin: str, load: Callable[[str], dict[str, Any]], argv: list[str] | N
         sys.stderr.write(f"{plugin}: {e}\n")
         return 1
     return 0
+
+
+def _setLogEnvironment(options: argparse.Namespace, config: dict[str, Any]) -> None:
+    """
+    Tell L{salttwist.logs.observerFactory}, through the environment, where
+    and how to log (see the module's docstring); create the log file's
+    directory.
+    """
+    os.environ[LEVEL_ENV] = options.log_level or config["log_level"]
+    os.environ[FORMAT_ENV] = "json" if config["log_fmt_json"] else "text"
+    logFile = options.log_file or (config["log_file"] if options.daemon else None)
+    if logFile:
+        # Absolute: SIGHUP reopens it by name, whatever the directory then.
+        logFile = os.path.abspath(logFile)
+        os.makedirs(os.path.dirname(logFile), mode=0o755, exist_ok=True)
+        os.environ[FILE_ENV] = logFile
+    else:
+        os.environ[FILE_ENV] = "-"
+    os.environ[CONSOLE_ENV] = "0" if options.daemon else "1"
 
 
 def _runApp(config: Any) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 import os
 import re
 import sys
@@ -28,10 +27,12 @@ from typing import Any
 
 from salttwist.args import parseArgs
 from salttwist.cli import addCommonArguments
+from salttwist.cli.event import followEvents, formatEvent  # noqa: F401 (formatEvent re-exported)
 from salttwist.cli.output import OUTPUTTERS, render
 from salttwist.cli.reactor import runWithReactor
 from salttwist.cli.salt import parseCliArgs
 from salttwist.config import ConfigError, loadMasterConfig
+from salttwist.transport.registry import findTransport
 
 EX_OK, EX_GENERIC, EX_UNAVAILABLE = 0, 1, 2
 EVENT_FUNCTION = "state.event"
@@ -178,31 +179,6 @@ def tagPrefix(tagmatch: str) -> str:
     return tagmatch
 
 
-def _plain(value: Any) -> Any:
-    """
-    Event data as JSON can print it: bytes, as values or keys, become text.
-    """
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, dict):
-        return {_plain(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
-
-
-def formatEvent(tag: str, data: dict[str, Any], pretty: bool) -> str:
-    """
-    One event as Salt's C{state.event} prints it: the tag, a tab and the
-    data as JSON, on one line, or indented by 4 with sorted keys when
-    C{pretty}.
-    """
-    text = json.dumps(
-        _plain(data), sort_keys=bool(pretty), indent=4 if pretty else None, default=str
-    )
-    return f"{tag}\t{text}\n"
-
-
 async def streamEvents(reactor: Any, options: argparse.Namespace, config: dict[str, Any]) -> int:
     """
     Run C{state.event}: print the matching events of the master's bus.
@@ -210,11 +186,7 @@ async def streamEvents(reactor: Any, options: argparse.Namespace, config: dict[s
     @return: the exit code, once C{count} events matched or the master
         closed the bus (Ctrl-C stops the reactor instead; see L{main}).
     """
-    from twisted.internet.defer import Deferred
-
-    from salttwist.client.local import CONNECT_TIMEOUT
-    from salttwist.events.client import listenEvents
-    from salttwist.master.service import EVENT_PUB_SOCKET
+    from salttwist.events import EVENT_PUB_SOCKET
 
     args, kwargs = parseArgs(parseCliArgs(options.arg))
     try:
@@ -234,57 +206,18 @@ async def streamEvents(reactor: Any, options: argparse.Namespace, config: dict[s
     quiet, pretty = bool(arguments["quiet"]), bool(arguments["pretty"])
     sockPath = os.path.join(str(arguments["sock_dir"] or config["sock_dir"]), EVENT_PUB_SOCKET)
 
-    ended: Deferred[int] = Deferred()
-    remaining = count
-
-    def onEvent(tag: str, data: dict[str, Any]) -> None:
-        nonlocal remaining
-        if ended.called or not tagMatches(tag, tagmatch):
-            return
-        if not quiet:
-            _write(formatEvent(tag, data, pretty))
-        # Salt's count: -1 (or any negative) never ends; 0 ends at the first match.
-        if remaining > 0:
-            remaining -= 1
-        if remaining == 0:
-            ended.callback(EX_OK)
-
-    try:
-        listener = await listenEvents(
-            reactor,
-            sockPath,
-            [tagPrefix(tagmatch)],
-            onEvent,
-            timeout=CONNECT_TIMEOUT,
-            maxFrame=config["max_frame_bytes"],
-        )
-    except Exception as e:
-        sys.stderr.write(
-            "Error: the salttwist master is not running, or this user cannot reach its "
-            f"event bus at {sockPath} ({e})\n"
-        )
-        return EX_UNAVAILABLE
-
-    stopping = False
-
-    def shuttingDown() -> None:
-        # Ctrl-C stops the reactor, which then closes the connection: that
-        # is the end the user asked for, not the master going away.
-        nonlocal stopping
-        stopping = True
-
-    def lost(_: object) -> None:
-        if not ended.called and not stopping:
-            sys.stderr.write("Error: the master closed the event bus connection\n")
-            ended.callback(EX_UNAVAILABLE)
-
-    # The command is the whole process, so the trigger is never removed.
-    reactor.addSystemEventTrigger("before", "shutdown", shuttingDown)
-    listener.lost.addCallback(lost)
-    try:
-        return await ended
-    finally:
-        listener.transport.loseConnection()
+    # Salt's count: -1 (or any negative) never ends; 0 ends at the first match.
+    return await followEvents(
+        reactor,
+        config,
+        sockPath,
+        [tagPrefix(tagmatch)],
+        [],
+        None if count < 0 else max(count, 1),
+        pretty,
+        quiet=quiet,
+        accept=lambda tag: tagMatches(tag, tagmatch),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -294,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     options = buildParser().parse_args(argv)
     try:
         config = loadMasterConfig(options.config_dir)
+        # Looked up before the reactor starts: it needs pyOpenSSL only if
+        # the transport does (an unknown transport is a ConfigError).
+        tls = findTransport(config["transport"]).needsTLS
     except ConfigError as e:
         sys.stderr.write(f"Error: {e}\n")
         return EX_UNAVAILABLE
@@ -303,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     # state.event is meant to end.
     interrupted = EX_OK if streaming else EX_GENERIC
     exitCode, failed = runWithReactor(
-        lambda reactor: command(reactor, options, config), interrupted
+        lambda reactor: command(reactor, options, config), interrupted, tls=tls
     )
     return failed if failed is not None else exitCode
 

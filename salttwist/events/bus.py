@@ -12,10 +12,17 @@ bound: while its socket's write buffer is full, events wait in a queue of at
 most C{event_queue_max}; past that they are counted, not kept, and when the
 subscriber catches up it first receives a C{salt/event/dropped} event saying
 how many it missed. Nothing is dropped silently.
+
+Subscribers choose their tags by prefix or by glob, and the master sends
+each of them only the events it chose: the filter runs in the master, so a
+subscriber to C{salt/presence/*} costs nothing for the job returns it does
+not want.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -42,6 +49,13 @@ def stamp(data: dict[str, Any]) -> dict[str, Any]:
     return stamped
 
 
+#: The most globs one subscription may hold, and the longest glob (the
+#: longest tag the pull socket takes): every event is matched against every
+#: glob of every subscriber, in the master.
+MAX_GLOBS = 64
+MAX_GLOB_LENGTH = 512
+
+
 def tagMatches(tag: str, prefixes: tuple[str, ...]) -> bool:
     """
     @return: whether C{tag} starts with one of C{prefixes}; everything matches
@@ -50,10 +64,32 @@ def tagMatches(tag: str, prefixes: tuple[str, ...]) -> bool:
     return not prefixes or tag.startswith(prefixes)
 
 
+class TagFilter:
+    """
+    Which tags one subscriber wants: those starting with one of C{prefixes}
+    or matching one of C{globs} (shell-style, case-sensitive, as Salt's
+    C{fnmatch}; C{*} also matches C{/}). With neither, every tag.
+    """
+
+    def __init__(self, prefixes: Iterable[str] = (), globs: Iterable[str] = ()) -> None:
+        self.prefixes = tuple(prefixes)
+        self.globs = tuple(globs)
+        self._patterns = tuple(re.compile(fnmatch.translate(glob)) for glob in self.globs)
+
+    def __call__(self, tag: str) -> bool:
+        """
+        @return: whether C{tag} is wanted.
+        """
+        if not self._patterns:
+            return tagMatches(tag, self.prefixes)
+        return tag.startswith(self.prefixes) or any(p.match(tag) for p in self._patterns)
+
+
 class _Subscription:
-    def __init__(self, bus: LocalEventBus, prefixes: tuple[str, ...], callback: EventCallback):
+    def __init__(self, bus: LocalEventBus, wanted: TagFilter, callback: EventCallback):
         self._bus = bus
-        self.prefixes = prefixes
+        self.wanted = wanted
+        self.prefixes = wanted.prefixes
         self.callback = callback
 
     def stop(self) -> None:
@@ -78,28 +114,40 @@ class LocalEventBus:
         """
         event = stamp(data)
         for sub in list(self._subscriptions):
-            if tagMatches(tag, sub.prefixes):
+            if sub.wanted(tag):
                 try:
                     sub.callback(tag, event)
                 except Exception:
                     self.log.failure("event subscriber failed on {tag}", tag=tag)
 
-    def subscribe(self, prefixes: Iterable[str], callback: EventCallback) -> _Subscription:
+    def subscribe(
+        self, prefixes: Iterable[str], callback: EventCallback, globs: Iterable[str] = ()
+    ) -> _Subscription:
         """
         Call C{callback(tag, data)} for every event whose tag starts with one of
-        C{prefixes}.
+        C{prefixes} or matches one of C{globs} (see L{TagFilter}).
         """
-        sub = _Subscription(self, tuple(prefixes), callback)
+        sub = _Subscription(self, TagFilter(prefixes, globs), callback)
         self._subscriptions.add(sub)
         return sub
+
+    def subscriptionCount(self) -> int:
+        """
+        @return: how many subscriptions the bus has (in this process and for
+            the subscribers on its socket).
+        """
+        return len(self._subscriptions)
 
 
 @implementer(IPushProducer)
 class EventSubscriberProtocol(FrameProtocol):
     """
     One subscriber on C{master_event_pub.ipc}: it sends
-    C{{"subscribe": [prefix, ...]}}, is answered C{{"subscribed": True}}, then
-    receives C{{"tag": ..., "data": ...}} frames.
+    C{{"subscribe": [prefix, ...]}}, optionally with C{"globs": [glob, ...]}
+    (at most L{MAX_GLOBS}, each at most L{MAX_GLOB_LENGTH} characters), is
+    answered C{{"subscribed": True}}, then receives C{{"tag": ..., "data":
+    ...}} frames of the events whose tag starts with one of the prefixes or
+    matches one of the globs (every event when both lists are empty).
     """
 
     def __init__(self, bus: LocalEventBus, maxQueue: int) -> None:
@@ -113,17 +161,37 @@ class EventSubscriberProtocol(FrameProtocol):
     def connectionMade(self) -> None:
         super().connectionMade()
         self.transport.registerProducer(self, True)
+        if isinstance(self.factory, EventPublisherFactory):
+            self.factory.subscribers.add(self)
 
     def frameReceived(self, message: dict[str, Any]) -> None:
         prefixes = message.get("subscribe")
+        globs = message.get("globs", [])
         if self._subscription is not None or not isinstance(prefixes, list):
             self.protocolViolation("expected one {'subscribe': [prefix, ...]} frame")
             return
         if not all(isinstance(p, str) for p in prefixes):
             self.protocolViolation("subscription prefixes must be strings")
             return
-        self._subscription = self._bus.subscribe(prefixes, self._deliver)
+        if (
+            not isinstance(globs, list)
+            or len(globs) > MAX_GLOBS
+            or not all(isinstance(g, str) and len(g) <= MAX_GLOB_LENGTH for g in globs)
+        ):
+            self.protocolViolation(
+                f"subscription globs must be at most {MAX_GLOBS} strings of at most "
+                f"{MAX_GLOB_LENGTH} characters"
+            )
+            return
+        self._subscription = self._bus.subscribe(prefixes, self._deliver, globs)
         self.sendFrame({"subscribed": True})
+
+    @property
+    def queued(self) -> int:
+        """
+        The events waiting for this subscriber to catch up.
+        """
+        return len(self._queue)
 
     def _deliver(self, tag: str, data: dict[str, Any]) -> None:
         frame = serial.dumps({"tag": tag, "data": data})
@@ -167,16 +235,35 @@ class EventSubscriberProtocol(FrameProtocol):
             self._subscription.stop()
             self._subscription = None
         self._queue.clear()
+        if isinstance(self.factory, EventPublisherFactory):
+            self.factory.subscribers.discard(self)
 
 
 class EventPublisherFactory(QuietFactory):
     """
     Serves L{LocalEventBus} to subscribers on a UNIX socket.
+
+    @ivar subscribers: the connected subscribers.
     """
 
     def __init__(self, bus: LocalEventBus, maxQueue: int = 10000) -> None:
         self.bus = bus
         self.maxQueue = maxQueue
+        self.subscribers: set[EventSubscriberProtocol] = set()
+
+    def stats(self) -> dict[str, int]:
+        """
+        @return: C{subscriptions} (on the bus: this socket's subscribers and
+            the master's own), C{subscribers} (connected to the socket),
+            C{queued} (events waiting for slow ones) and C{dropped} (events
+            slow ones missed and have not been told about yet).
+        """
+        return {
+            "subscriptions": self.bus.subscriptionCount(),
+            "subscribers": len(self.subscribers),
+            "queued": sum(proto.queued for proto in self.subscribers),
+            "dropped": sum(proto.dropped for proto in self.subscribers),
+        }
 
     def buildProtocol(self, addr: object) -> EventSubscriberProtocol:
         proto = EventSubscriberProtocol(self.bus, self.maxQueue)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from salttwist.master.maintenance import workerStats
 from salttwist.pki.keystore import ACCEPTED, STATES
 from salttwist.targeting import TargetError, checkMinions
 
@@ -300,3 +301,22 @@ async def not_joined(
         salttwist-run manage.not_joined
     """
     return await list_not_state(context, subset, show_ip)
+
+
+async def workers(context: RunnerContext) -> dict[str, Any]:
+    """
+    Print the figures of the master's worker processes (no Salt
+    equivalent; the same figures as the C{workers} of a
+    C{salt/master/stats} event): C{running} (whether the pool checks
+    authentication; until it is up, or if it cannot start, authentication
+    runs in threads and every figure is 0), C{size} (configured), C{busy},
+    C{idle}, C{queued} (requests waiting for a worker), C{restarts}
+    (replacement workers spawned), C{completed} and C{failed} (tasks).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salttwist-run manage.workers
+    """
+    return workerStats(context.master)
