@@ -6,7 +6,9 @@ channel and gather the returns from the master's event bus.
 It subscribes to C{salt/job/} on the bus before it publishes, so no return
 can be missed, and it authenticates with a MAC over the req connection's
 challenge keyed with the root key in C{cachedir/.root_key}, which only the
-master's user can read.
+master's user (and root) can read, or, for any other user, with the key
+the master wrote for it because C{publisher_acl} names it,
+C{cachedir/.<user>_key} (see L{readClientKey}).
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import HostnameEndpoint
 
 from salttwist import crypt, wire
 from salttwist.daemon import PORTS_FILE, readRuntimeFile
 from salttwist.events import EVENT_PUB_SOCKET
 from salttwist.events.client import EventListenerProtocol, listenEvents
-from salttwist.master.keys import readRootKey
+from salttwist.master.acl import readUserKey, userKeyFile
+from salttwist.master.keys import ROOT_KEY_FILE, readRootKey
+from salttwist.transport.interfaces import ROLE_CLIENT
+from salttwist.transport.registry import findTransport
 from salttwist.transport.reqclient import ReqClientProtocol, reqClientFactory
 
 CONNECT_TIMEOUT = 2.0
@@ -160,22 +164,25 @@ class LocalClient:
                 "the salttwist master is not running, or this user cannot reach its "
                 f"event bus at {sockPath} ({e})"
             ) from e
+        user = _user()
         try:
-            rootKey = readRootKey(config["cachedir"])
-        except (OSError, ValueError) as e:
+            clientKey = readClientKey(config["cachedir"], user)
+        except MasterUnavailable:
             events.transport.loseConnection()
-            raise MasterUnavailable(
-                f"cannot read the master's root key in {config['cachedir']}: "
-                f"run salttwist as the master's user ({e})"
-            ) from e
+            raise
         ports = readRuntimeFile(os.path.join(config["sock_dir"], PORTS_FILE)) or {}
         port = ports.get("ret_port") or config["ret_port"]
         host = config["interface"]
         if host in ("0.0.0.0", "", "::"):
             host = "127.0.0.1" if host != "::" else "::1"
-        endpoint = HostnameEndpoint(self.reactor, host, port, timeout=CONNECT_TIMEOUT)
         try:
-            req = await endpoint.connect(reqClientFactory(config["max_frame_bytes"]))
+            # The master's transport (C{transport}), as a local client sees it.
+            endpoint = findTransport(config["transport"]).clientEndpoint(
+                self.reactor, config, host, port, ROLE_CLIENT
+            )
+            req = await endpoint.connect(reqClientFactory(config["max_frame_bytes"])).addTimeout(
+                CONNECT_TIMEOUT, self.reactor
+            )
             challenge = await req.hello.addTimeout(CONNECT_TIMEOUT, self.reactor)
         except Exception as e:
             events.transport.loseConnection()
@@ -183,10 +190,10 @@ class LocalClient:
                 f"cannot reach the master's req channel at {host}:{port} ({e})"
             ) from e
         nonce = os.urandom(32)
-        mac = crypt.hmacSha256(rootKey, wire.clientAuthMessage(challenge, nonce))
+        mac = crypt.hmacSha256(clientKey, wire.clientAuthMessage(challenge, nonce, user))
         try:
             reply = await req.sendClear(
-                {"cmd": "_client_auth", "nonce": nonce, "mac": mac}
+                {"cmd": "_client_auth", "nonce": nonce, "mac": mac, "user": user}
             ).addTimeout(CONNECT_TIMEOUT, self.reactor)
         except Exception as e:
             req.transport.abortConnection()
@@ -196,7 +203,7 @@ class LocalClient:
             req.transport.loseConnection()
             events.transport.loseConnection()
             raise MasterUnavailable(f"the master refused this client: {reply.get('error', reply)}")
-        req.startSession(crypt.deriveKey(rootKey, wire.clientSessionContext(challenge, nonce)))
+        req.startSession(crypt.deriveKey(clientKey, wire.clientSessionContext(challenge, nonce)))
         return events, req
 
     async def run(
@@ -334,10 +341,61 @@ def _ignoreEvent(tag: str, data: dict[str, Any]) -> None:
     pass
 
 
+def readClientKey(cachedir: str, user: str, euid: int | None = None) -> bytes:
+    """
+    The key this process proves itself with: the root key when it runs as
+    root or as the master's user (the owner of C{.root_key}), else the key
+    the master wrote for C{user} because C{publisher_acl} names it,
+    C{cachedir/.<user>_key}.
+
+    @param user: the user this process runs as (L{_user}).
+    @param euid: its effective uid; by default C{os.geteuid()}.
+    @raise MasterUnavailable: the key cannot be read; the message says which
+        key and why.
+    """
+    if euid is None:
+        euid = os.geteuid()
+    try:
+        owner: int | None = os.stat(os.path.join(cachedir, ROOT_KEY_FILE)).st_uid
+    except OSError:
+        owner = None
+    if euid == 0 or owner == euid:
+        try:
+            return readRootKey(cachedir)
+        except (OSError, ValueError) as e:
+            raise MasterUnavailable(
+                f"cannot read the master's root key in {cachedir}: "
+                f"run salttwist as the master's user ({e})"
+            ) from e
+    try:
+        path = userKeyFile(cachedir, user)
+    except ValueError as e:
+        raise MasterUnavailable(f"user {user!r} may not publish: {e}") from e
+    try:
+        return readUserKey(cachedir, user)
+    except (OSError, ValueError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise MasterUnavailable(
+            f"user {user} may not publish: no readable key {path} ({reason}). The master"
+            " writes one at start for each user its publisher_acl names, and the user"
+            f" needs to be able to search {cachedir} and the directories above it; see"
+            " 'Letting other users publish: publisher_acl' in the README"
+        ) from e
+
+
 def _user() -> str:
+    """
+    The user this process runs as; run by root through sudo,
+    C{sudo_<user>} as Salt names it (C{publisher_acl_blacklist} can tell
+    those apart from root itself).
+    """
     try:
         import pwd
 
-        return pwd.getpwuid(os.geteuid()).pw_name
+        name = pwd.getpwuid(os.geteuid()).pw_name
     except (ImportError, KeyError):
         return "unknown"
+    sudoUser = os.environ.get("SUDO_USER")
+    if os.geteuid() == 0 and sudoUser and sudoUser != name:
+        return f"sudo_{sudoUser}"
+    return name

@@ -40,11 +40,15 @@ class MasterKeys:
     @ivar publicPem: its public half, pinned by minions.
     @ivar rootKey: the secret the local client proves knowledge of; lives in
         C{cachedir/.root_key}, mode 0600, new at every start.
+    @ivar userKeys: the keys of the users C{publisher_acl} names, by user
+        name; each lives in C{cachedir/.<user>_key}, mode 0400, owned by
+        that user, new at every start (L{salttwist.master.acl}).
     """
 
     privateKey: rsa.RSAPrivateKey
     publicPem: bytes
     rootKey: bytes
+    userKeys: dict[str, bytes] = field(default_factory=dict)
 
 
 def loadMasterKeys(pkiDir: str, cachedir: str, keysize: int) -> MasterKeys:
