@@ -9,12 +9,21 @@ from __future__ import annotations
 from salttwist import serial
 
 
-def authRequestMessage(challenge: bytes, nonce: bytes, minionId: str, pubPem: bytes) -> bytes:
+def authRequestMessage(
+    challenge: bytes, nonce: bytes, minionId: str, pubPem: bytes, transient: bool = False
+) -> bytes:
     """
     What a minion signs with its private key to prove it holds it: bound to
     the master's per-connection challenge, so it cannot be replayed.
+
+    @param transient: the request asks for a transient session (a
+        C{salttwist-call} beside the minion daemon); the flag is signed, so
+        nobody on the path can turn one kind of session into the other.
     """
-    return serial.dumps(["salttwist-auth-request", challenge, nonce, minionId, pubPem])
+    fields: list[object] = ["salttwist-auth-request", challenge, nonce, minionId, pubPem]
+    if transient:
+        fields.append("transient")
+    return serial.dumps(fields)
 
 
 def authReplyMessage(
@@ -44,11 +53,18 @@ def authReplyMessage(
     )
 
 
-def clientAuthMessage(challenge: bytes, nonce: bytes) -> bytes:
+def clientAuthMessage(challenge: bytes, nonce: bytes, user: str | None = None) -> bytes:
     """
-    What the local client MACs with the root key.
+    What the local client MACs with the root key or a publisher_acl user's
+    key.
+
+    @param user: the user the client says it runs as, when it sends one:
+        MACed with the rest, so nobody on the path can change it.
     """
-    return serial.dumps(["salttwist-client-auth", challenge, nonce])
+    fields: list[object] = ["salttwist-client-auth", challenge, nonce]
+    if user is not None:
+        fields.append(user)
+    return serial.dumps(fields)
 
 
 def clientSessionContext(challenge: bytes, nonce: bytes) -> bytes:

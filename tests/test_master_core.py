@@ -30,6 +30,7 @@ from salttwist.master.reqserver import (
     CLIENT_FUNCS,
     MINION_FUNCS,
     ROLE_FUNCS,
+    TRANSIENT_FUNCS,
     ReqServerFactory,
     ReqServerProtocol,
 )
@@ -52,6 +53,7 @@ INTENDED_HANDLERS = {
     "clearClientAuth",
     "minionReturn",
     "minionGrains",
+    "minionEvent",
     "clientPublish",
     "clientRunner",
 }
@@ -333,16 +335,25 @@ class DispatchTests(MasterTestCase):
 
     def test_tablesAreExactlyTheIntendedOnes(self) -> None:
         """
-        The three dispatch tables are exactly the current ones, each name
+        The four dispatch tables are exactly the current ones, each name
         maps to a public method of L{Master} that is an intended wire
         handler, and no other public method of L{Master} (L{Master.publish},
         L{Master.subscribe}, the session hooks) is reachable from the wire.
         Adding a name to a table must be a deliberate change to this test.
         """
         self.assertEqual(CLEAR_FUNCS, {"_auth": "clearAuth", "_client_auth": "clearClientAuth"})
-        self.assertEqual(MINION_FUNCS, {"_return": "minionReturn", "_grains": "minionGrains"})
+        self.assertEqual(
+            MINION_FUNCS,
+            {"_return": "minionReturn", "_grains": "minionGrains", "_minion_event": "minionEvent"},
+        )
+        self.assertEqual(
+            TRANSIENT_FUNCS, {"_return": "minionReturn", "_minion_event": "minionEvent"}
+        )
         self.assertEqual(CLIENT_FUNCS, {"publish": "clientPublish", "runner": "clientRunner"})
-        self.assertEqual(ROLE_FUNCS, {"minion": MINION_FUNCS, "client": CLIENT_FUNCS})
+        self.assertEqual(
+            ROLE_FUNCS,
+            {"minion": MINION_FUNCS, "transient": TRANSIENT_FUNCS, "client": CLIENT_FUNCS},
+        )
         publicMethods = {
             name for name, value in inspect.getmembers(Master, callable) if not name.startswith("_")
         }
@@ -360,7 +371,7 @@ class DispatchTests(MasterTestCase):
             | {"rotatePublicationKey", "cutOff", "keyEvent", "reconcileKeys", "authenticate"},
         )
         reachable = set()
-        for table in (CLEAR_FUNCS, MINION_FUNCS, CLIENT_FUNCS):
+        for table in (CLEAR_FUNCS, MINION_FUNCS, TRANSIENT_FUNCS, CLIENT_FUNCS):
             for command, method in table.items():
                 self.assertIsInstance(command, str)
                 self.assertIn(method, publicMethods, command)

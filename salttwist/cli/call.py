@@ -4,14 +4,21 @@ C{salttwist-call}: Salt's C{salt-call}. Run one execution-module function on
 this machine, with the minion's configuration, grains and modules, and print
 its return under the key C{local}.
 
-Only C{--local} behaviour exists so far: the function runs here and nothing
-is sent to a master (C{--local} is accepted and is the default).
+Without C{--local}, the return is also sent to the master of the minion
+config, as Salt's C{salt-call} does: the command authenticates with the
+minion's own key in a transient session (which does not disturb the running
+minion daemon) and sends the return with jid C{req}; the master records it
+in its job cache under a jid of its own. If that
+fails (no key, key not accepted, master down) a warning goes to standard
+error and the local result is printed all the same. C{event.send} uses the
+same session. With C{--local} no master is contacted.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from salttwist.cli import addCommonArguments
@@ -19,6 +26,7 @@ from salttwist.cli.output import OUTPUTTERS, render
 from salttwist.cli.reactor import runWithReactor
 from salttwist.cli.salt import parseCliArgs
 from salttwist.config import ConfigError, loadMinionConfig
+from salttwist.transport.registry import findTransport
 
 
 def buildParser() -> argparse.ArgumentParser:
@@ -34,7 +42,7 @@ def buildParser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--local",
         action="store_true",
-        help="Run without a master (the only mode so far, so the default).",
+        help="Run without a master: nothing is sent to it.",
     )
     parser.add_argument(
         "--retcode-passthrough",
@@ -50,26 +58,63 @@ def buildParser() -> argparse.ArgumentParser:
 
 
 async def callFunction(
-    reactor: Any, config: dict[str, Any], fun: str, arg: list[Any]
+    reactor: Any,
+    config: dict[str, Any],
+    fun: str,
+    arg: list[Any],
+    fireMaster: Callable[[str, Any], Any] | None = None,
 ) -> dict[str, Any]:
     """
     Run C{fun} with C{arg} as a minion would, on C{reactor}.
 
+    @param fireMaster: how C{event.send} reaches the master (L{None} with
+        C{--local}).
     @return: C{{"return", "retcode", "success"}}.
     """
-    import socket
-
     from salttwist.blocking import threadRunner
+    from salttwist.client.transient import defaultMinionId
     from salttwist.minion.executor import Executor
     from salttwist.minion.grains import coreGrains, grainsFilePath
     from salttwist.modules import LoaderContext, loadFunctions
 
-    minionId = config["id"] or socket.getfqdn()
+    minionId = defaultMinionId(config)
     grains = coreGrains(minionId, config["grains"], grainsFilePath(config))
-    context = LoaderContext(config, grains, reactor)
+    context = LoaderContext(config, grains, reactor, fireMaster=fireMaster)
     executor = Executor(loadFunctions(), context, threadRunner(reactor))
     context.functions = executor.functions
     return await executor.run(fun, arg)
+
+
+async def callAndReturn(
+    reactor: Any, config: dict[str, Any], fun: str, arg: list[Any], local: bool
+) -> dict[str, Any]:
+    """
+    Run C{fun} here; unless C{local}, send its return to the master (jid
+    C{req}) over a transient session, which C{event.send} shares. A failure
+    to reach the master is a warning on standard error, not an error.
+
+    @return: C{{"return", "retcode", "success"}}.
+    """
+    from salttwist.blocking import threadRunner
+    from salttwist.client.transient import CallerError, MasterCaller, defaultMinionId
+
+    if local:
+        return await callFunction(reactor, config, fun, arg)
+    caller = MasterCaller(config, defaultMinionId(config), reactor, threadRunner(reactor))
+    try:
+        result = await callFunction(reactor, config, fun, arg, caller.fireMaster)
+        try:
+            await caller.sendReturn(fun, arg, result)
+        except CallerError as e:
+            sys.stderr.write(f"Warning: the result was not sent to the master: {e}\n")
+        except Exception as e:
+            # Whatever went wrong with the master, the local result is shown.
+            sys.stderr.write(
+                f"Warning: the result was not sent to the master: {type(e).__name__}: {e}\n"
+            )
+    finally:
+        caller.close()
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,11 +124,17 @@ def main(argv: list[str] | None = None) -> int:
     options = buildParser().parse_args(argv)
     try:
         config = loadMinionConfig(options.config_dir)
+        # Before the reactor starts: it needs pyOpenSSL only if the call
+        # talks to the master over a transport that does.
+        tls = not options.local and findTransport(config["transport"]).needsTLS
     except ConfigError as e:
         sys.stderr.write(f"Error: {e}\n")
         return 2
     result, failed = runWithReactor(
-        lambda reactor: callFunction(reactor, config, options.function, parseCliArgs(options.arg))
+        lambda reactor: callAndReturn(
+            reactor, config, options.function, parseCliArgs(options.arg), options.local
+        ),
+        tls=tls,
     )
     if failed is not None:
         return failed

@@ -73,7 +73,9 @@ class Authenticator:
         """
         Check one C{_auth} request.
 
-        @param load: C{{"id", "pub", "nonce", "sig"}} as received.
+        @param load: C{{"id", "pub", "nonce", "sig"}} as received, and
+            C{"transient": True} for a transient session (the flag is part
+            of what C{sig} covers).
         @param challenge: the challenge this connection was greeted with.
         """
         try:
@@ -89,7 +91,13 @@ class Authenticator:
             crypt.verify(
                 publicKey,
                 sig,
-                wire.authRequestMessage(challenge, nonce, minionId, pem),  # type: ignore[arg-type]
+                wire.authRequestMessage(
+                    challenge,
+                    nonce,
+                    minionId,
+                    pem,  # type: ignore[arg-type]
+                    transient=load.get("transient") is True,
+                ),
             )
         except crypt.CryptError as e:
             self.log.warn("auth for {id} from {peer} refused: {e}", id=minionId, peer=peer, e=e)

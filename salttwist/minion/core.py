@@ -13,19 +13,25 @@ attempt can never act on a newer one.
 
 from __future__ import annotations
 
-import os
 import random
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, fail, maybeDeferred
 from twisted.internet.error import ConnectionLost
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 
 from salttwist import crypt, serial, wire
 from salttwist.jid import isJid
+from salttwist.minion.auth import (  # MASTER_PUB_FILE is re-exported
+    MASTER_PUB_FILE,  # noqa: F401
+    AuthRefused,
+    MasterIdentityError,
+    MinionCredentials,
+    authenticate,
+)
 from salttwist.minion.executor import Executor
 from salttwist.minion.jobs import RunningJob
 from salttwist.minion.pubclient import PubClientProtocol
@@ -35,7 +41,6 @@ from salttwist.targeting import TargetError, matchMinion
 from salttwist.transport.framing import quietFactory
 from salttwist.transport.reqclient import ReqClientProtocol, RequestError, reqClientFactory
 
-MASTER_PUB_FILE = "minion_master.pub"
 #: Seconds before its subscription that a publication may be stamped and
 #: still run (a job published while the minion was joining).
 SUBSCRIBE_GRACE = 2.0
@@ -104,7 +109,9 @@ class Minion:
         self._readyWaiters: list[Deferred[None]] = []
         master = config["master"]
         self.masterHost: str = master if isinstance(master, str) else master[0]
-        self._pinnedPath = os.path.join(config["pki_dir"], MASTER_PUB_FILE)
+        self.credentials = MinionCredentials(
+            minionId, privateKey, publicPem, config["pki_dir"], config.get("master_finger") or ""
+        )
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -202,45 +209,28 @@ class Minion:
             return
         self.req = req
         req.lost.addCallback(self._connectionLost, generation)
-        challenge = await self._answer(req.hello)
-        nonce = os.urandom(32)
-        signature = await self.runBlocking(
-            crypt.sign,
-            self.privateKey,
-            wire.authRequestMessage(challenge, nonce, self.id, self.publicPem),
-        )
-        reply = await self._answer(
-            req.sendClear(
-                {
-                    "cmd": "_auth",
-                    "id": self.id,
-                    "pub": self.publicPem,
-                    "nonce": nonce,
-                    "sig": signature,
-                    "autosign_grains": self._autosignGrains(),
-                }
+        try:
+            accepted = await authenticate(
+                req,
+                self.credentials,
+                self.runBlocking,
+                self._answer,
+                autosignGrains=self._autosignGrains,
             )
-        )
-        ret = reply.get("ret")
-        if ret == "pending":
-            raise AttemptFailed(
-                f"the master has not accepted this minion's key yet (salttwist-key -a {self.id})",
-                float(self.config["acceptance_wait_time"]),
-            )
-        if ret in ("rejected", "denied"):
-            raise AttemptFailed(
-                f"the master {ret} this minion's key", float(self.config["acceptance_wait_time"])
-            )
-        if ret != "accepted":
-            raise AttemptFailed(f"authentication failed: {reply.get('error', reply)!r}")
-        publicationKey, sessionKey, publishPort = await self.runBlocking(
-            self._openAuthReply, reply, challenge, nonce
-        )
+        except AuthRefused as e:
+            # Pending, rejected and denied keys wait for an admin: retry
+            # every acceptance_wait_time; anything else backs off.
+            wait = None if e.ret == "error" else float(self.config["acceptance_wait_time"])
+            raise AttemptFailed(str(e), wait) from e
+        except MasterIdentityError as e:
+            raise AttemptFailed(str(e)) from e
+        self._masterKey = accepted.masterKey
+        sessionKey, publishPort = accepted.sessionKey, accepted.publishPort
         if generation != self._generation:
             return
         req.startSession(sessionKey)
-        self._kid = reply["kid"]
-        self._pubKeys = {self._kid: crypt.AesCipher(publicationKey)}
+        self._kid = accepted.kid
+        self._pubKeys = {self._kid: crypt.AesCipher(accepted.publicationKey)}
         self._rotateCipher = crypt.AesCipher(crypt.deriveKey(sessionKey, wire.ROTATE_CONTEXT))
         pub = await self.connectTCP(
             self.masterHost, publishPort, quietFactory(lambda: PubClientProtocol(maxFrame))
@@ -300,6 +290,21 @@ class Minion:
             )
         )
 
+    def fireMaster(self, tag: str, data: Any) -> Deferred[dict[str, Any]]:
+        """
+        Send an event to the master's bus over this minion's session (Salt's
+        C{_minion_event}); the master decides whether the tag is allowed.
+
+        @return: a L{Deferred} firing with the master's answer, or failing
+            with L{RequestError} if it refused the event, or with
+            L{ConnectionError} if the minion is not connected.
+        """
+        if self.state != "ready" or self.req is None:
+            return fail(ConnectionError(f"minion {self.id} is not connected to its master"))
+        return maybeDeferred(
+            self.req.request, {"cmd": "_minion_event", "id": self.id, "tag": tag, "data": data}
+        )
+
     def _answer(self, d: Deferred) -> Deferred:
         """
         Bound the wait for one answer of the master, so a master that accepts
@@ -326,63 +331,6 @@ class Minion:
         return {
             name: grains[name] for name in self.config.get("autosign_grains", []) if name in grains
         }
-
-    def _openAuthReply(
-        self, reply: dict[str, Any], challenge: bytes, nonce: bytes
-    ) -> tuple[bytes, bytes, int]:
-        """
-        Check the master's identity and signature, pin its key on first
-        contact, and decrypt the publication and session keys. Blocking (RSA).
-        """
-        masterPem = crypt.canonicalPublicPem(reply.get("master_pub"))  # type: ignore[arg-type]
-        pinned = self._readPinned()
-        if pinned is not None and pinned != masterPem:
-            raise AttemptFailed(
-                f"the master presents key {crypt.fingerprint(masterPem)}, not the pinned "
-                f"{crypt.fingerprint(pinned)} in {self._pinnedPath}; if the master was "
-                "rebuilt on purpose, remove that file"
-            )
-        finger = self.config.get("master_finger") or ""
-        if finger and crypt.fingerprint(masterPem) != finger.lower():
-            raise AttemptFailed(
-                f"the master presents key {crypt.fingerprint(masterPem)}, not master_finger "
-                f"{finger}"
-            )
-        masterKey = crypt.loadPublicKey(masterPem)
-        aesCt, sessionCt, kid, port = (
-            reply.get("aes"),
-            reply.get("session"),
-            reply.get("kid"),
-            reply.get("publish_port"),
-        )
-        if not (
-            isinstance(aesCt, bytes)
-            and isinstance(sessionCt, bytes)
-            and isinstance(kid, int)
-            and isinstance(port, int)
-        ):
-            raise AttemptFailed("malformed auth reply from the master")
-        crypt.verify(
-            masterKey,
-            reply.get("sig"),
-            wire.authReplyMessage(challenge, nonce, self.id, aesCt, sessionCt, kid, port),
-        )  # type: ignore[arg-type]
-        publicationKey = crypt.rsaDecrypt(self.privateKey, aesCt)
-        sessionKey = crypt.rsaDecrypt(self.privateKey, sessionCt)
-        if pinned is None:
-            with open(self._pinnedPath + ".tmp", "wb") as f:
-                f.write(masterPem)
-            os.replace(self._pinnedPath + ".tmp", self._pinnedPath)
-            self.log.info("pinned the master's public key in {path}", path=self._pinnedPath)
-        self._masterKey = masterKey
-        return publicationKey, sessionKey, port
-
-    def _readPinned(self) -> bytes | None:
-        try:
-            with open(self._pinnedPath, "rb") as f:
-                return crypt.canonicalPublicPem(f.read())
-        except FileNotFoundError:
-            return None
 
     # -- publications and returns ------------------------------------------------
 

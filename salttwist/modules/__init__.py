@@ -37,6 +37,7 @@ MODULES = (
     "status",
     "pkg",
     "saltutil",
+    "event",
 )
 
 
@@ -73,6 +74,12 @@ class LoaderContext:
     #: The jobs this minion is running, by jid (Salt's proc dir), for the
     #: saltutil module: each has C{info()} and C{cancel()}.
     running: dict[str, Any] = field(default_factory=dict)
+    #: Sends C{(tag, data)} to the master's event bus over the minion's own
+    #: session (Salt's C{_minion_event}), on the reactor thread: returns a
+    #: L{Deferred} that fails with
+    #: L{salttwist.transport.reqclient.RequestError} when the master refuses
+    #: the event. L{None} when there is no master (C{salttwist-call --local}).
+    fireMaster: Callable[[str, Any], Any] | None = None
 
 
 @dataclass(frozen=True)

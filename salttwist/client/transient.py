@@ -1,0 +1,262 @@
+# -*- test-case-name: tests.test_transient_sessions,tests.test_cli_call_master -*-
+"""
+C{salttwist-call}'s link to the master of its minion config (Salt's Caller
+talking to its master): a transient session authenticated with the minion's
+own key, over which the call sends its return (jid C{req}) and the events of
+C{event.send}.
+
+A transient session is authenticated like the minion daemon's (same key
+checks, same pending and denied rules), but the master keeps it apart: it
+does not replace the daemon's session, so the running minion stays
+connected, and it cannot subscribe to publications.
+
+Nothing here creates a key: the caller uses the key the minion daemon made
+in C{pki_dir}, and the master must have accepted it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred, DeferredLock
+from twisted.logger import Logger
+
+from salttwist import crypt, serial
+from salttwist.minion.auth import (
+    AuthRefused,
+    MasterIdentityError,
+    MinionCredentials,
+    authenticate,
+)
+from salttwist.transport.reqclient import ReqClientProtocol, RequestError, reqClientFactory
+
+#: Seconds the caller waits for each step (connecting, each answer).
+CALL_TIMEOUT = 10.0
+#: The jid of a return the master did not publish (Salt's C{req}).
+REQ_JID = "req"
+
+ConnectTCP = Callable[[str, int, Any], Deferred]
+
+
+class CallerError(Exception):
+    """
+    The caller could not talk to its master; the message says why, in words
+    for the user.
+    """
+
+
+class MasterCaller:
+    """
+    The transient session of one C{salttwist-call} with its master, opened
+    on first use and then reused.
+
+    @ivar jid: the jid the master gave the return, once sent.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        minionId: str,
+        reactor: Any,
+        runBlocking: Callable[..., Deferred],
+        connectTCP: ConnectTCP | None = None,
+        timeout: float = CALL_TIMEOUT,
+    ) -> None:
+        self.config = config
+        self.id = minionId
+        self.reactor = reactor
+        self.runBlocking = runBlocking
+        #: How to reach the master; by default, found at first use, the
+        #: client endpoints of the C{transport} the config names (as the
+        #: minion daemon connects).
+        self.connectTCP = connectTCP
+        self.timeout = timeout
+        self.jid: str | None = None
+        master = config["master"]
+        self.masterHost: str = master if isinstance(master, str) else master[0]
+        self._lock = DeferredLock()
+        self._req: ReqClientProtocol | None = None
+        self._session: ReqClientProtocol | None = None
+        self._error: str | None = None
+
+    # -- the session -----------------------------------------------------------
+
+    async def session(self) -> ReqClientProtocol:
+        """
+        @return: the authenticated transient session, opened on first use.
+        @raise CallerError: if it cannot be opened (and every later call
+            raises the same, without trying again).
+        """
+        async with self._lock:
+            if self._session is None and self._error is None:
+                try:
+                    self._session = await self._open()
+                except CallerError as e:
+                    self._error = str(e)
+                except Exception as e:
+                    self.log.failure("opening the transient session failed")
+                    self._error = f"unexpected error: {type(e).__name__}: {e}"
+                if self._error is not None:
+                    self.close()
+        if self._session is None:
+            raise CallerError(self._error)
+        return self._session
+
+    async def _open(self) -> ReqClientProtocol:
+        credentials = await self.runBlocking(self._loadCredentials)
+        host, port = self.masterHost, self.config["master_port"]
+        if self.connectTCP is None:
+            from salttwist.minion.service import transportConnector
+            from salttwist.transport.registry import UnknownTransport, findTransport
+
+            try:
+                transport = findTransport(self.config["transport"])
+            except UnknownTransport as e:
+                raise CallerError(str(e)) from e
+            self.connectTCP = transportConnector(self.reactor, self.config, transport)
+        try:
+            req = await self._answer(
+                self.connectTCP(host, port, reqClientFactory(self.config["max_frame_bytes"]))
+            )
+        except Exception as e:
+            raise CallerError(f"cannot reach the master at {host}:{port} ({e})") from e
+        self._req = req
+        try:
+            accepted = await authenticate(
+                req, credentials, self.runBlocking, self._answer, transient=True
+            )
+        except AuthRefused as e:
+            raise CallerError(str(e)) from e
+        except MasterIdentityError as e:
+            raise CallerError(str(e)) from e
+        except crypt.CryptError as e:
+            raise CallerError(f"the master's answer did not verify: {e}") from e
+        except Exception as e:
+            raise CallerError(f"authentication with the master failed ({e})") from e
+        req.startSession(accepted.sessionKey)
+        return req
+
+    def _loadCredentials(self) -> MinionCredentials:
+        """
+        Read the minion's key pair from C{pki_dir}. Blocking (a file, RSA).
+
+        @raise CallerError: if there is no usable key.
+        """
+        pkiDir = self.config["pki_dir"]
+        path = os.path.join(pkiDir, "minion.pem")
+        try:
+            with open(path, "rb") as f:
+                privateKey = crypt.loadPrivateKey(f.read())
+        except FileNotFoundError:
+            raise CallerError(
+                f"this minion has no key ({path} does not exist); start salttwist-minion "
+                "once so that it makes one and the master can accept it"
+            ) from None
+        except OSError as e:
+            raise CallerError(
+                f"cannot read the minion's key {path}: {e.strerror or e} "
+                "(run salttwist-call as the minion's user)"
+            ) from e
+        except ValueError as e:
+            raise CallerError(f"the minion's key {path} is not usable: {e}") from e
+        publicPem = crypt.publicKeyToPem(privateKey.public_key())
+        return MinionCredentials(
+            self.id, privateKey, publicPem, pkiDir, self.config.get("master_finger") or ""
+        )
+
+    def _answer(self, d: Deferred) -> Deferred:
+        return d.addTimeout(self.timeout, self.reactor)
+
+    def close(self) -> None:
+        """
+        Close the session (or the connection being authenticated).
+        """
+        req, self._req, self._session = self._req, None, None
+        if req is not None and req.transport is not None:
+            req.transport.loseConnection()
+
+    # -- what goes over it -----------------------------------------------------
+
+    async def request(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """
+        Send one request on the session (opening it first if need be).
+
+        @raise CallerError: if the session cannot be opened or the request
+            gets no answer.
+        @raise RequestError: if the master refused the request.
+        """
+        req = await self.session()
+        try:
+            return await self._answer(req.request(payload))
+        except (RequestError, serial.SerialError):
+            raise
+        except Exception as e:
+            raise CallerError(f"the master did not answer ({e})") from e
+
+    def fireMaster(self, tag: str, data: Any) -> Deferred[dict[str, Any]]:
+        """
+        Send an event to the master's bus (C{LoaderContext.fireMaster}).
+        """
+        return Deferred.fromCoroutine(
+            self.request({"cmd": "_minion_event", "id": self.id, "tag": tag, "data": data})
+        )
+
+    async def sendReturn(self, fun: str, arg: list[Any], result: dict[str, Any]) -> str:
+        """
+        Send the return of C{fun} with jid C{req}: the master records a job
+        for it in its job cache, under a jid it makes.
+
+        @param result: C{{"return", "retcode", "success"}} as the executor
+            shaped it.
+        @return: the jid the master gave the job.
+        @raise CallerError: if the return could not be delivered.
+        """
+        value = result["return"]
+        try:
+            serial.dumps(value)
+        except serial.SerialError as e:
+            value = f"The minion function returned a value that cannot be sent: {e}"
+        load = {
+            "cmd": "_return",
+            "id": self.id,
+            "jid": REQ_JID,
+            "fun": fun,
+            "fun_args": arg,
+            "return": value,
+            "retcode": result["retcode"],
+            "success": result["success"],
+            "user": _user(),
+        }
+        try:
+            reply = await self.request(load)
+        except RequestError as e:
+            raise CallerError(f"the master refused the return: {e}") from e
+        except serial.SerialError as e:
+            raise CallerError(f"the return cannot be sent: {e}") from e
+        jid = reply.get("jid")
+        self.jid = jid if isinstance(jid, str) else None
+        return self.jid or ""
+
+
+def _user() -> str:
+    """
+    The name of the user running the command, for the job's C{user}.
+    """
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        return "unknown"
+
+
+def defaultMinionId(config: dict[str, Any]) -> str:
+    """
+    The minion id C{config} gives, or this host's FQDN, as the daemon does.
+    """
+    return config["id"] or socket.getfqdn()
