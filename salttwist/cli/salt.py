@@ -21,7 +21,10 @@ from salttwist import serial
 from salttwist.cli import addCommonArguments
 from salttwist.cli.output import OUTPUTTERS, minionReturnLine, render
 from salttwist.cli.reactor import runWithReactor
+from salttwist.client.batch import batchSize as batchSize
+from salttwist.client.batch import parseBatch
 from salttwist.config import ConfigError, loadMasterConfig
+from salttwist.transport.registry import findTransport
 
 NO_RESPONSE = "Minion did not return. [No response]"
 NOT_CONNECTED = "Minion did not return. [Not connected]"
@@ -145,23 +148,10 @@ def _batchSpec(text: str) -> tuple[int, bool]:
     """
     Parse C{-b}: C{N} minions or C{N%} of them.
     """
-    percent = text.endswith("%")
-    number = text[:-1] if percent else text
-    if not number.isdigit() or int(number) < 1 or (percent and int(number) > 100):
-        raise argparse.ArgumentTypeError(
-            f"batch size must be a whole number >= 1 or a percentage 1%..100%, not {text!r}"
-        )
-    return int(number), percent
-
-
-def batchSize(spec: tuple[int, bool], count: int) -> int:
-    """
-    @return: how many of C{count} minions one batch holds (at least 1).
-    """
-    number, percent = spec
-    if percent:
-        return max(1, -(-count * number // 100))
-    return number
+    try:
+        return parseBatch(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parseCliArgs(words: list[str]) -> list[Any]:
@@ -357,47 +347,40 @@ async def _runBatches(
     progress: ProgressBar | None,
 ) -> Any:
     """
-    Salt's batch mode: find the targeted minions that answer C{test.ping},
-    then run the job on C{-b} of them at a time, waiting C{--batch-wait}
-    seconds between batches and, with C{--failhard}, stopping after a batch
-    in which a minion failed.
+    Salt's batch mode (L{salttwist.client.batch.runBatches}): find the
+    targeted minions that answer C{test.ping}, then run the job on C{-b} of
+    them at a time, announcing each batch, waiting C{--batch-wait} seconds
+    between batches and, with C{--failhard}, stopping after a batch in which
+    a minion failed.
     """
-    from twisted.internet.task import deferLater
+    from salttwist.client.batch import runBatches
 
-    from salttwist.client.local import JobResult
+    def answered(up: list[str]) -> None:
+        if progress is not None:
+            progress.expect(len(up))
 
-    tgtType = options.tgt_type or "glob"
-    ping = await client.run(
-        options.target, "test.ping", [], tgtType, timeout, gatherJobTimeout=gatherTimeout
-    )
-    combined = JobResult("", ping.minions, missing=list(ping.missing))
-    combined.notConnected = list(ping.notConnected)
-    up = sorted(ping.returns)
-    if progress is not None:
-        progress.expect(len(up))
-    size = batchSize(options.batch, len(up))
-    arg = parseCliArgs(options.arg)
-    for start in range(0, len(up), size):
-        chunk = up[start : start + size]
-        if start and options.batch_wait:
-            await deferLater(reactor, options.batch_wait, lambda: None)
+    def starting(chunk: list[str]) -> None:
         if options.out != "quiet":
             sys.stdout.write(f"\nExecuting run on {chunk}\n\n")
-        result = await client.run(
-            chunk,
-            options.function,
-            arg,
-            "list",
-            timeout,
-            onReturn=onReturn,
-            gatherJobTimeout=gatherTimeout,
-        )
-        combined.returns.update(result.returns)
-        combined.missing += result.missing
-        combined.notConnected += result.notConnected
-        if options.failhard and (_failedReturns(result) or result.missing):
-            sys.stderr.write("Minion failed in this batch: --failhard stops here.\n")
-            break
+
+    combined, stopped = await runBatches(
+        client,
+        reactor,
+        options.target,
+        options.function,
+        parseCliArgs(options.arg),
+        options.tgt_type or "glob",
+        options.batch,
+        timeout,
+        gatherTimeout,
+        batchWait=options.batch_wait,
+        failhard=options.failhard,
+        onUp=answered,
+        onBatch=starting,
+        onReturn=onReturn,
+    )
+    if stopped:
+        sys.stderr.write("Minion failed in this batch: --failhard stops here.\n")
     return combined
 
 
@@ -486,10 +469,13 @@ def main(argv: list[str] | None = None) -> int:
     options = buildParser().parse_args(argv)
     try:
         config = loadMasterConfig(options.config_dir)
+        # Looked up before the reactor starts: it needs pyOpenSSL only if
+        # the transport does (an unknown transport is a ConfigError).
+        tls = findTransport(config["transport"]).needsTLS
     except ConfigError as e:
         sys.stderr.write(f"Error: {e}\n")
         return EX_UNAVAILABLE
-    exitCode, failed = runWithReactor(lambda reactor: runJob(reactor, options, config))
+    exitCode, failed = runWithReactor(lambda reactor: runJob(reactor, options, config), tls=tls)
     return failed if failed is not None else exitCode
 
 
