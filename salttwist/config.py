@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 import yaml
 from twisted.logger import Logger
 
+from salttwist.master.acl import checkBlacklistConfig, checkPublisherAclConfig
+
 __all__ = [
     "ConfigError",
     "MASTER_DEFAULTS",
@@ -215,6 +217,34 @@ def _checkMapping(value: Any) -> dict:
     return value
 
 
+def _checkPublisherAcl(value: Any) -> dict:
+    """
+    Check Salt's C{publisher_acl}: user (or C{group%}) patterns mapped to
+    lists of function patterns and C{{target: [functions]}} mappings (see
+    L{salttwist.master.acl}).
+    """
+    try:
+        return checkPublisherAclConfig(value)
+    except ValueError as e:
+        raise _BadValue(
+            "a mapping of user names to lists of function patterns or"
+            f" {{target: [function patterns]}} mappings ({e})"
+        ) from None
+
+
+def _checkPublisherAclBlacklist(value: Any) -> dict:
+    """
+    Check Salt's C{publisher_acl_blacklist}: C{users} and C{modules} lists
+    of patterns.
+    """
+    try:
+        return checkBlacklistConfig(value)
+    except ValueError as e:
+        raise _BadValue(
+            f"a mapping with 'users' and/or 'modules' lists of patterns ({e})"
+        ) from None
+
+
 def _isStringList(value: object) -> bool:
     """
     Is C{value} a list whose items are all strings?
@@ -250,6 +280,43 @@ def _checkLogLevel(value: Any) -> str:
     raise _BadValue("a log level (" + ", ".join(_LOG_LEVELS) + ")")
 
 
+_REACTOR_SHAPE = "a list of single-key mappings {tag glob: file or [file, ...]}"
+
+
+def _checkReactor(value: Any) -> list[dict[str, list[str]]]:
+    """
+    Check Salt's C{reactor} option: a list of single-key mappings from a tag
+    glob to one reaction file or a list of them. The result always has a
+    list of files. C{salt://} paths need Salt's file server, which salttwist
+    does not have.
+    """
+    if not isinstance(value, list):
+        raise _BadValue(_REACTOR_SHAPE)
+    checked: list[dict[str, list[str]]] = []
+    for number, entry in enumerate(value, 1):
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise _BadValue(f"{_REACTOR_SHAPE} (entry {number} is not a single-key mapping)")
+        ((tagGlob, files),) = entry.items()
+        if not isinstance(tagGlob, str) or not tagGlob:
+            raise _BadValue(f"{_REACTOR_SHAPE} (entry {number}: the tag glob must be a string)")
+        if isinstance(files, str):
+            files = [files]
+        if not isinstance(files, list) or not files:
+            raise _BadValue(f"{_REACTOR_SHAPE} (entry {tagGlob!r} has no reaction file)")
+        for path in files:
+            if not isinstance(path, str) or not path:
+                raise _BadValue(
+                    f"{_REACTOR_SHAPE} (entry {tagGlob!r}: every file must be a non-empty string)"
+                )
+            if path.startswith("salt://"):
+                raise _BadValue(
+                    f"{_REACTOR_SHAPE} (entry {tagGlob!r}: {path!r}: salt:// paths need a file"
+                    " server, which salttwist does not have; give a filesystem path)"
+                )
+        checked.append({tagGlob: list(files)})
+    return checked
+
+
 _PORT = _integer(0, 65535, " (0 lets the OS choose)")
 _KEYSIZE = _integer(2048)
 _MAX_FRAME_BYTES = _integer(65536)
@@ -272,6 +339,7 @@ def _commonOptions(daemon: str) -> dict[str, _Option]:
         "pidfile": _Option(f"/var/run/salttwist-{daemon}.pid", _checkPath),
         "log_level": _Option("warning", _checkLogLevel),
         "log_level_logfile": _Option(None, _checkLogLevel),
+        "log_fmt_json": _Option(False, _checkBool),
         "user": _Option(None, _checkString),
         "publish_port": _Option(4505, _PORT),
         "keysize": _Option(2048, _KEYSIZE),
@@ -300,10 +368,16 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "publish_session": _Option(86400, _checkNumber),
     "gather_job_timeout": _Option(10, _checkNumber),
     "nodegroups": _Option({}, _checkMapping),
+    "publisher_acl": _Option({}, _checkPublisherAcl),
+    "publisher_acl_blacklist": _Option({}, _checkPublisherAclBlacklist),
     "presence_events": _Option(False, _checkBool),
+    "loop_interval": _Option(60, _checkPositiveNumber),
     "event_queue_max": _Option(10000, _integer(1)),
     "master_stats": _Option(False, _checkBool),
-    "master_stats_event_iter": _Option(60, _checkNumber),
+    "master_stats_event_iter": _Option(60, _checkPositiveNumber),
+    "reactor": _Option([], _checkReactor),
+    "reactor_worker_threads": _Option(10, _integer(1)),
+    "reactor_worker_hwm": _Option(10000, _integer(1)),
 }
 
 _MINION_OPTIONS: dict[str, _Option] = {
@@ -507,15 +581,10 @@ def _applyRootDir(config: dict[str, Any], options: Mapping[str, _Option]) -> Non
 NOT_YET_IMPLEMENTED: dict[str, dict[str, str]] = {
     "master": {
         "user": "run the daemon as that user instead",
-        "transport": "issue 5 (transport plugins); only tcp exists",
-        "presence_events": "issue 5 (event bus)",
-        "master_stats": "issue 5 (event bus)",
-        "master_stats_event_iter": "issue 5 (event bus)",
         "log_level_logfile": "use log_level",
     },
     "minion": {
         "user": "run the daemon as that user instead",
-        "transport": "issue 5 (transport plugins); only tcp exists",
         "publish_port": "the minion learns it from the master",
         "acceptance_wait_time_max": "acceptance_wait_time is used as is",
         "log_level_logfile": "use log_level",

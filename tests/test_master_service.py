@@ -62,6 +62,8 @@ class MasterServiceTests(SynchronousTestCase):
         self.root = tempfile.mkdtemp(prefix="stm-")
         self.addCleanup(shutil.rmtree, self.root, True)
         self.reactor = MemoryReactorClock()
+        # As under twistd -n once the reactor runs; see test_announcedWhenRunning.
+        self.reactor.running = True
 
     def makeService(self, **overrides: Any) -> MasterService:
         """
@@ -98,6 +100,27 @@ class MasterServiceTests(SynchronousTestCase):
         with open(os.path.join(service.config["sock_dir"], PORTS_FILE)) as f:
             self.assertEqual(json.load(f)["ret_port"], 4506)
 
+    def test_announcedWhenRunning(self) -> None:
+        """
+        Started before the reactor runs (twistd's order), the master listens
+        at once but writes its ports file and fires C{whenReady} only once
+        the reactor runs, when twistd's SIGTERM handler is in place: a
+        supervisor that stops it as soon as the file appears gets a clean
+        shutdown.
+        """
+        self.reactor.running = False
+        service = self.makeService()
+        service.privilegedStartService()
+        portsFile = os.path.join(service.config["sock_dir"], PORTS_FILE)
+        ready = service.whenReady()
+        self.assertEqual(len(self.reactor.tcpServers), 2)
+        self.assertFalse(os.path.exists(portsFile))
+        self.assertNoResult(ready)
+        for hook, args, kwargs in self.reactor.whenRunningHooks:
+            hook(*args, **kwargs)
+        self.assertTrue(os.path.exists(portsFile))
+        self.successResultOf(ready)
+
     def test_cannotListen(self) -> None:
         """
         When a port cannot be bound before the reactor runs (twistd's order),
@@ -107,14 +130,13 @@ class MasterServiceTests(SynchronousTestCase):
         from twisted.internet.defer import fail
         from twisted.internet.error import CannotListenError
 
-        from salttwist.master import service as serviceModule
-
         class Busy:
             def listen(self, factory: object) -> Deferred[None]:
                 return fail(CannotListenError("127.0.0.1", 4506, OSError("in use")))
 
-        self.patch(serviceModule, "tcpServerEndpoint", lambda *a: Busy())
+        self.reactor.running = False
         service = self.makeService()
+        self.patch(service.transport, "serverEndpoint", lambda *a: Busy())
         ready = service.whenReady()
         error = self.assertRaises(StartupError, service.privilegedStartService)
         self.assertIn("cannot listen", str(error))

@@ -23,16 +23,25 @@ from twisted.logger import Logger
 from salttwist import crypt, serial, wire
 from salttwist.args import parseArgs
 from salttwist.blocking import RunBlocking, runSynchronously  # noqa: F401 (re-exported)
+from salttwist.daemon import StartupError
 from salttwist.interfaces import IAutosignPolicy, IEventBus, IJobCache, IKeyStore
 from salttwist.jid import JidGenerator, isJid
+from salttwist.master.acl import FIND_JOB, AclRefused, Decision, PublisherAcl, SystemUserDatabase
 from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import MasterKeys, PublicationKey
+from salttwist.master.maintenance import RequestStats
 from salttwist.pki.autosign import buildAutosignPolicy
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
 from salttwist.runners import RunnerContext, loadRunners
-from salttwist.targeting import TargetError, checkMinions, expandNodegroup, validateTarget
+from salttwist.targeting import (
+    TargetError,
+    checkMinions,
+    compileTarget,
+    expandNodegroup,
+    validateTarget,
+)
 
 if TYPE_CHECKING:
     from salttwist.master.publisher import PubServerProtocol
@@ -42,6 +51,18 @@ AUTHENTICATE_TASK = "salttwist.master.authtasks.authenticate"
 #: Authentications worked on at once; more are answered "busy" at once.
 MAX_AUTH_IN_FLIGHT = 1000
 FUNCTION_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
+#: The jid a minion puts in a return the master did not publish
+#: (C{salttwist-call}); the master gives it a real jid (Salt's C{req}).
+REQ_JID = "req"
+#: Transient sessions (C{salttwist-call}) kept per minion id; opening one
+#: more closes the oldest.
+MAX_TRANSIENT_SESSIONS = 16
+#: The longest tag a minion may fire (as the event pull socket's limit).
+MAX_EVENT_TAG = 512
+#: The most bytes a minion event's data may take, serialised (Salt's
+#: C{max_event_size} default): every bus subscriber may queue it.
+MAX_EVENT_DATA_BYTES = 1048576
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 AuthResult = tuple[dict[str, Any], bytes | None, str | None, str | None]
 
 
@@ -68,11 +89,35 @@ def publishableTarget(tgt: Any, tgtType: str, nodegroups: dict[str, Any]) -> tup
     return tgt, tgtType
 
 
+def minionTagProblem(minionId: str, tag: object) -> str | None:
+    """
+    The tag rule for events a minion sends (C{_minion_event}): it must not
+    forge the master's own events. A tag is a string of 1 to
+    L{MAX_EVENT_TAG} characters without control characters; under C{salt/}
+    only C{salt/minion/<the sender's id>/...} is allowed. Every other tag
+    (C{myco/deploy/done}) is the minion's own business.
+
+    @return: L{None} if C{minionId} may fire C{tag}, else why not.
+    """
+    if not isinstance(tag, str) or not tag:
+        return "the tag must be a non-empty string"
+    if len(tag) > MAX_EVENT_TAG:
+        return f"the tag is longer than {MAX_EVENT_TAG} characters"
+    if _CONTROL.search(tag):
+        return "the tag holds control characters"
+    own = f"salt/minion/{minionId}/"
+    if tag.startswith("salt/") and not tag.startswith(own):
+        return f"tags under salt/ are the master's; a minion may only fire {own}... among them"
+    return None
+
+
 class Master:
     """
     The master's shared state.
 
     @ivar sessions: authenticated minion req sessions by minion id.
+    @ivar transients: the transient sessions (C{salttwist-call}) of each
+        minion id, oldest first; they never replace or close C{sessions}.
     @ivar subscribers: pub-channel subscribers by minion id.
     """
 
@@ -101,6 +146,7 @@ class Master:
         self.publicationKey = PublicationKey()
         self.publishPort: int = config["publish_port"]
         self.sessions: dict[str, ReqServerProtocol] = {}
+        self.transients: dict[str, dict[ReqServerProtocol, None]] = {}
         self.subscribers: dict[str, PubServerProtocol] = {}
         self.grainsCache = grainsCache or GrainsCache(None, runBlocking)
         self.jobCache = jobCache
@@ -109,6 +155,8 @@ class Master:
         self.workers = workers
         self.runners = loadRunners()
         self.jobs = JobRegistry()
+        #: Req-channel requests handled per command, for C{master_stats}.
+        self.requestStats = RequestStats()
         self.jids = JidGenerator()
         self.authenticator = Authenticator(
             keyStore,
@@ -117,6 +165,11 @@ class Master:
             lambda: self.publishPort,
         )
         self.autosign = autosign or buildAutosignPolicy(config, clock, runBlocking=runBlocking)
+        try:
+            #: Who besides the master's own user may publish what.
+            self.acl = PublisherAcl.fromConfig(config, SystemUserDatabase())
+        except ValueError as e:
+            raise StartupError(f"{config.get('conf_file', 'the master config')}: {e}") from e
         bus.subscribe(["salt/key"], self.keyEvent)
 
     # -- clear-text functions -------------------------------------------------
@@ -151,7 +204,9 @@ class Master:
         def done(outcome: AuthOutcome) -> AuthResult:
             for tag, data in outcome.events:
                 self.bus.fire(tag, data)
-            role = "minion" if outcome.sessionKey is not None else None
+            role = None
+            if outcome.sessionKey is not None:
+                role = "transient" if load.get("transient") is True else "minion"
             return outcome.reply, outcome.sessionKey, role, outcome.minionId
 
         def finished(result: Any) -> Any:
@@ -224,18 +279,38 @@ class Master:
 
     def clearClientAuth(self, proto: ReqServerProtocol, load: dict[str, Any]) -> AuthResult:
         """
-        C{_client_auth}: the local client proves it can read the root key by
-        a MAC over this connection's challenge; the session key is derived
-        from both, so the root key itself never crosses the wire.
+        C{_client_auth}: the local client proves it can read a key by a MAC
+        over this connection's challenge (and the C{user} it names, if
+        any); the session key is derived from both, so the key itself never
+        crosses the wire.
+
+        Which key: the one of the named user if C{publisher_acl} gave that
+        user one, else the root key. The session's user
+        (C{proto.clientUser}) is what the key proves: a publisher_acl key
+        proves its user, whose publishes the ACL then checks
+        (C{proto.clientAcl}); the root key proves the master's own user or
+        root, who may name themselves (Salt's C{sudo_<user>}) and publish
+        anything.
         """
-        nonce, mac = load.get("nonce"), load.get("mac")
-        rootKey = self.masterKeys.rootKey
-        if isinstance(nonce, bytes) and len(nonce) == NONCE_BYTES:
-            expected = crypt.hmacSha256(rootKey, wire.clientAuthMessage(proto.challenge, nonce))
-            if crypt.hmacEqual(expected, mac):  # type: ignore[arg-type]
-                key = crypt.deriveKey(rootKey, wire.clientSessionContext(proto.challenge, nonce))
-                return {"ret": "ok"}, key, "client", None
-        self.log.warn("local client authentication from {peer} failed", peer=proto.peerName)
+        nonce, mac, user = load.get("nonce"), load.get("mac"), load.get("user")
+        userKey = self.masterKeys.userKeys.get(user) if isinstance(user, str) else None
+        key = userKey if userKey is not None else self.masterKeys.rootKey
+        if (
+            (user is None or isinstance(user, str))
+            and isinstance(nonce, bytes)
+            and len(nonce) == NONCE_BYTES
+        ):
+            message = wire.clientAuthMessage(proto.challenge, nonce, user)
+            if crypt.hmacEqual(crypt.hmacSha256(key, message), mac):  # type: ignore[arg-type]
+                proto.clientUser = user if user is not None else "root"
+                proto.clientAcl = userKey is not None
+                sessionKey = crypt.deriveKey(key, wire.clientSessionContext(proto.challenge, nonce))
+                return {"ret": "ok"}, sessionKey, "client", None
+        self.log.warn(
+            "local client authentication from {peer} as {user!r} failed",
+            peer=proto.peerName,
+            user=user,
+        )
         return {"ret": "error", "error": "client authentication failed"}, None, None, None
 
     # -- sessions and subscriptions -----------------------------------------
@@ -243,7 +318,20 @@ class Master:
     def sessionStarted(self, proto: ReqServerProtocol) -> None:
         """
         A req session opened; a minion's replaces any older one of its id.
+
+        A transient session (C{salttwist-call} beside the minion daemon) is
+        kept apart: it replaces nothing, so the daemon stays connected and
+        subscribed, and it cannot subscribe itself. At most
+        L{MAX_TRANSIENT_SESSIONS} are kept per minion; the oldest goes.
         """
+        if proto.role == "transient" and proto.minionId is not None:
+            transients = self.transients.setdefault(proto.minionId, {})
+            transients[proto] = None
+            while len(transients) > MAX_TRANSIENT_SESSIONS:
+                oldest = next(iter(transients))
+                del transients[oldest]
+                oldest.transport.loseConnection()
+            return
         if proto.role != "minion" or proto.minionId is None:
             return
         old = self.sessions.get(proto.minionId)
@@ -264,6 +352,12 @@ class Master:
         A req session closed: its pub subscription ends with it.
         """
         minionId = proto.minionId
+        if proto.role == "transient" and minionId is not None:
+            transients = self.transients.get(minionId, {})
+            transients.pop(proto, None)
+            if not transients:
+                self.transients.pop(minionId, None)
+            return
         if minionId is None or self.sessions.get(minionId) is not proto:
             return
         del self.sessions[minionId]
@@ -359,22 +453,31 @@ class Master:
 
     def cutOff(self, minionId: str) -> bool:
         """
-        Close the session and pub subscription of C{minionId}.
+        Close the session, transient sessions and pub subscription of
+        C{minionId}.
 
-        @return: whether it had either.
+        @return: whether it had any.
         """
         session = self.sessions.pop(minionId, None)
         subscriber = self.subscribers.pop(minionId, None)
-        for proto in (session, subscriber):
+        transients = list(self.transients.pop(minionId, {}))
+        for proto in (session, subscriber, *transients):
             if proto is not None:
                 proto.transport.loseConnection()
-        if session is not None or subscriber is not None:
+        if session is not None or subscriber is not None or transients:
             self.log.warn("minion {id} is no longer accepted: cut off", id=minionId)
             return True
         return False
 
     def _connectedIds(self) -> set[str]:
-        return set(self.sessions) | set(self.subscribers)
+        return set(self.sessions) | set(self.subscribers) | set(self.transients)
+
+    def _connectionsOf(self, minionId: str) -> tuple[Any, ...]:
+        return (
+            self.sessions.get(minionId),
+            self.subscribers.get(minionId),
+            frozenset(self.transients.get(minionId, ())),
+        )
 
     def keyEvent(self, tag: str, data: dict[str, Any]) -> None:
         """
@@ -401,7 +504,7 @@ class Master:
         # Only connections that existed before the key store was read may be
         # judged by what it said: a minion accepted and authenticated while
         # the directory was being listed must not be cut off.
-        before = {m: (self.sessions.get(m), self.subscribers.get(m)) for m in self._connectedIds()}
+        before = {m: self._connectionsOf(m) for m in self._connectedIds()}
 
         def accepted(_: object) -> set[str]:
             return set(self.keyStore.listKeys("minions"))
@@ -410,8 +513,7 @@ class Master:
             gone = [
                 m
                 for m, protos in before.items()
-                if m not in acceptedIds
-                and (self.sessions.get(m), self.subscribers.get(m)) == protos
+                if m not in acceptedIds and self._connectionsOf(m) == protos
             ]
             cut = [m for m in gone if self.cutOff(m)]
             if cut or rotateReason is not None:
@@ -429,6 +531,11 @@ class Master:
         session's own id and a job that targeted it, once. A job this master
         process did not publish (it restarted while the minion held the
         return) is looked up in the job cache.
+
+        A return with jid C{req} answers no published job: the minion ran a
+        function by itself (C{salttwist-call}). The master makes a jid for
+        it and records the job as well as the return (L{_reqReturn}). A
+        transient session may send only those.
         """
         claimed, jid = load.get("id"), load.get("jid")
         minionId = proto.minionId
@@ -440,6 +547,10 @@ class Master:
             )
             raise ValueError("the return's id does not match the session")
         assert minionId is not None
+        if jid == REQ_JID:
+            return self._reqReturn(minionId, load)
+        if getattr(proto, "role", None) == "transient":
+            raise ValueError(f"return refused: a transient session may only return jid {REQ_JID!r}")
         if not isJid(jid):
             raise ValueError("return refused: no valid jid")
         if self.jobs.get(jid) is None and self.jobCache is not None:
@@ -463,6 +574,96 @@ class Master:
                 known.returned.update(returned)
         self._checkReturn(jid, minionId)
         return self._acceptReturn(minionId, jid, load)
+
+    def _reqReturn(self, minionId: str, load: dict[str, Any]) -> dict[str, Any]:
+        """
+        A return with jid C{req}, as Salt's master handles it: allocate a
+        jid, record the job (C{fun}, C{arg} from C{fun_args}, C{tgt} the
+        minion's id, C{tgt_type} C{list}, C{user}) in the registry and the
+        job cache, fire C{salt/job/<jid>/new}, then take the return as one
+        for that job (C{salt/job/<jid>/ret/<id>}).
+
+        @return: C{{"ret": True, "jid": jid}}.
+        """
+        fun, arg = load.get("fun"), load.get("fun_args", [])
+        if not isinstance(fun, str) or not FUNCTION_NAME.match(fun):
+            raise ValueError(f"return refused: invalid function name {fun!r}")
+        if not isinstance(arg, list):
+            raise ValueError("return refused: fun_args must be a list")
+        user = load.get("user")
+        if not isinstance(user, str) or not 0 < len(user) <= 256 or _CONTROL.search(user):
+            user = "root"
+        jid = self.jids.next()
+        job = {
+            "jid": jid,
+            "fun": fun,
+            "arg": arg,
+            "tgt": minionId,
+            "tgt_type": "list",
+            "user": user,
+            "ts": self.clock.seconds(),
+        }
+        self.jobs.add(jid, job, [minionId])
+        if self.jobCache is not None:
+            self._cacheWrite(self.jobCache.storeJob(jid, job, [minionId]))
+        self.bus.fire(
+            f"salt/job/{jid}/new",
+            {
+                "jid": jid,
+                "tgt": minionId,
+                "tgt_type": "list",
+                "fun": fun,
+                "arg": arg,
+                "minions": [minionId],
+                "user": user,
+            },
+        )
+        self._checkReturn(jid, minionId)
+        return dict(self._acceptReturn(minionId, jid, load), jid=jid)
+
+    def minionEvent(self, proto: ReqServerProtocol, load: dict[str, Any]) -> dict[str, Any]:
+        """
+        C{_minion_event}: a minion fires an event on the master's bus
+        (Salt's C{event.send}/C{event.fire_master}).
+
+        The tag must pass L{minionTagProblem}: no minion may forge the
+        master's events (C{salt/job/...}, C{salt/auth}, C{salt/key}, another
+        minion's C{salt/minion/<id>/...}). The event's data is built by the
+        master in Salt's shape: C{id} is always the session's minion id
+        (whatever the load claims), C{tag}, C{data} (the minion's, at most
+        L{MAX_EVENT_DATA_BYTES} serialised) and C{cmd}; the bus adds
+        C{_stamp}. A refusal is logged and answered with the rule it broke.
+        """
+        minionId = proto.minionId
+        assert minionId is not None
+        tag, data = load.get("tag"), load.get("data")
+        problem = minionTagProblem(minionId, tag)
+        if problem is None:
+            try:
+                size = len(serial.dumps(data))
+            except serial.SerialError as e:
+                size, problem = 0, f"the data cannot be serialised: {e}"
+            if size > MAX_EVENT_DATA_BYTES:
+                problem = f"the data takes {size} bytes, more than {MAX_EVENT_DATA_BYTES}"
+        if problem is not None:
+            shown = tag[:80] + "..." if isinstance(tag, str) and len(tag) > 80 else tag
+            self.log.warn(
+                "event {tag!r} from minion {id} refused: {problem}",
+                tag=shown,
+                id=minionId,
+                problem=problem,
+            )
+            raise ValueError(f"event refused: {problem}")
+        assert isinstance(tag, str)
+        claimed = load.get("id")
+        if claimed is not None and claimed != minionId:
+            self.log.warn(
+                "minion {id} sent an event claiming to be {claimed!r}; sent as {id}",
+                id=minionId,
+                claimed=claimed,
+            )
+        self.bus.fire(tag, {"id": minionId, "tag": tag, "data": data, "cmd": "_minion_event"})
+        return {"ret": True}
 
     def _acceptReturn(self, minionId: str, jid: str, load: dict[str, Any]) -> dict[str, Any]:
         event = {
@@ -498,7 +699,15 @@ class Master:
         C{publish}: the local client sends a job. The master works out which
         accepted minions are targeted, then seals, signs and broadcasts it.
 
+        A publisher_acl session publishes as its authenticated user, and
+        only what L{PublisherAcl.authorize} allows for the minions the
+        target reaches; when that relied on a target restriction and the
+        target depends on grains, the job is published to those minions by
+        name, so no minion whose grains differ from the master's cache runs
+        it too. The blacklist applies to every session, as in Salt.
+
         @return: C{{"jid": ..., "minions": [...]}}.
+        @raise AclRefused: the ACL refused it (the message says why).
         """
         fun, arg = load.get("fun"), load.get("arg", [])
         tgt, tgtType = load.get("tgt"), load.get("tgt_type", "glob")
@@ -515,20 +724,60 @@ class Master:
             published, publishedType = publishableTarget(tgt, tgtType, nodegroups)
         except TargetError as e:
             raise ValueError(f"invalid target: {e}") from e
-        user = load.get("user") if isinstance(load.get("user"), str) else "root"
+        aclSession = getattr(proto, "clientAcl", False)
+        if aclSession:
+            user = proto.clientUser
+        else:
+            claimed = load.get("user")
+            user = claimed if isinstance(claimed, str) else getattr(proto, "clientUser", None)
+            user = user or "root"
+        ownJobMinions = self._ownJobMinions(user, fun, arg) if aclSession else None
         grainsById = dict(self.grainsCache.grains)
+        acl = self.acl
 
-        def expected(_: object) -> list[str]:
-            return checkMinions(
+        def expected(_: object) -> tuple[list[str], Decision | None]:
+            minions = checkMinions(
                 self.keyStore.listKeys("minions"),
                 tgt,
                 tgtType,
                 grainsById=grainsById,
                 nodegroups=nodegroups,
             )
+            if aclSession:
+                ownFindJob = ownJobMinions is not None and set(minions) <= ownJobMinions
+                return minions, acl.authorize(user, fun, minions, grainsById, ownFindJob)
+            if acl.enabled:
+                acl.checkBlacklist(user, fun)
+            return minions, None
+
+        def authorized(result: tuple[list[str], Decision | None]) -> Any:
+            minions, decision = result
+            target, targetType = published, publishedType
+            if decision is not None and decision.restricted:
+                if compileTarget(tgt, tgtType, nodegroups).usesGrains:
+                    target, targetType = list(minions), "list"
+            return self._publishTo(minions, fun, arg, target, targetType, user)
+
+        def refused(failure: Any) -> Any:
+            if failure.check(AclRefused):
+                self.log.warn("publish refused: {why}", why=failure.value)
+            return failure
 
         d = self.runBlocking(expected, None)
-        return d.addCallback(self._publishTo, fun, arg, published, publishedType, user)
+        return d.addCallback(authorized).addErrback(refused)
+
+    def _ownJobMinions(self, user: str, fun: str, arg: list[Any]) -> frozenset[str] | None:
+        """
+        For C{saltutil.find_job} about one job of C{user}'s that this master
+        remembers (the local client asks silent minions about its own job):
+        the minions that job targeted.
+        """
+        if fun != FIND_JOB or len(arg) != 1 or not isinstance(arg[0], str):
+            return None
+        job = self.jobs.get(arg[0])
+        if job is None or job.load.get("user") != user:
+            return None
+        return job.minions
 
     def _publishTo(
         self, minions: list[str], fun: str, arg: list[Any], tgt: Any, tgtType: str, user: str
@@ -581,6 +830,10 @@ class Master:
             raise ValueError(f"invalid runner name {fun!r}")
         if not isinstance(arg, list):
             raise ValueError("arg must be a list")
+        if getattr(proto, "clientAcl", False):
+            refusal = self.acl.refuseRunner(proto.clientUser, fun)
+            self.log.warn("runner refused: {why}", why=refusal)
+            raise refusal
         function = self.runners.get(fun)
         if function is None:
             raise ValueError(f"'{fun}' is not available.")

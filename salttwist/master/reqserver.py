@@ -4,7 +4,8 @@ The req channel's server side.
 
 Before a session exists only the clear-text allow-list answers:
 L{CLEAR_FUNCS}. After C{_auth} a minion session may call only
-L{MINION_FUNCS}; after C{_client_auth} the local client only
+L{MINION_FUNCS} (a transient one, C{_auth} with C{"transient": True}, only
+L{TRANSIENT_FUNCS}); after C{_client_auth} the local client only
 L{CLIENT_FUNCS}. Every name maps to a method of L{Master}; nothing else is
 reachable from the wire.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 
 from salttwist.transport.framing import FrameProtocol, QuietFactory
@@ -28,23 +29,38 @@ if TYPE_CHECKING:
 #: C{(reply, sessionKey or None, role, minionId)}.
 CLEAR_FUNCS = {"_auth": "clearAuth", "_client_auth": "clearClientAuth"}
 #: Commands an authenticated minion session may send.
-MINION_FUNCS = {"_return": "minionReturn", "_grains": "minionGrains"}
+MINION_FUNCS = {
+    "_return": "minionReturn",
+    "_grains": "minionGrains",
+    "_minion_event": "minionEvent",
+}
+#: Commands a minion's transient session (C{salttwist-call}) may send: a
+#: return with jid C{req}, and events.
+TRANSIENT_FUNCS = {"_return": "minionReturn", "_minion_event": "minionEvent"}
 #: Commands an authenticated local-client session may send.
 CLIENT_FUNCS = {"publish": "clientPublish", "runner": "clientRunner"}
 
-ROLE_FUNCS = {"minion": MINION_FUNCS, "client": CLIENT_FUNCS}
+ROLE_FUNCS = {"minion": MINION_FUNCS, "transient": TRANSIENT_FUNCS, "client": CLIENT_FUNCS}
 
 
 class ReqServerProtocol(FrameProtocol):
     """
     One req-channel connection: clear-text authentication, then a session.
 
-    @ivar role: C{"minion"} or C{"client"} once authenticated.
+    @ivar role: C{"minion"}, C{"transient"} (a minion's short-lived
+        session, see L{Master.sessionStarted}) or C{"client"} once
+        authenticated.
     @ivar minionId: the authenticated minion's id (minion sessions).
+    @ivar clientUser: the local client's user (client sessions): the one
+        whose key it proved, see L{Master.clearClientAuth}.
+    @ivar clientAcl: whether that key was a publisher_acl user's, whose
+        requests the ACL checks, rather than the root key.
     """
 
     role: str | None = None
     minionId: str | None = None
+    clientUser: str | None = None
+    clientAcl: bool = False
 
     def __init__(self, master: Master) -> None:
         self._master = master
@@ -75,6 +91,7 @@ class ReqServerProtocol(FrameProtocol):
             return
         self._authenticating = True
         d = maybeDeferred(getattr(self._master, method), self, message)
+        self._timed(d, cmd)
         d.addCallbacks(self._authDone, self._authFailed)
 
     def _authDone(
@@ -112,11 +129,28 @@ class ReqServerProtocol(FrameProtocol):
         cmd = payload.get("cmd")
         method = ROLE_FUNCS[self.role].get(cmd) if isinstance(cmd, str) else None
         if method is None:
-            self.sendPayload({"rid": rid, "error": f"{cmd!r} is not available to a {self.role}"})
+            self.sendPayload(
+                {"rid": rid, "error": f"{cmd!r} is not available to a {self.role} session"}
+            )
             return
         d = maybeDeferred(getattr(self._master, method), self, payload)
+        self._timed(d, cmd)
         d.addErrback(self._requestFailed, cmd)
         d.addCallback(lambda result: self.sendPayload(dict(result, rid=rid)))
+
+    def _timed(self, d: Deferred[Any], cmd: str) -> None:
+        """
+        Record in the master's C{requestStats} how long C{cmd} took to
+        answer, success or failure (C{master_stats}).
+        """
+        clock = self._master.clock
+        start = clock.seconds()
+
+        def record(result: object) -> object:
+            self._master.requestStats.record(cmd, clock.seconds() - start)
+            return result
+
+        d.addBoth(record)
 
     def _requestFailed(self, failure: Failure, cmd: str) -> dict[str, Any]:
         if failure.check(ValueError):

@@ -11,7 +11,7 @@ from typing import Any
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
-from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint, UNIXServerEndpoint
+from twisted.internet.endpoints import UNIXServerEndpoint
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -20,35 +20,27 @@ from salttwist.blocking import RunBlocking, threadRunner
 from salttwist.daemon import PORTS_FILE, StartupError, ensurePrivateDir, writeRuntimeFile
 from salttwist.events import EVENT_PUB_SOCKET, EVENT_PULL_SOCKET
 from salttwist.events.bus import EventPublisherFactory, EventPullFactory, LocalEventBus
+from salttwist.master.acl import setUpUserKeys
 from salttwist.master.core import Master
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.jobcache import SQLiteJobCache
 from salttwist.master.keys import loadMasterKeys
+from salttwist.master.maintenance import MasterStats, PresenceEvents
 from salttwist.master.publisher import PubServerFactory
+from salttwist.master.reactor import buildReactor
 from salttwist.master.reqserver import ReqServerFactory
 from salttwist.pki.keystore import FilesystemKeyStore
+from salttwist.transport.interfaces import ROLE_PUB, ROLE_REQ
+from salttwist.transport.registry import UnknownTransport, findTransport
 from salttwist.workers.pool import WorkerPool
 
 JOB_CACHE_FILE = "jobs.sqlite"
 #: The longest path a UNIX socket can be bound to (sun_path less its NUL).
 MAX_UNIX_PATH = 107
-#: The listen backlog of the pub and req ports: Twisted's default of 50
-#: overflows when thousands of minions connect at once (a master restart),
-#: and the overflowing connections hang until the minions time out.
-LISTEN_BACKLOG = 4096
 #: Seconds between two checks of the key store against connected minions.
 KEY_RECONCILE_INTERVAL = 1.0
 #: The module of the authentication tasks the worker processes run.
 AUTH_TASKS_MODULE = "salttwist.master.authtasks"
-
-
-def tcpServerEndpoint(reactor: Any, interface: str, port: int) -> Any:
-    """
-    @return: a TCP server endpoint for C{interface} (IPv4 or IPv6).
-    """
-    if ":" in interface:
-        return TCP6ServerEndpoint(reactor, port, backlog=LISTEN_BACKLOG, interface=interface)
-    return TCP4ServerEndpoint(reactor, port, backlog=LISTEN_BACKLOG, interface=interface)
 
 
 class MasterService(MultiService):
@@ -74,6 +66,11 @@ class MasterService(MultiService):
         super().__init__()
         self.config = config
         self.reactor = reactor
+        try:
+            #: The L{ITransport} of the pub and req channels (C{transport}).
+            self.transport = findTransport(config["transport"])
+        except UnknownTransport as e:
+            raise StartupError(str(e)) from e
         for directory in (config["pki_dir"], config["cachedir"], config["sock_dir"]):
             ensurePrivateDir(directory)
         if config["auto_accept"]:
@@ -108,6 +105,21 @@ class MasterService(MultiService):
             grainsCache,
             jobCache=self.jobCache,
         )
+        try:
+            # After loadMasterKeys: the tls transport makes its certificate
+            # from the master's key.
+            self.transport.prepareMaster(config)
+        except Exception as e:
+            raise StartupError(f"transport {config['transport']!r}: {e}") from e
+        # The keys of the users publisher_acl names (and none for those it
+        # no longer names); uid 0 and the master's own user use .root_key.
+        self.master.masterKeys.userKeys = setUpUserKeys(config, self.master.acl, {0, os.geteuid()})
+        #: Salt's reactor, a child service, when the C{reactor} option is set.
+        self.reactorService = buildReactor(config, self.master)
+        if self.reactorService is not None:
+            self.reactorService.setServiceParent(self)
+        #: Serves the bus on C{master_event_pub.ipc} (kept for its figures).
+        self.eventPublisher = EventPublisherFactory(self.bus, config["event_queue_max"])
         self._ready: bool | Failure = False
         self._readyWaiters: list[Deferred[None]] = []
         self._ports: list[Any] = []
@@ -136,6 +148,21 @@ class MasterService(MultiService):
             self._startLoop(
                 float(self.config["publish_session"]),
                 lambda: self.master.rotatePublicationKey("publish_session elapsed"),
+            )
+        self._startReports()
+
+    def _startReports(self) -> None:
+        """
+        Start the periodic events the config asks for: presence every
+        C{loop_interval} seconds, statistics every C{master_stats_event_iter}
+        seconds (see L{salttwist.master.maintenance}).
+        """
+        if self.config["presence_events"]:
+            self._startLoop(float(self.config["loop_interval"]), PresenceEvents(self.master))
+        if self.config["master_stats"]:
+            self._startLoop(
+                float(self.config["master_stats_event_iter"]),
+                MasterStats(self.master, self.reactor, self.eventPublisher),
             )
 
     def _reconcileIfChanged(self) -> Deferred[None] | None:
@@ -193,15 +220,16 @@ class MasterService(MultiService):
         config, reactor = self.config, self.reactor
         sockDir = config["sock_dir"]
         listens = [
-            tcpServerEndpoint(reactor, config["interface"], config["publish_port"]).listen(
-                PubServerFactory(self.master)
-            ),
-            tcpServerEndpoint(reactor, config["interface"], config["ret_port"]).listen(
-                ReqServerFactory(self.master)
-            ),
+            self._listenChannel(config["publish_port"], ROLE_PUB, PubServerFactory(self.master)),
+            self._listenChannel(config["ret_port"], ROLE_REQ, ReqServerFactory(self.master)),
             UNIXServerEndpoint(
-                reactor, os.path.join(sockDir, EVENT_PUB_SOCKET), mode=0o660, wantPID=True
-            ).listen(EventPublisherFactory(self.bus, config["event_queue_max"])),
+                reactor,
+                os.path.join(sockDir, EVENT_PUB_SOCKET),
+                # publisher_acl users gather their returns from the bus, as in
+                # Salt; who reaches the socket is then up to sock_dir's mode.
+                mode=0o666 if self.master.acl.acl else 0o660,
+                wantPID=True,
+            ).listen(self.eventPublisher),
             UNIXServerEndpoint(
                 reactor, os.path.join(sockDir, EVENT_PULL_SOCKET), mode=0o660, wantPID=True
             ).listen(EventPullFactory(self.bus, config["max_frame_bytes"])),
@@ -212,6 +240,19 @@ class MasterService(MultiService):
         ).addErrback(failed.append)
         if failed:
             failed[0].raiseException()
+
+    def _listenChannel(self, port: int, role: str, factory: Any) -> Deferred[Any]:
+        """
+        Listen on C{port} for channel C{role} with the configured transport.
+
+        @return: the L{Deferred} of the listening port; a transport that
+            raises fails it instead.
+        """
+        return maybeDeferred(
+            lambda: self.transport.serverEndpoint(
+                self.reactor, self.config, self.config["interface"], port, role
+            ).listen(factory)
+        )
 
     def whenReady(self) -> Deferred[None]:
         """
@@ -240,9 +281,19 @@ class MasterService(MultiService):
 
     def _listening(self, results: list[tuple[bool, Any]]) -> None:
         self._ports = [port for _, port in results]
+        self.master.publishPort = self._ports[0].getHost().port
+        # The ports file tells the world the master is up, and a supervisor
+        # may then stop it: announce only once the reactor runs, when twistd
+        # has installed its SIGTERM handler (a SIGTERM before that would
+        # kill the process without its clean-up).
+        if getattr(self.reactor, "running", True):
+            self._announce()
+        else:
+            self.reactor.callWhenRunning(self._announce)
+
+    def _announce(self) -> None:
         publishPort = self._ports[0].getHost().port
         retPort = self._ports[1].getHost().port
-        self.master.publishPort = publishPort
         writeRuntimeFile(
             os.path.join(self.config["sock_dir"], PORTS_FILE),
             {"publish_port": publishPort, "ret_port": retPort, "pid": os.getpid()},
@@ -278,7 +329,9 @@ class MasterService(MultiService):
         for loop in self._loops:
             if loop.running:
                 loop.stop()
-        for proto in list(self.master.subscribers.values()) + list(self.master.sessions.values()):
+        master = self.master
+        transients = [proto for each in master.transients.values() for proto in each]
+        for proto in [*master.subscribers.values(), *master.sessions.values(), *transients]:
             proto.transport.loseConnection()
         try:
             os.unlink(os.path.join(self.config["sock_dir"], PORTS_FILE))
