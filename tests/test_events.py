@@ -330,11 +330,63 @@ class EventSubscriberProtocolTests(SynchronousTestCase):
         self.bus.fire("c", {})
         self.assertEqual(self.received(), [("c", {})])
 
+    def test_droppedNoticeMarksTheGap(self) -> None:
+        """
+        When the subscriber pauses again before the queue is flushed and
+        later events find room in it, the notice is queued between the
+        events before the gap and those after it.
+        """
+        self.subscribe([])
+        self.proto.pauseProducing()
+        for n in range(5):
+            self.bus.fire("e", {"n": n})
+        send = self.proto.sendString
+
+        def sendThenPause(frame: bytes) -> None:
+            send(frame)
+            self.proto.pauseProducing()
+
+        self.proto.sendString = sendThenPause  # type: ignore[method-assign]
+        self.proto.resumeProducing()
+        self.proto.sendString = send  # type: ignore[method-assign]
+        self.bus.fire("e", {"n": 5})
+        self.proto.resumeProducing()
+        self.assertEqual(
+            self.received(),
+            [
+                ("e", {"n": 0}),
+                ("e", {"n": 1}),
+                ("e", {"n": 2}),
+                (DROPPED_TAG, {"dropped": 2}),
+                ("e", {"n": 5}),
+            ],
+        )
+
+    def test_frameSharedBetweenSubscribers(self) -> None:
+        """
+        Subscribers of one publisher factory get the same frame object for
+        one event: it is serialised once, not once per subscriber.
+        """
+        factory = EventPublisherFactory(self.bus)
+        frames: list[list[bytes]] = []
+        for _ in range(2):
+            proto = factory.buildProtocol(None)
+            proto.makeConnection(StringTransport())
+            proto.dataReceived(encode({"subscribe": []}))
+            sent: list[bytes] = []
+            proto.sendString = sent.append  # type: ignore[method-assign]
+            frames.append(sent)
+        self.bus.fire("x", {"a": 1})
+        self.bus.fire("x", {"a": 1})
+        self.assertIs(frames[0][0], frames[1][0])
+        self.assertIsNot(frames[0][0], frames[0][1])
+
     def test_overflowCountedThenReported(self) -> None:
         """
         Past C{maxQueue} queued events, further events are counted, not kept;
-        on resume a C{salt/event/dropped} event with the count comes first,
-        then the queued events in order, and the count starts again at zero.
+        on resume the queued events come in order, then a
+        C{salt/event/dropped} event with the count, where the gap is, and the
+        count starts again at zero.
         """
         events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
         self.subscribe([])
@@ -346,7 +398,7 @@ class EventSubscriberProtocolTests(SynchronousTestCase):
         self.proto.resumeProducing()
         self.assertEqual(
             self.received(),
-            [(DROPPED_TAG, {"dropped": 2}), ("e", {"n": 0}), ("e", {"n": 1}), ("e", {"n": 2})],
+            [("e", {"n": 0}), ("e", {"n": 1}), ("e", {"n": 2}), (DROPPED_TAG, {"dropped": 2})],
         )
         self.assertEqual(self.proto.dropped, 0)
         warnings = [e for e in events if e["log_level"] == LogLevel.warn]

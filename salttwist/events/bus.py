@@ -9,9 +9,11 @@ events from other local processes on C{master_event_pull.ipc}.
 
 A subscriber that reads too slowly cannot grow the master's memory without
 bound: while its socket's write buffer is full, events wait in a queue of at
-most C{event_queue_max}; past that they are counted, not kept, and when the
-subscriber catches up it first receives a C{salt/event/dropped} event saying
-how many it missed. Nothing is dropped silently.
+most C{event_queue_max}; past that they are counted, not kept, and the
+subscriber receives a C{salt/event/dropped} event saying how many it missed
+exactly where they are missing: after the events queued before the gap and
+before those after it. Nothing is dropped silently. An event's frame is
+serialised once for all the subscribers of the socket.
 
 Subscribers choose their tags by prefix or by glob, and the master sends
 each of them only the events it chose: the filter runs in the master, so a
@@ -194,13 +196,34 @@ class EventSubscriberProtocol(FrameProtocol):
         return len(self._queue)
 
     def _deliver(self, tag: str, data: dict[str, Any]) -> None:
-        frame = serial.dumps({"tag": tag, "data": data})
+        if isinstance(self.factory, EventPublisherFactory):
+            frame = self.factory.frameFor(tag, data)
+        else:
+            frame = serial.dumps({"tag": tag, "data": data})
         if not self._paused:
             self.sendString(frame)
         elif len(self._queue) < self._maxQueue:
+            if self.dropped:
+                # The gap is here, between what was queued before and this
+                # event: the notice takes its place in the queue.
+                self._queue.append(self._droppedNotice())
             self._queue.append(frame)
         else:
             self.dropped += 1
+
+    def _droppedNotice(self) -> bytes:
+        """
+        The C{salt/event/dropped} frame for the events missed since the last
+        one, logged once; the count starts again at zero.
+        """
+        self.log.warn(
+            "event subscriber {peer} was too slow: {n} events dropped",
+            peer=self.peerName,
+            n=self.dropped,
+        )
+        notice = serial.dumps({"tag": DROPPED_TAG, "data": stamp({"dropped": self.dropped})})
+        self.dropped = 0
+        return notice
 
     def pauseProducing(self) -> None:
         """
@@ -210,19 +233,15 @@ class EventSubscriberProtocol(FrameProtocol):
 
     def resumeProducing(self) -> None:
         """
-        The subscriber caught up: report drops, then flush the queue.
+        The subscriber caught up: flush the queue, then, once it is empty,
+        report the events dropped after it filled. A notice stands where
+        its gap is, so the subscriber knows which events it missed.
         """
         self._paused = False
-        if self.dropped:
-            self.log.warn(
-                "event subscriber {peer} was too slow: {n} events dropped",
-                peer=self.peerName,
-                n=self.dropped,
-            )
-            self.sendFrame({"tag": DROPPED_TAG, "data": stamp({"dropped": self.dropped})})
-            self.dropped = 0
         while self._queue and not self._paused:
             self.sendString(self._queue.popleft())
+        if not self._queue and not self._paused and self.dropped:
+            self.sendString(self._droppedNotice())
 
     def stopProducing(self) -> None:
         """
@@ -246,10 +265,28 @@ class EventPublisherFactory(QuietFactory):
     @ivar subscribers: the connected subscribers.
     """
 
+    #: Frames up to this size are built once per event for all subscribers.
+    SHARED_FRAME_MAX = 65536
+
     def __init__(self, bus: LocalEventBus, maxQueue: int = 10000) -> None:
         self.bus = bus
         self.maxQueue = maxQueue
         self.subscribers: set[EventSubscriberProtocol] = set()
+        self._lastFrame: tuple[str, dict[str, Any], bytes] | None = None
+
+    def frameFor(self, tag: str, data: dict[str, Any]) -> bytes:
+        """
+        The frame of one event, serialised once for all the subscribers the
+        bus hands it to: the bus gives each of them the same stamped C{data}
+        object, made anew for each event. Only small frames are kept (a big
+        return is not held in memory after its event).
+        """
+        last = self._lastFrame
+        if last is not None and last[0] == tag and last[1] is data:
+            return last[2]
+        frame = serial.dumps({"tag": tag, "data": data})
+        self._lastFrame = (tag, data, frame) if len(frame) <= self.SHARED_FRAME_MAX else None
+        return frame
 
     def stats(self) -> dict[str, int]:
         """
