@@ -21,6 +21,8 @@ from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
 
 NONCE_BYTES = 32
+#: The reply to a new id while C{minions_pre} holds C{max_minions_pre} keys.
+PENDING_FULL = "master busy: too many pending minion keys (max_minions_pre); retry later"
 
 
 @dataclass
@@ -69,7 +71,13 @@ class Authenticator:
         self._publicationKey = publicationKey
         self._publishPort = publishPort
 
-    def authenticate(self, load: dict[str, Any], challenge: bytes, peer: str) -> AuthOutcome:
+    def authenticate(
+        self,
+        load: dict[str, Any],
+        challenge: bytes,
+        peer: str,
+        allowNewPending: bool = True,
+    ) -> AuthOutcome:
         """
         Check one C{_auth} request.
 
@@ -77,6 +85,9 @@ class Authenticator:
             C{"transient": True} for a transient session (the flag is part
             of what C{sig} covers).
         @param challenge: the challenge this connection was greeted with.
+        @param allowNewPending: whether an unknown id may be added to
+            C{minions_pre}; if not (the master's C{max_minions_pre} is
+            reached) it is refused with nothing written.
         """
         try:
             minionId = validateMinionId(load.get("id"))
@@ -103,7 +114,7 @@ class Authenticator:
             self.log.warn("auth for {id} from {peer} refused: {e}", id=minionId, peer=peer, e=e)
             return _error(f"authentication failed: {e}")
         canonical = crypt.publicKeyToPem(publicKey)
-        outcome = self._decide(minionId, canonical)
+        outcome = self._decide(minionId, canonical, allowNewPending)
         if outcome.reply["ret"] != "accepted":
             self.log.info(
                 "auth for {id} from {peer}: {ret}", id=minionId, peer=peer, ret=outcome.reply["ret"]
@@ -113,7 +124,7 @@ class Authenticator:
         accepted.events[:0] = outcome.events
         return accepted
 
-    def _decide(self, minionId: str, pem: bytes) -> AuthOutcome:
+    def _decide(self, minionId: str, pem: bytes, allowNewPending: bool = True) -> AuthOutcome:
         keys = self._keys
         event = {"id": minionId, "pub": pem.decode("ascii")}
         if keys.getKey("minions_rejected", minionId) is not None:
@@ -151,6 +162,9 @@ class Authenticator:
                     ("salt/key", {"act": "deny", "id": minionId}),
                 ],
             )
+        if not allowNewPending:
+            # Logged by the master, at most once a minute (not per request).
+            return AuthOutcome({"ret": "error", "error": PENDING_FULL}, minionId)
         keys.putKey("minions_pre", minionId, pem)
         return AuthOutcome(
             {"ret": "pending"},

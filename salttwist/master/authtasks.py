@@ -43,11 +43,15 @@ def authenticate(
     publicationKey: bytes,
     kid: int,
     publishPort: int,
+    allowNewPending: bool = True,
 ) -> dict[str, Any]:
     """
     Check one C{_auth} request (see L{salttwist.master.auth.Authenticator}).
     Idempotent: a retry writes the same key files and makes a new session
-    key, which is the one the master uses.
+    key, which is the one the master uses. C{allowNewPending} is the
+    master's C{max_minions_pre} decision: when false an unknown id is
+    refused and nothing is written (the master counts the pending keys, so
+    the cap holds across every worker).
 
     @return: the L{AuthOutcome}'s fields as a map.
     """
@@ -62,7 +66,7 @@ def authenticate(
         lambda: PublicationKey(publicationKey, kid),
         lambda: publishPort,
     )
-    outcome = authenticator.authenticate(load, challenge, peer)
+    outcome = authenticator.authenticate(load, challenge, peer, allowNewPending)
     return {
         "reply": outcome.reply,
         "minionId": outcome.minionId,

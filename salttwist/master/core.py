@@ -27,11 +27,12 @@ from salttwist.daemon import StartupError
 from salttwist.interfaces import IAutosignPolicy, IEventBus, IJobCache, IKeyStore
 from salttwist.jid import JidGenerator, isJid
 from salttwist.master.acl import FIND_JOB, AclRefused, Decision, PublisherAcl, SystemUserDatabase
-from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
+from salttwist.master.auth import NONCE_BYTES, PENDING_FULL, Authenticator, AuthOutcome
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.master.maintenance import RequestStats
+from salttwist.master.ratelimit import LOG_INTERVAL, AuthRateLimiter
 from salttwist.pki.autosign import buildAutosignPolicy
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
 from salttwist.runners import RunnerContext, loadRunners
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 AUTHENTICATE_TASK = "salttwist.master.authtasks.authenticate"
 #: Authentications worked on at once; more are answered "busy" at once.
 MAX_AUTH_IN_FLIGHT = 1000
+#: Seconds at least between two counts of C{minions_pre} (after key events).
+PENDING_RECOUNT_INTERVAL = 1.0
 FUNCTION_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 #: The jid a minion puts in a return the master did not publish
 #: (C{salttwist-call}); the master gives it a real jid (Salt's C{req}).
@@ -151,6 +154,25 @@ class Master:
         self.grainsCache = grainsCache or GrainsCache(None, runBlocking)
         self.jobCache = jobCache
         self._authInFlight = 0
+        #: Per-address token buckets checked before any authentication work.
+        self.authRate = AuthRateLimiter(
+            config.get("auth_rate_limit", 10), config.get("auth_rate_burst", 100), clock
+        )
+        #: The most keys in C{minions_pre} (0: no cap).
+        self.maxMinionsPre: int = config.get("max_minions_pre", 10000)
+        # Keys in minions_pre as last counted plus those written since
+        # (None: not counted yet). Only salt/key events (salttwist-key,
+        # autosign) make it stale; they all take keys out of minions_pre, so
+        # a stale count is too high, never too low.
+        self._pendingCount: int | None = None
+        self._pendingStale = False
+        self._pendingCountedAt = float("-inf")
+        self._pendingWaiters: list[Deferred[None]] = []
+        self._pendingAddedWhileCounting = 0
+        # Authentications in flight that may write a new pending key.
+        self._pendingReserved = 0
+        self._pendingFullRefused = 0
+        self._pendingFullLogged: float | None = None
         #: The worker pool that checks authentication, or L{None} for threads.
         self.workers = workers
         self.runners = loadRunners()
@@ -178,11 +200,33 @@ class Master:
         """
         C{_auth}: a minion authenticates (off the reactor thread).
 
-        At most L{MAX_AUTH_IN_FLIGHT} authentications are worked on at once:
-        beyond that a request is answered "busy" before any RSA or disk work
-        (the minion backs off and retries), so a flood of authentications
-        cannot queue unbounded work; established sessions are not affected.
+        At most L{MAX_AUTH_IN_FLIGHT} authentications are worked on at once,
+        and each source address gets C{auth_rate_burst} at once and
+        C{auth_rate_limit} per second (an authentication that ends
+        I{accepted} gives its token back, so accepted minions behind one NAT
+        address are never throttled): beyond that a request is answered
+        "busy" before any RSA or disk work (the minion backs off and
+        retries), so a flood of authentications cannot queue unbounded work;
+        established sessions are not affected.
+
+        A new id is added to C{minions_pre} only while fewer than
+        C{max_minions_pre} keys are pending there (counting the
+        authentications in flight that may add one), else it is refused with
+        nothing written; the worker that checks the request is told so.
         """
+        if not self.authRate.allow(proto.peerName):
+            return succeed(
+                (
+                    {
+                        "ret": "error",
+                        "error": "master busy: too many authentications from your address; "
+                        "retry later",
+                    },
+                    None,
+                    None,
+                    None,
+                )
+            )
         if self._authInFlight >= MAX_AUTH_IN_FLIGHT:
             self.log.warn(
                 "authentication from {peer} refused: {n} already in progress",
@@ -198,10 +242,25 @@ class Master:
                 )
             )
         self._authInFlight += 1
-        d = self.authenticate(load, proto.challenge, proto.peerName)
+        reserved = False
+
+        def start(room: bool) -> Deferred[AuthOutcome]:
+            nonlocal reserved
+            if room:
+                reserved = True
+                self._pendingReserved += 1
+            return self.authenticate(load, proto.challenge, proto.peerName, room)
+
+        d = self._pendingRoom().addCallback(start)
         d.addCallback(lambda outcome: Deferred.fromCoroutine(self._autosign(outcome, proto, load)))
 
         def done(outcome: AuthOutcome) -> AuthResult:
+            if any(t == "salt/key" and e.get("act") == "pend" for t, e in outcome.events):
+                self._pendingAdded()
+            if outcome.reply.get("error") == PENDING_FULL:
+                self._logPendingFull()
+            if outcome.reply.get("ret") == "accepted":
+                self.authRate.refund(proto.peerName)
             for tag, data in outcome.events:
                 self.bus.fire(tag, data)
             role = None
@@ -211,19 +270,111 @@ class Master:
 
         def finished(result: Any) -> Any:
             self._authInFlight -= 1
+            if reserved:
+                self._pendingReserved -= 1
             return result
 
         return d.addCallback(done).addBoth(finished)
 
+    def _pendingRoom(self) -> Deferred[bool]:
+        """
+        May one more authentication add a key to C{minions_pre}? Counts the
+        directory off the reactor the first time, and again (at most every
+        L{PENDING_RECOUNT_INTERVAL} seconds, in the background) after a
+        C{salt/key} event made the count stale; never per request.
+        """
+        if self.maxMinionsPre <= 0:
+            return succeed(True)
+
+        def room(_: object = None) -> bool:
+            assert self._pendingCount is not None
+            return self._pendingCount + self._pendingReserved < self.maxMinionsPre
+
+        if self._pendingCount is None:
+            return self._countPending().addCallback(room)
+        if (
+            self._pendingStale
+            and not self._pendingWaiters
+            and self.clock.seconds() - self._pendingCountedAt >= PENDING_RECOUNT_INTERVAL
+        ):
+            self._countPending().addErrback(lambda _: None)
+        return succeed(room())
+
+    def _countPending(self) -> Deferred[None]:
+        """
+        Count C{minions_pre} (one count at a time; later callers wait for it).
+        """
+        waiter: Deferred[None] = Deferred()
+        self._pendingWaiters.append(waiter)
+        if len(self._pendingWaiters) > 1:
+            return waiter
+        self._pendingStale = False
+        self._pendingAddedWhileCounting = 0
+        self._pendingCountedAt = float(self.clock.seconds())
+
+        def counted(n: int) -> None:
+            # Keys written while the directory was read may or may not be
+            # in n: count them again (too high is safe, too low is not).
+            self._pendingCount = n + self._pendingAddedWhileCounting
+            waiters, self._pendingWaiters = self._pendingWaiters, []
+            for w in waiters:
+                w.callback(None)
+
+        def failed(failure: Any) -> None:
+            self.log.failure("counting the keys in minions_pre failed", failure)
+            self._pendingStale = True
+            waiters, self._pendingWaiters = self._pendingWaiters, []
+            for w in waiters:
+                w.errback(failure)
+
+        self.runBlocking(lambda: len(self.keyStore.listKeys("minions_pre"))).addCallbacks(
+            counted, failed
+        )
+        return waiter
+
+    def _pendingAdded(self) -> None:
+        """
+        An authentication wrote a new key to C{minions_pre}.
+        """
+        if self._pendingCount is not None:
+            self._pendingCount += 1
+        if self._pendingWaiters:
+            self._pendingAddedWhileCounting += 1
+
+    def _logPendingFull(self) -> None:
+        """
+        Log refusals for a full C{minions_pre}, at most once a minute.
+        """
+        self._pendingFullRefused += 1
+        now = float(self.clock.seconds())
+        if self._pendingFullLogged is None or now - self._pendingFullLogged >= LOG_INTERVAL:
+            self.log.warn(
+                "new minion ids refused: {max} keys pending in minions_pre (max_minions_pre); "
+                "{n} refused since the last such line; accept, reject or delete pending keys",
+                max=self.maxMinionsPre,
+                n=self._pendingFullRefused,
+            )
+            self._pendingFullLogged = now
+            self._pendingFullRefused = 0
+
     def authenticate(
-        self, load: dict[str, Any], challenge: bytes, peer: str
+        self,
+        load: dict[str, Any],
+        challenge: bytes,
+        peer: str,
+        allowNewPending: bool = True,
     ) -> Deferred[AuthOutcome]:
         """
         Check one C{_auth} request off the reactor: in a worker process when
         the master has a worker pool, else in a thread.
+
+        @param allowNewPending: whether an unknown id may be added to
+            C{minions_pre} (see L{Authenticator.authenticate}).
         """
         if self.workers is None:
-            return self.runBlocking(self.authenticator.authenticate, load, challenge, peer)
+            return self.runBlocking(
+                self.authenticator.authenticate, load, challenge, peer, allowNewPending
+            )
         publication = self.publicationKey
         d = self.workers.run(
             AUTHENTICATE_TASK,
@@ -233,6 +384,7 @@ class Master:
             publication.key,
             publication.kid,
             self.publishPort,
+            allowNewPending,
         )
 
         def toOutcome(fields: dict[str, Any]) -> AuthOutcome:
@@ -486,6 +638,9 @@ class Master:
         key was rejected or deleted.
         """
         act = data.get("act")
+        if act != "pend":
+            # Keys left minions_pre (or may have): count it again, lazily.
+            self._pendingStale = True
         if act == "delete" and isinstance(data.get("id"), str):
             with contextlib.suppress(InvalidMinionId):
                 self.grainsCache.forget(data["id"])

@@ -77,7 +77,13 @@ class FrameProtocol(Int32StringReceiver):
         buffer = self._buffer
         buffer += data
         offset = 0
-        while len(buffer) - offset >= 4 and not self.paused:
+        # Nothing behind a violation (or a close) is looked at, not even a
+        # length header: one bad connection makes one log line.
+        while (
+            len(buffer) - offset >= 4
+            and not self.paused
+            and not getattr(self.transport, "disconnecting", False)
+        ):
             (length,) = _HEADER.unpack_from(buffer, offset)
             if length > self.MAX_LENGTH:
                 del buffer[:offset]

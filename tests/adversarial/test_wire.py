@@ -12,6 +12,7 @@ import os
 import struct
 from typing import Any
 
+from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -333,3 +334,288 @@ class AuthFloodTests(SynchronousTestCase):
             self.failureResultOf(d, RuntimeError)
         master.clearAuth(Peer(), {})  # type: ignore[arg-type]
         self.assertEqual(len(held), 4)
+
+
+class _Peer:
+    """
+    The two attributes L{Master.clearAuth} reads from a req connection.
+    """
+
+    challenge = b"c" * 32
+
+    def __init__(self, peerName: str) -> None:
+        self.peerName = peerName
+
+
+class _LimitedMaster(SynchronousTestCase):
+    """
+    A master built with config overrides, C{m1} accepted, events recorded.
+    """
+
+    def makeMaster(self, **overrides: Any) -> Master:
+        """
+        A master with C{overrides} applied to its config.
+        """
+        from twisted.internet.testing import MemoryReactorClock
+
+        from salttwist.blocking import runSynchronously
+        from salttwist.config import loadMasterConfig
+        from salttwist.events.bus import LocalEventBus
+        from salttwist.master.keys import MasterKeys
+        from salttwist.pki.keystore import InMemoryKeyStore
+        from tests.adversarial._support import MINION_PEMS
+
+        root = os.path.abspath(self.mktemp())
+        self.keyStore = InMemoryKeyStore()
+        self.keyStore.putKey("minions", "m1", MINION_PEMS["m1"])
+        self.bus = LocalEventBus()
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.bus.subscribe([], lambda tag, data: self.events.append((tag, data)))
+        return Master(
+            loadMasterConfig(root, overrides={"root_dir": root, **overrides}),
+            MasterKeys(MASTER_KEY, MASTER_PEM, ROOT_KEY),
+            self.keyStore,
+            self.bus,
+            runSynchronously,
+            MemoryReactorClock(),
+        )
+
+    def auth(self, master: Master, peerName: str, minionId: str) -> dict[str, Any]:
+        """
+        Authenticate C{minionId} (signed with C{m1}'s key) from C{peerName}.
+
+        @return: the reply.
+        """
+        from tests.adversarial._support import MINION_KEYS, authLoad
+
+        peer = _Peer(peerName)
+        load = authLoad(peer.challenge, minionId, MINION_KEYS["m1"])
+        return self.successResultOf(master.clearAuth(peer, load))[0]  # type: ignore[arg-type]
+
+
+def _recordingLogger(events: list[dict[str, Any]]) -> Any:
+    from twisted.logger import Logger
+
+    return Logger(observer=events.append)
+
+
+class AuthRateTests(_LimitedMaster):
+    """
+    Each source address gets C{auth_rate_burst} authentications at once and
+    C{auth_rate_limit} per second, checked before any RSA or disk work.
+    """
+
+    def test_burstThenBusy(self) -> None:
+        """
+        Beyond the burst, an address is answered "busy" without the
+        authenticator being called; another address is not affected; one
+        more request passes after a refill interval.
+        """
+        from twisted.internet.defer import succeed
+
+        from salttwist.master.auth import AuthOutcome
+
+        master = self.makeMaster(auth_rate_limit=1, auth_rate_burst=3)
+        calls: list[str] = []
+
+        def authenticate(load: Any, challenge: bytes, peer: str, *rest: Any) -> Any:
+            calls.append(peer)
+            return succeed(AuthOutcome({"ret": "pending"}, "x"))
+
+        self.patch(master, "authenticate", authenticate)
+        replies = [
+            self.successResultOf(master.clearAuth(_Peer(f"10.0.0.1:{p}"), {}))[0]  # type: ignore[arg-type]
+            for p in range(5)
+        ]
+        self.assertEqual([r["ret"] for r in replies], ["pending"] * 3 + ["error"] * 2)
+        self.assertIn("busy", replies[3]["error"])
+        self.assertIn("retry later", replies[3]["error"])
+        self.assertEqual(len(calls), 3)
+        other = self.successResultOf(master.clearAuth(_Peer("10.0.0.2:1"), {}))[0]  # type: ignore[arg-type]
+        self.assertEqual(other["ret"], "pending")
+        master.clock.advance(1)
+        again = [
+            self.successResultOf(master.clearAuth(_Peer("10.0.0.1:9"), {}))[0]["ret"]  # type: ignore[arg-type]
+            for _ in range(2)
+        ]
+        self.assertEqual(again, ["pending", "error"])
+
+    def test_acceptedMinionsBehindOneAddress(self) -> None:
+        """
+        Authentications that end accepted give their token back: many more
+        than the burst, from one (NAT) address, are all accepted.
+        """
+        master = self.makeMaster(auth_rate_limit=0.001, auth_rate_burst=2)
+        replies = [self.auth(master, f"192.0.2.7:{p}", "m1")["ret"] for p in range(8)]
+        self.assertEqual(replies, ["accepted"] * 8)
+        # Pending requests keep their tokens spent.
+        pending = [self.auth(master, "192.0.2.7:1", f"new{i}")["ret"] for i in range(3)]
+        self.assertEqual(pending, ["pending", "pending", "error"])
+
+    def test_loggedOncePerMinute(self) -> None:
+        """
+        Refusals are logged at most once per address per minute, with the
+        number refused since the last line.
+        """
+        from salttwist.master.ratelimit import AuthRateLimiter
+
+        limiter = AuthRateLimiter(1, 1, Clock())
+        logged: list[dict[str, Any]] = []
+        self.patch(limiter, "log", _recordingLogger(logged))
+        self.assertTrue(limiter.allow("10.0.0.1:1"))
+        for _ in range(100):
+            self.assertFalse(limiter.allow("10.0.0.1:1"))
+        self.assertEqual(len(logged), 1)
+        limiter.clock.advance(60)
+        for _ in range(61):
+            limiter.allow("10.0.0.1:1")
+        self.assertEqual(len(logged), 2)
+        self.assertEqual(logged[1]["n"], 100)
+
+    def test_boundedMemory(self) -> None:
+        """
+        At most C{maxPeers} buckets are kept (the least recently used is
+        dropped), and buckets that refilled are dropped as time passes.
+        """
+        from salttwist.master.ratelimit import AuthRateLimiter
+
+        clock = Clock()
+        limiter = AuthRateLimiter(5, 20, clock, maxPeers=10)
+        for i in range(1000):
+            limiter.allow(f"10.0.{i // 256}.{i % 256}:1")
+            self.assertLessEqual(len(limiter), 10)
+        clock.advance(3600)
+        limiter.allow("10.9.9.9:1")
+        self.assertEqual(len(limiter), 1)
+
+    def test_addressGrouping(self) -> None:
+        """
+        A bucket is one IPv4 address (whatever the port, also as an
+        IPv4-mapped IPv6 address) or one IPv6 /64; other names are kept as
+        they are.
+        """
+        from salttwist.master.ratelimit import peerKey
+
+        self.assertEqual(peerKey("10.0.0.1:5"), "10.0.0.1")
+        self.assertEqual(peerKey("::ffff:10.0.0.1:7"), "10.0.0.1")
+        self.assertEqual(peerKey("2001:db8::1:443"), peerKey("2001:db8::ffff:1:80"))
+        self.assertEqual(peerKey("2001:db8::1:443"), "2001:db8::/64")
+        self.assertNotEqual(peerKey("2001:db8:0:1::1:1"), peerKey("2001:db8::1:1"))
+        self.assertEqual(peerKey("local"), "local")
+
+    def test_disabled(self) -> None:
+        """
+        C{auth_rate_limit: 0} turns the limit off.
+        """
+        from salttwist.master.ratelimit import AuthRateLimiter
+
+        limiter = AuthRateLimiter(0, 1, Clock())
+        self.assertTrue(all(limiter.allow("10.0.0.1:1") for _ in range(1000)))
+        self.assertEqual(len(limiter), 0)
+
+
+class PendingCapTests(_LimitedMaster):
+    """
+    At most C{max_minions_pre} keys are pending: beyond that new ids are
+    refused with nothing written, and the count is not taken per request.
+    """
+
+    def test_newIdsRefusedNothingWritten(self) -> None:
+        """
+        With the cap reached, a new id gets a "busy ... max_minions_pre"
+        error and no key file; an already pending id is still pending, an
+        accepted one still accepted; one line is logged for many refusals.
+        """
+        master = self.makeMaster(max_minions_pre=3, auth_rate_limit=0)
+        logged: list[dict[str, Any]] = []
+        self.patch(master, "log", _recordingLogger(logged))
+        replies = [self.auth(master, "10.0.0.1:1", f"new{i}") for i in range(6)]
+        self.assertEqual([r["ret"] for r in replies], ["pending"] * 3 + ["error"] * 3)
+        self.assertIn("max_minions_pre", replies[3]["error"])
+        self.assertIn("retry later", replies[3]["error"])
+        self.assertEqual(sorted(self.keyStore.listKeys("minions_pre")), ["new0", "new1", "new2"])
+        self.assertEqual(self.keyStore.stateOf("new4"), [])
+        self.assertEqual(self.auth(master, "10.0.0.1:1", "new0")["ret"], "pending")
+        self.assertEqual(self.auth(master, "10.0.0.1:1", "m1")["ret"], "accepted")
+        self.assertEqual(len([e for e in logged if "max_minions_pre" in e["log_format"]]), 1)
+
+    def test_countedOnce(self) -> None:
+        """
+        The pending keys are listed once, not per request.
+        """
+        master = self.makeMaster(max_minions_pre=100, auth_rate_limit=0)
+        listed: list[str] = []
+        listKeys = self.keyStore.listKeys
+
+        def recording(state: str) -> list[str]:
+            listed.append(state)
+            return listKeys(state)
+
+        self.patch(self.keyStore, "listKeys", recording)
+        for i in range(20):
+            self.assertEqual(self.auth(master, "10.0.0.1:1", f"new{i}")["ret"], "pending")
+        self.assertEqual(listed, ["minions_pre"])
+        self.assertEqual(master._pendingCount, 20)
+
+    def test_keyEventsMakeRoom(self) -> None:
+        """
+        After an admin deletes pending keys (a C{salt/key} event), the
+        directory is counted again (at most once a second) and new ids are
+        admitted again.
+        """
+        master = self.makeMaster(max_minions_pre=2, auth_rate_limit=0)
+        for i in range(2):
+            self.auth(master, "10.0.0.1:1", f"new{i}")
+        self.assertEqual(self.auth(master, "10.0.0.1:1", "late")["ret"], "error")
+        self.keyStore.deleteKey("minions_pre", "new0")
+        self.bus.fire("salt/key", {"act": "delete", "id": "new0"})
+        master.clock.advance(1)
+        self.assertEqual(self.auth(master, "10.0.0.1:1", "late")["ret"], "pending")
+        self.assertEqual(self.auth(master, "10.0.0.1:1", "later")["ret"], "error")
+
+    def test_inFlightReserve(self) -> None:
+        """
+        Authentications in flight that may add a pending key count against
+        the cap: with room for two, the third concurrent one is told it may
+        not write a new key, and the worker pool is told so too.
+        """
+        from twisted.internet.defer import Deferred
+
+        master = self.makeMaster(max_minions_pre=2, auth_rate_limit=0)
+        runs: list[tuple[Any, ...]] = []
+
+        class Workers:
+            def run(self, *args: Any) -> Deferred[Any]:
+                runs.append(args)
+                return Deferred()
+
+        master.workers = Workers()
+        for _ in range(3):
+            master.clearAuth(_Peer("10.0.0.1:1"), {})  # type: ignore[arg-type]
+        self.assertEqual([r[-1] for r in runs], [True, True, False])
+
+    def test_authenticatorWritesNothing(self) -> None:
+        """
+        In the worker (L{Authenticator} over the real key store), a new id
+        refused for the cap leaves no file under C{pki_dir}.
+        """
+        from salttwist.master.auth import PENDING_FULL, Authenticator
+        from salttwist.master.keys import MasterKeys, PublicationKey
+        from salttwist.pki.keystore import FilesystemKeyStore
+        from tests.adversarial._support import MINION_KEYS, authLoad
+
+        pkiDir = os.path.abspath(self.mktemp())
+        store = FilesystemKeyStore(pkiDir)
+        authenticator = Authenticator(
+            store,
+            MasterKeys(MASTER_KEY, MASTER_PEM, ROOT_KEY),
+            lambda: PublicationKey(os.urandom(32), 1),
+            lambda: 4505,
+        )
+        load = authLoad(b"c" * 32, "fresh", MINION_KEYS["m1"])
+        outcome = authenticator.authenticate(load, b"c" * 32, "peer", False)
+        self.assertEqual(outcome.reply, {"ret": "error", "error": PENDING_FULL})
+        self.assertEqual(outcome.events, [])
+        self.assertEqual(store.stateOf("fresh"), [])
+        for _, _, files in os.walk(pkiDir):
+            self.assertEqual([f for f in files if "fresh" in f], [])
