@@ -81,9 +81,11 @@ class ParserTests(OutputTestCase):
 
     def test_onlyMasterNode(self) -> None:
         """
-        Only the master has an event bus: C{--node minion} is a usage error.
+        C{--node} is C{master} or C{minion} (the minion's own bus); any other
+        node is a usage error.
         """
-        e = self.assertRaises(SystemExit, buildParser().parse_args, ["--node", "minion"])
+        self.assertEqual(buildParser().parse_args(["--node", "minion"]).node, "minion")
+        e = self.assertRaises(SystemExit, buildParser().parse_args, ["--node", "syndic"])
         self.assertEqual(e.code, 2)
 
     def test_version(self) -> None:

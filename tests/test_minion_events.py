@@ -287,13 +287,13 @@ class EventModuleTests(SynchronousTestCase):
 
     def test_loaded(self) -> None:
         """
-        The loader offers C{event.send} and C{event.fire_master}; there is no
-        C{event.fire}, since minions have no local bus yet.
+        The loader offers C{event.send}, C{event.fire_master} and
+        C{event.fire} (the minion's own bus: L{tests.test_minion_bus}).
         """
         functions = loadFunctions()
         self.assertIs(functions["event.send"], eventModule.send)
         self.assertIs(functions["event.fire_master"], eventModule.fire_master)
-        self.assertNotIn("event.fire", functions)
+        self.assertIs(functions["event.fire"], eventModule.fire)
 
     def test_sendCallsHook(self) -> None:
         """

@@ -1,7 +1,9 @@
 # -*- test-case-name: tests.test_cli_event -*-
 """
 C{salttwist-event}: watch the master's event bus, as Salt's C{eventlisten.py}
-and C{salt-run state.event} do.
+and C{salt-run state.event} do, or with C{--node minion} the minion's own bus
+(C{minion_event_<hash>_pub.ipc} in the minion config's C{sock_dir}; C{-c}
+then names the minion's config directory).
 
 Each event prints as C{salt-run state.event} prints it: the tag, a tab and
 the data as JSON on one line, or with C{--pretty} indented by 4 with sorted
@@ -11,7 +13,7 @@ also matches C{/}), any other a prefix. The master sends the command only
 the events it chose. C{--count N} exits after N events; otherwise the
 command runs until Ctrl-C.
 
-Exit codes: 0 after C{--count} events or Ctrl-C; 2 when the master is not
+Exit codes: 0 after C{--count} events or Ctrl-C; 2 when the daemon is not
 running, its event bus cannot be reached, or it closed the connection (and
 for a usage error).
 
@@ -30,7 +32,7 @@ from typing import Any
 
 from salttwist.cli import addCommonArguments
 from salttwist.cli.reactor import runWithReactor
-from salttwist.config import ConfigError, loadMasterConfig
+from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
 
 EX_OK, EX_UNAVAILABLE = 0, 2
 #: Characters that make a C{--tag} a glob rather than a prefix.
@@ -92,6 +94,7 @@ async def followEvents(
     pretty: bool,
     quiet: bool = False,
     accept: Callable[[str], bool] | None = None,
+    daemon: str = "master",
 ) -> int:
     """
     Subscribe to the master's bus at C{sockPath} and print each event the
@@ -103,6 +106,8 @@ async def followEvents(
     @param accept: a further test of each tag, in the command (for what the
         master cannot check: C{state.event}'s regular expressions); events
         it refuses are neither printed nor counted.
+    @param daemon: whose bus it is (C{"master"} or C{"minion"}), for the
+        error messages.
     @return: the exit code, once C{count} events came or the master closed
         the bus (Ctrl-C stops the reactor instead, and this never returns).
     """
@@ -137,7 +142,7 @@ async def followEvents(
         )
     except Exception as e:
         sys.stderr.write(
-            "Error: the salttwist master is not running, or this user cannot reach its "
+            f"Error: the salttwist {daemon} is not running, or this user cannot reach its "
             f"event bus at {sockPath} ({e})\n"
         )
         return EX_UNAVAILABLE
@@ -152,7 +157,7 @@ async def followEvents(
 
     def lost(_: object) -> None:
         if not ended.called and not stopping:
-            sys.stderr.write("Error: the master closed the event bus connection\n")
+            sys.stderr.write(f"Error: the {daemon} closed the event bus connection\n")
             ended.callback(EX_UNAVAILABLE)
 
     # The command is the whole process, so the trigger is never removed.
@@ -189,7 +194,7 @@ def buildParser() -> argparse.ArgumentParser:
             "one event per line."
         ),
     )
-    addCommonArguments(parser, "master")
+    addCommonArguments(parser, "master or, with --node minion, minion")
     parser.add_argument(
         "--tag",
         action="append",
@@ -215,15 +220,15 @@ def buildParser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-n",
         "--node",
-        choices=["master"],
+        choices=["master", "minion"],
         default="master",
-        help="Whose bus to watch: only the master has one in salttwist.",
+        help="Whose bus to watch: the master's or this machine's minion's (default: master).",
     )
     parser.add_argument(
         "-s",
         "--sock-dir",
         default=None,
-        help="The master's sock_dir (default: the config's).",
+        help="The daemon's sock_dir (default: the config's).",
     )
     return parser
 
@@ -234,12 +239,25 @@ async def streamEvents(reactor: Any, options: argparse.Namespace, config: dict[s
 
     @return: the exit code (see the module's docstring).
     """
-    from salttwist.events import EVENT_PUB_SOCKET
+    from salttwist.events import EVENT_PUB_SOCKET, minionEventSockets
 
     prefixes, globs = splitTags(options.tag)
-    sockPath = os.path.join(options.sock_dir or config["sock_dir"], EVENT_PUB_SOCKET)
+    sockDir = options.sock_dir or config["sock_dir"]
+    if getattr(options, "node", "master") == "minion":
+        from salttwist.client.transient import defaultMinionId
+
+        sockPath = minionEventSockets(sockDir, defaultMinionId(config))[0]
+    else:
+        sockPath = os.path.join(sockDir, EVENT_PUB_SOCKET)
     return await followEvents(
-        reactor, config, sockPath, prefixes, globs, options.count, options.pretty
+        reactor,
+        config,
+        sockPath,
+        prefixes,
+        globs,
+        options.count,
+        options.pretty,
+        daemon=getattr(options, "node", "master"),
     )
 
 
@@ -249,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     options = buildParser().parse_args(argv)
     try:
-        config = loadMasterConfig(options.config_dir)
+        load = loadMinionConfig if options.node == "minion" else loadMasterConfig
+        config = load(options.config_dir)
     except ConfigError as e:
         sys.stderr.write(f"Error: {e}\n")
         return EX_UNAVAILABLE

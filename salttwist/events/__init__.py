@@ -2,7 +2,28 @@
 The event bus: tagged events published and subscribed over UNIX sockets.
 """
 
+from __future__ import annotations
+
+import hashlib
+import os
+
 #: The master's socket for subscribers, in its C{sock_dir}.
 EVENT_PUB_SOCKET = "master_event_pub.ipc"
 #: The master's socket for local publishers, in its C{sock_dir}.
 EVENT_PULL_SOCKET = "master_event_pull.ipc"
+
+
+def minionEventSockets(sockDir: str, minionId: str) -> tuple[str, str]:
+    """
+    The paths of a minion's own bus in its C{sock_dir}, named as Salt names
+    them: C{minion_event_<hash>_pub.ipc} and C{minion_event_<hash>_pull.ipc},
+    where C{<hash>} is the first 10 hex digits of the SHA-256 of the minion
+    id (short enough for a UNIX socket path whatever the id).
+
+    @return: C{(pubPath, pullPath)}.
+    """
+    idHash = hashlib.sha256(minionId.encode("utf-8")).hexdigest()[:10]
+    return (
+        os.path.join(sockDir, f"minion_event_{idHash}_pub.ipc"),
+        os.path.join(sockDir, f"minion_event_{idHash}_pull.ipc"),
+    )

@@ -80,6 +80,11 @@ class LoaderContext:
     #: L{salttwist.transport.reqclient.RequestError} when the master refuses
     #: the event. L{None} when there is no master (C{salttwist-call --local}).
     fireMaster: Callable[[str, Any], Any] | None = None
+    #: Fires C{(tag, data)} on the minion daemon's own event bus, on the
+    #: reactor thread (C{event.fire}). L{None} outside the daemon
+    #: (C{salttwist-call}), where C{event.fire} writes to the running
+    #: daemon's pull socket instead.
+    fireLocal: Callable[[str, dict[str, Any]], None] | None = None
 
 
 @dataclass(frozen=True)

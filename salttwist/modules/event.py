@@ -9,8 +9,10 @@ session's minion id in the data. The master refuses tags under C{salt/}
 other than C{salt/minion/<this minion's id>/...} (see C{docs/security.md});
 a refusal makes the function fail with the master's reason.
 
-Salt's C{event.fire} fires on the minion's own local bus; salttwist minions
-have no local bus yet, so C{event.fire} is not offered.
+C{event.fire} fires on the minion's own local bus instead (Salt's
+C{minion_event_<hash>_pub.ipc}, watched with C{salttwist-event --node
+minion}): in the daemon directly, under C{salttwist-call} through the
+running daemon's C{minion_event_<hash>_pull.ipc}.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.error import ConnectionLost
 from twisted.python.failure import Failure
 
+from salttwist.events import minionEventSockets
+from salttwist.events.bus import MAX_GLOB_LENGTH
+from salttwist.events.fire import fireEvent
 from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,
@@ -88,6 +93,49 @@ def fire_master(context: LoaderContext, data: Any, tag: Any, preload: Any = None
     if isinstance(preload, Mapping) and isinstance(data, Mapping):
         data = {**preload, **data}
     return _fire(context, tag, data)
+
+
+@onReactor
+@needsContext
+def fire(context: LoaderContext, data: Any, tag: Any) -> bool:
+    """
+    Fire an event with tag C{tag} and data C{data} (a map) on this minion's
+    own event bus, not the master's; the bus adds C{_stamp}. Return C{True}
+    once it is on the bus. Outside the daemon (C{salttwist-call}, even with
+    C{--local}) the event goes through the running daemon's local socket,
+    and the function fails if no minion daemon runs with this config.
+
+    CLI Example:
+
+        salttwist '*' event.fire '{"data": "my event data"}' myco/tag
+        salttwist-call --local event.fire '{"a": 1}' myco/tag
+    """
+    if not isinstance(tag, str) or not tag:
+        raise SaltInvocationError("tag must be a non-empty string")
+    # The longest tag a bus's pull socket takes.
+    if len(tag) > MAX_GLOB_LENGTH:
+        raise SaltInvocationError(f"tag must be at most {MAX_GLOB_LENGTH} characters")
+    if not isinstance(data, Mapping):
+        raise SaltInvocationError(f"data must be a map, not {type(data).__name__}")
+    if context.fireLocal is not None:
+        context.fireLocal(tag, dict(data))
+        return True
+    from salttwist.client.transient import defaultMinionId
+
+    pullPath = minionEventSockets(context.opts["sock_dir"], defaultMinionId(context.opts))[1]
+    try:
+        # A blocking write of one frame to a local socket, bounded by a
+        # second: quick enough to make on the reactor of salttwist-call.
+        fired = fireEvent(pullPath, tag, dict(data))
+    except SerialError as e:
+        raise CommandExecutionError(f"the event was not fired: {e}") from e
+    if not fired:
+        raise CommandExecutionError(
+            f"the event was not fired: no salttwist minion listens on {pullPath} "
+            "(is the minion daemon of this config running, and may this user reach its "
+            "sock_dir?)"
+        )
+    return True
 
 
 def _fire(context: LoaderContext, tag: Any, data: Any) -> Deferred[bool]:
