@@ -1,18 +1,28 @@
 # -*- test-case-name: tests.test_daemon -*-
 """
 What the master and the minion share when they start: their private
-directories, and the runtime file that tells local tools the ports a daemon
-actually listens on (so a config with port 0 works).
+directories, the runtime file that tells local tools the ports a daemon
+actually listens on (so a config with port 0 works), and the switch to the
+C{user} option's user once the sockets are bound.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import stat
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from twisted.logger import Logger
+from twisted.python import util
+
 from salttwist.files import atomicWrite
+from salttwist.logs import FILE_ENV
+
+_log = Logger()
 
 #: The runtime file, in a master's C{sock_dir}, with the ports it listens on.
 PORTS_FILE = "master.ports"
@@ -24,15 +34,19 @@ class StartupError(Exception):
     """
 
 
-def ensurePrivateDir(path: str) -> None:
+def ensurePrivateDir(path: str, searchableParents: bool = False) -> None:
     """
     Create C{path} (and parents) with mode 0700 if missing, and refuse one
     that other users could write to (they could plant keys or sockets).
 
+    @param searchableParents: create the missing parents 0711 instead, so
+        that the C{user} option's user can reach C{path} (see
+        L{dropPrivileges}).
+
     @raise StartupError: if it cannot be created or is writable by others.
     """
     try:
-        _makePrivateDirs(path)
+        _makePrivateDirs(path, parentMode=0o711 if searchableParents else 0o700)
         info = os.lstat(path)
     except OSError as e:
         raise StartupError(f"cannot create directory {path}: {e.strerror}") from e
@@ -45,15 +59,15 @@ def ensurePrivateDir(path: str) -> None:
         )
 
 
-def _makePrivateDirs(path: str) -> None:
+def _makePrivateDirs(path: str, mode: int = 0o700, parentMode: int = 0o700) -> None:
     # Not os.makedirs: it gives its mode to the last directory only, and
     # creates the parents 0777 & ~umask, which a loose umask (002) leaves
     # writable by others, who could then swap the private directory itself.
     parent = os.path.dirname(path.rstrip(os.sep))
     if parent and not os.path.isdir(parent):
-        _makePrivateDirs(parent)
+        _makePrivateDirs(parent, parentMode, parentMode)
     try:
-        os.mkdir(path, 0o700)
+        os.mkdir(path, mode)
     except FileExistsError:
         pass
 
@@ -75,3 +89,157 @@ def readRuntimeFile(path: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """
+    The user a daemon runs as after binding (Salt's C{user} option).
+    """
+
+    name: str
+    uid: int
+    gid: int
+
+
+def resolveUser(
+    name: str | None,
+    getpwnam: Callable[[str], Any] = pwd.getpwnam,
+    geteuid: Callable[[], int] = os.geteuid,
+) -> RunAs | None:
+    """
+    Check the C{user} option (or C{-u/--user}) before anything starts.
+
+    @return: the user to switch to, or L{None} when there is nothing to do
+        (no user set, or the daemon already runs as that user).
+    @raise StartupError: if the user does not exist, or another user than
+        root asks to run as someone else (only root can switch).
+    """
+    if not name:
+        return None
+    try:
+        entry = getpwnam(name)
+    except KeyError:
+        raise StartupError(f"user {name!r} (option user) does not exist on this system") from None
+    euid = geteuid()
+    if euid == entry.pw_uid:
+        return None
+    if euid != 0:
+        raise StartupError(
+            f"cannot run as user {name!r}: only root can switch users (running as uid "
+            f"{euid}); start the daemon as root or as {name}, or unset the user option"
+        )
+    return RunAs(name, entry.pw_uid, entry.pw_gid)
+
+
+def daemonPaths(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """
+    The paths a daemon writes after it dropped privileges, as Salt's
+    C{verify_env}, C{verify_log} and C{set_pidfile} give them to its user.
+
+    @return: the directories to hand over with their content (C{pki_dir},
+        C{cachedir}, C{sock_dir}), and the single files (the log file and
+        the pidfile; their directories stay as they are).
+    """
+    directories = [config[name] for name in ("pki_dir", "cachedir", "sock_dir") if config.get(name)]
+    files = [config["pidfile"]] if config.get("pidfile") else []
+    logFiles = [config.get("log_file"), os.environ.get(FILE_ENV)]
+    files += [path for path in logFiles if path and path != "-" and "://" not in path]
+    return directories, files
+
+
+def chownForUser(
+    runAs: RunAs,
+    directories: Iterable[str],
+    files: Iterable[str],
+    lchown: Callable[[str, int, int], None] = os.lchown,
+) -> None:
+    """
+    Give C{runAs} the directories (and everything in them) and the files
+    that exist. Links are never followed, and a file with several hard
+    links is left alone: the user owned these directories before and could
+    have planted a link to a file of root's.
+    """
+    for top in directories:
+        if not os.path.isdir(top) or os.path.islink(top):
+            continue
+        lchown(top, runAs.uid, runAs.gid)
+        for root, dirs, names in os.walk(top):
+            for name in [*dirs, *names]:
+                _chownOne(os.path.join(root, name), runAs, lchown)
+    for path in files:
+        _chownOne(path, runAs, lchown)
+
+
+def _chownOne(path: str, runAs: RunAs, lchown: Callable[[str, int, int], None]) -> None:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        return
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        _log.warn(
+            "not giving {path} to {user}: it has several hard links", path=path, user=runAs.name
+        )
+        return
+    if (info.st_uid, info.st_gid) != (runAs.uid, runAs.gid):
+        lchown(path, runAs.uid, runAs.gid)
+
+
+def unsearchableParent(path: str, runAs: RunAs) -> str | None:
+    """
+    @return: the first directory above C{path} that C{runAs} cannot search
+        (so it cannot reach C{path}), or L{None}.
+    """
+    groups = set(os.getgrouplist(runAs.name, runAs.gid))
+    parent = os.path.dirname(os.path.abspath(path))
+    parents = []
+    while True:
+        parents.append(parent)
+        if parent == os.path.dirname(parent):
+            break
+        parent = os.path.dirname(parent)
+    for directory in reversed(parents):
+        try:
+            info = os.stat(directory)
+        except OSError:
+            return None
+        if info.st_uid == runAs.uid:
+            allowed = info.st_mode & stat.S_IXUSR
+        elif info.st_gid in groups:
+            allowed = info.st_mode & stat.S_IXGRP
+        else:
+            allowed = info.st_mode & stat.S_IXOTH
+        if not allowed:
+            return directory
+    return None
+
+
+def dropPrivileges(
+    runAs: RunAs | None,
+    config: Mapping[str, Any],
+    chown: Callable[[RunAs, list[str], list[str]], None] = chownForUser,
+    switchUID: Callable[[int, int], None] = util.switchUID,
+) -> None:
+    """
+    What a daemon does at the end of C{privilegedStartService}, once it has
+    bound its sockets: give C{runAs} the paths it writes (L{daemonPaths}),
+    then switch to its uid, gid and supplementary groups for good. twistd
+    starts the services (and so the worker processes) only after this.
+    Nothing happens when C{runAs} is L{None}.
+    """
+    if runAs is None:
+        return
+    directories, files = daemonPaths(config)
+    for directory in directories:
+        blocked = unsearchableParent(directory, runAs)
+        if blocked is not None:
+            raise StartupError(
+                f"user {runAs.name!r} cannot reach {directory}: {blocked} is not searchable "
+                f"by it; run chmod o+x {blocked} (or chgrp it to a group of {runAs.name} "
+                f"and chmod g+x)"
+            )
+    chown(runAs, directories, files)
+    switchUID(runAs.uid, runAs.gid)
+    _log.info("running as user {user} (uid {uid})", user=runAs.name, uid=runAs.uid)

@@ -7,6 +7,11 @@ In the foreground the daemon logs to standard output (and, with
 C{--log-file}, to that file too); as a daemon, to the config's C{log_file}
 (or C{--log-file}). C{log_fmt_json: True} logs JSON lines. SIGHUP reopens
 the log file (see L{salttwist.logs}).
+
+C{-u USER} (or the config's C{user}) runs the daemon as that user: it binds
+its sockets as root, gives the user its directories, log file and pidfile,
+then switches to the user's uid, gid and groups before any job or worker
+process starts (see L{salttwist.daemon.dropPrivileges}).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 from salttwist.cli import addCommonArguments
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
-from salttwist.daemon import StartupError
+from salttwist.daemon import StartupError, resolveUser
 from salttwist.logs import CONSOLE_ENV, FILE_ENV, FORMAT_ENV, LEVEL_ENV, SALT_LEVELS
 
 
@@ -38,6 +43,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         choices=sorted(SALT_LEVELS),
         default=None,
         help="Console log level (default: the config's log_level).",
+    )
+    parser.add_argument(
+        "-u",
+        "--user",
+        default=None,
+        help=(
+            "Run as this user once the sockets are bound (overrides the config's user; "
+            "only root can switch users)."
+        ),
     )
     parser.add_argument(
         "--log-file",
@@ -59,14 +73,19 @@ def twistdArgs(plugin: str, options: argparse.Namespace, config: dict[str, Any])
         args += ["--pidfile", config["pidfile"]]
     else:
         args += ["--nodaemon", "--pidfile", ""]
-    return [*args, plugin, "-c", options.config_dir]
+    args += [plugin, "-c", options.config_dir]
+    if options.user:
+        args += ["-u", options.user]
+    return args
 
 
 def _run(plugin: str, load: Callable[[str], dict[str, Any]], argv: list[str] | None) -> int:
     options = _parser(plugin).parse_args(argv)
     try:
         config = load(options.config_dir)
-    except ConfigError as e:
+        # Checked here too (the plugin checks again) for a plain message.
+        resolveUser(options.user or config["user"])
+    except (ConfigError, StartupError) as e:
         sys.stderr.write(f"{plugin}: {e}\n")
         return 2
     _setLogEnvironment(options, config)

@@ -17,7 +17,14 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from salttwist.blocking import RunBlocking, threadRunner
-from salttwist.daemon import PORTS_FILE, StartupError, ensurePrivateDir, writeRuntimeFile
+from salttwist.daemon import (
+    PORTS_FILE,
+    RunAs,
+    StartupError,
+    dropPrivileges,
+    ensurePrivateDir,
+    writeRuntimeFile,
+)
 from salttwist.events import EVENT_PUB_SOCKET, EVENT_PULL_SOCKET
 from salttwist.events.bus import EventPublisherFactory, EventPullFactory, LocalEventBus
 from salttwist.master.acl import setUpUserKeys
@@ -54,6 +61,9 @@ class MasterService(MultiService):
     """
 
     log = Logger()
+    #: The user to switch to once every socket is bound (the C{user}
+    #: option, see L{salttwist.daemon.resolveUser}); set by the twistd plugin.
+    runAs: RunAs | None = None
 
     def __init__(
         self,
@@ -72,7 +82,7 @@ class MasterService(MultiService):
         except UnknownTransport as e:
             raise StartupError(str(e)) from e
         for directory in (config["pki_dir"], config["cachedir"], config["sock_dir"]):
-            ensurePrivateDir(directory)
+            ensurePrivateDir(directory, searchableParents=bool(config["user"]))
         if config["auto_accept"]:
             self.log.warn(
                 "auto_accept is True: EVERY minion that connects is accepted without an "
@@ -214,7 +224,7 @@ class MasterService(MultiService):
 
     def privilegedStartService(self) -> None:
         """
-        Bind every socket (before twistd drops privileges).
+        Bind every socket, then switch to L{runAs} if set.
         """
         super().privilegedStartService()
         config, reactor = self.config, self.reactor
@@ -240,6 +250,9 @@ class MasterService(MultiService):
         ).addErrback(failed.append)
         if failed:
             failed[0].raiseException()
+        # Bound: now give up root (twistd starts the services, and so the
+        # worker processes, only after this method).
+        dropPrivileges(self.runAs, config)
 
     def _listenChannel(self, port: int, role: str, factory: Any) -> Deferred[Any]:
         """

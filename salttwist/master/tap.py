@@ -11,7 +11,7 @@ from twisted.python import usage
 
 from salttwist.cli import defaultConfigDir
 from salttwist.config import ConfigError, loadMasterConfig
-from salttwist.daemon import StartupError
+from salttwist.daemon import StartupError, resolveUser
 
 
 class Options(usage.Options):
@@ -19,10 +19,11 @@ class Options(usage.Options):
     Options of C{twistd salttwist-master}.
     """
 
-    synopsis = "[-c CONFIG_DIR]"
+    synopsis = "[-c CONFIG_DIR] [-u USER]"
     longdesc = "Run the salttwist master: the pub and req channels and the event bus."
     optParameters = [
         ["config-dir", "c", defaultConfigDir(), "Directory holding the 'master' config file."],
+        ["user", "u", None, "Run as this user once the sockets are bound (the user option)."],
     ]
 
     def __init__(self) -> None:
@@ -36,8 +37,10 @@ class Options(usage.Options):
         before it daemonizes.
         """
         try:
-            self["config"] = loadMasterConfig(self["config-dir"])
-        except ConfigError as e:
+            overrides = {"user": self["user"]} if self["user"] else None
+            self["config"] = loadMasterConfig(self["config-dir"], overrides)
+            self["runAs"] = resolveUser(self["config"]["user"])
+        except (ConfigError, StartupError) as e:
             raise usage.UsageError(str(e)) from e
 
 
@@ -52,6 +55,8 @@ def makeService(options: Options, reactor: Any = None) -> Any:
 
         reactor = globalReactor
     try:
-        return MasterService(options["config"], reactor)
+        service = MasterService(options["config"], reactor)
     except StartupError as e:
         raise SystemExit(f"salttwist-master: {e}") from e
+    service.runAs = options.get("runAs")
+    return service

@@ -18,12 +18,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred, fail, maybeDeferred
+from twisted.internet.defer import Deferred, DeferredList, fail, maybeDeferred, succeed
 from twisted.internet.error import ConnectionLost
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 
 from salttwist import crypt, serial, wire
+from salttwist.events.bus import LocalEventBus
 from salttwist.jid import isJid
 from salttwist.minion.auth import (  # MASTER_PUB_FILE is re-exported
     MASTER_PUB_FILE,  # noqa: F401
@@ -48,6 +49,15 @@ SUBSCRIBE_GRACE = 2.0
 ANSWER_TIMEOUT = 30.0
 
 ConnectTCP = Callable[[str, int, Factory], Deferred]
+
+#: Seconds a stopping minion (SIGTERM) gives its running jobs before it
+#: kills them; see L{Minion.shutdown}.
+STOP_GRACE = 5.0
+
+#: The tags Salt's minion fires on its own bus when its master connection
+#: comes up and goes down (Salt's C{master_event(type=...)}).
+MASTER_CONNECTED = "__master_connected"
+MASTER_DISCONNECTED = "__master_disconnected"
 
 
 class AttemptFailed(Exception):
@@ -81,8 +91,14 @@ class Minion:
         connectTCP: ConnectTCP,
         runBlocking: Callable[..., Deferred],
         returnsQueue: ReturnsQueue | None = None,
+        bus: LocalEventBus | None = None,
     ) -> None:
         self.config = config
+        #: The minion's own event bus (Salt's C{minion_event_<hash>_*.ipc},
+        #: served by L{salttwist.minion.service.MinionService}): it fires
+        #: C{__master_connected} and C{__master_disconnected} there, with
+        #: C{{"master": <its master>}}, as Salt's minion does.
+        self.bus = bus if bus is not None else LocalEventBus()
         self.id = minionId
         self.privateKey = privateKey
         self.publicPem = publicPem
@@ -97,6 +113,9 @@ class Minion:
         #: (name on disk or None, return) waiting for the master.
         self.pendingReturns: deque[tuple[str | None, dict[str, Any]]] = deque()
         self.returnsQueue = returnsQueue
+        #: Jobs running or having their return written to disk.
+        self._inFlight: set[Deferred[None]] = set()
+        self._stopping = False
         self._generation = 0
         self._failures = 0
         self._retryCall: Any = None
@@ -131,6 +150,45 @@ class Minion:
         if self._retryCall is not None and self._retryCall.active():
             self._retryCall.cancel()
         self._closeConnections()
+
+    def shutdown(self, grace: float = STOP_GRACE) -> Deferred[None]:
+        """
+        Stop for good, as on SIGTERM: take no new job; give the running ones
+        C{grace} seconds, then kill those still running (their process
+        trees), whose return then says so; then L{stop}. The result fires
+        once every return is on disk: the req channel stays up until then,
+        so a return the master acknowledged meanwhile is not kept, and the
+        others are sent after the next start (a duplicate is refused by the
+        master, so each is stored once).
+        """
+        self._stopping = True
+        if not self._inFlight:
+            self.stop()
+            return succeed(None)
+        self.log.info(
+            "minion {id}: stopping; waiting up to {grace}s for {n} running jobs",
+            id=self.id,
+            grace=grace,
+            n=len(self._inFlight),
+        )
+        timer = self.reactor.callLater(grace, self._killRunning)
+
+        def finished(_: object) -> None:
+            if timer.active():
+                timer.cancel()
+            self.stop()
+
+        return DeferredList(list(self._inFlight)).addCallback(finished)
+
+    def _killRunning(self) -> None:
+        for job in list(self.executor.context.running.values()):
+            self.log.warn(
+                "minion {id}: killing job {jid} ({fun}): the minion stops",
+                id=self.id,
+                jid=job.load.get("jid"),
+                fun=job.fun,
+            )
+            job.cancel("SIGTERM")
 
     def whenReady(self) -> Deferred[None]:
         """
@@ -271,6 +329,7 @@ class Minion:
         self.state = "ready"
         self._failures = 0
         self.log.info("minion {id} authenticated and subscribed to its master", id=self.id)
+        self.bus.fire(MASTER_CONNECTED, {"master": self.masterHost})
         self.sendGrains()
         self._flushReturns()
         waiters, self._readyWaiters = self._readyWaiters, []
@@ -318,6 +377,7 @@ class Minion:
 
             delay = None
             if self.state == "ready":
+                self.bus.fire(MASTER_DISCONNECTED, {"master": self.masterHost})
                 # A master restart drops every minion at once: spread their
                 # returns over random_reauth_delay seconds (Salt's option), so
                 # thousands of authentications do not arrive in one second.
@@ -344,7 +404,7 @@ class Minion:
             self._rotationReceived(frame)
             return
         blob, signature, kid = frame.get("pub"), frame.get("sig"), frame.get("kid")
-        if self._masterKey is None:
+        if self._masterKey is None or self._stopping:
             return
         try:
             cipher = self._pubKeys.get(kid) if isinstance(kid, int) else None
@@ -401,7 +461,12 @@ class Minion:
                 }
             return result
 
-        d.addCallback(ended).addCallback(self._jobDone, load)
+        finished = d.addCallback(ended).addCallback(self._jobDone, load)
+        self._inFlight.add(finished)
+        finished.addErrback(
+            lambda f: self.log.failure("minion {id}: the return of {jid}", f, id=self.id, jid=jid)
+        )
+        finished.addBoth(lambda _: self._inFlight.discard(finished))
 
     def _rotationReceived(self, frame: dict[str, Any]) -> None:
         """
@@ -426,7 +491,7 @@ class Minion:
         self._kid = kid
         self.log.info("minion {id}: publication key rotated to {kid}", id=self.id, kid=kid)
 
-    def _jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> None:
+    def _jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> Deferred[None] | None:
         try:
             serial.dumps(result["return"])
         except serial.SerialError as e:
@@ -445,7 +510,7 @@ class Minion:
         }
         if self.returnsQueue is None:
             self._queueReturn(None, ret)
-            return
+            return None
 
         def persisted(name: str | None) -> None:
             self._queueReturn(name, ret)
@@ -460,7 +525,8 @@ class Minion:
             )
             self._queueReturn(None, ret)
 
-        self.returnsQueue.persist(ret).addCallbacks(persisted, notPersisted)
+        # Returned, so that L{shutdown} waits for the return to be on disk.
+        return self.returnsQueue.persist(ret).addCallbacks(persisted, notPersisted)
 
     def _queueReturn(self, name: str | None, ret: dict[str, Any]) -> None:
         self.pendingReturns.append((name, ret))

@@ -10,13 +10,16 @@ import socket
 from typing import Any
 
 from twisted.application.service import Service
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
+from twisted.internet.endpoints import UNIXServerEndpoint
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 
 from salttwist import crypt
 from salttwist.blocking import threadRunner
-from salttwist.daemon import StartupError, ensurePrivateDir
+from salttwist.daemon import RunAs, StartupError, dropPrivileges, ensurePrivateDir
+from salttwist.events import minionEventSockets
+from salttwist.events.bus import EventPublisherFactory, EventPullFactory
 from salttwist.minion.core import ConnectTCP, Minion
 from salttwist.minion.executor import Executor
 from salttwist.minion.grains import coreGrains, grainsFilePath
@@ -66,8 +69,8 @@ def buildMinion(
         minionId = validateMinionId(config["id"] or socket.getfqdn())
     except InvalidMinionId as e:
         raise StartupError(f"invalid minion id: {e}") from e
-    for directory in (config["pki_dir"], config["cachedir"]):
-        ensurePrivateDir(directory)
+    for directory in (config["pki_dir"], config["cachedir"], config["sock_dir"]):
+        ensurePrivateDir(directory, searchableParents=bool(config["user"]))
     privateKey, publicPem = crypt.loadOrCreateKeyPair(
         config["pki_dir"], "minion", config["keysize"]
     )
@@ -93,30 +96,81 @@ def buildMinion(
         minion.pendingReturns.append((name, ret))
     context.onGrainsChanged = minion.sendGrains
     context.fireMaster = minion.fireMaster
+    context.fireLocal = minion.bus.fire
     return minion
 
 
 class MinionService(Service):
     """
-    Starts the minion's connection loop with the reactor and stops it cleanly.
+    Starts the minion's connection loop with the reactor and stops it cleanly,
+    and serves the minion's own event bus (L{Minion.bus}) on its two UNIX
+    sockets in C{sock_dir}, named as Salt's (L{minionEventSockets}), mode
+    0660 as the master's.
     """
 
     log = Logger()
+    #: The user to switch to before the service starts (the C{user} option,
+    #: see L{salttwist.daemon.resolveUser}); set by the twistd plugin.
+    runAs: RunAs | None = None
 
     def __init__(self, minion: Minion) -> None:
         self.minion = minion
+        self._ports: list[Any] = []
+
+    def privilegedStartService(self) -> None:
+        """
+        Switch to L{runAs} if set: the minion binds no port, and makes its
+        event-bus sockets as that user in its C{sock_dir}.
+        """
+        super().privilegedStartService()
+        dropPrivileges(self.runAs, self.minion.config)
 
     def startService(self) -> None:
         """
-        Start connecting to the master.
+        Listen on the event-bus sockets, then start connecting to the master.
+        A bus that cannot listen (another minion with this id and
+        C{sock_dir} runs) is logged; the minion runs on without it.
         """
         super().startService()
         self.log.info("salttwist minion {id} starting", id=self.minion.id)
+        self._listenBus()
         self.minion.start()
 
-    def stopService(self) -> None:
+    def _listenBus(self) -> None:
+        minion = self.minion
+        config, reactor, bus = minion.config, minion.reactor, minion.bus
+        pubPath, pullPath = minionEventSockets(config["sock_dir"], minion.id)
+        listens = [
+            UNIXServerEndpoint(reactor, pubPath, mode=0o660, wantPID=True).listen(
+                EventPublisherFactory(bus)
+            ),
+            UNIXServerEndpoint(reactor, pullPath, mode=0o660, wantPID=True).listen(
+                EventPullFactory(bus, config["max_frame_bytes"])
+            ),
+        ]
+
+        def listened(results: list[tuple[bool, Any]]) -> None:
+            for ok, result in results:
+                if ok:
+                    self._ports.append(result)
+                else:
+                    self.log.error(
+                        "minion {id}: no local event bus: {error}",
+                        id=minion.id,
+                        error=result.value,
+                    )
+
+        DeferredList(listens, consumeErrors=True).addCallback(listened)
+
+    def stopService(self) -> Deferred:
         """
-        Close the connections to the master.
+        Stop as L{Minion.shutdown} says (running jobs get a grace), then
+        close the event-bus sockets (their files are removed).
         """
         super().stopService()
-        self.minion.stop()
+
+        def closeBus(_: object) -> Deferred:
+            ports, self._ports = self._ports, []
+            return DeferredList([maybeDeferred(port.stopListening) for port in ports])
+
+        return self.minion.shutdown().addCallback(closeBus)

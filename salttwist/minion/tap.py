@@ -11,7 +11,7 @@ from twisted.python import usage
 
 from salttwist.cli import defaultConfigDir
 from salttwist.config import ConfigError, loadMinionConfig
-from salttwist.daemon import StartupError
+from salttwist.daemon import StartupError, resolveUser
 
 
 class Options(usage.Options):
@@ -19,10 +19,11 @@ class Options(usage.Options):
     Options of C{twistd salttwist-minion}.
     """
 
-    synopsis = "[-c CONFIG_DIR]"
+    synopsis = "[-c CONFIG_DIR] [-u USER]"
     longdesc = "Run a salttwist minion: connect to the master and run its jobs."
     optParameters = [
         ["config-dir", "c", defaultConfigDir(), "Directory holding the 'minion' config file."],
+        ["user", "u", None, "Run as this user once the sockets are bound (the user option)."],
     ]
 
     def __init__(self) -> None:
@@ -35,8 +36,10 @@ class Options(usage.Options):
         Load and check the configuration before twistd daemonizes.
         """
         try:
-            self["config"] = loadMinionConfig(self["config-dir"])
-        except ConfigError as e:
+            overrides = {"user": self["user"]} if self["user"] else None
+            self["config"] = loadMinionConfig(self["config-dir"], overrides)
+            self["runAs"] = resolveUser(self["config"]["user"])
+        except (ConfigError, StartupError) as e:
             raise usage.UsageError(str(e)) from e
 
 
@@ -51,6 +54,8 @@ def makeService(options: Options, reactor: Any = None) -> Any:
 
         reactor = globalReactor
     try:
-        return MinionService(buildMinion(options["config"], reactor))
+        service = MinionService(buildMinion(options["config"], reactor))
     except StartupError as e:
         raise SystemExit(f"salttwist-minion: {e}") from e
+    service.runAs = options.get("runAs")
+    return service
