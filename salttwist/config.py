@@ -378,6 +378,9 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "reactor": _Option([], _checkReactor),
     "reactor_worker_threads": _Option(10, _integer(1)),
     "reactor_worker_hwm": _Option(10000, _integer(1)),
+    "auth_rate_limit": _Option(10, _checkNumber),
+    "auth_rate_burst": _Option(100, _integer(1)),
+    "max_minions_pre": _Option(10000, _COUNT),
 }
 
 _MINION_OPTIONS: dict[str, _Option] = {
@@ -580,11 +583,9 @@ def _applyRootDir(config: dict[str, Any], options: Mapping[str, _Option]) -> Non
 #: so nobody believes a setting took effect when it did not.
 NOT_YET_IMPLEMENTED: dict[str, dict[str, str]] = {
     "master": {
-        "user": "run the daemon as that user instead",
         "log_level_logfile": "use log_level",
     },
     "minion": {
-        "user": "run the daemon as that user instead",
         "publish_port": "the minion learns it from the master",
         "acceptance_wait_time_max": "acceptance_wait_time is used as is",
         "log_level_logfile": "use log_level",
