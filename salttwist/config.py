@@ -26,8 +26,6 @@ from urllib.parse import urlsplit
 import yaml
 from twisted.logger import Logger
 
-from salttwist.master.acl import checkBlacklistConfig, checkPublisherAclConfig
-
 __all__ = [
     "ConfigError",
     "MASTER_DEFAULTS",
@@ -223,6 +221,9 @@ def _checkPublisherAcl(value: Any) -> dict:
     lists of function patterns and C{{target: [functions]}} mappings (see
     L{salttwist.master.acl}).
     """
+    # Imported here: most configs have no ACL, and every command loads one.
+    from salttwist.master.acl import checkPublisherAclConfig
+
     try:
         return checkPublisherAclConfig(value)
     except ValueError as e:
@@ -237,6 +238,8 @@ def _checkPublisherAclBlacklist(value: Any) -> dict:
     Check Salt's C{publisher_acl_blacklist}: C{users} and C{modules} lists
     of patterns.
     """
+    from salttwist.master.acl import checkBlacklistConfig
+
     try:
         return checkBlacklistConfig(value)
     except ValueError as e:

@@ -14,10 +14,12 @@ would pay that to learn what the default already says.
 
 from __future__ import annotations
 
-from twisted.plugin import getPlugins
+from typing import TYPE_CHECKING
 
 from salttwist.config import ConfigError
-from salttwist.transport.interfaces import ITransport
+
+if TYPE_CHECKING:
+    from salttwist.transport.interfaces import ITransport
 
 __all__ = ["UnknownTransport", "findTransport", "installedTransports"]
 
@@ -32,7 +34,10 @@ def _byName() -> dict[str, list[ITransport]]:
     """
     Scan the plugins: every transport, by name.
     """
+    from twisted.plugin import getPlugins
+
     import twisted.plugins
+    from salttwist.transport.interfaces import ITransport
 
     found: dict[str, list[ITransport]] = {}
     for transport in getPlugins(ITransport, twisted.plugins):
