@@ -13,7 +13,7 @@ patterns are measured:
 Figures only, no assertions. Usage::
 
     .venv/bin/python benchmarks/jobcache_bench.py [--jobs 100] [--minions 1000]
-        [--return-bytes 64] [--per-turn 50] [--path FILE]
+        [--return-bytes 64] [--per-turn 50] [--path FILE] [--worker]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred, gatherResults
 
 from salttwist.master.jobcache import SQLiteJobCache
+from salttwist.master.jobcacheworker import WorkerJobCache
 
 
 def _jid(n: int) -> str:
@@ -87,7 +88,11 @@ async def main(reactor: Any, options: argparse.Namespace) -> None:
     if path is None:
         directory = tempfile.mkdtemp(prefix="jobcache-bench-")
         path = os.path.join(directory, "jobs.sqlite")
-    cache = SQLiteJobCache(path, reactor)
+    if options.worker:
+        cache = WorkerJobCache(path, reactor)
+        cache.start()
+    else:
+        cache = SQLiteJobCache(path, reactor)
     try:
         await cache.whenOpen()
         minions = [f"minion-{i:05d}" for i in range(options.minions)]
@@ -137,6 +142,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--return-bytes", type=int, default=64)
     parser.add_argument("--per-turn", type=int, default=50, help="trickle: returns per turn")
     parser.add_argument("--path", help="database file (default: a temporary one)")
+    parser.add_argument(
+        "--worker", action="store_true", help="the job cache worker process (WorkerJobCache)"
+    )
     return parser.parse_args(argv)
 
 

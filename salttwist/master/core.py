@@ -35,7 +35,7 @@ from salttwist.master.maintenance import RequestStats
 from salttwist.master.ratelimit import LOG_INTERVAL, AuthRateLimiter
 from salttwist.pki.autosign import buildAutosignPolicy
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
-from salttwist.runners import RunnerContext, loadRunners
+from salttwist.runners import RunnerContext, WorkerPlacement, loadRunners, workerPlacement
 from salttwist.targeting import (
     TargetError,
     checkMinions,
@@ -49,6 +49,12 @@ if TYPE_CHECKING:
     from salttwist.master.reqserver import ReqServerProtocol
 
 AUTHENTICATE_TASK = "salttwist.master.authtasks.authenticate"
+#: The worker tasks that run runners marked L{salttwist.runners.inWorker}.
+RUN_RUNNER_TASK = "salttwist.master.runnertasks.runRunner"
+RUN_IDEMPOTENT_RUNNER_TASK = "salttwist.master.runnertasks.runIdempotentRunner"
+#: Exceptions a runner raises in a worker that the master raises again as
+#: themselves, so the client gets the same answer as from the master.
+_RUNNER_ERRORS: dict[str, type[Exception]] = {"ValueError": ValueError, "TypeError": TypeError}
 #: Authentications worked on at once; more are answered "busy" at once.
 MAX_AUTH_IN_FLIGHT = 1000
 #: Seconds at least between two counts of C{minions_pre} (after key events).
@@ -1019,8 +1025,68 @@ class Master:
                 raise ValueError(f"Passed invalid arguments to {fun}: {failure.value}")
             return failure
 
-        d = maybeDeferred(function, RunnerContext(self), *args, **kwargs)
+        placement = workerPlacement(function)
+        if placement is not None and self._runnerMayUseWorker(placement, args, kwargs):
+            d = Deferred.fromCoroutine(self._runnerInWorker(fun, placement, args, kwargs))
+        else:
+            d = maybeDeferred(function, RunnerContext(self), *args, **kwargs)
         return d.addCallbacks(done, failed)
+
+    def _jobCachePath(self) -> str | None:
+        """
+        @return: the job cache's SQLite file, if it has one a worker can
+            read.
+        """
+        path = getattr(self.jobCache, "path", None)
+        return path if isinstance(path, str) else None
+
+    def _runnerMayUseWorker(
+        self, placement: WorkerPlacement, args: list[Any], kwargs: dict[str, Any]
+    ) -> bool:
+        """
+        Whether a runner marked L{salttwist.runners.inWorker} runs in a
+        worker this time: the master has workers, the job cache is readable
+        there if the runner needs it, and its C{accepts} says yes.
+        """
+        if self.workers is None:
+            return False
+        if placement.needsJobCache and self._jobCachePath() is None:
+            return False
+        if placement.accepts is None:
+            return True
+        try:
+            return bool(placement.accepts(*args, **kwargs))
+        except Exception:
+            # Bad arguments: the runner in the master reports them.
+            return False
+
+    async def _runnerInWorker(
+        self, fun: str, placement: WorkerPlacement, args: list[Any], kwargs: dict[str, Any]
+    ) -> Any:
+        """
+        Run a runner in a worker process. A worker that dies or hangs fails
+        it with a L{ValueError} saying so (after one retry for an
+        idempotent runner), which the client sees as the runner's error.
+        """
+        from salttwist.workers import TaskError, WorkerError
+
+        path = None
+        if placement.needsJobCache:
+            path = self._jobCachePath()
+            flush = getattr(self.jobCache, "flush", None)
+            if flush is not None:
+                # The worker reads the file: let it see every write so far.
+                await flush()
+        name = RUN_IDEMPOTENT_RUNNER_TASK if placement.idempotent else RUN_RUNNER_TASK
+        try:
+            return await self.workers.run(name, fun, args, kwargs, self.config, path)
+        except TaskError as e:
+            local = _RUNNER_ERRORS.get(e.typeName)
+            if local is None:
+                raise
+            raise local(e.message) from e
+        except WorkerError as e:
+            raise ValueError(f"runner {fun} did not complete: {e}") from e
 
     def _cacheWrite(self, d: Deferred[None]) -> None:
         # The job cache batches writes off the reactor; nobody waits for them,

@@ -28,13 +28,14 @@ import functools
 import os
 import re
 import sqlite3
+import urllib.parse
 from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from threading import Thread
 from typing import Any
 
-from twisted.internet.defer import Deferred, fail
+from twisted.internet.defer import Deferred, fail, maybeDeferred
 from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
@@ -301,22 +302,28 @@ class _Write:
 
 class _Call:
     """
-    One queued operation that runs alone on the database thread.
+    One queued operation that runs alone: the name of a L{JobCacheDatabase}
+    method and its arguments, or, with no name, a barrier that fires once
+    everything queued before it has finished (L{BatchingJobCache.flush}).
     """
 
-    __slots__ = ("function", "args", "result")
+    __slots__ = ("operation", "args", "result")
 
-    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.function = function
+    def __init__(self, operation: str | None, args: tuple[Any, ...]) -> None:
+        self.operation = operation
         self.args = args
         self.result: Deferred[Any] = Deferred()
 
 
 @implementer(IJobCache)
-class SQLiteJobCache:
+class BatchingJobCache:
     """
-    A job cache in one SQLite database file (WAL journal, C{synchronous=NORMAL},
-    mode 0600).
+    The reactor side of a job cache in one SQLite file: argument checks, the
+    queue of operations and the batching of writes, whatever runs the SQL
+    (L{JobCacheDatabase}). Subclasses say where it runs: L{SQLiteJobCache}
+    on a thread, L{salttwist.master.jobcacheworker.WorkerJobCache} in a
+    worker process. Operations run one at a time, in the order they were
+    called; consecutive writes run as one batch.
 
     @ivar transactionCount: how many write transactions have committed; each
         holds one batch of C{storeJob}/C{storeReturn} calls.
@@ -335,12 +342,12 @@ class SQLiteJobCache:
         pruneInterval: float = PRUNE_INTERVAL,
     ) -> None:
         """
-        Start the database thread and open (or create) the database at
-        C{path}. Operations may be called at once; they run after the open.
+        Start the database's backend (L{_startBackend}). Operations may be
+        called at once; they run after the open.
 
         @param path: the database file; its directory must exist.
-        @param reactor: provides C{callFromThread} and
-            C{addSystemEventTrigger}; the database thread reports to it.
+        @param reactor: provides C{addSystemEventTrigger} (and what the
+            backend needs).
         @param keepJobsHours: Salt's C{keep_jobs}: hours a job is kept by
             L{startPruning}; C{0} keeps jobs forever.
         @param clock: an C{IReactorTime} for start and receive times and the
@@ -359,17 +366,44 @@ class SQLiteJobCache:
         self._closed = False
         self._closing: Deferred[None] | None = None
         self._pruning: LoopingCall | None = None
-        self._connection: sqlite3.Connection | None = None
-        self._pool = _DatabaseThreadPool(1, 1, name="salttwist-jobcache")
-        self._pool.start()
         # Without this, a master stopped without close() would lose the
         # writes still queued.
         self._shutdownTrigger: Any = reactor.addSystemEventTrigger(
             "before", "shutdown", self._closeAtShutdown
         )
         self._openError: Failure | None = None
-        self._opened: Deferred[None] = self._enqueue(self._open)
+        self._opened: Deferred[None] = self._startBackend()
         self._opened.addErrback(self._openFailed)
+
+    # The backend (subclasses) --------------------------------------------------
+
+    def _startBackend(self) -> Deferred[None]:
+        """
+        Start running operations and open the database.
+
+        @return: a L{Deferred} that fires when it is open, or fails with the
+            reason it cannot be.
+        """
+        raise NotImplementedError()
+
+    def _run(self, operation: str, *args: Any) -> Deferred[Any]:
+        """
+        Run C{JobCacheDatabase.<operation>(*args)} off the reactor. Called
+        with one operation at a time.
+        """
+        raise NotImplementedError()
+
+    def _stopBackend(self) -> Deferred[None] | None:
+        """
+        Release the backend once the connection is closed.
+        """
+        raise NotImplementedError()
+
+    def _batchFailed(self, failure: Failure, rows: int) -> None:
+        """
+        A write batch of C{rows} rows failed (its callers' L{Deferred}s fail
+        next). Nothing by default.
+        """
 
     # Public API --------------------------------------------------------------
 
@@ -450,7 +484,7 @@ class SQLiteJobCache:
             _checkJid(jid)
         except ValueError as e:
             return fail(e)
-        return self._enqueue(self._getJob, jid)
+        return self._enqueue("getJob", jid)
 
     def getReturns(self, jid: str) -> Deferred[dict[str, dict[str, Any]]]:
         """
@@ -460,7 +494,7 @@ class SQLiteJobCache:
             _checkJid(jid)
         except ValueError as e:
             return fail(e)
-        return self._enqueue(self._getReturns, jid)
+        return self._enqueue("getReturns", jid)
 
     def listJobs(
         self,
@@ -484,7 +518,7 @@ class SQLiteJobCache:
                 raise ValueError(f"limit must be a non-negative integer, not {limit!r}")
         except ValueError as e:
             return fail(e)
-        return self._enqueue(self._listJobs, functions, targets, start, end, limit)
+        return self._enqueue("listJobs", functions, targets, start, end, limit)
 
     def prune(self, olderThanSeconds: float) -> Deferred[int]:
         """
@@ -495,7 +529,7 @@ class SQLiteJobCache:
         if olderThanSeconds < 0:
             return fail(ValueError("olderThanSeconds must not be negative"))
         cutoff = float(self._clock.seconds()) - olderThanSeconds
-        return self._enqueue(self._prune, cutoff)
+        return self._enqueue("prune", cutoff)
 
     def startPruning(self) -> None:
         """
@@ -509,6 +543,20 @@ class SQLiteJobCache:
         self._pruning = LoopingCall(self._pruneOnce)
         self._pruning.clock = self._clock
         self._pruning.start(self._pruneInterval, now=True)
+
+    def flush(self) -> Deferred[None]:
+        """
+        @return: a L{Deferred} that fires once every operation called before
+            it has finished (successfully or not): writes are then committed
+            and visible to other connections, such as a runner's. Costs no
+            database work.
+        """
+        if self._closed:
+            return fail(JobCacheClosed("the job cache is closed"))
+        item = _Call(None, ())
+        self._queue.append(item)
+        self._pump()
+        return item.result
 
     def close(self) -> Deferred[None]:
         """
@@ -535,13 +583,13 @@ class SQLiteJobCache:
         self._pump()
         return item.result
 
-    def _enqueue(self, function: Callable[..., Any], *args: Any) -> Deferred[Any]:
+    def _enqueue(self, operation: str, *args: Any) -> Deferred[Any]:
         """
-        Queue C{function(*args)} to run alone on the database thread.
+        Queue C{JobCacheDatabase.<operation>(*args)} to run alone.
         """
         if self._closed:
             return fail(JobCacheClosed("the job cache is closed"))
-        item = _Call(function, args)
+        item = _Call(operation, args)
         self._queue.append(item)
         self._pump()
         return item.result
@@ -551,12 +599,20 @@ class SQLiteJobCache:
         Hand the next operation, or the next batch of consecutive writes, to
         the database thread unless it is busy.
         """
+        while self._queue and not self._busy:
+            head = self._queue[0]
+            if not isinstance(head, _Call) or head.operation is not None:
+                break
+            # A flush() barrier: everything before it has finished.
+            self._queue.popleft()
+            head.result.callback(None)
         if self._busy or not self._queue:
             return
         head = self._queue.popleft()
         if isinstance(head, _Call):
+            assert head.operation is not None
             self._busy = True
-            d = deferToThreadPool(self._reactor, self._pool, head.function, *head.args)
+            d = self._run(head.operation, *head.args)
             d.addBoth(self._finished, [head])
             return
         batch = [head]
@@ -570,7 +626,7 @@ class SQLiteJobCache:
         jobs = [w.row for w in batch if w.isJob]
         returns = [w.row for w in batch if not w.isJob]
         self._busy = True
-        d = deferToThreadPool(self._reactor, self._pool, self._writeBatch, jobs, returns)
+        d = self._run("writeBatch", jobs, returns)
         d.addBoth(self._finished, batch)
 
     def _finished(self, result: object, items: list[_Write] | list[_Call]) -> None:
@@ -578,10 +634,13 @@ class SQLiteJobCache:
         An operation or a batch ended: start the next one, then fire the
         callers' L{Deferred}s with C{result} (the batch's rows share it).
         """
-        if not isinstance(result, Failure) and isinstance(items[0], _Write):
-            self.transactionCount += 1
-            self.rowsWritten += len(items)
-            result = None
+        if isinstance(items[0], _Write):
+            if isinstance(result, Failure):
+                self._batchFailed(result, len(items))
+            else:
+                self.transactionCount += 1
+                self.rowsWritten += len(items)
+                result = None
         self._busy = False
         # Start the next batch first: the thread writes it while the reactor
         # runs the callbacks of this one.
@@ -622,7 +681,7 @@ class SQLiteJobCache:
     def _startClosing(self) -> Deferred[None]:
         """
         Stop pruning, queue the closing of the connection behind every queued
-        operation, then stop the database thread.
+        operation, then stop the backend.
         """
         if self._shutdownTrigger is not None:
             self._reactor.removeSystemEventTrigger(self._shutdownTrigger)
@@ -630,15 +689,18 @@ class SQLiteJobCache:
         if self._pruning is not None and self._pruning.running:
             self._pruning.stop()
         self._pruning = None
-        closing: Deferred[None] = self._enqueue(self._closeConnection)
+        closing: Deferred[None] = self._enqueue("close")
         self._closed = True
 
-        def stopThread(result: object) -> object:
-            # The database thread is idle: its last job was the close.
-            self._pool.stop()
-            return result
+        def stopBackend(result: object) -> object:
+            # The backend is idle: its last job was the close.
+            stopped = maybeDeferred(self._stopBackend)
+            stopped.addErrback(
+                lambda f: self.log.failure("stopping the job cache {path}", f, path=self.path)
+            )
+            return stopped.addCallback(lambda _: result)
 
-        closing.addBoth(stopThread)
+        closing.addBoth(stopBackend)
         closing.addErrback(
             lambda f: self.log.failure("closing the job cache {path}", f, path=self.path)
         )
@@ -651,7 +713,66 @@ class SQLiteJobCache:
         self._shutdownTrigger = None
         return self.close()
 
-    # The database thread ----------------------------------------------------
+
+class SQLiteJobCache(BatchingJobCache):
+    """
+    A job cache in one SQLite database file (WAL journal, C{synchronous=NORMAL},
+    mode 0600), run on one dedicated thread of this process: an SQLite
+    connection belongs to the thread that opened it, and writes must be
+    serialised anyway.
+
+    @ivar transactionCount: how many write transactions have committed; each
+        holds one batch of C{storeJob}/C{storeReturn} calls.
+    @ivar rowsWritten: how many C{storeJob}/C{storeReturn} calls those
+        transactions held.
+    """
+
+    def _startBackend(self) -> Deferred[None]:
+        """
+        Start the database thread and open the database on it.
+        """
+        self._database = JobCacheDatabase(self.path)
+        self._pool = _DatabaseThreadPool(1, 1, name="salttwist-jobcache")
+        self._pool.start()
+        return self._enqueue("open")
+
+    def _run(self, operation: str, *args: Any) -> Deferred[Any]:
+        """
+        Run the operation on the database thread.
+        """
+        return deferToThreadPool(
+            self._reactor, self._pool, getattr(self._database, operation), *args
+        )
+
+    def _stopBackend(self) -> None:
+        """
+        Stop the database thread.
+        """
+        self._pool.stop()
+
+
+# The SQL --------------------------------------------------------------------
+
+
+class JobCacheDatabase:
+    """
+    The SQL of the job cache: one SQLite connection and the statements run on
+    it, synchronously. L{SQLiteJobCache} calls it on its database thread;
+    the job cache worker process (L{salttwist.master.jobcachetasks}) calls it
+    from its tasks, and runner workers read through a C{readOnly} one.
+
+    Every method but L{open} must be called on the thread that called
+    L{open}.
+
+    @ivar path: the database file.
+    @ivar readOnly: whether this connection only reads (no schema set-up, no
+        writes).
+    """
+
+    def __init__(self, path: str, readOnly: bool = False) -> None:
+        self.path = path
+        self.readOnly = readOnly
+        self._connection: sqlite3.Connection | None = None
 
     def _db(self) -> sqlite3.Connection:
         """
@@ -662,11 +783,18 @@ class SQLiteJobCache:
             raise JobCacheError(f"the job cache {self.path} is not open")
         return self._connection
 
-    def _open(self) -> None:
+    def open(self) -> None:
         """
-        Create the file with mode 0600 (never following a symbolic link) and
-        open it, then set up the journal and the tables.
+        Open the database: read-write, creating the file with mode 0600
+        (never following a symbolic link) and setting up the journal and the
+        tables; or, when C{readOnly}, an existing database for reading only.
+
+        @raise JobCacheError: if its schema is newer than this version's, or
+            WAL cannot be used.
         """
+        if self.readOnly:
+            self._openReadOnly()
+            return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             # An existing file may have been made with a looser mode; returns
@@ -707,6 +835,28 @@ class SQLiteJobCache:
             raise
         self._connection = connection
 
+    def _openReadOnly(self) -> None:
+        """
+        Open an existing database for reading only: another process (the job
+        cache's writer) keeps it; WAL lets this connection read while it
+        writes.
+        """
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+        connection = sqlite3.connect(uri, uri=True, isolation_level=None)
+        try:
+            connection.execute("PRAGMA busy_timeout=10000")
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise JobCacheError(
+                    f"{self.path} has job cache schema version {version}; "
+                    f"this salttwist knows version {SCHEMA_VERSION}"
+                )
+            connection.create_function("salttwist_fnmatch", 2, _sqlFnmatchAny, deterministic=True)
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
+
     def _transaction(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
         """
         Run C{work(connection)} in one write transaction.
@@ -723,7 +873,7 @@ class SQLiteJobCache:
         connection.execute("COMMIT")
         return result
 
-    def _writeBatch(self, jobs: list[tuple[Any, ...]], returns: list[tuple[Any, ...]]) -> None:
+    def writeBatch(self, jobs: list[tuple[Any, ...]], returns: list[tuple[Any, ...]]) -> None:
         """
         Write one batch of jobs and returns in one transaction.
         """
@@ -736,7 +886,7 @@ class SQLiteJobCache:
 
         self._transaction(work)
 
-    def _getJob(self, jid: str) -> dict[str, Any] | None:
+    def getJob(self, jid: str) -> dict[str, Any] | None:
         """
         Read one job.
         """
@@ -745,7 +895,7 @@ class SQLiteJobCache:
         )
         return None if row is None else _jobFromRow(row)
 
-    def _getReturns(self, jid: str) -> dict[str, dict[str, Any]]:
+    def getReturns(self, jid: str) -> dict[str, dict[str, Any]]:
         """
         Read the returns of one job.
         """
@@ -762,7 +912,7 @@ class SQLiteJobCache:
             for minionId, value, retcode, success, received in rows
         }
 
-    def _listJobs(
+    def listJobs(
         self,
         functions: list[str] | None,
         targets: list[str] | None,
@@ -803,7 +953,7 @@ class SQLiteJobCache:
             params.append(limit)
         return [_jobFromRow(row) for row in self._db().execute(query, params)]
 
-    def _prune(self, cutoff: float) -> int:
+    def prune(self, cutoff: float) -> int:
         """
         Remove the jobs that started before C{cutoff} with their returns, and
         the returns with no job whose jid is older than C{cutoff}.
@@ -831,13 +981,14 @@ class SQLiteJobCache:
 
         return self._transaction(work)
 
-    def _closeConnection(self) -> None:
+    def close(self) -> None:
         """
         Close the connection (SQLite checkpoints the WAL into the file).
         """
         if self._connection is not None:
             try:
-                self._connection.execute("PRAGMA optimize")
+                if not self.readOnly:
+                    self._connection.execute("PRAGMA optimize")
             finally:
                 self._connection.close()
                 self._connection = None

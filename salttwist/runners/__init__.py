@@ -12,6 +12,15 @@ The modules, by Salt's names: C{jobs} (the job cache and running jobs),
 C{manage} (which minions are up) and C{salt} (C{salt.cmd}: an execution module
 function run in the master). C{state.event} is not a runner here: like Salt's,
 it runs in the C{salttwist-run} command (L{salttwist.cli.run}).
+
+Where a runner runs (issue 5): a runner that needs only the config and the
+job cache is marked with L{inWorker} and, when the master has worker
+processes, runs in one of them (L{salttwist.master.runnertasks}) with a
+L{RunnerContext} built there: its C{master} has C{config}, a read-only
+C{jobCache} and a synchronous C{runBlocking}, nothing else. The others
+(C{manage.*} and C{jobs.active}, which read the master's live sessions and
+job registry) run in the master process, as every runner does when it has
+no workers.
 """
 
 from __future__ import annotations
@@ -24,6 +33,54 @@ if TYPE_CHECKING:
     from salttwist.master.core import Master
 
 RUNNERS: tuple[str, ...] = ("jobs", "manage", "salt")
+
+
+@dataclass(frozen=True)
+class WorkerPlacement:
+    """
+    How a runner marked with L{inWorker} runs in a worker process.
+
+    @ivar idempotent: running it twice is harmless, so it is retried once
+        when its worker dies or hangs.
+    @ivar needsJobCache: it reads the job cache, so it runs in a worker only
+        when the master's job cache is an SQLite file the worker can open,
+        after the writes called before it have been committed.
+    @ivar accepts: called with the runner's arguments (not the context);
+        the call runs in the master when it returns false. L{None}: always
+        in a worker.
+    """
+
+    idempotent: bool
+    needsJobCache: bool
+    accepts: Callable[..., bool] | None
+
+
+def inWorker(
+    idempotent: bool = False,
+    needsJobCache: bool = False,
+    accepts: Callable[..., bool] | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """
+    Mark a runner as able to run in a worker process: it uses nothing of
+    C{context.master} but C{config}, C{jobCache} (reads) and C{runBlocking},
+    and it completes without a reactor (its L{Deferred}s fire at once
+    there). See L{WorkerPlacement} for the arguments.
+    """
+
+    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        f.workerPlacement = WorkerPlacement(idempotent, needsJobCache, accepts)  # type: ignore[attr-defined]
+        return f
+
+    return mark
+
+
+def workerPlacement(function: Callable[..., Any] | None) -> WorkerPlacement | None:
+    """
+    @return: how C{function} runs in a worker, or L{None} if it runs in the
+        master process only.
+    """
+    placement = getattr(function, "workerPlacement", None)
+    return placement if isinstance(placement, WorkerPlacement) else None
 
 
 @dataclass

@@ -33,6 +33,10 @@ rather than by asking the minions:
       C{StartTime} format (C{2026, Mar 16 19:00}, seconds optional), a jid,
       or POSIX seconds. A time without a zone is local time, like jids.
     - There is one job cache, so C{ext_source} is not taken.
+
+All but C{jobs.active} (the master's live job registry) run in a worker
+process when the master has them (see L{salttwist.runners.inWorker}); being
+reads, they are retried once if that worker dies.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from salttwist.jid import isJid
+from salttwist.runners import inWorker
 
 if TYPE_CHECKING:
     from salttwist.interfaces import IJobCache
@@ -257,6 +262,7 @@ async def active(context: RunnerContext) -> dict[str, dict[str, Any]]:
     return report
 
 
+@inWorker(idempotent=True, needsJobCache=True)
 async def list_job(context: RunnerContext, jid: str) -> dict[str, Any]:
     """
     List a specific job given by its jid, with its returns under C{Result}.
@@ -275,6 +281,7 @@ async def list_job(context: RunnerContext, jid: str) -> dict[str, Any]:
     return listed
 
 
+@inWorker(idempotent=True, needsJobCache=True)
 async def lookup_jid(
     context: RunnerContext, jid: str, returned: bool = True, missing: bool = False
 ) -> dict[str, Any]:
@@ -312,6 +319,7 @@ async def lookup_jid(
     return looked
 
 
+@inWorker(idempotent=True, needsJobCache=True)
 async def list_jobs(
     context: RunnerContext,
     search_metadata: dict[str, Any] | None = None,
@@ -376,6 +384,7 @@ async def list_jobs(
     return listed
 
 
+@inWorker(idempotent=True, needsJobCache=True)
 async def print_job(context: RunnerContext, jid: str) -> dict[str, dict[str, Any]]:
     """
     Print a specific job's detail given by its jid, including the return
@@ -392,6 +401,7 @@ async def print_job(context: RunnerContext, jid: str) -> dict[str, dict[str, Any
     return {jid: data}
 
 
+@inWorker(idempotent=True, needsJobCache=True)
 async def exit_success(context: RunnerContext, jid: str) -> dict[str, bool]:
     """
     Check if a job has been executed and exit successfully: for each minion

@@ -6,7 +6,10 @@ module function in the master itself, as Salt's C{salt-run salt.cmd} does.
 The function gets the master's config as its C{opts} and the master host's
 grains, with the id C{<fqdn>_master} (Salt's default master id). Like on a
 minion, a blocking function runs in the master's thread pool, one marked
-L{salttwist.modules.onReactor} on the reactor.
+L{salttwist.modules.onReactor} on the reactor. When the master has worker
+processes, a call of a blocking function that does not take the loader
+context runs in a worker instead (not retried: it may have side effects);
+the others need the master's reactor and stay in the master.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from salttwist.modules import (
     SaltInvocationError,
     loadFunctions,
 )
+from salttwist.runners import inWorker
 
 if TYPE_CHECKING:
     from salttwist.runners import RunnerContext
@@ -43,6 +47,21 @@ def _masterGrains(opts: dict[str, Any]) -> dict[str, Any]:
     return coreGrains(minionId, {})
 
 
+def _blockingWithoutContext(fun: Any, *args: Any, **kwargs: Any) -> bool:
+    """
+    Whether C{salt.cmd fun ...} may run in a worker process: C{fun} is a
+    known execution function that blocks (so needs no reactor) and does not
+    take the loader context (whose C{reactor} a worker does not have).
+    """
+    function = loadFunctions().get(fun) if isinstance(fun, str) else None
+    return (
+        function is not None
+        and not getattr(function, "runsOnReactor", False)
+        and not getattr(function, "needsContext", False)
+    )
+
+
+@inWorker(idempotent=False, accepts=_blockingWithoutContext)
 async def cmd(context: RunnerContext, fun: str, *args: Any, **kwargs: Any) -> Any:
     """
     Execute C{fun} with the given C{args} and C{kwargs} in the master.
