@@ -8,11 +8,12 @@ C{user} option's user once the sockets are bound.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,23 @@ def _makePrivateDirs(path: str, mode: int = 0o700, parentMode: int = 0o700) -> N
         os.mkdir(path, mode)
     except FileExistsError:
         pass
+
+
+@contextlib.contextmanager
+def ownerOnlyUmask() -> Iterator[None]:
+    """
+    Run the block under umask 077, then restore the umask.
+
+    Twisted binds a UNIX socket (mode 0777 & ~umask) and only then chmods
+    it to the mode asked for: under a loose umask (0, 002) other users could
+    connect in between. Bound inside this block, an event-bus socket is
+    owner-only from the moment it exists until it gets its final mode.
+    """
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 def writeRuntimeFile(path: str, data: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ from salttwist.daemon import (
     StartupError,
     dropPrivileges,
     ensurePrivateDir,
+    ownerOnlyUmask,
     writeRuntimeFile,
 )
 from salttwist.events import EVENT_PUB_SOCKET, EVENT_PULL_SOCKET
@@ -31,6 +32,7 @@ from salttwist.master.acl import setUpUserKeys
 from salttwist.master.core import Master
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.jobcache import SQLiteJobCache
+from salttwist.master.jobcacheworker import WorkerJobCache
 from salttwist.master.keys import loadMasterKeys
 from salttwist.master.maintenance import MasterStats, PresenceEvents
 from salttwist.master.publisher import PubServerFactory
@@ -48,6 +50,8 @@ MAX_UNIX_PATH = 107
 KEY_RECONCILE_INTERVAL = 1.0
 #: The module of the authentication tasks the worker processes run.
 AUTH_TASKS_MODULE = "salttwist.master.authtasks"
+#: The module of the runner tasks they run (L{salttwist.runners.inWorker}).
+RUNNER_TASKS_MODULE = "salttwist.master.runnertasks"
 
 
 class MasterService(MultiService):
@@ -55,7 +59,9 @@ class MasterService(MultiService):
     The running master.
 
     @param jobCache: the job cache (an L{IJobCache} with C{startPruning});
-        by default the SQLite file C{cachedir/jobs.sqlite}.
+        by default the SQLite file C{cachedir/jobs.sqlite}, written and
+        read by a worker process of its own (L{WorkerJobCache}) when
+        C{useWorkers}, else by a thread (L{SQLiteJobCache}).
     L{whenReady} tells when every socket listens and the ports file is
     written.
     """
@@ -93,16 +99,19 @@ class MasterService(MultiService):
         grainsCache = GrainsCache(os.path.join(config["cachedir"], "grains"), runBlocking)
         grainsCache.load()
         if jobCache is None:
-            jobCache = SQLiteJobCache(
-                os.path.join(config["cachedir"], JOB_CACHE_FILE), reactor, config["keep_jobs"]
-            )
+            jobCachePath = os.path.join(config["cachedir"], JOB_CACHE_FILE)
+            if useWorkers:
+                # Its worker starts with the others, in startService.
+                jobCache = WorkerJobCache(jobCachePath, reactor, config["keep_jobs"])
+            else:
+                jobCache = SQLiteJobCache(jobCachePath, reactor, config["keep_jobs"])
         self.jobCache = jobCache
         self.workers: Any = None
         if useWorkers:
             self.workers = WorkerPool(
                 reactor,
                 config["worker_threads"],
-                spawnArgs=[AUTH_TASKS_MODULE],
+                spawnArgs=[AUTH_TASKS_MODULE, RUNNER_TASKS_MODULE],
                 initTasks=[(f"{AUTH_TASKS_MODULE}.loadAuthenticator", [config["pki_dir"]])],
             )
         self.master = Master(
@@ -150,6 +159,8 @@ class MasterService(MultiService):
         publication key's rotation every C{publish_session} seconds.
         """
         super().startService()
+        if isinstance(self.jobCache, WorkerJobCache):
+            self.jobCache.start()
         self.jobCache.startPruning()
         if self.workers is not None:
             self.workers.start().addCallbacks(self._workersReady, self._workersFailed)
@@ -232,18 +243,23 @@ class MasterService(MultiService):
         listens = [
             self._listenChannel(config["publish_port"], ROLE_PUB, PubServerFactory(self.master)),
             self._listenChannel(config["ret_port"], ROLE_REQ, ReqServerFactory(self.master)),
-            UNIXServerEndpoint(
-                reactor,
-                os.path.join(sockDir, EVENT_PUB_SOCKET),
-                # publisher_acl users gather their returns from the bus, as in
-                # Salt; who reaches the socket is then up to sock_dir's mode.
-                mode=0o666 if self.master.acl.acl else 0o660,
-                wantPID=True,
-            ).listen(self.eventPublisher),
-            UNIXServerEndpoint(
-                reactor, os.path.join(sockDir, EVENT_PULL_SOCKET), mode=0o660, wantPID=True
-            ).listen(EventPullFactory(self.bus, config["max_frame_bytes"])),
         ]
+        # Bound owner-only, then given their mode: see ownerOnlyUmask.
+        with ownerOnlyUmask():
+            listens += [
+                UNIXServerEndpoint(
+                    reactor,
+                    os.path.join(sockDir, EVENT_PUB_SOCKET),
+                    # publisher_acl users gather their returns from the bus, as
+                    # in Salt; who reaches the socket is then up to sock_dir's
+                    # mode.
+                    mode=0o666 if self.master.acl.acl else 0o660,
+                    wantPID=True,
+                ).listen(self.eventPublisher),
+                UNIXServerEndpoint(
+                    reactor, os.path.join(sockDir, EVENT_PULL_SOCKET), mode=0o660, wantPID=True
+                ).listen(EventPullFactory(self.bus, config["max_frame_bytes"])),
+            ]
         failed: list[Any] = []
         DeferredList(listens, fireOnOneErrback=True, consumeErrors=True).addCallbacks(
             self._listening, self._listenFailed

@@ -17,7 +17,13 @@ from twisted.logger import Logger
 
 from salttwist import crypt
 from salttwist.blocking import threadRunner
-from salttwist.daemon import RunAs, StartupError, dropPrivileges, ensurePrivateDir
+from salttwist.daemon import (
+    RunAs,
+    StartupError,
+    dropPrivileges,
+    ensurePrivateDir,
+    ownerOnlyUmask,
+)
 from salttwist.events import minionEventSockets
 from salttwist.events.bus import EventPublisherFactory, EventPullFactory
 from salttwist.minion.core import ConnectTCP, Minion
@@ -140,14 +146,16 @@ class MinionService(Service):
         minion = self.minion
         config, reactor, bus = minion.config, minion.reactor, minion.bus
         pubPath, pullPath = minionEventSockets(config["sock_dir"], minion.id)
-        listens = [
-            UNIXServerEndpoint(reactor, pubPath, mode=0o660, wantPID=True).listen(
-                EventPublisherFactory(bus)
-            ),
-            UNIXServerEndpoint(reactor, pullPath, mode=0o660, wantPID=True).listen(
-                EventPullFactory(bus, config["max_frame_bytes"])
-            ),
-        ]
+        # Bound owner-only, then given their mode: see ownerOnlyUmask.
+        with ownerOnlyUmask():
+            listens = [
+                UNIXServerEndpoint(reactor, pubPath, mode=0o660, wantPID=True).listen(
+                    EventPublisherFactory(bus)
+                ),
+                UNIXServerEndpoint(reactor, pullPath, mode=0o660, wantPID=True).listen(
+                    EventPullFactory(bus, config["max_frame_bytes"])
+                ),
+            ]
 
         def listened(results: list[tuple[bool, Any]]) -> None:
             for ok, result in results:

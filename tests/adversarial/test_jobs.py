@@ -275,6 +275,50 @@ class PublicationAttackTests(SynchronousTestCase):
         self.inject(self.seal(dict(self.load(), tgt="m2"), MASTER_KEY))
         self.assertNothingRan()
 
+    def test_replayedAfterOneRotation(self) -> None:
+        """
+        After one key rotation (the minion still holds the previous key, so
+        the recorded bytes still decrypt) a replayed genuine publication is
+        refused by the jid guard; and a rogue minion re-sealing the recorded
+        load under the new key, keeping the master's signature, is refused
+        on the signature: it runs once in all.
+        """
+        load = self.load(fun="test.ping")
+        frame = self.seal(load, MASTER_KEY)
+        self.inject(frame)
+        self.assertEqual(self.ran, ["test.ping"])
+        self.master.rotatePublicationKey("test")
+        self.net.flush()
+        self.assertIn(frame["kid"], self.minion._pubKeys)
+        self.inject(frame)
+        resealed = self.seal(load, MASTER_KEY)
+        self.inject(dict(resealed, sig=frame["sig"]))
+        self.assertEqual(self.ran, ["test.ping"])
+
+    def test_deletedKeyLosesNextPublication(self) -> None:
+        """
+        C{m1}'s key is deleted while it is connected (as salttwist-key does:
+        the file goes, a C{salt/key} event fires): the next publication to
+        every minion runs on C{m2} and not on C{m1}, and handed the new
+        publication anyway, C{m1} cannot open it (the key was rotated).
+        """
+        other = self.startMinion("m2")
+        ranOther: list[str] = []
+        run = other.executor.run
+        other.executor.run = lambda fun, arg: ranOther.append(fun) or run(fun, arg)  # type: ignore[method-assign]
+        self.net.keyStore.deleteKey(ACCEPTED, "m1")
+        self.net.bus.fire("salt/key", {"act": "delete", "id": "m1"})
+        self.net.flush()
+        self.assertNotIn("m1", self.master.subscribers)
+        load = dict(self.load(fun="test.ping"), tgt="*")
+        self.successResultOf(self.master.publish(load))
+        self.net.flush()
+        self.assertEqual(ranOther, ["test.ping"])
+        self.assertEqual(self.ran, [])
+        self.assertNotIn(self.master.publicationKey.kid, self.minion._pubKeys)
+        self.minion._publicationReceived(self.seal(load, MASTER_KEY))
+        self.assertEqual(self.ran, [])
+
 
 @implementer(IJobCache)
 class RecordingJobCache:
@@ -378,6 +422,28 @@ class ReturnAttackTests(AttackedMaster):
         self.successResultOf(self.send(self.victim, id="m1", **{"return": "real"}))
         self.failureResultOf(self.send(self.victim, id="m1", **{"return": "second"}), RequestError)
         self.failureResultOf(self.send(self.rogue, id="m1", **{"return": "forged"}), RequestError)
+        self.assertEqual([d["return"] for _, d in self.eventsTagged("salt/job/")], ["real"])
+        self.assertEqual([r["return"] for _, _, r in self.stored()], ["real"])
+
+    def test_replayedSealedFrame(self) -> None:
+        """
+        C{m1}'s sealed C{_return} frame, recorded on the wire and injected
+        again into its session, fails the session's counter check: the
+        session is closed and the return is stored and fired once.
+        """
+        sent: list[dict[str, Any]] = []
+        sendFrame = self.victim.sendFrame
+
+        def recording(frame: dict[str, Any]) -> None:
+            sent.append(frame)
+            sendFrame(frame)
+
+        self.victim.sendFrame = recording  # type: ignore[method-assign]
+        self.successResultOf(self.send(self.victim, id="m1", **{"return": "real"}))
+        server = self.master.sessions["m1"]
+        server.frameReceived(sent[-1])
+        self.net.flush()
+        self.assertTrue(self.victim.lost.called)
         self.assertEqual([d["return"] for _, d in self.eventsTagged("salt/job/")], ["real"])
         self.assertEqual([r["return"] for _, _, r in self.stored()], ["real"])
 
