@@ -43,6 +43,7 @@ from salttwist.targeting import (
     expandNodegroup,
     validateTarget,
 )
+from salttwist.transport.framing import PREAUTH_DEADLINE
 
 if TYPE_CHECKING:
     from salttwist.master.publisher import PubServerProtocol
@@ -166,6 +167,10 @@ class Master:
         )
         #: The most keys in C{minions_pre} (0: no cap).
         self.maxMinionsPre: int = config.get("max_minions_pre", 10000)
+        #: Seconds a connection may take to authenticate (C{preauth_timeout}).
+        self.preauthTimeout: float = config.get("preauth_timeout", PREAUTH_DEADLINE)
+        #: Authentications worked on at once at most (C{max_auth_in_flight}).
+        self.maxAuthInFlight: int = config.get("max_auth_in_flight", MAX_AUTH_IN_FLIGHT)
         # Keys in minions_pre as last counted plus those written since
         # (None: not counted yet). Only salt/key events (salttwist-key,
         # autosign) make it stale; they all take keys out of minions_pre, so
@@ -206,7 +211,8 @@ class Master:
         """
         C{_auth}: a minion authenticates (off the reactor thread).
 
-        At most L{MAX_AUTH_IN_FLIGHT} authentications are worked on at once,
+        At most C{max_auth_in_flight} (L{MAX_AUTH_IN_FLIGHT}) authentications
+        are worked on at once,
         and each source address gets C{auth_rate_burst} at once and
         C{auth_rate_limit} per second (an authentication that ends
         I{accepted} gives its token back, so accepted minions behind one NAT
@@ -233,7 +239,7 @@ class Master:
                     None,
                 )
             )
-        if self._authInFlight >= MAX_AUTH_IN_FLIGHT:
+        if self._authInFlight >= self.maxAuthInFlight:
             self.log.warn(
                 "authentication from {peer} refused: {n} already in progress",
                 peer=proto.peerName,

@@ -18,6 +18,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from salttwist.transport.framing import FrameProtocol, QuietFactory
+from salttwist.transport.tcp import keepAlive
 
 if TYPE_CHECKING:
     from salttwist.master.core import Master
@@ -36,7 +37,10 @@ class PubServerProtocol(FrameProtocol):
 
     def connectionMade(self) -> None:
         super().connectionMade()
-        self.startDeadline(self._master.clock)
+        # A peer that vanished without closing (a half-open connection) is
+        # found by TCP keepalive probes after 300 s of silence.
+        keepAlive(self)
+        self.startDeadline(self._master.clock, self._master.preauthTimeout)
         self.sendFrame({"cmd": "hello", "challenge": self.challenge})
 
     def frameReceived(self, message: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from twisted.python.failure import Failure
 from salttwist.transport.framing import FrameProtocol, QuietFactory
 from salttwist.transport.reqclient import PROTOCOL_VERSION
 from salttwist.transport.session import SessionCipher, SessionError
+from salttwist.transport.tcp import keepAlive
 
 if TYPE_CHECKING:
     from salttwist.master.core import Master
@@ -70,7 +71,10 @@ class ReqServerProtocol(FrameProtocol):
 
     def connectionMade(self) -> None:
         super().connectionMade()
-        self.startDeadline(self._master.clock)
+        # A peer that vanished without closing (a half-open connection) is
+        # found by TCP keepalive probes after 300 s of silence.
+        keepAlive(self)
+        self.startDeadline(self._master.clock, self._master.preauthTimeout)
         self.sendFrame({"cmd": "hello", "challenge": self.challenge, "version": PROTOCOL_VERSION})
 
     def frameReceived(self, message: dict[str, Any]) -> None:

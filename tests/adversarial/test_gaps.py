@@ -20,16 +20,18 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import ITCPTransport
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
 
 from salttwist import crypt, files, serial, wire
 from salttwist.config import loadMasterConfig, loadMinionConfig
 from salttwist.events.bus import LocalEventBus
-from salttwist.master import core
 from salttwist.master.core import Master, runSynchronously
 from salttwist.master.keys import MasterKeys, loadMasterKeys
 from salttwist.master.publisher import PubServerFactory
+from salttwist.master.reqserver import ReqServerFactory
 from salttwist.master.service import MasterService
 from salttwist.minion.service import MinionService
 from salttwist.pki.keystore import ACCEPTED, PENDING, InMemoryKeyStore
@@ -234,6 +236,37 @@ class HalfOpenTests(AttackedMaster):
             self.assertTrue(transport.disconnecting, factory)
             self.assertEqual(transport.value(), b"")
 
+    def test_deadlineConfigurable(self) -> None:
+        """
+        C{preauth_timeout} sets the deadline of both ports.
+        """
+        self.master.preauthTimeout = 5.0
+        for factory in (self.rawReq, self.rawPub):
+            proto, transport = factory()
+            self.master.clock.advance(4.9)
+            self.assertFalse(transport.disconnecting, factory)
+            self.master.clock.advance(0.1)
+            self.assertTrue(transport.disconnecting, factory)
+
+    def test_keepAliveOnAcceptedConnections(self) -> None:
+        """
+        Connections accepted on the req and pub ports get TCP keepalive, so
+        a peer that vanished without closing is found.
+        """
+
+        @implementer(ITCPTransport)
+        class TCPStringTransport(StringTransport):
+            keepAlive = False
+
+            def setTcpKeepAlive(self, enabled: bool) -> None:
+                self.keepAlive = enabled
+
+        for factory in (ReqServerFactory, PubServerFactory):
+            proto = factory(self.master).buildProtocol(None)
+            transport = TCPStringTransport()
+            proto.makeConnection(transport)
+            self.assertTrue(transport.keepAlive, factory)
+
     def test_tricklingDoesNotExtendDeadline(self) -> None:
         """
         Sending one byte every few seconds (a slow-loris sender) does not
@@ -396,7 +429,7 @@ class AuthFloodBesideMinionTests(AttackedMaster):
         """
         self.master.jobs.add(JID, {"fun": "test.ping"}, ["m1"])
         client = self.authMinion("m1")
-        self.patch(core, "MAX_AUTH_IN_FLIGHT", 5)
+        self.master.maxAuthInFlight = 5
         self.master.authRate.rate = 0
         workers = _HeldWorkers()
         self.master.workers = workers

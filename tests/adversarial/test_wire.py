@@ -292,7 +292,7 @@ class AuthFloodTests(SynchronousTestCase):
 
     def test_busyBeyondBound(self) -> None:
         """
-        With L{MAX_AUTH_IN_FLIGHT} authentications in progress, the next one
+        With C{max_auth_in_flight} authentications in progress, the next one
         is answered "busy" at once without calling the authenticator; once
         they finish, authentication works again.
         """
@@ -302,14 +302,12 @@ class AuthFloodTests(SynchronousTestCase):
         from salttwist.blocking import runSynchronously
         from salttwist.config import loadMasterConfig
         from salttwist.events.bus import LocalEventBus
-        from salttwist.master import core
         from salttwist.master.keys import MasterKeys
         from salttwist.pki.keystore import InMemoryKeyStore
 
-        self.patch(core, "MAX_AUTH_IN_FLIGHT", 3)
         root = os.path.abspath(self.mktemp())
         master = Master(
-            loadMasterConfig(root, overrides={"root_dir": root}),
+            loadMasterConfig(root, overrides={"root_dir": root, "max_auth_in_flight": 3}),
             MasterKeys(MASTER_KEY, MASTER_PEM, ROOT_KEY),
             InMemoryKeyStore(),
             LocalEventBus(),
