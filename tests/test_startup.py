@@ -92,3 +92,31 @@ class CommandStartupTests(SynchronousTestCase):
             [sys.executable, "-c", script], capture_output=True, text=True, check=True
         ).stdout
         self.assertEqual(output.split(), ["ran", "None", "False", "None"])
+
+
+class DaemonTLSTests(SynchronousTestCase):
+    """
+    The daemon wrappers keep pyOpenSSL out unless the config may need it.
+    """
+
+    def test_minion(self) -> None:
+        """
+        A minion needs it for any transport but the built-in C{tcp}.
+        """
+        from salttwist.cli.daemons import minionNeedsTLS
+
+        self.assertFalse(minionNeedsTLS({"transport": "tcp"}))
+        self.assertTrue(minionNeedsTLS({"transport": "tls"}))
+        self.assertTrue(minionNeedsTLS({"transport": "thirdparty"}))
+
+    def test_master(self) -> None:
+        """
+        A master needs it for a transport other than C{tcp} or an
+        C{https} C{autosign_url}.
+        """
+        from salttwist.cli.daemons import masterNeedsTLS
+
+        self.assertFalse(masterNeedsTLS({"transport": "tcp", "autosign_url": None}))
+        self.assertFalse(masterNeedsTLS({"transport": "tcp", "autosign_url": "http://x/"}))
+        self.assertTrue(masterNeedsTLS({"transport": "tcp", "autosign_url": "HTTPS://x/"}))
+        self.assertTrue(masterNeedsTLS({"transport": "tls", "autosign_url": None}))

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from salttwist._startup import withoutTLS
 from salttwist.cli import addCommonArguments
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
 from salttwist.daemon import StartupError, resolveUser
@@ -79,7 +80,12 @@ def twistdArgs(plugin: str, options: argparse.Namespace, config: dict[str, Any])
     return args
 
 
-def _run(plugin: str, load: Callable[[str], dict[str, Any]], argv: list[str] | None) -> int:
+def _run(
+    plugin: str,
+    load: Callable[[str], dict[str, Any]],
+    argv: list[str] | None,
+    needsTLS: Callable[[dict[str, Any]], bool],
+) -> int:
     options = _parser(plugin).parse_args(argv)
     try:
         config = load(options.config_dir)
@@ -89,6 +95,9 @@ def _run(plugin: str, load: Callable[[str], dict[str, Any]], argv: list[str] | N
         sys.stderr.write(f"{plugin}: {e}\n")
         return 2
     _setLogEnvironment(options, config)
+    if not needsTLS(config):
+        # Less memory and a faster start: see salttwist._startup.withoutTLS.
+        withoutTLS()
     if options.daemon:
         os.makedirs(os.path.dirname(config["pidfile"]) or ".", mode=0o755, exist_ok=True)
     from twisted.application import app
@@ -134,15 +143,32 @@ def _runApp(config: Any) -> None:
     UnixApplicationRunner(config).run()
 
 
+def minionNeedsTLS(config: dict[str, Any]) -> bool:
+    """
+    Whether a minion with C{config} may need pyOpenSSL: unless its
+    transport is the built-in C{tcp} (a third-party one may use TLS).
+    """
+    return config["transport"] != "tcp"
+
+
+def masterNeedsTLS(config: dict[str, Any]) -> bool:
+    """
+    Whether a master with C{config} may need pyOpenSSL: a transport other
+    than C{tcp}, or an C{https} C{autosign_url}.
+    """
+    url = config.get("autosign_url") or ""
+    return config["transport"] != "tcp" or url.lower().startswith("https:")
+
+
 def masterMain(argv: list[str] | None = None) -> int:
     """
     Entry point of C{salttwist-master}.
     """
-    return _run("salttwist-master", loadMasterConfig, argv)
+    return _run("salttwist-master", loadMasterConfig, argv, masterNeedsTLS)
 
 
 def minionMain(argv: list[str] | None = None) -> int:
     """
     Entry point of C{salttwist-minion}.
     """
-    return _run("salttwist-minion", loadMinionConfig, argv)
+    return _run("salttwist-minion", loadMinionConfig, argv, minionNeedsTLS)

@@ -10,7 +10,6 @@ import platform
 import random
 import sys
 import time
-from importlib import metadata
 from typing import Any
 
 from twisted.internet.task import deferLater
@@ -69,6 +68,9 @@ def version() -> str:
 
 
 def _distVersion(name: str) -> str:
+    # Imported here: importlib.metadata costs a minion ~50 ms at start.
+    from importlib import metadata
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
