@@ -49,10 +49,11 @@ def keepAlive(proto: Any) -> Any:
     transport = proto.transport
     if ITCPTransport.providedBy(transport):
         transport.setTcpKeepAlive(True)
-        if ISystemHandle.providedBy(transport) and hasattr(socket, "TCP_KEEPIDLE"):
-            transport.getHandle().setsockopt(
-                socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE
-            )
+        # Under TLS the handle is pyOpenSSL's connection, not a socket: the
+        # idle time is then the system's default.
+        handle = transport.getHandle() if ISystemHandle.providedBy(transport) else None
+        if hasattr(handle, "setsockopt") and hasattr(socket, "TCP_KEEPIDLE"):
+            handle.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE)
     return proto
 
 
