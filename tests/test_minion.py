@@ -658,6 +658,35 @@ class ReconnectTests(MinionTestCase):
         self.assertEqual(len(self.returns()), 1)
         self.assertEqual(self.returnsOnDisk(minion), [])
 
+    def test_returnSentWhileWritten(self) -> None:
+        """
+        A return is sent at once, while its copy is still being written to
+        disk (the fsync is off the return's path); the copy is removed once
+        both the write finished and the master acknowledged.
+        """
+        minion = self.readyMinion()
+        assert minion.returnsQueue is not None
+        held: list[tuple[Deferred[Any], Any, tuple[Any, ...]]] = []
+
+        def hold(function: Any, *args: Any) -> Deferred[Any]:
+            d: Deferred[Any] = Deferred()
+            held.append((d, function, args))
+            return d
+
+        minion.returnsQueue._runBlocking = hold  # type: ignore[method-assign]
+        jid = self.publish("test.ping", [])
+        self.net.flush()
+        [ret] = self.returns()
+        self.assertEqual(ret["jid"], jid)
+        self.assertEqual(self.returnsOnDisk(minion), [])
+        d, write, args = held.pop(0)
+        d.callback(write(*args))
+        self.assertEqual(len(self.returnsOnDisk(minion)), 1)
+        d, remove, args = held.pop(0)
+        d.callback(remove(*args))
+        self.assertEqual(self.returnsOnDisk(minion), [])
+        self.assertEqual(held, [])
+
     def test_returnSurvivesMinionRestart(self) -> None:
         """
         A return still on disk when the minion stops is sent by the next

@@ -71,6 +71,34 @@ class AttemptFailed(Exception):
         self.retryIn = retryIn
 
 
+class StoredReturn:
+    """
+    The on-disk copy of one return, written while the return is sent: the
+    file is removed once the master has acknowledged the return and the
+    write has finished, whichever comes last.
+    """
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.acknowledged = False
+
+    def written(self, name: str, queue: ReturnsQueue | None) -> None:
+        """
+        The write finished as C{name}.
+        """
+        self.name = name
+        if self.acknowledged and queue is not None:
+            queue.remove(name)
+
+    def delivered(self, queue: ReturnsQueue | None) -> None:
+        """
+        The master acknowledged (or refused) the return.
+        """
+        self.acknowledged = True
+        if self.name is not None and queue is not None:
+            queue.remove(self.name)
+
+
 class Minion:
     """
     A minion's connection state and job handling.
@@ -111,7 +139,10 @@ class Minion:
         self.pub: PubClientProtocol | None = None
         self.replay = ReplayGuard(reactor)
         #: (name on disk or None, return) waiting for the master.
-        self.pendingReturns: deque[tuple[str | None, dict[str, Any]]] = deque()
+        #: Returns not yet acknowledged by the master, oldest first, each
+        #: with its file in the returns queue: a name (a return left by an
+        #: earlier run), a L{StoredReturn} (being written), or L{None}.
+        self.pendingReturns: deque[tuple[str | StoredReturn | None, dict[str, Any]]] = deque()
         self.returnsQueue = returnsQueue
         #: Jobs running or having their return written to disk.
         self._inFlight: set[Deferred[None]] = set()
@@ -511,24 +542,29 @@ class Minion:
         if self.returnsQueue is None:
             self._queueReturn(None, ret)
             return None
+        # Sent at once and written to disk at the same time: the fsync is
+        # not on the return's path. The file is removed once both the
+        # master acknowledged and the write finished.
+        stored = StoredReturn()
+        self._queueReturn(stored, ret)
 
-        def persisted(name: str | None) -> None:
-            self._queueReturn(name, ret)
+        def persisted(name: str) -> None:
+            stored.written(name, self.returnsQueue)
 
         def notPersisted(failure: Any) -> None:
-            # The disk is full or gone: still try to deliver from memory.
+            # The disk is full or gone: the return is still delivered from
+            # memory (and kept there until the master has it).
             self.log.error(
                 "minion {id}: cannot keep the return of {jid} on disk: {e}",
                 id=self.id,
                 jid=ret["jid"],
                 e=failure.value,
             )
-            self._queueReturn(None, ret)
 
         # Returned, so that L{shutdown} waits for the return to be on disk.
         return self.returnsQueue.persist(ret).addCallbacks(persisted, notPersisted)
 
-    def _queueReturn(self, name: str | None, ret: dict[str, Any]) -> None:
+    def _queueReturn(self, name: str | StoredReturn | None, ret: dict[str, Any]) -> None:
         self.pendingReturns.append((name, ret))
         self._flushReturns()
 
@@ -538,11 +574,15 @@ class Minion:
             d = self.req.request(ret)
             d.addCallbacks(self._returnDelivered, self._returnFailed, (name,), None, (name, ret))
 
-    def _returnDelivered(self, reply: Any, name: str | None) -> None:
-        if name is not None and self.returnsQueue is not None:
+    def _returnDelivered(self, reply: Any, name: str | StoredReturn | None) -> None:
+        if isinstance(name, StoredReturn):
+            name.delivered(self.returnsQueue)
+        elif name is not None and self.returnsQueue is not None:
             self.returnsQueue.remove(name)
 
-    def _returnFailed(self, failure: Any, name: str | None, ret: dict[str, Any]) -> None:
+    def _returnFailed(
+        self, failure: Any, name: str | StoredReturn | None, ret: dict[str, Any]
+    ) -> None:
         if failure.check(RequestError):
             # Refused (a duplicate of a return the master has, or a job it
             # never sent us): sending it again would not change that.

@@ -1,8 +1,9 @@
 # -*- test-case-name: tests.test_returnsqueue -*-
 """
 Returns kept on disk until the master has them: a job's return is written
-(0600, atomically) to C{cachedir/returns/} before the minion tries to send
-it, and removed once the master acknowledged or refused it. A minion that
+(0600, atomically, fsynced, in a thread) to C{cachedir/returns/} while the
+minion sends it, and removed once the master acknowledged or refused it and
+the write finished. A minion that
 restarts, or a master that was away, loses nothing; the master refuses a
 duplicate, so each return is stored exactly once.
 """
