@@ -212,11 +212,11 @@ class Master:
         C{_auth}: a minion authenticates (off the reactor thread).
 
         At most C{max_auth_in_flight} (L{MAX_AUTH_IN_FLIGHT}) authentications
-        are worked on at once,
-        and each source address gets C{auth_rate_burst} at once and
-        C{auth_rate_limit} per second (an authentication that ends
-        I{accepted} gives its token back, so accepted minions behind one NAT
-        address are never throttled): beyond that a request is answered
+        are worked on at once, and each source address may spend
+        C{auth_rate_burst} tokens at once and C{auth_rate_limit} per second
+        on authentications that do not end I{accepted} (pending, rejected,
+        denied, failed; accepted minions behind one NAT address are never
+        throttled): beyond that a request is answered
         "busy" before any RSA or disk work (the minion backs off and
         retries), so a flood of authentications cannot queue unbounded work;
         established sessions are not affected.
@@ -271,8 +271,6 @@ class Master:
                 self._pendingAdded()
             if outcome.reply.get("error") == PENDING_FULL:
                 self._logPendingFull()
-            if outcome.reply.get("ret") == "accepted":
-                self.authRate.refund(proto.peerName)
             for tag, data in outcome.events:
                 self.bus.fire(tag, data)
             role = None
@@ -284,6 +282,10 @@ class Master:
             self._authInFlight -= 1
             if reserved:
                 self._pendingReserved -= 1
+            if not (isinstance(result, tuple) and result[0].get("ret") == "accepted"):
+                # Only what is not an accepted minion spends the address's
+                # tokens (see AuthRateLimiter.charge).
+                self.authRate.charge(proto.peerName)
             return result
 
         return d.addCallback(done).addBoth(finished)

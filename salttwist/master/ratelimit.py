@@ -100,7 +100,9 @@ class AuthRateLimiter:
 
     def allow(self, peerName: str) -> bool:
         """
-        Take a token for one request from C{peerName}.
+        May a request from C{peerName} go on? Yes while its address has a
+        token left; the token is only spent by L{charge}, once the request
+        turned out not to come from an accepted minion.
 
         @return: C{True} if it may go on; C{False} if its address is over
             the limit (logged at most once per address per minute, with the
@@ -108,6 +110,39 @@ class AuthRateLimiter:
         """
         if not self.enabled:
             return True
+        bucket = self._bucket(peerName)
+        if bucket.tokens > 0:
+            return True
+        bucket.refused += 1
+        now = bucket.updated
+        if bucket.logged is None or now - bucket.logged >= LOG_INTERVAL:
+            self.log.warn(
+                "authentications from {addr} refused: over {rate}/s (burst {burst}); "
+                "{n} refused since the last such line",
+                addr=peerKey(peerName),
+                rate=self.rate,
+                burst=int(self.burst),
+                n=bucket.refused,
+            )
+            bucket.logged = now
+            bucket.refused = 0
+        return False
+
+    def charge(self, peerName: str) -> None:
+        """
+        Spend a token of C{peerName}'s address: its request was not an
+        accepted minion's (pending, rejected, denied or failed). Requests
+        admitted together may drive the bucket below zero (down to minus
+        the burst): the address then waits until it has refilled above zero.
+        Accepted minions are never charged, so a fleet behind one (NAT)
+        address is never throttled.
+        """
+        if not self.enabled:
+            return
+        bucket = self._bucket(peerName)
+        bucket.tokens = max(-self.burst, bucket.tokens - 1)
+
+    def _bucket(self, peerName: str) -> _Bucket:
         now = float(self.clock.seconds())
         key = peerKey(peerName)
         bucket = self._buckets.get(key)
@@ -117,34 +152,7 @@ class AuthRateLimiter:
             self._buckets.move_to_end(key)
             self._refill(bucket, now)
         self._expire(now)
-        if bucket.tokens >= 1:
-            bucket.tokens -= 1
-            return True
-        bucket.refused += 1
-        if bucket.logged is None or now - bucket.logged >= LOG_INTERVAL:
-            self.log.warn(
-                "authentications from {addr} refused: over {rate}/s (burst {burst}); "
-                "{n} refused since the last such line",
-                addr=key,
-                rate=self.rate,
-                burst=int(self.burst),
-                n=bucket.refused,
-            )
-            bucket.logged = now
-            bucket.refused = 0
-        return False
-
-    def refund(self, peerName: str) -> None:
-        """
-        Give back the token of a request that proved an accepted key: a
-        fleet of accepted minions behind one address is never throttled.
-        """
-        if not self.enabled:
-            return
-        bucket = self._buckets.get(peerKey(peerName))
-        if bucket is not None:
-            self._refill(bucket, float(self.clock.seconds()))
-            bucket.tokens = min(self.burst, bucket.tokens + 1)
+        return bucket
 
     def __len__(self) -> int:
         return len(self._buckets)

@@ -450,6 +450,38 @@ class AuthRateTests(_LimitedMaster):
         pending = [self.auth(master, "192.0.2.7:1", f"new{i}")["ret"] for i in range(3)]
         self.assertEqual(pending, ["pending", "pending", "error"])
 
+    def test_acceptedStormBehindOneAddress(self) -> None:
+        """
+        Far more accepted minions than the burst authenticating at once from
+        one address (a fleet booting behind NAT) are all admitted; the same
+        number of pending ones puts the address in debt, bounded by the
+        burst, and it is refused until it has refilled above zero.
+        """
+        from twisted.internet.defer import Deferred
+
+        from salttwist.master.auth import AuthOutcome
+
+        master = self.makeMaster(auth_rate_limit=1, auth_rate_burst=3)
+        held: list[Deferred[Any]] = []
+        self.patch(master, "authenticate", lambda *a: held.append(Deferred()) or held[-1])
+        results = [master.clearAuth(_Peer(f"10.0.0.1:{p}"), {}) for p in range(20)]  # type: ignore[arg-type]
+        self.assertEqual(len(held), 20)
+        for d in held:
+            d.callback(AuthOutcome({"ret": "accepted"}, "m"))
+        self.assertEqual([self.successResultOf(r)[0]["ret"] for r in results], ["accepted"] * 20)
+        held.clear()
+        results = [master.clearAuth(_Peer(f"10.0.0.1:{p}"), {}) for p in range(20)]  # type: ignore[arg-type]
+        for d in held:
+            d.callback(AuthOutcome({"ret": "pending"}, "x"))
+        refused = self.successResultOf(master.clearAuth(_Peer("10.0.0.1:99"), {}))[0]  # type: ignore[arg-type]
+        self.assertIn("busy", refused["error"])
+        master.clock.advance(6)  # -3 (the floor) + 6 * 1/s: back above zero
+        held.clear()
+        again = master.clearAuth(_Peer("10.0.0.1:98"), {})  # type: ignore[arg-type]
+        self.assertEqual(len(held), 1)
+        held[0].callback(AuthOutcome({"ret": "pending"}, "x"))
+        self.assertEqual(self.successResultOf(again)[0]["ret"], "pending")
+
     def test_loggedOncePerMinute(self) -> None:
         """
         Refusals are logged at most once per address per minute, with the
@@ -461,12 +493,14 @@ class AuthRateTests(_LimitedMaster):
         logged: list[dict[str, Any]] = []
         self.patch(limiter, "log", _recordingLogger(logged))
         self.assertTrue(limiter.allow("10.0.0.1:1"))
+        limiter.charge("10.0.0.1:1")
         for _ in range(100):
             self.assertFalse(limiter.allow("10.0.0.1:1"))
         self.assertEqual(len(logged), 1)
         limiter.clock.advance(60)
         for _ in range(61):
-            limiter.allow("10.0.0.1:1")
+            if limiter.allow("10.0.0.1:1"):
+                limiter.charge("10.0.0.1:1")
         self.assertEqual(len(logged), 2)
         self.assertEqual(logged[1]["n"], 100)
 
