@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import pwd
+import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -166,6 +167,11 @@ def daemonPaths(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     return directories, files
 
 
+#: The key files of publisher_acl users (L{salttwist.master.acl}), which
+#: L{chownForUser} leaves to their owners.
+_CLIENT_KEY = re.compile(r"\A\..+_key\Z")
+
+
 def chownForUser(
     runAs: RunAs,
     directories: Iterable[str],
@@ -184,6 +190,10 @@ def chownForUser(
         lchown(top, runAs.uid, runAs.gid)
         for root, dirs, names in os.walk(top):
             for name in [*dirs, *names]:
+                if _CLIENT_KEY.match(name) and name != ".root_key":
+                    # A publisher_acl user's key (cachedir/.<user>_key)
+                    # belongs to that user, not to the master's.
+                    continue
                 _chownOne(os.path.join(root, name), runAs, lchown)
     for path in files:
         _chownOne(path, runAs, lchown)

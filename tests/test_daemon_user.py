@@ -163,6 +163,19 @@ class ChownForUserTests(SynchronousTestCase):
         self.assertNotIn("a", changed)
         self.assertIn("b", changed)
 
+    def test_aclKeysLeftToTheirUsers(self) -> None:
+        """
+        The publisher_acl users' key files (C{.<user>_key}) keep their
+        owners; the master's own C{.root_key} goes to the user like the rest.
+        """
+        for name in (".fred_key", ".root_key"):
+            with open(os.path.join(self.top, name), "w") as f:
+                f.write("k")
+        chownForUser(RunAs("alice", 1001, 1002), [self.top], [], self.lchown)
+        changed = {os.path.basename(path) for path, _, _ in self.calls}
+        self.assertNotIn(".fred_key", changed)
+        self.assertIn(".root_key", changed)
+
     def test_alreadyOwned(self) -> None:
         """
         Files that already belong to the user are not changed again.

@@ -24,6 +24,7 @@ from salttwist.daemon import (
     dropPrivileges,
     ensurePrivateDir,
     ownerOnlyUmask,
+    resolveUser,
     writeRuntimeFile,
 )
 from salttwist.events import EVENT_PUB_SOCKET, EVENT_PULL_SOCKET
@@ -132,7 +133,13 @@ class MasterService(MultiService):
             raise StartupError(f"transport {config['transport']!r}: {e}") from e
         # The keys of the users publisher_acl names (and none for those it
         # no longer names); uid 0 and the master's own user use .root_key.
-        self.master.masterKeys.userKeys = setUpUserKeys(config, self.master.acl, {0, os.geteuid()})
+        # The user the master will run as (option user) is its own user too.
+        ownUids = {0, os.geteuid()}
+        if config.get("user"):
+            runAs = resolveUser(config["user"])
+            if runAs is not None:
+                ownUids.add(runAs.uid)
+        self.master.masterKeys.userKeys = setUpUserKeys(config, self.master.acl, ownUids)
         #: Salt's reactor, a child service, when the C{reactor} option is set.
         self.reactorService = buildReactor(config, self.master)
         if self.reactorService is not None:
