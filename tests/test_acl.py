@@ -808,6 +808,24 @@ class AclSessionTests(MasterTestCase):
         # Only the allowed job was broadcast (every subscriber gets each).
         self.assertEqual(len(self.received["m2"]), 1)
 
+    def test_everyAclJobPublishedByName(self) -> None:
+        """
+        Whatever its target, an ACL user's job (here a glob, and its own
+        C{saltutil.find_job}) is published to the minions the ACL was
+        checked for, by name: a minion accepted meanwhile, or whose real
+        grains differ from the cache, cannot run it.
+        """
+        client, _, _ = self.login("fred", FRED_KEY)
+        reply = self.successResultOf(self.publish(client, tgt="m*", fun="test.ping"))
+        self.assertEqual(sorted(reply["minions"]), ["m1", "m2"])
+        [frame] = self.received["m1"]
+        publication = self.master.publicationKey
+        load = serial.loads(
+            publication.cipher().decrypt(frame["pub"], wire.publicationAad(frame["kid"]))
+        )
+        self.assertEqual(load["tgt_type"], "list")
+        self.assertEqual(sorted(load["tgt"]), ["m1", "m2"])
+
     def test_grainTargetPublishedByName(self) -> None:
         """
         When a target restriction on grains allowed the job and the target

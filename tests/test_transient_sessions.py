@@ -283,7 +283,7 @@ class ReqReturnTests(TransientTestCase):
         """
         A return with jid C{req} must name a valid function and a list of
         arguments, and its session's own id; a bad user name is recorded
-        as C{root}.
+        as C{root@<id>}.
         """
         self.net.keyStore.putKey(ACCEPTED, "m1", MINION_PEM)
         caller = self.makeCaller()
@@ -298,7 +298,20 @@ class ReqReturnTests(TransientTestCase):
             self.assertIn(message, str(error.value))
         self.assertEqual(self.cache.jobs, {})
         reply = self.successResultOf(self.run_(caller.request({**base, "user": "a\nb"})))
-        self.assertEqual(self.cache.jobs[reply["jid"]]["user"], "root")
+        self.assertEqual(self.cache.jobs[reply["jid"]]["user"], "root@m1")
+
+    def test_reqUserBesideMinionId(self) -> None:
+        """
+        The user a minion claims for its C{req} job is recorded beside its
+        id: it can never pass for a master-side user such as C{Reactor},
+        an ACL user or C{root}.
+        """
+        self.net.keyStore.putKey(ACCEPTED, "m1", MINION_PEM)
+        caller = self.makeCaller()
+        load = {"cmd": "_return", "id": "m1", "jid": "req", "fun": "test.ping", "return": True}
+        for claimed in ("Reactor", "fred", "root"):
+            reply = self.successResultOf(self.run_(caller.request({**load, "user": claimed})))
+            self.assertEqual(self.cache.jobs[reply["jid"]]["user"], f"{claimed}@m1")
 
     def test_unserialisableReturn(self) -> None:
         """

@@ -39,7 +39,6 @@ from salttwist.runners import RunnerContext, WorkerPlacement, loadRunners, worke
 from salttwist.targeting import (
     TargetError,
     checkMinions,
-    compileTarget,
     expandNodegroup,
     validateTarget,
 )
@@ -759,9 +758,14 @@ class Master:
             raise ValueError(f"return refused: invalid function name {fun!r}")
         if not isinstance(arg, list):
             raise ValueError("return refused: fun_args must be a list")
-        user = load.get("user")
-        if not isinstance(user, str) or not 0 < len(user) <= 256 or _CONTROL.search(user):
-            user = "root"
+        # The minion's word for who ran salttwist-call is recorded, but
+        # always beside its id ("alice@web1"), so it can never pass for a
+        # master-side user (publisher_acl's find_job rights, the reactor's
+        # "Reactor", root).
+        claimed = load.get("user")
+        if not isinstance(claimed, str) or not 0 < len(claimed) <= 256 or _CONTROL.search(claimed):
+            claimed = "root"
+        user = f"{claimed}@{minionId}"
         jid = self.jids.next()
         job = {
             "jid": jid,
@@ -922,9 +926,11 @@ class Master:
         def authorized(result: tuple[list[str], Decision | None]) -> Any:
             minions, decision = result
             target, targetType = published, publishedType
-            if decision is not None and decision.restricted:
-                if compileTarget(tgt, tgtType, nodegroups).usesGrains:
-                    target, targetType = list(minions), "list"
+            if decision is not None:
+                # An ACL user's job goes to exactly the minions the ACL was
+                # checked for, by name: not to minions whose real grains
+                # differ from the master's cache, nor to one accepted since.
+                target, targetType = list(minions), "list"
             return self._publishTo(minions, fun, arg, target, targetType, user)
 
         def refused(failure: Any) -> Any:
