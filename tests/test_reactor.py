@@ -411,6 +411,22 @@ class BoundsTests(ReactorTestCase):
         )
         self.assertEqual(reactor.reacted, 5)
 
+    def test_renderedInAThread(self) -> None:
+        """
+        A reaction file is read, then rendered, through C{runBlocking}
+        (threads in the master): rendering an event's data is not done on
+        the reactor thread.
+        """
+        self.startReactor([{"x": ["echo.sls"]}])
+        self.bus.fire("x", {"n": 1})
+        self.clock.advance(0)
+        self.runner.runNext()  # the file read
+        [(_, function, _)] = self.runner.calls
+        self.assertEqual(function.__name__, "render")
+        self.runner.runNext()
+        self.clock.advance(0)
+        self.assertEqual([tag for tag, _ in self.tagged("re/")], ["re/1"])
+
     def test_errorEventsDoNotLoop(self) -> None:
         """
         A reaction to C{salt/reactor/error} that fails, or is dropped, is

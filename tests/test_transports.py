@@ -713,10 +713,15 @@ class TLSHandshakeTests(SynchronousTestCase):
 
     def test_handshakeDoneNoDeadline(self) -> None:
         """
-        A connection whose handshake finished stays open past the deadline.
+        A connection whose handshake finished stays open past the deadline,
+        and its deadline timer is cancelled at once (it would keep the
+        connection's objects alive for the rest of the timeout).
         """
         server = self.listen()
         client, _ = self.connect(self.minionConfig(MASTER_PEM))
+        self.assertEqual(
+            [c for c in self.reactor.getDelayedCalls() if "expire" in repr(c.func)], []
+        )
         self.reactor.advance(tls.HANDSHAKE_TIMEOUT + 1)
         self.assertIsNone(client.lostReason)
         self.assertIsNone(server.lostReason)

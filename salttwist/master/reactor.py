@@ -44,11 +44,13 @@ How it runs:
     most C{reactor_worker_hwm} wait; a reaction that finds the queue full is
     dropped, logged, and reported as a C{salt/reactor/error} event.
   - Files are read in a thread (C{runBlocking}), every time, so an edited
-    file takes effect at the next event. Rendering and YAML parsing run on
-    the reactor thread: a reaction file is a few lines that render in well
-    under a millisecond (the compiled template is cached while the file is
-    unchanged), a thread would not run it in parallel with the reactor
-    anyway (the GIL), and files over L{MAX_REACTION_FILE_BYTES} are refused.
+    file takes effect at the next event. Rendering and YAML parsing run in
+    a thread too: a small file renders in well under a millisecond (the
+    compiled template is cached while the file is unchanged), but one that
+    embeds C{{{ data }}} of a big event (a 1 MB return) takes far longer,
+    and the reactor must keep serving meanwhile (the GIL is shared, but the
+    reactor gets its turns); files over L{MAX_REACTION_FILE_BYTES} are
+    refused.
     The files are the admin's, like the config; the sandbox keeps event
     data (which minions control) from reaching Python internals, it does not
     bound the CPU a file's own loops may take.
@@ -493,9 +495,12 @@ class Reactor(Service):
 
     async def _reactWithFile(self, reaction: _Reaction, path: str, text: str) -> bool:
         try:
-            actions = parseReaction(
-                self.render(path, text, reaction.tag, reaction.data), self.master.runners
+            # Rendering is CPU work that grows with the event's data (a big
+            # return embedded with {{ data }}): it runs in a thread.
+            rendered = await self.master.runBlocking(
+                self.render, path, text, reaction.tag, reaction.data
             )
+            actions = parseReaction(rendered, self.master.runners)
         except Exception as e:
             self._report(reaction, path, _describe(e))
             return False

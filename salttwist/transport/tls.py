@@ -362,10 +362,15 @@ class MasterServerCreator:
 
         connection = SSL.Connection(self._options.getContext(), None)
         done: list[bool] = []
+        timer: list[Any] = []
 
         def info(conn: Any, where: int, ret: int) -> None:
             if where & SSL.SSL_CB_HANDSHAKE_DONE:
                 done.append(True)
+                # The deadline is no longer needed: do not keep the timer
+                # (and the protocol) alive for the rest of the timeout.
+                if timer and timer[0].active():
+                    timer[0].cancel()
 
         def expire() -> None:
             if done or not tlsProtocol.connected:
@@ -383,7 +388,7 @@ class MasterServerCreator:
             tlsProtocol.abortConnection()
 
         connection.set_info_callback(info)
-        self._clock.callLater(self.timeout, expire)
+        timer.append(self._clock.callLater(self.timeout, expire))
         return connection
 
 
