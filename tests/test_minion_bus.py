@@ -185,6 +185,30 @@ class FireTests(MinionTestCase):
         pullPath = minionEventSockets(context.opts["sock_dir"], "web1")[1]
         self.assertEqual(sent, [(pullPath, "myco/tag", {"a": 1})])
 
+    def test_localIdFromGrains(self) -> None:
+        """
+        Without an C{id} in the config, the socket is named from the id
+        grain already computed: no name lookup on the reactor thread.
+        """
+        import socket
+
+        sent: list[str] = []
+
+        def fake(path: str, tag: str, data: dict[str, Any], timeout: float = 1.0) -> bool:
+            sent.append(path)
+            return True
+
+        def noLookup() -> str:
+            raise AssertionError("getfqdn called")
+
+        self.patch(eventModule, "fireEvent", fake)
+        self.patch(socket, "getfqdn", noLookup)
+        root = os.path.abspath(self.mktemp())
+        config = loadMinionConfig(root, overrides={"root_dir": root, "sock_dir": "/run/st"})
+        context = LoaderContext(config, {"id": "g1"}, None)
+        self.assertTrue(eventModule.fire(context, {"a": 1}, "myco/tag"))
+        self.assertEqual(sent, [minionEventSockets("/run/st", "g1")[1]])
+
     def test_localNoDaemon(self) -> None:
         """
         When no minion daemon listens there, C{event.fire} fails with a

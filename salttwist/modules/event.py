@@ -122,7 +122,9 @@ def fire(context: LoaderContext, data: Any, tag: Any) -> bool:
         return True
     from salttwist.client.transient import defaultMinionId
 
-    pullPath = minionEventSockets(context.opts["sock_dir"], defaultMinionId(context.opts))[1]
+    # The id grain is known already: no name lookup (getfqdn) on the reactor.
+    minionId = context.grains.get("id") or defaultMinionId(context.opts)
+    pullPath = minionEventSockets(context.opts["sock_dir"], minionId)[1]
     try:
         # A blocking write of one frame to a local socket, bounded by a
         # second: quick enough to make on the reactor of salttwist-call.
