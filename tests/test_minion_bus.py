@@ -207,7 +207,7 @@ class FireTests(MinionTestCase):
         config = loadMinionConfig(root, overrides={"root_dir": root, "sock_dir": "/run/st"})
         context = LoaderContext(config, {"id": "g1"}, None)
         self.assertTrue(eventModule.fire(context, {"a": 1}, "myco/tag"))
-        self.assertEqual(sent, [minionEventSockets("/run/st", "g1")[1]])
+        self.assertEqual(sent, [minionEventSockets(config["sock_dir"], "g1")[1]])
 
     def test_localNoDaemon(self) -> None:
         """
