@@ -766,31 +766,7 @@ class Master:
         if not isinstance(claimed, str) or not 0 < len(claimed) <= 256 or _CONTROL.search(claimed):
             claimed = "root"
         user = f"{claimed}@{minionId}"
-        jid = self.jids.next()
-        job = {
-            "jid": jid,
-            "fun": fun,
-            "arg": arg,
-            "tgt": minionId,
-            "tgt_type": "list",
-            "user": user,
-            "ts": self.clock.seconds(),
-        }
-        self.jobs.add(jid, job, [minionId])
-        if self.jobCache is not None:
-            self._cacheWrite(self.jobCache.storeJob(jid, job, [minionId]))
-        self.bus.fire(
-            f"salt/job/{jid}/new",
-            {
-                "jid": jid,
-                "tgt": minionId,
-                "tgt_type": "list",
-                "fun": fun,
-                "arg": arg,
-                "minions": [minionId],
-                "user": user,
-            },
-        )
+        jid = self._newJob([minionId], fun, arg, minionId, "list", user)["jid"]
         self._checkReturn(jid, minionId)
         return dict(self._acceptReturn(minionId, jid, load), jid=jid)
 
@@ -954,11 +930,15 @@ class Master:
             return None
         return job.minions
 
-    def _publishTo(
+    def _newJob(
         self, minions: list[str], fun: str, arg: list[Any], tgt: Any, tgtType: str, user: str
-    ) -> Deferred[dict[str, Any]] | dict[str, Any]:
-        if not minions:
-            return {"jid": "", "minions": []}
+    ) -> dict[str, Any]:
+        """
+        Give a new job its jid and record it: in the registry, in the job
+        cache, and as C{salt/job/<jid>/new} on the bus.
+
+        @return: the job's load (what is published to the minions).
+        """
         jid = self.jids.next()
         load = {
             "jid": jid,
@@ -984,6 +964,15 @@ class Master:
                 "user": user,
             },
         )
+        return load
+
+    def _publishTo(
+        self, minions: list[str], fun: str, arg: list[Any], tgt: Any, tgtType: str, user: str
+    ) -> Deferred[dict[str, Any]] | dict[str, Any]:
+        if not minions:
+            return {"jid": "", "minions": []}
+        load = self._newJob(minions, fun, arg, tgt, tgtType, user)
+        jid = load["jid"]
         d = self.publish(load)
         # Which targeted minions could receive it: the client does not wait
         # for the others (Salt reports them as not connected).
