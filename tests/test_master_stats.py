@@ -93,7 +93,7 @@ class ReqServerRecordsTests(SynchronousTestCase):
         """
         A master on a L{Clock} and one req connection to it.
         """
-        self.master = makeMaster(self)
+        self.master = makeMaster(self, master_stats=True)
         self.proto = ReqServerProtocol(self.master)
         self.transport = StringTransport()
         self.proto.makeConnection(self.transport)
@@ -122,6 +122,15 @@ class ReqServerRecordsTests(SynchronousTestCase):
         """
         self.proto.dataReceived(encode({"cmd": "_client_auth", "nonce": b"x", "mac": b"y"}))
         self.assertEqual(self.master.requestStats.peek()["_client_auth"]["runs"], 1)
+
+    def test_notRecordedWithoutMasterStats(self) -> None:
+        """
+        Without C{master_stats} nothing reports the figures, so requests
+        are not timed at all.
+        """
+        self.master.config["master_stats"] = False
+        self.proto.dataReceived(encode({"cmd": "_client_auth", "nonce": b"x", "mac": b"y"}))
+        self.assertEqual(self.master.requestStats.peek(), {})
 
     def test_unknownCommandNotRecorded(self) -> None:
         """

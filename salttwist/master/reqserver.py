@@ -145,8 +145,11 @@ class ReqServerProtocol(FrameProtocol):
     def _timed(self, d: Deferred[Any], cmd: str) -> None:
         """
         Record in the master's C{requestStats} how long C{cmd} took to
-        answer, success or failure (C{master_stats}).
+        answer, success or failure, when C{master_stats} is on (nothing
+        reports the figures otherwise: no work on every request for them).
         """
+        if not self._master.config.get("master_stats"):
+            return
         clock = self._master.clock
         start = clock.seconds()
 
