@@ -137,3 +137,29 @@ class ValidateMinionIdTests(SynchronousTestCase):
         self.assertRefused(".web1", "must not start with '.'")
         self.assertEqual(validateMinionId("web1."), "web1.")
         self.assertEqual(validateMinionId("a..b"), "a..b")
+
+
+class ConfiguredMinionIdTests(SynchronousTestCase):
+    """
+    L{configuredMinionId}: the C{id} option, else the host's FQDN.
+    """
+
+    def test_idOption(self) -> None:
+        """
+        A configured id is used as it is.
+        """
+        from salttwist.pki.ids import configuredMinionId
+
+        self.assertEqual(configuredMinionId({"id": "web1"}), "web1")
+
+    def test_fqdn(self) -> None:
+        """
+        Without one (C{None} or empty), the host's FQDN.
+        """
+        import socket
+
+        from salttwist.pki.ids import configuredMinionId
+
+        self.patch(socket, "getfqdn", lambda: "host.example.com")
+        self.assertEqual(configuredMinionId({"id": None}), "host.example.com")
+        self.assertEqual(configuredMinionId({"id": ""}), "host.example.com")

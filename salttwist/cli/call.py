@@ -72,12 +72,12 @@ async def callFunction(
     @return: C{{"return", "retcode", "success"}}.
     """
     from salttwist.blocking import threadRunner
-    from salttwist.client.transient import defaultMinionId
     from salttwist.minion.executor import Executor
     from salttwist.minion.grains import coreGrains, grainsFilePath
     from salttwist.modules import LoaderContext, loadFunctions
+    from salttwist.pki.ids import configuredMinionId
 
-    minionId = defaultMinionId(config)
+    minionId = configuredMinionId(config)
     grains = coreGrains(minionId, config["grains"], grainsFilePath(config))
     context = LoaderContext(config, grains, reactor, fireMaster=fireMaster)
     executor = Executor(loadFunctions(), context, threadRunner(reactor))
@@ -96,11 +96,12 @@ async def callAndReturn(
     @return: C{{"return", "retcode", "success"}}.
     """
     from salttwist.blocking import threadRunner
-    from salttwist.client.transient import CallerError, MasterCaller, defaultMinionId
+    from salttwist.client.transient import CallerError, MasterCaller
+    from salttwist.pki.ids import configuredMinionId
 
     if local:
         return await callFunction(reactor, config, fun, arg)
-    caller = MasterCaller(config, defaultMinionId(config), reactor, threadRunner(reactor))
+    caller = MasterCaller(config, configuredMinionId(config), reactor, threadRunner(reactor))
     try:
         result = await callFunction(reactor, config, fun, arg, caller.fireMaster)
         try:

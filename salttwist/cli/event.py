@@ -244,9 +244,9 @@ async def streamEvents(reactor: Any, options: argparse.Namespace, config: dict[s
     prefixes, globs = splitTags(options.tag)
     sockDir = options.sock_dir or config["sock_dir"]
     if getattr(options, "node", "master") == "minion":
-        from salttwist.client.transient import defaultMinionId
+        from salttwist.pki.ids import configuredMinionId
 
-        sockPath = minionEventSockets(sockDir, defaultMinionId(config))[0]
+        sockPath = minionEventSockets(sockDir, configuredMinionId(config))[0]
     else:
         sockPath = os.path.join(sockDir, EVENT_PUB_SOCKET)
     return await followEvents(

@@ -11,7 +11,6 @@ reactor thread.
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 from twisted.internet.defer import Deferred, maybeDeferred
@@ -20,6 +19,7 @@ from salttwist.blocking import RunBlocking, threadRunner
 from salttwist.minion.executor import Executor
 from salttwist.minion.grains import coreGrains, grainsFilePath
 from salttwist.modules import LoaderContext, Retcode, loadFunctions
+from salttwist.pki.ids import configuredMinionId
 
 
 class LocalCaller:
@@ -45,7 +45,7 @@ class LocalCaller:
         """
         self.config = config
         self.reactor = reactor
-        minionId = config["id"] or socket.getfqdn()
+        minionId = configuredMinionId(config)
         grains = coreGrains(minionId, config["grains"], grainsFilePath(config))
         self.context = LoaderContext(config, grains, reactor)
         self._runBlocking = runBlocking if runBlocking is not None else threadRunner(reactor)

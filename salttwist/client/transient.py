@@ -17,7 +17,6 @@ in C{pki_dir}, and the master must have accepted it.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -253,10 +252,3 @@ def _user() -> str:
         return pwd.getpwuid(os.geteuid()).pw_name
     except (ImportError, KeyError):
         return "unknown"
-
-
-def defaultMinionId(config: dict[str, Any]) -> str:
-    """
-    The minion id C{config} gives, or this host's FQDN, as the daemon does.
-    """
-    return config["id"] or socket.getfqdn()

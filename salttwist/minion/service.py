@@ -6,7 +6,6 @@ The minion as a twistd service.
 from __future__ import annotations
 
 import os
-import socket
 from typing import Any
 
 from twisted.application.service import Service
@@ -31,7 +30,7 @@ from salttwist.minion.executor import Executor
 from salttwist.minion.grains import coreGrains, grainsFilePath
 from salttwist.minion.returnsqueue import ReturnsQueue
 from salttwist.modules import LoaderContext, loadFunctions
-from salttwist.pki.ids import InvalidMinionId, validateMinionId
+from salttwist.pki.ids import InvalidMinionId, configuredMinionId, validateMinionId
 from salttwist.transport.interfaces import ROLE_PUB, ROLE_REQ, ITransport
 from salttwist.transport.registry import UnknownTransport, findTransport
 
@@ -72,7 +71,7 @@ def buildMinion(
         except UnknownTransport as e:
             raise StartupError(str(e)) from e
     try:
-        minionId = validateMinionId(config["id"] or socket.getfqdn())
+        minionId = validateMinionId(configuredMinionId(config))
     except InvalidMinionId as e:
         raise StartupError(f"invalid minion id: {e}") from e
     for directory in (config["pki_dir"], config["cachedir"], config["sock_dir"]):

@@ -120,10 +120,10 @@ def fire(context: LoaderContext, data: Any, tag: Any) -> bool:
     if context.fireLocal is not None:
         context.fireLocal(tag, dict(data))
         return True
-    from salttwist.client.transient import defaultMinionId
+    from salttwist.pki.ids import configuredMinionId
 
     # The id grain is known already: no name lookup (getfqdn) on the reactor.
-    minionId = context.grains.get("id") or defaultMinionId(context.opts)
+    minionId = context.grains.get("id") or configuredMinionId(context.opts)
     pullPath = minionEventSockets(context.opts["sock_dir"], minionId)[1]
     try:
         # A blocking write of one frame to a local socket, bounded by a

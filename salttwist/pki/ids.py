@@ -9,7 +9,10 @@ one comes in, before it is used for anything.
 
 from __future__ import annotations
 
+import socket
 import unicodedata
+from collections.abc import Mapping
+from typing import Any
 
 MAX_ID_BYTES = 255
 """
@@ -74,3 +77,11 @@ def validateMinionId(minionId: object) -> str:
     if minionId.startswith("."):
         raise InvalidMinionId("minion id must not start with '.'")
     return minionId
+
+
+def configuredMinionId(config: Mapping[str, Any]) -> str:
+    """
+    The minion id a minion configuration gives: its C{id}, or this host's
+    FQDN, as Salt's minion does (not validated here).
+    """
+    return config["id"] or socket.getfqdn()
