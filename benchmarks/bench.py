@@ -82,6 +82,41 @@ def cpuSeconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def childPids(pid: int) -> list[int]:
+    """
+    @return: the pids of the processes whose parent is C{pid} (the master's
+        worker processes).
+    """
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def treeCpuSeconds(pid: int) -> float:
+    """
+    @return: CPU seconds of C{pid} and of its live children, plus what its
+        ended children used (C{cutime}, C{cstime}).
+    """
+    total = 0.0
+    for child in childPids(pid):
+        try:
+            total += cpuSeconds(child)
+        except OSError:
+            pass
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return total + sum(int(x) for x in fields[11:15]) / CLOCK_TICKS
+
+
 def memory(pid: int) -> dict[str, float]:
     """
     @return: C{rss_mb} and C{hwm_mb} (peak RSS) of process C{pid}.
@@ -344,6 +379,12 @@ class MasterRun:
     def cpu(self) -> float:
         return cpuSeconds(self.pid)
 
+    def treeCpu(self) -> float:
+        """
+        @return: CPU seconds of the master and its worker processes.
+        """
+        return treeCpuSeconds(self.pid)
+
     def memory(self) -> dict[str, float]:
         return memory(self.pid)
 
@@ -462,7 +503,9 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
         # 1. auth storm
         out["load_storm"] = loadAverage()
         spy = profiler.start(f"{n}-storm", master.pid)
+        swarmSpy = profiler.start(f"{n}-storm-swarm", swarmPids[0])
         cpu0, swarmCpu0 = master.cpu(), sum(cpuSeconds(p) for p in swarmPids)
+        tree0 = master.treeCpu()
         goAt = time.time()
         with open(goFile, "w"):
             pass
@@ -472,12 +515,15 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
             60 + n * 0.1,
         )
         cpu1, swarmCpu1 = master.cpu(), sum(cpuSeconds(p) for p in swarmPids)
+        tree1 = master.treeCpu()
         await profiler.stop(spy)
+        await profiler.stop(swarmSpy)
         out["auth_storm"] = {
             "all_ready_s": round(final["last_ready_at"] - goAt, 3),
             "first_ready_s": round(final["first_ready_at"] - goAt, 3),
             "master_cpu_s": round(cpu1 - cpu0, 2),
             "master_cpu_ms_per_auth": round(1000 * (cpu1 - cpu0) / n, 3),
+            "master_and_workers_cpu_ms_per_auth": round(1000 * (tree1 - tree0) / n, 3),
             "swarm_cpu_s": round(swarmCpu1 - swarmCpu0, 2),
             "failed_attempts": final["attempt_failures"],
             "failure_reasons": final["failure_reasons"],
@@ -512,9 +558,10 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
         if "fanout" in phases:
             out["load_fanout"] = loadAverage()
             spy = profiler.start(f"{n}-fanout", master.pid)
+            swarmSpy = profiler.start(f"{n}-fanout-swarm", swarmPids[0])
             runs = []
             latencies: list[float] = []
-            cpu0 = master.cpu()
+            cpu0, tree0 = master.cpu(), master.treeCpu()
             for _ in range(options.fanout_repeats):
                 result, lat = await master.client().timedRun("*", "test.ping", [], timeout=60)
                 runs.append(
@@ -526,8 +573,9 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
                     }
                 )
                 latencies.extend(lat.values())
-            cpu1 = master.cpu()
+            cpu1, tree1 = master.cpu(), master.treeCpu()
             await profiler.stop(spy)
+            await profiler.stop(swarmSpy)
             lasts = [r["last_s"] for r in runs]
             out["fanout"] = {
                 "repeats": len(runs),
@@ -537,6 +585,7 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
                 "minion_latency_p50_s": round(percentile(latencies, 50), 3),
                 "minion_latency_p99_s": round(percentile(latencies, 99), 3),
                 "master_cpu_ms_per_job": round(1000 * (cpu1 - cpu0) / len(runs), 1),
+                "master_and_workers_cpu_ms_per_job": round(1000 * (tree1 - tree0) / len(runs), 1),
             }
             print(f"bench: N={n}: fan-out {out['fanout']}", flush=True)
 
@@ -585,17 +634,24 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
             out["load_throughput"] = loadAverage()
             returnsBefore = status()["returns"]
             spy = profiler.start(f"{n}-throughput", master.pid)
+            swarmSpy = profiler.start(f"{n}-throughput-swarm", swarmPids[0])
             cpu0, swarmCpu0 = master.cpu(), sum(cpuSeconds(p) for p in swarmPids)
+            tree0 = master.treeCpu()
             out["throughput"] = await measureThroughput(
                 master, n, options.throughput_seconds, options.in_flight
             )
             cpu1, swarmCpu1 = master.cpu(), sum(cpuSeconds(p) for p in swarmPids)
+            tree1 = master.treeCpu()
             await profiler.stop(spy)
+            await profiler.stop(swarmSpy)
             received = out["throughput"]["returns_received"]
             out["throughput"].update(
                 {
                     "master_cpu_s": round(cpu1 - cpu0, 2),
                     "master_cpu_us_per_return": round(1e6 * (cpu1 - cpu0) / max(1, received), 1),
+                    "master_and_workers_cpu_us_per_return": round(
+                        1e6 * (tree1 - tree0) / max(1, received), 1
+                    ),
                     "swarm_cpu_s": round(swarmCpu1 - swarmCpu0, 2),
                     "swarm_returns_sent": status()["returns"] - returnsBefore,
                 }
