@@ -6,7 +6,7 @@ so the master and its clients cannot disagree on them.
 
 from __future__ import annotations
 
-from salttwist import serial
+from salttwist import crypt, serial
 
 
 def authRequestMessage(
@@ -30,14 +30,15 @@ def authReplyMessage(
     challenge: bytes,
     nonce: bytes,
     minionId: str,
-    aesCiphertext: bytes,
-    sessionCiphertext: bytes,
+    keysCiphertext: bytes,
     kid: int,
     publishPort: int,
 ) -> bytes:
     """
     What the master signs in an accepting auth reply: bound to the minion's
-    nonce, so an old reply cannot be replayed to it.
+    nonce, so an old reply cannot be replayed to it. C{keysCiphertext} is
+    one RSA-OAEP ciphertext of the publication key followed by the session
+    key (L{packReplyKeys}).
     """
     return serial.dumps(
         [
@@ -45,12 +46,32 @@ def authReplyMessage(
             challenge,
             nonce,
             minionId,
-            aesCiphertext,
-            sessionCiphertext,
+            keysCiphertext,
             kid,
             publishPort,
         ]
     )
+
+
+def packReplyKeys(publicationKey: bytes, sessionKey: bytes) -> bytes:
+    """
+    The plaintext of an auth reply's C{keys}: both 32-byte AES keys in one
+    RSA-OAEP block (190 bytes fit in one with a 2048-bit key), so the minion
+    spends one RSA decryption on them, not two.
+    """
+    if len(publicationKey) != crypt.AES_KEY_BYTES or len(sessionKey) != crypt.AES_KEY_BYTES:
+        raise ValueError("auth reply keys must be 32 bytes each")
+    return publicationKey + sessionKey
+
+
+def unpackReplyKeys(plaintext: bytes) -> tuple[bytes, bytes]:
+    """
+    @return: the publication key and the session key of L{packReplyKeys}.
+    @raise ValueError: the plaintext is not two 32-byte keys.
+    """
+    if len(plaintext) != 2 * crypt.AES_KEY_BYTES:
+        raise ValueError(f"auth reply keys are {len(plaintext)} bytes, not 64")
+    return plaintext[: crypt.AES_KEY_BYTES], plaintext[crypt.AES_KEY_BYTES :]
 
 
 def clientAuthMessage(challenge: bytes, nonce: bytes, user: str | None = None) -> bytes:

@@ -173,7 +173,8 @@ class AuthenticatorTests(SynchronousTestCase):
         """
         C{outcome} accepts C{minionId}: its reply carries the master's key,
         the current publication key and port, a session key encrypted to the
-        minion's key, and a master signature over L{wire.authReplyMessage}.
+        minion's key in the same RSA-OAEP block as the publication key, and a
+        master signature over L{wire.authReplyMessage}.
         """
         reply = outcome.reply
         self.assertEqual(reply["ret"], "accepted")
@@ -188,14 +189,15 @@ class AuthenticatorTests(SynchronousTestCase):
                 self.challenge,
                 load["nonce"],
                 minionId,
-                reply["aes"],
-                reply["session"],
+                reply["keys"],
                 reply["kid"],
                 reply["publish_port"],
             ),
         )
-        self.assertEqual(crypt.rsaDecrypt(MINION_KEY, reply["aes"]), self.publication.key)
-        session = crypt.rsaDecrypt(MINION_KEY, reply["session"])
+        self.assertNotIn("aes", reply)
+        self.assertNotIn("session", reply)
+        publicationKey, session = wire.unpackReplyKeys(crypt.rsaDecrypt(MINION_KEY, reply["keys"]))
+        self.assertEqual(publicationKey, self.publication.key)
         self.assertEqual(len(session), crypt.AES_KEY_BYTES)
         self.assertEqual(session, outcome.sessionKey)
 
@@ -239,10 +241,10 @@ class AuthenticatorTests(SynchronousTestCase):
         """
         An accepted id presenting its accepted key is answered C{accepted}:
         the reply's signature verifies with the master's key over
-        L{wire.authReplyMessage}, C{aes} and C{session} decrypt with the
-        minion's private key, and C{kid} and C{publish_port} are the current
-        ones (read when the request is answered, not when the authenticator
-        was made).
+        L{wire.authReplyMessage}, C{keys} decrypts with the minion's
+        private key to the publication and session keys, and C{kid} and
+        C{publish_port} are the current ones (read when the request is
+        answered, not when the authenticator was made).
         """
         self.store.putKey(ACCEPTED, "web1", MINION_PEM)
         self.publication = PublicationKey(kid=7)

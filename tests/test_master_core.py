@@ -173,7 +173,7 @@ class MasterTestCase(SynchronousTestCase):
         self.net.flush()
         reply = self.successResultOf(d)
         self.assertEqual(reply["ret"], "accepted")
-        sessionKey = crypt.rsaDecrypt(key, reply["session"])
+        sessionKey = wire.unpackReplyKeys(crypt.rsaDecrypt(key, reply["keys"]))[1]
         client.startSession(sessionKey)
         return client, server, sessionKey
 

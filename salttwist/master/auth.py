@@ -182,20 +182,16 @@ class Authenticator:
     ) -> AuthOutcome:
         publication = self._publicationKey()
         sessionKey = os.urandom(crypt.AES_KEY_BYTES)
-        aesCt = crypt.rsaEncrypt(publicKey, publication.key)
-        sessionCt = crypt.rsaEncrypt(publicKey, sessionKey)
+        keysCt = crypt.rsaEncrypt(publicKey, wire.packReplyKeys(publication.key, sessionKey))
         port = self._publishPort()
         signature = crypt.sign(
             self._master.privateKey,
-            wire.authReplyMessage(
-                challenge, nonce, minionId, aesCt, sessionCt, publication.kid, port
-            ),
+            wire.authReplyMessage(challenge, nonce, minionId, keysCt, publication.kid, port),
         )
         reply = {
             "ret": "accepted",
             "master_pub": self._master.publicPem,
-            "aes": aesCt,
-            "session": sessionCt,
+            "keys": keysCt,
             "kid": publication.kid,
             "publish_port": port,
             "sig": signature,

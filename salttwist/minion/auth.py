@@ -126,26 +126,19 @@ class MinionCredentials:
                 f"{finger}"
             )
         masterKey = crypt.loadPublicKey(masterPem)
-        aesCt, sessionCt, kid, port = (
-            reply.get("aes"),
-            reply.get("session"),
-            reply.get("kid"),
-            reply.get("publish_port"),
-        )
-        if not (
-            isinstance(aesCt, bytes)
-            and isinstance(sessionCt, bytes)
-            and isinstance(kid, int)
-            and isinstance(port, int)
-        ):
+        keysCt, kid, port = reply.get("keys"), reply.get("kid"), reply.get("publish_port")
+        if not (isinstance(keysCt, bytes) and isinstance(kid, int) and isinstance(port, int)):
             raise MasterIdentityError("malformed auth reply from the master")
         crypt.verify(
             masterKey,
             reply.get("sig"),  # type: ignore[arg-type]
-            wire.authReplyMessage(challenge, nonce, self.id, aesCt, sessionCt, kid, port),
+            wire.authReplyMessage(challenge, nonce, self.id, keysCt, kid, port),
         )
-        publicationKey = crypt.rsaDecrypt(self.privateKey, aesCt)
-        sessionKey = crypt.rsaDecrypt(self.privateKey, sessionCt)
+        keys = crypt.rsaDecrypt(self.privateKey, keysCt)
+        try:
+            publicationKey, sessionKey = wire.unpackReplyKeys(keys)
+        except ValueError as e:
+            raise MasterIdentityError(f"malformed auth reply from the master: {e}") from e
         if pinned is None:
             with open(self.pinnedPath + ".tmp", "wb") as f:
                 f.write(masterPem)

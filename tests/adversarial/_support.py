@@ -136,7 +136,9 @@ class AttackedMaster(SynchronousTestCase):
         self.net.flush()
         reply = self.successResultOf(d)
         self.assertEqual(reply["ret"], "accepted")
-        client.startSession(crypt.rsaDecrypt(MINION_KEYS[minionId], reply["session"]))
+        client.startSession(
+            wire.unpackReplyKeys(crypt.rsaDecrypt(MINION_KEYS[minionId], reply["keys"]))[1]
+        )
         return client
 
     def eventsTagged(self, prefix: str) -> list[tuple[str, dict[str, Any]]]:
