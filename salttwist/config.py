@@ -383,7 +383,7 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "reactor_worker_hwm": _Option(10000, _integer(1)),
     "auth_rate_limit": _Option(10, _checkNumber),
     "preauth_timeout": _Option(60, _checkPositiveNumber),
-    "max_auth_in_flight": _Option(1000, _integer(1)),
+    "max_auth_in_flight": _Option(10000, _integer(1)),
     "auth_rate_burst": _Option(100, _integer(1)),
     "max_minions_pre": _Option(10000, _COUNT),
 }

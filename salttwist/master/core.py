@@ -56,7 +56,7 @@ RUN_IDEMPOTENT_RUNNER_TASK = "salttwist.master.runnertasks.runIdempotentRunner"
 #: themselves, so the client gets the same answer as from the master.
 _RUNNER_ERRORS: dict[str, type[Exception]] = {"ValueError": ValueError, "TypeError": TypeError}
 #: Authentications worked on at once; more are answered "busy" at once.
-MAX_AUTH_IN_FLIGHT = 1000
+MAX_AUTH_IN_FLIGHT = 10000
 #: Seconds at least between two counts of C{minions_pre} (after key events).
 PENDING_RECOUNT_INTERVAL = 1.0
 FUNCTION_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
