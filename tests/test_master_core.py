@@ -613,6 +613,29 @@ class MinionReturnTests(MasterTestCase):
         self.assertEqual(len(self.eventsTagged(f"salt/job/{JID}/ret/m1")), 1)
         self.assertIs(self.master.sessions["m1"], self.server)
 
+    def test_unexpectedErrorAnswered(self) -> None:
+        """
+        A session function that fails with an unexpected exception (not a
+        refusal) is answered C{internal error in <cmd>}, logged with its
+        traceback, and the session stays open; with C{master_stats} on (the
+        timed path) as well as off (the direct path).
+        """
+
+        def broken(proto: object, load: object) -> dict[str, Any]:
+            raise RuntimeError("disk on fire")
+
+        for stats in (False, True):
+            self.master.config["master_stats"] = stats
+            self.master.minionReturn = broken  # type: ignore[method-assign]
+            error = self.requestError(self.client, self.returnLoad())
+            self.assertIn("internal error in _return", error)
+            [failure] = self.flushLoggedErrors(RuntimeError)
+            self.assertEqual(str(failure.value), "disk on fire")
+        del self.master.minionReturn
+        self.assertEqual(
+            self.successResultOf(self.request(self.client, self.returnLoad()))["ret"], True
+        )
+
 
 class ClientPublishTests(MasterTestCase):
     """

@@ -137,8 +137,22 @@ class ReqServerProtocol(FrameProtocol):
                 {"rid": rid, "error": f"{cmd!r} is not available to a {self.role} session"}
             )
             return
-        d = maybeDeferred(getattr(self._master, method), self, payload)
-        self._timed(d, cmd)
+        handler = getattr(self._master, method)
+        if self._master.config.get("master_stats"):
+            d = maybeDeferred(handler, self, payload)
+            self._timed(d, cmd)
+        else:
+            # Most requests (a job's return above all) are answered at
+            # once: reply without building a Deferred chain for them.
+            try:
+                result = handler(self, payload)
+            except Exception:
+                self.sendPayload(dict(self._requestFailed(Failure(), cmd), rid=rid))
+                return
+            if not isinstance(result, Deferred):
+                self.sendPayload(dict(result, rid=rid))
+                return
+            d = result
         d.addErrback(self._requestFailed, cmd)
         d.addCallback(lambda result: self.sendPayload(dict(result, rid=rid)))
 
