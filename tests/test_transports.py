@@ -17,6 +17,7 @@ import datetime
 import io
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -62,6 +63,7 @@ from salttwist.transport.tcp import (
     LISTEN_BACKLOG,
     TCP,
     KeepAliveEndpoint,
+    addressFamily,
 )
 from salttwist.transport.tls import (
     CERT_FILE,
@@ -388,7 +390,7 @@ class TCPTransportTests(SynchronousTestCase):
         self.assertTrue(verifyObject(IStreamClientEndpoint, endpoint))
         d = endpoint.connect(Factory.forProtocol(Protocol))
         host, port, factory, timeout, _ = reactor.tcpClients[0]
-        self.assertEqual((host, port, timeout), ("127.0.0.1", 4506, CONNECT_TIMEOUT))
+        self.assertEqual((host, port, timeout), ("10.0.0.5", 4506, CONNECT_TIMEOUT))
         transport = _TCPStringTransport()
         factory.buildProtocol(None).makeConnection(transport)
         proto = self.successResultOf(d)
@@ -396,6 +398,31 @@ class TCPTransportTests(SynchronousTestCase):
         self.assertTrue(transport.keepAlive)
         if hasattr(__import__("socket"), "TCP_KEEPIDLE"):
             self.assertIn(KEEPALIVE_IDLE, [value for _, _, value in transport.options])
+
+    def test_clientEndpointByAddressOrName(self) -> None:
+        """
+        An IPv4 or IPv6 address is connected to directly (no name
+        resolution, which would take a thread per connection); a name, or an
+        IPv6 address with a zone index, goes through C{HostnameEndpoint}.
+        """
+        from twisted.internet import endpoints
+
+        reactor = MemoryReactorClock()
+        expected = [
+            ("192.0.2.7", endpoints.TCP4ClientEndpoint),
+            ("::1", endpoints.TCP6ClientEndpoint),
+            ("2001:db8::5", endpoints.TCP6ClientEndpoint),
+            ("salt", endpoints.HostnameEndpoint),
+            ("master.example.com", endpoints.HostnameEndpoint),
+            ("fe80::1%eth0", endpoints.HostnameEndpoint),
+            ("1.2.3", endpoints.HostnameEndpoint),
+        ]
+        for host, kind in expected:
+            endpoint = TCP.clientEndpoint(reactor, {}, host, 4506, ROLE_REQ)
+            self.assertIsInstance(endpoint.wrapped, kind, host)
+        self.assertEqual(addressFamily("192.0.2.7"), socket.AF_INET)
+        self.assertEqual(addressFamily("::1"), socket.AF_INET6)
+        self.assertIsNone(addressFamily("salt"))
 
     def test_keepAliveSkipsOtherTransports(self) -> None:
         """

@@ -84,8 +84,9 @@ class KeepAliveEndpoint:
 class TCPTransport:
     """
     Plain TCP: C{TCP4ServerEndpoint}/C{TCP6ServerEndpoint} with a deep
-    backlog on the master, C{HostnameEndpoint} with keepalive on the other
-    side.
+    backlog on the master; on the other side C{TCP4ClientEndpoint} or
+    C{TCP6ClientEndpoint} for an address, C{HostnameEndpoint} for a name,
+    with keepalive.
     """
 
     name = "tcp"
@@ -113,12 +114,35 @@ class TCPTransport:
         self, reactor: Any, config: dict[str, Any], host: str, port: int, role: str
     ) -> Any:
         """
-        @return: a C{HostnameEndpoint} (names, IPv4 and IPv6 addresses) with
-            a L{CONNECT_TIMEOUT}, whose connections have TCP keepalive on.
+        @return: an endpoint with a L{CONNECT_TIMEOUT} whose connections have
+            TCP keepalive on: C{TCP4ClientEndpoint}/C{TCP6ClientEndpoint}
+            for an address, C{HostnameEndpoint} (which resolves, in a
+            thread, and tries every address) for a name.
         """
-        from twisted.internet.endpoints import HostnameEndpoint
+        from twisted.internet import endpoints
 
-        return KeepAliveEndpoint(HostnameEndpoint(reactor, host, port, timeout=CONNECT_TIMEOUT))
+        family = addressFamily(host)
+        if family == socket.AF_INET:
+            inner = endpoints.TCP4ClientEndpoint(reactor, host, port, timeout=CONNECT_TIMEOUT)
+        elif family == socket.AF_INET6:
+            inner = endpoints.TCP6ClientEndpoint(reactor, host, port, timeout=CONNECT_TIMEOUT)
+        else:
+            inner = endpoints.HostnameEndpoint(reactor, host, port, timeout=CONNECT_TIMEOUT)
+        return KeepAliveEndpoint(inner)
+
+
+def addressFamily(host: str) -> int | None:
+    """
+    @return: C{AF_INET} or C{AF_INET6} if C{host} is an IP address written
+        out (an IPv6 one without a zone index), else L{None} (a name).
+    """
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except (OSError, ValueError):
+            continue
+        return family
+    return None
 
 
 #: The C{tcp} transport (the object C{twisted/plugins/salttwist_transports.py}
