@@ -7,7 +7,7 @@ Each simulated minion is the real minion protocol stack, built with
 L{salttwist.minion.service.buildMinion} from its own configuration, with its
 own RSA key pair: real authentication, real crypto, real TCP connections to
 the master. Only the process is shared (N minions per process, or a few
-processes with C{--procs}), and so are three things that would make start-up
+processes with C{--procs}), and so are five things that would make the swarm
 slow without changing anything on the wire:
 
   - key pairs are generated once and kept in C{--keys-dir}, one per minion
@@ -16,7 +16,12 @@ slow without changing anything on the wire:
     (C{unsafe_skip_rsa_key_validation}): the swarm made them, and the check
     costs about 70 ms per key;
   - the core grains are gathered once and copied for every minion (they
-    describe the same host), with each minion's own C{id}.
+    describe the same host), with each minion's own C{id};
+  - authentication's RSA work runs inline on the process's reactor, not in
+    a thread pool (one process simulates many minions: the hops cost as
+    much as the work);
+  - a publication's master signature is checked once per process, not
+    once per simulated minion (L{SharedVerification}).
 
 Each process writes its counters to C{--status-dir}/shard-<i>.json every
 L{STATUS_INTERVAL} seconds (see L{readStatus}), so a benchmark can tell
@@ -36,6 +41,7 @@ import argparse
 import contextlib
 import copy
 import glob
+import hashlib
 import json
 import os
 import resource
@@ -53,6 +59,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 
 from salttwist import crypt
+from salttwist.blocking import runSynchronously
 from salttwist.config import loadMinionConfig
 from salttwist.minion import service as minionService
 from salttwist.minion.core import Minion
@@ -188,6 +195,40 @@ def _fastBuild() -> Iterator[None]:
         crypt.loadPrivateKey = realLoad  # type: ignore[assignment]
 
 
+class SharedVerification:
+    """
+    C{crypt.verify} for a swarm process: a publication's master signature
+    is checked once per process instead of once per simulated minion (each
+    of which would check the same signature, on the same message, with the
+    same master key). A real minion checks it on its own CPU, about 60 us;
+    N of them in one process would cost the swarm N times that per job,
+    which says nothing about the master.
+
+    Only successes are remembered (the last L{SIZE}), keyed by the public
+    key's modulus and exponent, the signature and the message's SHA-256: a
+    different key, signature or message is checked for real, and a failure
+    is never cached.
+    """
+
+    SIZE = 64
+
+    def __init__(self, verify: Any) -> None:
+        self._verify = verify
+        self._verified: dict[tuple[Any, ...], None] = {}
+        self.checks = 0
+
+    def __call__(self, publicKey: Any, signature: bytes, message: bytes) -> None:
+        numbers = publicKey.public_numbers()
+        key = (numbers.n, numbers.e, signature, hashlib.sha256(message).digest())
+        if key in self._verified:
+            return
+        self.checks += 1
+        self._verify(publicKey, signature, message)
+        self._verified[key] = None
+        if len(self._verified) > self.SIZE:
+            del self._verified[next(iter(self._verified))]
+
+
 def _writePrivate(path: str, data: bytes) -> None:
     # No fsync (unlike crypt.writePrivateFile): the swarm's directories are
     # scratch, and thousands of fsyncs would dominate building it.
@@ -274,6 +315,9 @@ class Swarm:
         with open(os.path.join(config["pki_dir"], "minion.pub"), "wb") as f:
             f.write(public)
         minion = minionService.buildMinion(config, self.reactor)
+        # Authentication's RSA runs inline, not in the thread pool: the GIL
+        # serialises it anyway, and the thread hops cost about as much CPU.
+        minion.runBlocking = runSynchronously
         minion.executor.functions["swarm.payload"] = self._payloadFunction
         self._instrument(minion)
         return minion
@@ -457,6 +501,7 @@ def _runShard(options: argparse.Namespace) -> int:
 
     raiseFileLimit()
     _beginLogging()
+    crypt.verify = SharedVerification(crypt.verify)  # type: ignore[assignment]
     indexes = range(options.shard, options.minions, options.shards)
     root = options.root
     statusPath = os.path.join(options.status_dir, f"shard-{options.shard}.json")

@@ -15,9 +15,11 @@ import time
 from twisted.internet.defer import gatherResults
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
+from salttwist import crypt
 from salttwist.client.local import LocalClient
 from salttwist.events.fire import fireMasterEvent
 from salttwist.swarm import (
+    SharedVerification,
     Swarm,
     acceptKeys,
     ensureKeys,
@@ -100,6 +102,56 @@ class StatusTests(SynchronousTestCase):
         self.assertEqual((soft, hard), resource.getrlimit(resource.RLIMIT_NOFILE))
         if hard != resource.RLIM_INFINITY:
             self.assertEqual(soft, hard)
+
+
+class SharedVerificationTests(SynchronousTestCase):
+    """
+    L{SharedVerification}: one real signature check per (key, signature,
+    message), failures never remembered.
+    """
+
+    def setUp(self) -> None:
+        self.key = crypt.generatePrivateKey()
+        self.other = crypt.generatePrivateKey()
+        self.verify = SharedVerification(crypt.verify)
+
+    def test_checkedOnce(self) -> None:
+        """
+        The same good signature on the same message with the same key is
+        checked for real once; a new message is checked again.
+        """
+        sig = crypt.sign(self.key, b"job one")
+        for _ in range(3):
+            self.verify(self.key.public_key(), sig, b"job one")
+        self.assertEqual(self.verify.checks, 1)
+        self.verify(self.key.public_key(), crypt.sign(self.key, b"job two"), b"job two")
+        self.assertEqual(self.verify.checks, 2)
+
+    def test_badNeverRemembered(self) -> None:
+        """
+        A signature made with another key, or over another message, fails
+        every time, even after the good one was remembered.
+        """
+        sig = crypt.sign(self.key, b"job")
+        self.verify(self.key.public_key(), sig, b"job")
+        for _ in range(2):
+            self.assertRaises(crypt.CryptError, self.verify, self.other.public_key(), sig, b"job")
+            self.assertRaises(crypt.CryptError, self.verify, self.key.public_key(), sig, b"jo")
+        forged = crypt.sign(self.other, b"job")
+        self.assertRaises(crypt.CryptError, self.verify, self.key.public_key(), forged, b"job")
+
+    def test_bounded(self) -> None:
+        """
+        At most L{SharedVerification.SIZE} successes are kept, oldest first
+        out.
+        """
+        sigs = [crypt.sign(self.key, b"%d" % i) for i in range(SharedVerification.SIZE + 1)]
+        for i, sig in enumerate(sigs):
+            self.verify(self.key.public_key(), sig, b"%d" % i)
+        self.verify(self.key.public_key(), sigs[-1], b"%d" % SharedVerification.SIZE)
+        self.assertEqual(self.verify.checks, SharedVerification.SIZE + 1)
+        self.verify(self.key.public_key(), sigs[0], b"0")
+        self.assertEqual(self.verify.checks, SharedVerification.SIZE + 2)
 
 
 class SwarmTests(TestCase):
