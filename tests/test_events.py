@@ -25,6 +25,7 @@ from salttwist.events.bus import (
     EventPullFactory,
     EventSubscriberProtocol,
     LocalEventBus,
+    StampClock,
     TagFilter,
     stamp,
     tagMatches,
@@ -725,3 +726,31 @@ class GlobSubscriptionTests(SynchronousTestCase):
         self.assertEqual(
             factory.stats(), {"subscriptions": 2, "subscribers": 1, "queued": 0, "dropped": 0}
         )
+
+
+class StampClockTests(SynchronousTestCase):
+    """
+    L{StampClock}: Salt's C{_stamp} format, the second formatted once.
+    """
+
+    def test_format(self) -> None:
+        """
+        The stamp is the UTC time to the microsecond, without a zone, the
+        same text C{datetime.strftime} gives, across a change of second.
+        """
+        times = iter([1795000000.25, 1795000000.5, 1795000001.125, 0.999999999])
+        clock = StampClock(lambda: next(times))
+        self.assertEqual(clock(), "2026-11-18T11:06:40.250000")
+        self.assertEqual(clock(), "2026-11-18T11:06:40.500000")
+        self.assertEqual(clock(), "2026-11-18T11:06:41.125000")
+        self.assertEqual(clock(), "1970-01-01T00:00:00.999999")
+
+    def test_matchesDatetime(self) -> None:
+        """
+        For the real clock, the stamp parses as ISO 8601 and is within a
+        second of C{datetime.now(UTC)}.
+        """
+        from datetime import UTC
+
+        stamped = datetime.fromisoformat(StampClock()()).replace(tzinfo=UTC)
+        self.assertLess(abs((datetime.now(UTC) - stamped).total_seconds()), 1.0)

@@ -5,6 +5,7 @@ Tests for L{salttwist.transport.framing}.
 
 from __future__ import annotations
 
+import socket
 import struct
 from typing import Any
 
@@ -19,6 +20,7 @@ from salttwist.transport.framing import (
     FrameProtocol,
     QuietFactory,
     quietFactory,
+    writeNow,
 )
 
 
@@ -301,3 +303,108 @@ class QuietFactoryTests(SynchronousTestCase):
         L{QuietFactory} is not noisy.
         """
         self.assertFalse(QuietFactory.noisy)
+
+
+class WriteNowTests(SynchronousTestCase):
+    """
+    L{writeNow}: one C{send} on an idle socket transport, the transport's
+    buffer otherwise, never reordering bytes. A real socket pair stands in
+    for the network (no reactor runs: the memory reactor only records the
+    transport's wish to write).
+    """
+
+    def setUp(self) -> None:
+        from twisted.internet import tcp
+        from twisted.internet.testing import MemoryReactor
+
+        self.ours, self.peer = socket.socketpair()
+        self.ours.setblocking(False)
+        self.peer.setblocking(False)
+        self.addCleanup(self.peer.close)
+        self.reactor = MemoryReactor()
+        self.transport = tcp.Server(
+            self.ours, Protocol(), ("127.0.0.1", 1), _FakePort(), 1, self.reactor
+        )
+        self.addCleanup(self.ours.close)
+
+    def received(self) -> bytes:
+        chunks = []
+        while True:
+            try:
+                chunk = self.peer.recv(1 << 20)
+            except BlockingIOError:
+                return b"".join(chunks)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+    def test_idleSentAtOnce(self) -> None:
+        """
+        With nothing buffered, the data is on the socket when L{writeNow}
+        returns, and the transport did not ask the reactor to watch for
+        writability.
+        """
+        writeNow(self.transport, b"frame one")
+        self.assertEqual(self.received(), b"frame one")
+        self.assertNotIn(self.transport, self.reactor.getWriters())
+
+    def test_bufferedStaysInOrder(self) -> None:
+        """
+        With bytes already buffered in the transport, new data is buffered
+        behind them, not sent ahead.
+        """
+        self.transport.write(b"first ")
+        writeNow(self.transport, b"second")
+        self.assertEqual(self.received(), b"")
+        self.transport.doWrite()
+        self.assertEqual(self.received(), b"first second")
+
+    def test_partialSendBuffersTheRest(self) -> None:
+        """
+        What the socket does not take is buffered by the transport and sent
+        later, after the part that went at once; data written meanwhile
+        follows it.
+        """
+        big = bytes(range(256)) * 40000  # more than a socket pair takes at once
+        writeNow(self.transport, big)
+        self.assertIn(self.transport, self.reactor.getWriters())
+        writeNow(self.transport, b"tail")
+        got = self.received()
+        while len(got) < len(big) + 4:
+            self.transport.doWrite()
+            got += self.received()
+        self.assertEqual(got, big + b"tail")
+
+    def test_disconnectingLeftToTransport(self) -> None:
+        """
+        After C{loseConnection}, data is not sent directly but handed to the
+        transport, which sends it before it closes, as Twisted does.
+        """
+        self.transport.loseConnection()
+        writeNow(self.transport, b"late")
+        self.assertEqual(self.received(), b"")
+        self.transport.doWrite()
+        self.assertEqual(self.received(), b"late")
+
+    def test_otherTransportsWrite(self) -> None:
+        """
+        Any other transport (in-memory here; TLS in production) gets a plain
+        C{write}.
+        """
+        transport = StringTransport()
+        writeNow(transport, b"abc")
+        self.assertEqual(transport.value(), b"abc")
+
+
+class _FakePort:
+    """
+    The listening port a L{tcp.Server} names (only for its log prefix).
+    """
+
+    _realPortNumber = 4506
+
+    def _buildAddr(self, address: Any) -> Any:
+        return address
+
+    def getHost(self) -> Any:
+        return None

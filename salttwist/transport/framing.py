@@ -10,13 +10,14 @@ connection with a log line; nothing else is affected.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
-from twisted.protocols.basic import Int32StringReceiver
+from twisted.protocols.basic import Int32StringReceiver, StringTooLongError
 
 from salttwist import serial
 
@@ -24,9 +25,52 @@ from salttwist import serial
 #: carrying an 8192-bit key, far too small to hurt.
 PREAUTH_MAX_FRAME = 64 * 1024
 _HEADER = struct.Struct("!I")
+#: Frames up to this size are sent with their header in one piece.
+_JOIN_LIMIT = 256 * 1024
 #: Seconds a peer has to authenticate (or subscribe) before the master closes
 #: its connection: a slow sender or half-open connection holds nothing long.
 PREAUTH_DEADLINE = 60.0
+
+
+@functools.cache
+def _directTransportTypes() -> tuple[type, ...]:
+    # Imported when first needed: a command that never opens a socket
+    # does not pay for these modules.
+    from twisted.internet import tcp, unix
+
+    return (tcp.Server, tcp.Client, unix.Server, unix.Client)
+
+
+def writeNow(transport: Any, data: bytes) -> None:
+    """
+    Write C{data} to C{transport}, sending it at once when that is safe.
+
+    Twisted's socket transports buffer every write and send it when the
+    reactor next finds the socket writable: two C{epoll_ctl} calls and a
+    C{doWrite} for each small frame. A TCP or UNIX socket transport with
+    nothing buffered (and no file descriptors queued) gets C{data} with one
+    C{send} here; what the socket does not take, and any other transport
+    (TLS, in-memory), goes through C{transport.write} as before, so the
+    order of the bytes never changes. An error is left for the transport
+    to find and report on its next write.
+    """
+    if (
+        type(transport) in _directTransportTypes()
+        and transport.connected
+        and not transport.disconnecting
+        and not transport._writeDisconnected
+        and not transport.dataBuffer
+        and not transport._tempDataBuffer
+        and not getattr(transport, "_sendmsgQueue", None)
+    ):
+        try:
+            sent = transport.socket.send(data)
+        except OSError:
+            sent = 0
+        if sent == len(data):
+            return
+        data = data[sent:]
+    transport.write(data)
 
 
 class FrameProtocol(Int32StringReceiver):
@@ -161,6 +205,19 @@ class FrameProtocol(Int32StringReceiver):
         Send one msgpack map.
         """
         self.sendString(serial.dumps(message))
+
+    def sendString(self, string: bytes) -> None:
+        """
+        Send one length-prefixed frame (see L{writeNow}).
+        """
+        if len(string) >= 2**32:
+            raise StringTooLongError(f"frame of {len(string)} bytes is over the 4-byte prefix")
+        if len(string) <= _JOIN_LIMIT:
+            writeNow(self.transport, _HEADER.pack(len(string)) + string)
+        else:
+            # A big frame is not copied to prepend its header.
+            writeNow(self.transport, _HEADER.pack(len(string)))
+            writeNow(self.transport, string)
 
     def frameReceived(self, message: dict[str, Any]) -> None:
         """
