@@ -386,6 +386,33 @@ class WriteNowTests(SynchronousTestCase):
         self.transport.doWrite()
         self.assertEqual(self.received(), b"late")
 
+    def test_protocolsChoose(self) -> None:
+        """
+        L{FrameProtocol.sendFrame} sends at once by default; a protocol with
+        C{directWrites} false (an event subscriber, which gets bursts) leaves
+        its frames to the transport's buffer, sent together later.
+        """
+        from salttwist.events.bus import EventSubscriberProtocol
+
+        self.assertFalse(EventSubscriberProtocol.directWrites)
+        proto = RecordingProtocol()
+        proto.transport = self.transport
+        proto.sendFrame({"a": 1})
+        self.assertEqual(self.received(), frame(serial.dumps({"a": 1})))
+
+        class Bursty(RecordingProtocol):
+            directWrites = False
+
+        bursty = Bursty()
+        bursty.transport = self.transport
+        bursty.sendFrame({"b": 1})
+        bursty.sendFrame({"c": 1})
+        self.assertEqual(self.received(), b"")
+        self.transport.doWrite()
+        self.assertEqual(
+            self.received(), frame(serial.dumps({"b": 1})) + frame(serial.dumps({"c": 1}))
+        )
+
     def test_otherTransportsWrite(self) -> None:
         """
         Any other transport (in-memory here; TLS in production) gets a plain

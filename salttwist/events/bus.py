@@ -177,6 +177,10 @@ class EventSubscriberProtocol(FrameProtocol):
     matches one of the globs (every event when both lists are empty).
     """
 
+    # Events come in bursts: let the transport's buffer send a burst in one
+    # system call rather than one per event.
+    directWrites = False
+
     def __init__(self, bus: LocalEventBus, maxQueue: int) -> None:
         self._bus = bus
         self._maxQueue = maxQueue

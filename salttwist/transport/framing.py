@@ -73,6 +73,10 @@ def writeNow(transport: Any, data: bytes) -> None:
     transport.write(data)
 
 
+def _bufferedWrite(transport: Any, data: bytes) -> None:
+    transport.write(data)
+
+
 class FrameProtocol(Int32StringReceiver):
     """
     A protocol exchanging msgpack maps in length-prefixed frames.
@@ -86,6 +90,12 @@ class FrameProtocol(Int32StringReceiver):
     log = Logger()
     MAX_LENGTH = PREAUTH_MAX_FRAME
     peerName = "?"
+    #: Send each frame at once when the socket is idle (L{writeNow}): right
+    #: for a connection that gets a frame now and then (a minion's reply, a
+    #: publication). A connection that gets bursts of frames (an event
+    #: subscriber) sets it false: Twisted's buffer then sends a burst with
+    #: one system call.
+    directWrites = True
 
     def __new__(cls, *args: Any, **kwargs: Any) -> FrameProtocol:
         # Every instance gets its own buffer, whatever its __init__ does.
@@ -212,12 +222,13 @@ class FrameProtocol(Int32StringReceiver):
         """
         if len(string) >= 2**32:
             raise StringTooLongError(f"frame of {len(string)} bytes is over the 4-byte prefix")
+        write = writeNow if self.directWrites else _bufferedWrite
         if len(string) <= _JOIN_LIMIT:
-            writeNow(self.transport, _HEADER.pack(len(string)) + string)
+            write(self.transport, _HEADER.pack(len(string)) + string)
         else:
             # A big frame is not copied to prepend its header.
-            writeNow(self.transport, _HEADER.pack(len(string)))
-            writeNow(self.transport, string)
+            write(self.transport, _HEADER.pack(len(string)))
+            write(self.transport, string)
 
     def frameReceived(self, message: dict[str, Any]) -> None:
         """
