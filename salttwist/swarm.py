@@ -158,7 +158,7 @@ def acceptKeys(masterPkiDir: str, keysDir: str, ids: Sequence[tuple[int, str]], 
         store.putKey(ACCEPTED, minionId, public)
 
 
-def _fastLoadPrivateKey(pem: bytes) -> Any:
+def _fastLoadPrivateKey(pem: bytes, ownKey: bool = True) -> Any:
     return serialization.load_pem_private_key(
         pem, password=None, unsafe_skip_rsa_key_validation=True
     )
