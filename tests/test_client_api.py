@@ -651,6 +651,33 @@ class LocalClientCmdTests(_FacadeTestCase):
         with self.client() as client:
             self.assertEqual(client.cmd("web1", "test.ping", tgt_type="glob"), {})
 
+    def test_keepsConnectionsUntilDestroy(self) -> None:
+        """
+        As Salt's keeps its event subscription, the facade's core keeps its
+        connections between calls (C{keepConnected}); C{destroy} closes
+        them, on the reactor thread.
+        """
+        closed: list[str] = []
+        self.patch(
+            local.LocalClient, "close", lambda core: closed.append(threading.current_thread().name)
+        )
+        client = self.client()
+        client.cmd("*", "test.ping")
+        client.cmd("*", "test.ping")
+        self.assertTrue(client._client().keepConnected)
+        self.assertEqual(closed, [])
+        client.destroy()
+        self.assertEqual(closed, ["test-reactor"])
+
+    def test_destroyUnused(self) -> None:
+        """
+        C{destroy} on a client that never made a call does nothing (no
+        reactor is started for it).
+        """
+        client = self.client()
+        client.destroy()
+        self.assertFalse(self.bridge._alive())
+
 
 class LocalClientIterTests(_FacadeTestCase):
     """

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from salttwist.client.local import JobResult, LocalClient
+from salttwist.client.local import JobResult, LocalClient, MasterUnavailable
 
 JID = "20261122000000000001"
 FIND_JID = "20261122000000000002"
 
 
 class _Transport:
+    def __init__(self) -> None:
+        self.closed = False
+
     def loseConnection(self) -> None:
-        pass
+        self.closed = True
 
 
 class _FakeEvents:
@@ -39,6 +42,7 @@ class _FakeReq:
         self.replies = replies
         self.requests: list[dict[str, Any]] = []
         self.transport = _Transport()
+        self.lost: Deferred[None] = Deferred()
 
     def request(self, payload: dict[str, Any]) -> Deferred[dict[str, Any]]:
         self.requests.append(payload)
@@ -184,3 +188,234 @@ class GatherTests(SynchronousTestCase):
         self.clock.advance(5)
         self.clock.advance(2)
         self.assertEqual(self.successResultOf(d).missing, ["a"])
+
+
+class _JobReq(_FakeReq):
+    """
+    A fake req session whose master answers each publish with a new jid
+    targeting minion C{a}, and records the jids it gave.
+    """
+
+    def __init__(self, jids: Any) -> None:
+        super().__init__([])
+        self._jids = jids
+        self.jidsGiven: list[str] = []
+
+    def request(self, payload: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        self.requests.append(payload)
+        jid = next(self._jids)
+        self.jidsGiven.append(jid)
+        return succeed({"jid": jid, "minions": ["a"], "connected": ["a"]})
+
+
+class KeptConnectionTests(SynchronousTestCase):
+    """
+    L{LocalClient} with C{keepConnected} shares one event subscription and
+    one req session between commands; without it each command has its own.
+    """
+
+    def setUp(self) -> None:
+        """
+        Fake connections; C{self.pending}, when a list, holds the connects
+        until the test fires them (or fails them).
+        """
+        self.clock = Clock()
+        self.connections: list[tuple[_FakeEvents, _JobReq, Any]] = []
+        self.pending: list[Deferred[None]] | None = None
+        self.jids = iter(f"2026112200000000{n:04d}" for n in range(1, 1000))
+
+    def client(self, keepConnected: bool) -> LocalClient:
+        """
+        A client whose C{_connect} makes fake connections.
+        """
+        client = LocalClient({}, self.clock, keepConnected=keepConnected)
+
+        async def connect(onEvent: Any, prefixes: list[str]) -> Any:
+            if self.pending is not None:
+                waiter: Deferred[None] = Deferred()
+                self.pending.append(waiter)
+                await waiter
+            events, req = _FakeEvents(), _JobReq(self.jids)
+            self.connections.append((events, req, onEvent))
+            return events, req
+
+        self.patch(client, "_connect", connect)
+        return client
+
+    def job(self, client: LocalClient) -> Deferred[JobResult]:
+        """
+        Start C{test.ping} on C{*}.
+        """
+        return Deferred.fromCoroutine(
+            client.run("*", "test.ping", [], timeout=5, gatherJobTimeout=2.0)
+        )
+
+    def answer(self, jidIndex: int = -1, connection: int = -1) -> None:
+        """
+        Make minion C{a} return for a job published on a connection (by
+        default the last job on the last connection).
+        """
+        _, req, onEvent = self.connections[connection]
+        onEvent(f"salt/job/{req.jidsGiven[jidIndex]}/ret/a", {"id": "a", "return": True})
+
+    def test_oneShotClosesConnections(self) -> None:
+        """
+        Without C{keepConnected}, every command opens its own connections
+        and closes both when it is done.
+        """
+        client = self.client(keepConnected=False)
+        for _ in range(2):
+            d = self.job(client)
+            self.answer()
+            self.assertEqual(list(self.successResultOf(d).returns), ["a"])
+            events, req, _ = self.connections[-1]
+            self.assertTrue(events.transport.closed)
+            self.assertTrue(req.transport.closed)
+        self.assertEqual(len(self.connections), 2)
+
+    def test_keptConnectionReused(self) -> None:
+        """
+        With C{keepConnected}, the second command uses the connections the
+        first opened, and they stay open until L{LocalClient.close}.
+        """
+        client = self.client(keepConnected=True)
+        for _ in range(2):
+            d = self.job(client)
+            self.answer()
+            self.assertEqual(list(self.successResultOf(d).returns), ["a"])
+        [(events, req, _)] = self.connections
+        self.assertEqual(len(req.requests), 2)
+        self.assertFalse(events.transport.closed or req.transport.closed)
+        client.close()
+        self.assertTrue(events.transport.closed and req.transport.closed)
+
+    def test_concurrentJobsShareConnections(self) -> None:
+        """
+        Jobs started while the connections are being opened wait for the
+        same connections, and each gathers only its own returns.
+        """
+        client = self.client(keepConnected=True)
+        self.pending = []
+        first, second = self.job(client), self.job(client)
+        self.assertEqual(len(self.pending), 1)
+        self.pending.pop().callback(None)
+        self.assertEqual(len(self.connections), 1)
+        self.answer(jidIndex=0)
+        done = [d for d in (first, second) if d.called]
+        self.assertEqual(len(done), 1)
+        self.answer(jidIndex=1)
+        results = [self.successResultOf(d) for d in (first, second)]
+        self.assertEqual(sorted(r.jid for r in results), sorted(self.connections[0][1].jidsGiven))
+        self.assertEqual([list(r.returns) for r in results], [["a"], ["a"]])
+
+    def test_openFailureReachesEveryWaiter(self) -> None:
+        """
+        When opening the shared connections fails, every job waiting for
+        them fails with the same error, and the next job tries again.
+        """
+        client = self.client(keepConnected=True)
+        self.pending = []
+        first, second = self.job(client), self.job(client)
+        self.pending.pop().errback(MasterUnavailable("no master"))
+        self.failureResultOf(first, MasterUnavailable)
+        self.failureResultOf(second, MasterUnavailable)
+        self.pending = None
+        d = self.job(client)
+        self.answer()
+        self.assertEqual(list(self.successResultOf(d).returns), ["a"])
+
+    def test_cancelledJobDoesNotStopOpening(self) -> None:
+        """
+        Cancelling the job that started opening the shared connections
+        (its timeout) fails that job only: the others waiting for them get
+        them.
+        """
+        client = self.client(keepConnected=True)
+        self.pending = []
+        first, second = self.job(client), self.job(client)
+        first.cancel()
+        self.failureResultOf(first, CancelledError)
+        self.pending.pop().callback(None)
+        self.answer()
+        self.assertEqual(list(self.successResultOf(second).returns), ["a"])
+        self.assertEqual(len(self.connections), 1)
+
+    def test_reconnectAfterLoss(self) -> None:
+        """
+        When the kept connections are lost (the master restarted), both are
+        closed and the next job opens new ones.
+        """
+        client = self.client(keepConnected=True)
+        d = self.job(client)
+        self.answer()
+        self.successResultOf(d)
+        events, req, _ = self.connections[0]
+        req.lost.callback(None)
+        self.assertTrue(events.transport.closed)
+        d = self.job(client)
+        self.assertEqual(len(self.connections), 2)
+        self.answer()
+        self.assertEqual(list(self.successResultOf(d).returns), ["a"])
+
+    def test_lossDuringJobStopsWaiting(self) -> None:
+        """
+        A job whose connections are lost while it waits stops waiting at
+        once, without asking the silent minions with C{saltutil.find_job}
+        on the dead session.
+        """
+        client = self.client(keepConnected=True)
+        d = self.job(client)
+        _, req, _ = self.connections[0]
+        req.lost.callback(None)
+        self.assertEqual(self.successResultOf(d).missing, ["a"])
+        self.assertEqual(len(req.requests), 1)
+
+    def test_returnsOfOtherJobsNotKept(self) -> None:
+        """
+        Returns of jobs this client is not publishing (another client's,
+        or its own once finished) are dropped, not kept in memory while the
+        connection stays open; a return that arrives while a publish waits
+        for its reply is kept for that job.
+        """
+        client = self.client(keepConnected=True)
+        d = self.job(client)
+        self.answer()
+        self.successResultOf(d)
+        _, _, onEvent = self.connections[0]
+        for n in range(10):
+            onEvent(f"salt/job/2026112299999999{n:04d}/ret/a", {"return": True})
+        self.answer(jidIndex=0)
+        collector = client._shared.collector  # type: ignore[union-attr]
+        self.assertEqual((len(collector._early), collector._gathers), (0, {}))
+
+    def test_earlyReturnsKeptPerPublish(self) -> None:
+        """
+        With jobs published at once on the kept connection, a return of an
+        unknown jid is kept while a publish sent before it came still waits
+        for its reply (it may be that job's), and dropped once none does.
+        """
+        client = self.client(keepConnected=True)
+        replies: list[Deferred[dict[str, Any]]] = []
+
+        def held(payload: dict[str, Any]) -> Deferred[dict[str, Any]]:
+            d: Deferred[dict[str, Any]] = Deferred()
+            replies.append(d)
+            return d
+
+        opened = self.job(client)
+        self.answer()
+        self.successResultOf(opened)
+        _, req, onEvent = self.connections[0]
+        req.request = held  # type: ignore[method-assign]
+        first = self.job(client)
+        onEvent("salt/job/20261122999999990001/ret/a", {"return": "other"})
+        second = self.job(client)
+        onEvent("salt/job/20261122999999990002/ret/a", {"return": True})
+        collector = client._shared.collector  # type: ignore[union-attr]
+        self.assertEqual(len(collector._early), 2)
+        replies[0].callback({"jid": "20261122999999990003", "minions": ["a"], "connected": ["a"]})
+        self.assertEqual(len(collector._early), 1)
+        replies[1].callback({"jid": "20261122999999990002", "minions": ["a"], "connected": ["a"]})
+        self.assertEqual(self.successResultOf(second).returns["a"]["return"], True)
+        self.assertEqual(len(collector._early), 0)
+        self.assertNoResult(first)

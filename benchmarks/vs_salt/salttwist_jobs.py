@@ -8,9 +8,17 @@ Python of salttwist's virtualenv (C{run.py} does that).
 C{--api deferred} (the default) drives the Deferred core,
 L{salttwist.client.local.LocalClient}, on the reactor:
 C{await client.run('*', 'test.ping', [], timeout=...)} one job after the
-other. C{--api sync} uses the synchronous facade
+other, on one client that keeps its connections (C{keepConnected}, as
+Salt's LocalClient keeps its event subscription); C{--reconnect} makes it
+open and close them for every job instead, as a command line does.
+C{--api sync} uses the synchronous facade
 C{salttwist.client.LocalClient(...).cmd('*', 'test.ping')}, when salttwist
 has one (it prints C{{"available": false}} otherwise).
+
+C{--concurrency K} keeps K jobs running at once through the one client
+(K coroutines, or K threads for C{--api sync}), each starting its next
+job when its last one ended: jobs per second is then throughput, not one
+over the latency.
 
 Either way: C{--warmup} untimed jobs, then C{--jobs} timed ones (stopping
 early once C{--max-seconds} have passed), and one JSON object on standard
@@ -27,6 +35,7 @@ import inspect
 import json
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -48,6 +57,8 @@ def summarise(
     return {
         "api": api,
         "jobs": done,
+        "concurrency": options.concurrency,
+        "reconnect": options.reconnect,
         "warmup": options.warmup,
         "expect": options.expect,
         "setup_s": round(setup, 4),
@@ -74,7 +85,13 @@ def runDeferred(options: argparse.Namespace) -> dict[str, Any]:
     figures: dict[str, Any] = {}
 
     async def loop(reactor: Any) -> None:
-        client = LocalClient(config, reactor)
+        # Without keepConnected each job has its own connections (and a
+        # checkout older than keepConnected can be measured that way too).
+        client = (
+            LocalClient(config, reactor)
+            if options.reconnect
+            else LocalClient(config, reactor, keepConnected=True)
+        )
         setup = time.perf_counter() - started
 
         async def oneJob() -> tuple[float, int]:
@@ -86,25 +103,36 @@ def runDeferred(options: argparse.Namespace) -> dict[str, Any]:
 
         for _ in range(options.warmup):
             await oneJob()
-        latencies = []
-        failures = returns = 0
+        latencies: list[float] = []
+        counts = {"returns": 0, "failures": 0, "started": 0}
         loopStart = time.perf_counter()
         cpuStart = time.process_time()
-        for _ in range(options.jobs):
-            elapsed, returned = await oneJob()
-            latencies.append(elapsed)
-            returns += returned
-            failures += returned < options.expect
-            if time.perf_counter() - loopStart > options.max_seconds:
-                break
+
+        async def worker() -> None:
+            while (
+                counts["started"] < options.jobs
+                and time.perf_counter() - loopStart <= options.max_seconds
+            ):
+                counts["started"] += 1
+                elapsed, returned = await oneJob()
+                latencies.append(elapsed)
+                counts["returns"] += returned
+                counts["failures"] += returned < options.expect
+
+        await defer.gatherResults(
+            [defer.Deferred.fromCoroutine(worker()) for _ in range(options.concurrency)],
+            consumeErrors=True,
+        )
         total = time.perf_counter() - loopStart
         cpu = time.process_time() - cpuStart
+        if not options.reconnect:
+            client.close()
         figures.update(
             summarise(
                 "salttwist.client.local.LocalClient.run", options, setup, total, cpu, latencies
             )
         )
-        figures.update(returns=returns, failures=failures)
+        figures.update(returns=counts["returns"], failures=counts["failures"])
 
     try:
         task.react(lambda reactor: defer.Deferred.fromCoroutine(loop(reactor)))
@@ -160,21 +188,36 @@ def runSync(options: argparse.Namespace) -> dict[str, Any]:
 
     for _ in range(options.warmup):
         oneJob()
-    latencies = []
-    failures = returns = 0
+    latencies: list[float] = []
+    counts = {"returns": 0, "failures": 0, "started": 0}
+    lock = threading.Lock()
     loopStart = time.perf_counter()
     cpuStart = time.process_time()
-    for _ in range(options.jobs):
-        elapsed, returned = oneJob()
-        latencies.append(elapsed)
-        returns += returned
-        failures += returned < options.expect
-        if time.perf_counter() - loopStart > options.max_seconds:
-            break
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if (
+                    counts["started"] >= options.jobs
+                    or time.perf_counter() - loopStart > options.max_seconds
+                ):
+                    return
+                counts["started"] += 1
+            elapsed, returned = oneJob()
+            with lock:
+                latencies.append(elapsed)
+                counts["returns"] += returned
+                counts["failures"] += returned < options.expect
+
+    threads = [threading.Thread(target=worker) for _ in range(options.concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     total = time.perf_counter() - loopStart
     cpu = time.process_time() - cpuStart
     figures = summarise("salttwist.client.LocalClient.cmd", options, setup, total, cpu, latencies)
-    figures.update(available=True, returns=returns, failures=failures)
+    figures.update(available=True, returns=counts["returns"], failures=counts["failures"])
     for name in ("destroy", "close"):
         if callable(getattr(client, name, None)):
             getattr(client, name)()
@@ -194,6 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=10.0)
     parser.add_argument("--max-seconds", type=float, default=float("inf"))
+    parser.add_argument(
+        "--concurrency", type=int, default=1, help="jobs running at once (default 1)"
+    )
+    parser.add_argument(
+        "--reconnect",
+        action="store_true",
+        help="deferred API: connect, authenticate and subscribe for every job (as the CLI)",
+    )
     options = parser.parse_args(argv)
     figures = runDeferred(options) if options.api == "deferred" else runSync(options)
     json.dump(figures, sys.stdout)

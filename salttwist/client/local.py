@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from salttwist import crypt, wire
 from salttwist.daemon import PORTS_FILE, readRuntimeFile
@@ -102,17 +103,33 @@ class _Gather:
             waiter[1].callback(done)
 
 
+#: The tags a client subscribes to: those of jobs, whose returns are
+#: C{salt/job/<jid>/ret/<id>}. A prefix, not a glob such as
+#: C{salt/job/*/ret/*} that would spare it the C{new} events: the master
+#: matches every event it fires against every subscriber's filter, and a
+#: prefix is the cheapest to match. The bus takes one subscription per
+#: connection, so a kept connection cannot follow its jobs' jids.
+JOB_PREFIXES = ["salt/job/"]
+
+
 class _ReturnCollector:
     """
     Routes C{salt/job/<jid>/ret/<id>} events to the gather of their jid,
-    keeping those that arrive before the jid is known (a fast minion can
-    answer before the publish reply is read).
+    keeping those that arrive while a publish waits for its reply (a fast
+    minion can answer before the publish reply is read); returns of other
+    jobs (another client's, or one this client finished with) are dropped,
+    at the latest once every publish waiting when they came was answered.
     """
 
     def __init__(self, reactor: Any) -> None:
         self._reactor = reactor
         self._gathers: dict[str, _Gather] = {}
-        self._early: deque[tuple[str, str, dict[str, Any]]] = deque(maxlen=100000)
+        #: Returns of unknown jids, oldest first, each with its arrival number.
+        self._early: deque[tuple[int, str, str, dict[str, Any]]] = deque(maxlen=100000)
+        self._arrivals = 0
+        #: The publishes waiting for their reply: the arrival number when
+        #: each was sent, by token.
+        self._publishing: dict[object, int] = {}
 
     def onEvent(self, tag: str, data: dict[str, Any]) -> None:
         parts = tag.split("/")
@@ -120,18 +137,49 @@ class _ReturnCollector:
             return
         jid, minionId = parts[2], parts[4]
         gather = self._gathers.get(jid)
-        if gather is None:
-            self._early.append((jid, minionId, data))
-        else:
+        if gather is not None:
             gather.add(minionId, data)
+        elif self._publishing:
+            self._arrivals += 1
+            self._early.append((self._arrivals, jid, minionId, data))
+
+    def publishStarted(self) -> object:
+        """
+        A publish is being sent: keep the returns of unknown jids until its
+        reply names its jid.
+
+        @return: a token for L{publishEnded}.
+        """
+        token = object()
+        self._publishing[token] = self._arrivals
+        return token
+
+    def publishEnded(self, token: object) -> None:
+        """
+        A publish was answered (and its gather made) or failed. The returns
+        kept that came before every publish still waiting was sent cannot
+        be theirs (the master makes a job's jid when it takes the publish):
+        they are dropped.
+        """
+        del self._publishing[token]
+        oldest = min(self._publishing.values(), default=self._arrivals)
+        early = self._early
+        while early and early[0][0] <= oldest:
+            early.popleft()
 
     def gather(self, jid: str, minions: list[str], onReturn: Any) -> _Gather:
         gather = _Gather(self._reactor, minions, onReturn)
         self._gathers[jid] = gather
-        for earlyJid, minionId, data in list(self._early):
+        for _, earlyJid, minionId, data in list(self._early):
             if earlyJid == jid:
                 gather.add(minionId, data)
         return gather
+
+    def release(self, jid: str) -> None:
+        """
+        Stop gathering C{jid}: its late returns are dropped.
+        """
+        self._gathers.pop(jid, None)
 
     def abort(self) -> None:
         """
@@ -141,14 +189,86 @@ class _ReturnCollector:
             gather._finish(False)
 
 
+class _Channel:
+    """
+    The event bus subscription and the authenticated req session of a
+    client, and the collector of the returns that come on the bus. Once
+    either connection is lost the channel is closed: both are, and every
+    wait for returns stops.
+
+    @ivar user: the user the session was opened as.
+    """
+
+    def __init__(
+        self,
+        events: EventListenerProtocol,
+        req: ReqClientProtocol,
+        collector: _ReturnCollector,
+        user: str,
+    ) -> None:
+        self.events = events
+        self.req = req
+        self.collector = collector
+        self.user = user
+        self.closed = False
+        events.lost.addCallback(self._lost)
+        req.lost.addCallback(self._lost)
+
+    def _lost(self, _: object) -> None:
+        self.close()
+        self.collector.abort()
+
+    def close(self) -> None:
+        """
+        Close both connections.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        for proto in (self.req, self.events):
+            if proto.transport is not None:
+                proto.transport.loseConnection()
+
+    async def request(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """
+        Send one request on the session.
+
+        @raise MasterUnavailable: if the channel is closed.
+        """
+        if self.closed:
+            raise MasterUnavailable("the connection to the master was lost")
+        return await self.req.request(payload)
+
+
 class LocalClient:
     """
     Talks to the master running with C{config} on this machine.
+
+    By default each command opens its own connections (the event bus
+    subscription and the authenticated req session) and closes them when
+    it is done, as a command line does. With C{keepConnected}, as Salt's
+    LocalClient keeps its event subscription, the first command opens them
+    and the later ones, including concurrent ones, share them, until
+    L{close}; if they are lost (the master restarted), the next command
+    opens new ones.
     """
 
-    def __init__(self, config: dict[str, Any], reactor: Any) -> None:
+    def __init__(self, config: dict[str, Any], reactor: Any, keepConnected: bool = False) -> None:
         self.config = config
         self.reactor = reactor
+        self.keepConnected = keepConnected
+        self._shared: _Channel | None = None
+        #: Commands waiting for the shared channel being opened.
+        self._opening: list[Deferred[_Channel]] | None = None
+
+    def close(self) -> None:
+        """
+        Close the connections kept with C{keepConnected} (a later command
+        opens new ones).
+        """
+        channel, self._shared = self._shared, None
+        if channel is not None:
+            channel.close()
 
     async def _connect(
         self, onEvent: Callable[[str, dict[str, Any]], None], prefixes: list[str]
@@ -230,29 +350,31 @@ class LocalClient:
         @raise MasterUnavailable: if the master cannot be reached.
         @raise RequestError: if the master refused the job (the message says why).
         """
-        collector = _ReturnCollector(self.reactor)
-        async with self._connection(collector.onEvent, ["salt/job/"]) as (events, req):
-            events.lost.addCallback(lambda _: collector.abort())
-            reply = await self._publish(req, tgt, tgtType, fun, arg)
+        async with self._channel() as channel:
+            reply, gather = await self._publishAndGather(
+                channel, tgt, tgtType, fun, arg, onPublished, onReturn
+            )
             minions = list(reply.get("minions", []))
             result = JobResult(reply.get("jid", ""), minions)
-            if not minions:
+            if gather is None:
                 return result
-            connected = set(reply.get("connected", minions))
-            if onPublished is not None:
-                onPublished(result.jid, minions)
-            gather = collector.gather(result.jid, minions, onReturn)
-            waiting = connected
-            while waiting - set(gather.returns):
-                if await gather.waitFor(waiting, timeout):
-                    break
-                silent = sorted(waiting - set(gather.returns))
-                stillRunning = await self._findJob(
-                    req, collector, result.jid, silent, gatherJobTimeout
-                )
-                if not stillRunning:
-                    break
-                waiting = stillRunning
+            try:
+                connected = set(reply.get("connected", minions))
+                waiting = connected
+                while waiting - set(gather.returns):
+                    if await gather.waitFor(waiting, timeout):
+                        break
+                    if channel.closed:
+                        break
+                    silent = sorted(waiting - set(gather.returns))
+                    stillRunning = await self._findJob(
+                        channel, result.jid, silent, gatherJobTimeout
+                    )
+                    if not stillRunning:
+                        break
+                    waiting = stillRunning
+            finally:
+                channel.collector.release(result.jid)
             result.returns = dict(gather.returns)
             result.notConnected = [
                 m for m in minions if m not in connected and m not in result.returns
@@ -263,19 +385,88 @@ class LocalClient:
             return result
 
     @asynccontextmanager
-    async def _connection(
-        self, onEvent: Callable[[str, dict[str, Any]], None], prefixes: list[str]
-    ) -> AsyncIterator[tuple[EventListenerProtocol, ReqClientProtocol]]:
+    async def _channel(self) -> AsyncIterator[_Channel]:
         """
-        The event bus subscription and the authenticated req session of one
-        command, both closed when it is done.
+        The channel of one command: the shared one with C{keepConnected},
+        else one of its own, closed when the command is done.
         """
-        events, req = await self._connect(onEvent, prefixes)
+        if self.keepConnected:
+            yield await self._sharedChannel()
+            return
+        channel = await self._openChannel()
         try:
-            yield events, req
+            yield channel
         finally:
-            req.transport.loseConnection()
-            events.transport.loseConnection()
+            channel.close()
+
+    async def _openChannel(self) -> _Channel:
+        collector = _ReturnCollector(self.reactor)
+        events, req = await self._connect(collector.onEvent, JOB_PREFIXES)
+        return _Channel(events, req, collector, _user())
+
+    async def _sharedChannel(self) -> _Channel:
+        """
+        @return: the shared channel, opened if there is none (or it was
+            lost); commands that ask while it is being opened wait for it.
+            The opening is not any one command's: cancelling a command
+            that waits for it (its timeout) does not stop it for the
+            others.
+        """
+        channel = self._shared
+        if channel is not None and not channel.closed:
+            return channel
+        waiter: Deferred[_Channel] = Deferred()
+        if self._opening is not None:
+            self._opening.append(waiter)
+            return await waiter
+        self._opening = [waiter]
+        Deferred.fromCoroutine(self._openChannel()).addCallbacks(
+            self._channelOpened, self._channelNotOpened
+        )
+        return await waiter
+
+    def _channelOpened(self, channel: _Channel) -> None:
+        waiters, self._opening = self._opening or [], None
+        self._shared = channel
+        for waiter in waiters:
+            if not waiter.called:
+                waiter.callback(channel)
+
+    def _channelNotOpened(self, failure: Failure) -> None:
+        waiters, self._opening = self._opening or [], None
+        for waiter in waiters:
+            if not waiter.called:
+                waiter.errback(failure)
+
+    async def _publishAndGather(
+        self,
+        channel: _Channel,
+        tgt: Any,
+        tgtType: str,
+        fun: str,
+        arg: list[Any],
+        onPublished: Callable[[str, list[str]], None] | None,
+        onReturn: Callable[[str, dict[str, Any]], None] | None,
+    ) -> tuple[dict[str, Any], _Gather | None]:
+        """
+        Publish one job and start gathering its returns, keeping those that
+        come before the master's reply.
+
+        @return: the master's reply, and the gather (L{None} when no minion
+            was targeted).
+        """
+        collector = channel.collector
+        token = collector.publishStarted()
+        try:
+            reply = await self._publish(channel, tgt, tgtType, fun, arg)
+            minions = list(reply.get("minions", []))
+            if not minions:
+                return reply, None
+            if onPublished is not None:
+                onPublished(reply.get("jid", ""), minions)
+            return reply, collector.gather(reply.get("jid", ""), minions, onReturn)
+        finally:
+            collector.publishEnded(token)
 
     async def publish(
         self, tgt: Any, fun: str, arg: list[Any], tgtType: str = "glob"
@@ -287,27 +478,26 @@ class LocalClient:
         @raise MasterUnavailable: if the master cannot be reached.
         @raise RequestError: if the master refused the job.
         """
-        async with self._connection(_ignoreEvent, ["salt/job/"]) as (_, req):
-            return await self._publish(req, tgt, tgtType, fun, arg)
+        async with self._channel() as channel:
+            return await self._publish(channel, tgt, tgtType, fun, arg)
 
     async def _publish(
-        self, req: ReqClientProtocol, tgt: Any, tgtType: str, fun: str, arg: list[Any]
+        self, channel: _Channel, tgt: Any, tgtType: str, fun: str, arg: list[Any]
     ) -> dict[str, Any]:
-        return await req.request(
+        return await channel.request(
             {
                 "cmd": "publish",
                 "tgt": tgt,
                 "tgt_type": tgtType,
                 "fun": fun,
                 "arg": arg,
-                "user": _user(),
+                "user": channel.user,
             }
         )
 
     async def _findJob(
         self,
-        req: ReqClientProtocol,
-        collector: _ReturnCollector,
+        channel: _Channel,
         jid: str,
         minions: list[str],
         gatherJobTimeout: float,
@@ -317,12 +507,15 @@ class LocalClient:
 
         @return: those that answered that they do.
         """
-        reply = await self._publish(req, minions, "list", "saltutil.find_job", [jid])
-        asked = list(reply.get("minions", []))
-        if not asked:
+        reply, gather = await self._publishAndGather(
+            channel, minions, "list", "saltutil.find_job", [jid], None, None
+        )
+        if gather is None:
             return set()
-        gather = collector.gather(reply["jid"], asked, None)
-        await gather.waitFor(set(asked), gatherJobTimeout)
+        try:
+            await gather.waitFor(set(reply["minions"]), gatherJobTimeout)
+        finally:
+            channel.collector.release(reply.get("jid", ""))
         return {m for m, data in gather.returns.items() if data.get("return")}
 
     async def runner(self, fun: str, arg: list[Any]) -> dict[str, Any]:
@@ -333,12 +526,10 @@ class LocalClient:
         @raise MasterUnavailable: if the master cannot be reached.
         @raise RequestError: if the master refused or the runner failed.
         """
-        async with self._connection(_ignoreEvent, ["salt/run/"]) as (_, req):
-            return await req.request({"cmd": "runner", "fun": fun, "arg": arg, "user": _user()})
-
-
-def _ignoreEvent(tag: str, data: dict[str, Any]) -> None:
-    pass
+        async with self._channel() as channel:
+            return await channel.request(
+                {"cmd": "runner", "fun": fun, "arg": arg, "user": channel.user}
+            )
 
 
 def readClientKey(cachedir: str, user: str, euid: int | None = None) -> bytes:

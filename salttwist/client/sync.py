@@ -202,9 +202,22 @@ class _Facade:
 
     def destroy(self) -> None:
         """
-        Salt's C{destroy}: nothing to release, since every call closes its
-        own connections.
+        Salt's C{destroy}: close the connections the core keeps, if it
+        keeps any (a later call opens new ones).
         """
+        with self._coreLock:
+            core = self._core
+        close = getattr(core, "close", None)
+        if close is None:
+            return
+        if self._bridge.isReactorThread():
+            close()
+            return
+        try:
+            self._bridge.call(close)
+        except ReactorThreadError:
+            # The reactor has stopped: its connections went with it.
+            pass
 
     def __enter__(self) -> Any:
         return self
@@ -218,6 +231,11 @@ class LocalClient(_Facade):
     Salt's C{salt.client.LocalClient}: run execution-module functions on
     minions through the master on this machine, as C{salttwist} does: as
     the master's user, or as a user the master's C{publisher_acl} names.
+
+    As Salt's, it keeps its connections to the master (one authenticated
+    session and one event bus subscription, shared by all its calls, from
+    any thread) until L{destroy}; if the master restarts, the next call
+    opens new ones.
 
     The L{Deferred} core for Twisted programs is
     L{salttwist.client.local.LocalClient}.
@@ -247,7 +265,10 @@ class LocalClient(_Facade):
     def _makeCore(self) -> Any:
         from salttwist.client.local import LocalClient as Core
 
-        return Core(self.opts, self._bridge.reactor)
+        # As Salt's LocalClient keeps its event subscription: one
+        # authenticated session and one subscription for all the calls,
+        # until destroy().
+        return Core(self.opts, self._bridge.reactor, keepConnected=True)
 
     def _timeout(self, timeout: Any) -> float:
         return _seconds(timeout, float(self.opts["timeout"]))
