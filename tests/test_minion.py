@@ -658,13 +658,26 @@ class ReconnectTests(MinionTestCase):
         self.assertEqual(len(self.returns()), 1)
         self.assertEqual(self.returnsOnDisk(minion), [])
 
-    def test_returnSentWhileWritten(self) -> None:
+    def holdRequests(self, minion: Minion) -> list[tuple[dict[str, Any], Deferred[Any]]]:
         """
-        A return is sent at once, while its copy is still being written to
-        disk (the fsync is off the return's path); the copy is removed once
-        both the write finished and the master acknowledged.
+        Make C{minion}'s requests on its session wait for the test: each is
+        recorded with the L{Deferred} the test fires as the master's answer.
         """
-        minion = self.readyMinion()
+        assert minion.req is not None
+        held: list[tuple[dict[str, Any], Deferred[Any]]] = []
+
+        def request(payload: dict[str, Any]) -> Deferred[Any]:
+            d: Deferred[Any] = Deferred()
+            held.append((payload, d))
+            return d
+
+        minion.req.request = request  # type: ignore[method-assign]
+        return held
+
+    def holdBlocking(self, minion: Minion) -> list[tuple[Deferred[Any], Any, tuple[Any, ...]]]:
+        """
+        Make the disk work of C{minion}'s returns queue wait for the test.
+        """
         assert minion.returnsQueue is not None
         held: list[tuple[Deferred[Any], Any, tuple[Any, ...]]] = []
 
@@ -674,18 +687,92 @@ class ReconnectTests(MinionTestCase):
             return d
 
         minion.returnsQueue._runBlocking = hold  # type: ignore[method-assign]
+        return held
+
+    def test_acknowledgedReturnNeverWritten(self) -> None:
+        """
+        A return the master acknowledges within C{persistAfter} seconds is
+        sent at once and never written to disk: no file, no work in a
+        thread.
+        """
+        minion = self.readyMinion()
+        blocking = self.holdBlocking(minion)
         jid = self.publish("test.ping", [])
         self.net.flush()
         [ret] = self.returns()
         self.assertEqual(ret["jid"], jid)
+        self.net.advance(minion.persistAfter * 2)
+        self.assertEqual(blocking, [])
         self.assertEqual(self.returnsOnDisk(minion), [])
-        d, write, args = held.pop(0)
+
+    def test_unacknowledgedReturnWritten(self) -> None:
+        """
+        A return the master has not acknowledged C{persistAfter} seconds
+        after it was sent is written to disk, and removed once the master
+        acknowledges it.
+        """
+        minion = self.readyMinion()
+        requests = self.holdRequests(minion)
+        self.publish("test.ping", [])
+        [(payload, answer)] = requests
+        self.assertEqual(payload["cmd"], "_return")
+        self.net.advance(minion.persistAfter - 0.1)
+        self.assertEqual(self.returnsOnDisk(minion), [])
+        self.net.advance(0.1)
+        [name] = self.returnsOnDisk(minion)
+        self.assertTrue(name.endswith(".ret"))
+        answer.callback({"ret": "ok"})
+        self.assertEqual(self.returnsOnDisk(minion), [])
+
+    def test_returnWrittenWhileAcknowledged(self) -> None:
+        """
+        When the master acknowledges a return while its copy is being
+        written, the copy is removed once the write finished.
+        """
+        minion = self.readyMinion()
+        requests = self.holdRequests(minion)
+        blocking = self.holdBlocking(minion)
+        self.publish("test.ping", [])
+        self.net.advance(minion.persistAfter)
+        d, write, args = blocking.pop(0)
+        requests[0][1].callback({"ret": "ok"})
+        self.assertEqual(blocking, [])
         d.callback(write(*args))
         self.assertEqual(len(self.returnsOnDisk(minion)), 1)
-        d, remove, args = held.pop(0)
+        d, remove, args = blocking.pop(0)
         d.callback(remove(*args))
         self.assertEqual(self.returnsOnDisk(minion), [])
-        self.assertEqual(held, [])
+        self.assertEqual(blocking, [])
+
+    def test_connectionLostWritesReturn(self) -> None:
+        """
+        A return whose acknowledgement is lost with the connection is
+        written to disk at once, without waiting C{persistAfter}.
+        """
+        minion = self.readyMinion()
+        self.holdRequests(minion)
+        self.publish("test.ping", [])
+        self.assertEqual(self.returnsOnDisk(minion), [])
+        self.net.refuse = 100
+        self.net.closeAll()
+        self.assertEqual(len(self.returnsOnDisk(minion)), 1)
+
+    def test_shutdownWritesUnacknowledged(self) -> None:
+        """
+        L{Minion.shutdown} writes the returns the master has not
+        acknowledged to disk before it fires, and then stops.
+        """
+        minion = self.readyMinion()
+        self.holdRequests(minion)
+        blocking = self.holdBlocking(minion)
+        self.publish("test.ping", [])
+        done = minion.shutdown()
+        self.assertNoResult(done)
+        d, write, args = blocking.pop(0)
+        d.callback(write(*args))
+        self.successResultOf(done)
+        self.assertEqual(minion.state, "stopped")
+        self.assertEqual(len(self.returnsOnDisk(minion)), 1)
 
     def test_returnSurvivesMinionRestart(self) -> None:
         """

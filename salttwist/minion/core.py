@@ -54,6 +54,14 @@ ConnectTCP = Callable[[str, int, Factory], Deferred]
 #: kills them; see L{Minion.shutdown}.
 STOP_GRACE = 5.0
 
+#: Seconds a return may wait for the master's acknowledgement before the
+#: minion writes it to its returns queue on disk. Most are acknowledged
+#: within milliseconds and never touch the disk (no file, no fsync, no
+#: thread per job); a return is written at once when the master is not
+#: connected, when the connection is lost before the acknowledgement, and
+#: when the minion stops.
+PERSIST_AFTER = 1.0
+
 #: The tags Salt's minion fires on its own bus when its master connection
 #: comes up and goes down (Salt's C{master_event(type=...)}).
 MASTER_CONNECTED = "__master_connected"
@@ -73,14 +81,20 @@ class AttemptFailed(Exception):
 
 class StoredReturn:
     """
-    The on-disk copy of one return, written while the return is sent: the
-    file is removed once the master has acknowledged the return and the
-    write has finished, whichever comes last.
+    The on-disk copy of one return, written only if the master has not
+    acknowledged the return soon enough (see L{PERSIST_AFTER}): the file is
+    removed once the master has acknowledged the return and the write has
+    finished, whichever comes last.
+
+    @ivar writing: whether the write was started.
+    @ivar timer: the delayed call that starts it, while one is scheduled.
     """
 
     def __init__(self) -> None:
         self.name: str | None = None
         self.acknowledged = False
+        self.writing = False
+        self.timer: Any = None
 
     def written(self, name: str, queue: ReturnsQueue | None) -> None:
         """
@@ -95,6 +109,9 @@ class StoredReturn:
         The master acknowledged (or refused) the return.
         """
         self.acknowledged = True
+        if self.timer is not None and self.timer.active():
+            self.timer.cancel()
+        self.timer = None
         if self.name is not None and queue is not None:
             queue.remove(self.name)
 
@@ -141,10 +158,17 @@ class Minion:
         #: (name on disk or None, return) waiting for the master.
         #: Returns not yet acknowledged by the master, oldest first, each
         #: with its file in the returns queue: a name (a return left by an
-        #: earlier run), a L{StoredReturn} (being written), or L{None}.
+        #: earlier run), a L{StoredReturn} (written if the master does not
+        #: acknowledge it soon), or L{None}.
         self.pendingReturns: deque[tuple[str | StoredReturn | None, dict[str, Any]]] = deque()
         self.returnsQueue = returnsQueue
-        #: Jobs running or having their return written to disk.
+        #: Seconds before an unacknowledged return is written to disk.
+        self.persistAfter = PERSIST_AFTER
+        #: The returns of this run the master has not acknowledged yet.
+        self._unacknowledged: dict[StoredReturn, dict[str, Any]] = {}
+        #: Returns being written to disk.
+        self._writes: set[Deferred[None]] = set()
+        #: Jobs running.
         self._inFlight: set[Deferred[None]] = set()
         self._stopping = False
         self._generation = 0
@@ -174,8 +198,11 @@ class Minion:
 
     def stop(self) -> None:
         """
-        Close every connection and stop retrying.
+        Close every connection and stop retrying; the returns the master
+        has not acknowledged are written to disk (see L{shutdown} to wait
+        for that).
         """
+        self._saveUnacknowledged()
         self.state = "stopped"
         self._generation += 1
         if self._retryCall is not None and self._retryCall.active():
@@ -187,15 +214,14 @@ class Minion:
         Stop for good, as on SIGTERM: take no new job; give the running ones
         C{grace} seconds, then kill those still running (their process
         trees), whose return then says so; then L{stop}. The result fires
-        once every return is on disk: the req channel stays up until then,
-        so a return the master acknowledged meanwhile is not kept, and the
-        others are sent after the next start (a duplicate is refused by the
-        master, so each is stored once).
+        once every return the master has not acknowledged is on disk: the
+        req channel stays up until then, so a return the master acknowledged
+        meanwhile is not kept, and the others are sent after the next start
+        (a duplicate is refused by the master, so each is stored once).
         """
         self._stopping = True
         if not self._inFlight:
-            self.stop()
-            return succeed(None)
+            return self._saveUnacknowledged().addCallback(lambda _: self.stop())
         self.log.info(
             "minion {id}: stopping; waiting up to {grace}s for {n} running jobs",
             id=self.id,
@@ -204,10 +230,10 @@ class Minion:
         )
         timer = self.reactor.callLater(grace, self._killRunning)
 
-        def finished(_: object) -> None:
+        def finished(_: object) -> Deferred[None]:
             if timer.active():
                 timer.cancel()
-            self.stop()
+            return self._saveUnacknowledged().addCallback(lambda _: self.stop())
 
         return DeferredList(list(self._inFlight)).addCallback(finished)
 
@@ -264,6 +290,8 @@ class Minion:
         self._generation += 1
         self.state = "waiting"
         self._closeConnections()
+        # Disconnected: what the master has not acknowledged waits on disk.
+        self._saveUnacknowledged()
         self._retryCall = self.reactor.callLater(retryIn, self._startAttempt)
 
     def _backoff(self) -> float:
@@ -522,7 +550,7 @@ class Minion:
         self._kid = kid
         self.log.info("minion {id}: publication key rotated to {kid}", id=self.id, kid=kid)
 
-    def _jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> Deferred[None] | None:
+    def _jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> None:
         try:
             serial.dumps(result["return"])
         except serial.SerialError as e:
@@ -542,11 +570,35 @@ class Minion:
         if self.returnsQueue is None:
             self._queueReturn(None, ret)
             return None
-        # Sent at once and written to disk at the same time: the fsync is
-        # not on the return's path. The file is removed once both the
-        # master acknowledged and the write finished.
+        # Sent at once; written to disk only if the master does not
+        # acknowledge it within persistAfter seconds (or is not connected):
+        # the disk is not on the return's path, and most returns never
+        # reach it. The file is removed once both the master acknowledged
+        # and the write finished.
         stored = StoredReturn()
+        self._unacknowledged[stored] = ret
         self._queueReturn(stored, ret)
+        if stored.acknowledged:
+            return None
+        if self.state != "ready" or self._stopping:
+            self._persist(stored)
+        else:
+            stored.timer = self.reactor.callLater(self.persistAfter, self._persist, stored)
+        return None
+
+    def _persist(self, stored: StoredReturn) -> None:
+        """
+        Start writing the return of C{stored} to disk, unless it is being or
+        was written, or the master has it. L{_saveUnacknowledged} waits for
+        the writes.
+        """
+        if stored.timer is not None and stored.timer.active():
+            stored.timer.cancel()
+        stored.timer = None
+        ret = self._unacknowledged.get(stored)
+        if stored.writing or ret is None or self.returnsQueue is None:
+            return
+        stored.writing = True
 
         def persisted(name: str) -> None:
             stored.written(name, self.returnsQueue)
@@ -561,8 +613,22 @@ class Minion:
                 e=failure.value,
             )
 
-        # Returned, so that L{shutdown} waits for the return to be on disk.
-        return self.returnsQueue.persist(ret).addCallbacks(persisted, notPersisted)
+        writing = self.returnsQueue.persist(ret).addCallbacks(persisted, notPersisted)
+        if not writing.called:
+            self._writes.add(writing)
+            writing.addBoth(lambda _: self._writes.discard(writing))
+
+    def _saveUnacknowledged(self) -> Deferred[None]:
+        """
+        Write every return the master has not acknowledged to disk now.
+
+        @return: a L{Deferred} that fires once they all are on disk.
+        """
+        for stored in list(self._unacknowledged):
+            self._persist(stored)
+        if not self._writes:
+            return succeed(None)
+        return DeferredList(list(self._writes)).addCallback(lambda _: None)
 
     def _queueReturn(self, name: str | StoredReturn | None, ret: dict[str, Any]) -> None:
         self.pendingReturns.append((name, ret))
@@ -576,6 +642,7 @@ class Minion:
 
     def _returnDelivered(self, reply: Any, name: str | StoredReturn | None) -> None:
         if isinstance(name, StoredReturn):
+            self._unacknowledged.pop(name, None)
             name.delivered(self.returnsQueue)
         elif name is not None and self.returnsQueue is not None:
             self.returnsQueue.remove(name)

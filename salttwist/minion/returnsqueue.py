@@ -1,11 +1,13 @@
 # -*- test-case-name: tests.test_returnsqueue -*-
 """
-Returns kept on disk until the master has them: a job's return is written
-(0600, atomically, fsynced, in a thread) to C{cachedir/returns/} while the
-minion sends it, and removed once the master acknowledged or refused it and
-the write finished. A minion that
-restarts, or a master that was away, loses nothing; the master refuses a
-duplicate, so each return is stored exactly once.
+Returns kept on disk until the master has them: a job's return that the
+master has not acknowledged soon after it was sent (L{Minion.persistAfter
+<salttwist.minion.core.Minion.persistAfter>}), or that cannot be sent (the
+master is away, the minion stops), is written (0600, atomically, fsynced,
+in a thread) to C{cachedir/returns/}, and removed once the master
+acknowledged or refused it and the write finished. A minion that restarts,
+or a master that was away, loses nothing; the master refuses a duplicate,
+so each return is stored exactly once.
 """
 
 from __future__ import annotations
