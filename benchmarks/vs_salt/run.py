@@ -18,9 +18,19 @@ on 127.0.0.1 under a temporary C{root_dir}:
      (Salt's C{salt.client.LocalClient().cmd}; salttwist's Deferred
      C{salttwist.client.local.LocalClient.run}, and its synchronous
      C{salttwist.client.LocalClient.cmd} facade when it exists), C{--rounds}
-     times;
+     times; and salttwist's Deferred core with C{--concurrency} jobs at
+     once through one client (throughput; Salt's is measured one job at a
+     time only, so that row has no ratio);
   d. memory: C{VmRSS} (and PSS) of the master's and of each minion's
-     process tree after those runs, and the clusters' idle CPU before them.
+     process tree after those runs, and the clusters' idle CPU before them;
+  e. a new minion's start and stop, C{--firstjob-repeats} times on each
+     running cluster: a fresh id's key pair made and its public key
+     accepted on the master beforehand, its daemon spawned as the
+     cluster's minions are, timed to its C{salt/minion/ID/start} event and
+     to its first successful C{test.ping} (sent through a client already
+     warmed up), then from SIGTERM to its exit (C{salt_firstjob.py} /
+     C{salttwist_firstjob.py}, run with each system's Python; its key
+     deleted afterwards with C{salt-key}/C{salttwist-key -d}).
 
 The CLI start-up samples of the two systems are interleaved (one Salt
 sample, one salttwist sample, the order swapped every repeat) so that the
@@ -524,6 +534,11 @@ class SaltTwist(System):
             "recon_max": 1000,
             "random_reauth_delay": 0,
             "log_level": "error",
+            # Under root_dir like the default, but short: the minion's bus
+            # socket path must fit AF_UNIX's 107 bytes, and the default
+            # (var/run/salttwist/minion) under this benchmark's deep
+            # temporary directories does not.
+            "sock_dir": "/run",
         }
 
     def masterRetPort(self, root: str, config: dict[str, Any]) -> int | None:
@@ -536,12 +551,14 @@ class SaltTwist(System):
             return None
 
     def jobsArgv(self, masterDir: str, options: argparse.Namespace, n: int, api: str) -> list[str]:
+        concurrency = ["--concurrency", str(options.concurrency)] if api == "concurrent" else []
         return [
             self.python,
             os.path.join(HERE, "salttwist_jobs.py"),
             masterDir,
             "--api",
-            api,
+            "deferred" if api == "concurrent" else api,
+            *concurrency,
             "--jobs",
             str(options.jobs),
             "--expect",
@@ -905,6 +922,145 @@ def measureJobs(
     return results
 
 
+#: The figures of a first-job sample (C{salt_firstjob.py}), in seconds.
+FIRST_JOB_FIGURES = (
+    "spawn_to_start_event",
+    "spawn_to_first_job",
+    "first_job_latency",
+    "second_job_latency",
+    "sigterm_to_exit",
+    "sigterm_to_tree_exit",
+)
+
+
+def _killSpawned(pidFile: str) -> None:
+    """
+    Kill the minion a first-job script spawned, and what it forked, if a
+    failed script left them running (C{pidFile} holds its pid and start
+    time, so a reused pid is never signalled).
+    """
+    try:
+        with open(pidFile) as f:
+            pid, start = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        return
+    info = _stat(pid)
+    if info is None or info[1] != start:
+        return
+    for p, s in reversed(processTree(pid)):
+        if (_stat(p) or (0, None))[1] == s:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def firstJobSample(cluster: Cluster, index: int, options: argparse.Namespace) -> dict[str, Any]:
+    """
+    One new minion on C{cluster}'s master: its key accepted beforehand, its
+    daemon started as the cluster's are, timed from the spawn to its
+    C{salt/minion/ID/start} event and to its first successful
+    C{test.ping}, then from SIGTERM to its exit, by the system's
+    C{<name>_firstjob.py} run with the system's Python. Its key is deleted
+    afterwards with the system's key command (a dead minion's accepted key
+    would make Salt's C{'*'} jobs wait out their timeout).
+
+    @return: the script's figures (or C{error}).
+    """
+    system = cluster.system
+    minionId = f"{system.name}-fj{index:02d}"
+    minionDir = os.path.join(cluster.root, minionId)
+    with open(os.path.join(cluster.masterDir, "master")) as f:
+        masterConfig = json.load(f)
+    retPort = system.masterRetPort(os.path.join(cluster.root, "master-root"), masterConfig)
+    assert retPort is not None
+    writeConfig(
+        os.path.join(minionDir, "minion"),
+        system.minionConfig(os.path.join(minionDir, "root"), minionId, retPort),
+    )
+    pidFile = os.path.join(minionDir, "spawned.pid")
+    argv = [
+        system.python,
+        os.path.join(HERE, f"{system.name}_firstjob.py"),
+        cluster.masterDir,
+        "--id",
+        minionId,
+        "--minion-config-dir",
+        minionDir,
+        "--warm-target",
+        cluster.ids[0],
+        "--log",
+        cluster._log(minionId),
+        "--pid-file",
+        pidFile,
+        "--timeout",
+        f"{options.timeout:g}",
+        "--",
+        system.bin(system.minion),
+        "-c",
+        minionDir,
+        "-l",
+        "error",
+    ]
+    try:
+        result = timed(argv, system.env, timeout=600)
+        try:
+            figures = json.loads(result["out"].strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            figures = {"error": result["err"][-2000:], "code": result["code"], "ok": False}
+        if not figures.get("ok"):
+            sys.stderr.write(
+                f"{system.name} first job of {minionId} failed: {figures.get('error')}\n"
+                f"{result['err'][-1000:]}\n"
+            )
+    finally:
+        _killSpawned(pidFile)
+        deleted = timed(
+            [system.bin(f"{system.cli}-key"), "-c", cluster.masterDir, "-d", minionId, "-y"],
+            system.env,
+        )
+    accepted = figures.get("accepted_key")
+    if deleted["code"] != 0 or (accepted and os.path.exists(accepted)):
+        figures["key_delete_error"] = (deleted["err"] or deleted["out"])[-500:]
+        if accepted and os.path.exists(accepted):
+            os.remove(accepted)
+    return figures
+
+
+def measureFirstJob(clusters: dict[str, Cluster], options: argparse.Namespace) -> dict[str, Any]:
+    """
+    C{--firstjob-repeats} new minions per cluster, one at a time (see
+    L{firstJobSample}), the systems' samples interleaved.
+    """
+    counts = dict.fromkeys(clusters, 0)
+
+    def sample(name: str) -> dict[str, Any]:
+        counts[name] += 1
+        return firstJobSample(clusters[name], counts[name], options)
+
+    phase = Phase()
+    samples = interleaved(list(clusters), options.firstjob_repeats, sample)
+    machine = phase.end()
+    results: dict[str, Any] = {}
+    for name, values in samples.items():
+        ok = [s for s in values if s.get("ok")]
+        out: dict[str, Any] = {}
+        for figure in FIRST_JOB_FIGURES:
+            times = [s[f"{figure}_s"] for s in values if s.get(f"{figure}_s") is not None]
+            out[figure] = summary(times, len(values) - len(times), {})
+        out["attempts"] = [s.get("attempts") for s in values]
+        out["killed_after_stop_timeout"] = sum(1 for s in values if s.get("killed"))
+        out["forked_processes"] = [s.get("forked_processes") for s in values]
+        out["leftover_processes"] = sum(s.get("leftover_processes") or 0 for s in values)
+        out["failures"] = len(values) - len(ok)
+        out["errors"] = [s["error"] for s in values if s.get("error")]
+        out["key_delete_errors"] = [
+            s["key_delete_error"] for s in values if "key_delete_error" in s
+        ]
+        results[name] = {**out, **machine}
+    return results
+
+
 def runClusters(
     systems: dict[str, System],
     n: int,
@@ -941,6 +1097,12 @@ def runClusters(
         )
         out["jobs"] = measureJobs(clusters, options, apis)
         out["memory"] = {name: c.memory() for name, c in clusters.items()}
+        if options.firstjob_repeats > 0:
+            print(
+                f"  {options.firstjob_repeats} new minion(s): start to first job, SIGTERM to exit",
+                flush=True,
+            )
+            out["first_job"] = measureFirstJob(clusters, options)
         out["load"][label]["end"] = loadAverage()
         return out
     finally:
@@ -994,8 +1156,20 @@ def addRatios(results: dict[str, Any]) -> None:
         jobs = run.get("jobs", {})
         saltRate = jobs.get("salt:cmd", {}).get("jobs_per_s_median")
         for label, values in jobs.items():
-            if label.startswith("salttwist:") and values.get("jobs_per_s_median"):
+            if (
+                label.startswith("salttwist:")
+                and label != "salttwist:concurrent"
+                and values.get("jobs_per_s_median")
+            ):
                 values["ratio_over_salt"] = ratio(values["jobs_per_s_median"], saltRate)
+        firstJob = run.get("first_job", {})
+        if "salt" in firstJob and "salttwist" in firstJob:
+            firstJob["ratio_salt_over_salttwist"] = {
+                figure: ratio(
+                    firstJob["salt"][figure]["median_s"], firstJob["salttwist"][figure]["median_s"]
+                )
+                for figure in FIRST_JOB_FIGURES
+            }
         memory = run.get("memory", {})
         if "salt" in memory and "salttwist" in memory:
             memory["ratio_salt_over_salttwist"] = {
@@ -1096,14 +1270,17 @@ def table(results: dict[str, Any]) -> str:
             failures(ping),
         )
         jobs = run.get("jobs", {})
-        salt = jobs.get("salt:cmd", {})
+        concurrency = results.get("options", {}).get("concurrency")
         for label, text in (
             ("salttwist:deferred", "  jobs/s, LocalClient (Deferred core)"),
             ("salttwist:sync", "  jobs/s, LocalClient.cmd (sync facade)"),
+            ("salttwist:concurrent", f"  jobs/s, Deferred core, {concurrency} at once"),
         ):
             twist = jobs.get(label)
             if twist is None:
                 continue
+            # Salt's client was measured one job at a time only.
+            salt = jobs.get("salt:cmd", {}) if label != "salttwist:concurrent" else {}
             if twist.get("available") is False:
                 lines.append(f"{text:46} {'(no sync facade in this checkout)':>30}")
                 continue
@@ -1154,6 +1331,27 @@ def table(results: dict[str, Any]) -> str:
             _get(memory, "salttwist", "master", "processes"),
             None,
         )
+        firstJob = run.get("first_job", {})
+        ratios = firstJob.get("ratio_salt_over_salttwist", {})
+        for figure, text in (
+            ("spawn_to_start_event", "  new minion: spawn to start event (s, median)"),
+            ("spawn_to_first_job", "  new minion: spawn to first job (s, median)"),
+            ("first_job_latency", "    that job's latency (s, median)"),
+            ("second_job_latency", "    the next job's latency (s, median)"),
+            ("sigterm_to_exit", "  minion SIGTERM to exit (s, median)"),
+            ("sigterm_to_tree_exit", "    to its forked processes' exit (s, median)"),
+        ):
+            if not firstJob:
+                break
+            row(
+                text,
+                _get(firstJob, "salt", figure, "median_s"),
+                _get(firstJob, "salttwist", figure, "median_s"),
+                ratios.get(figure),
+                "/".join(
+                    str(_get(firstJob, name, figure, "failures")) for name in ("salt", "salttwist")
+                ),
+            )
     lines.append("")
     lines.append("ratio: salt / salttwist for times and memory, salttwist / salt for jobs/s;")
     lines.append("above 1, salttwist is faster or smaller.")
@@ -1198,7 +1396,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--minions", default="1,20", help="comma-separated minion counts (default 1,20)")
     p.add_argument("--jobs", type=int, default=100, help="jobs per client loop (default 100)")
     p.add_argument("--rounds", type=int, default=3, help="client loops per system (default 3)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="jobs at once in salttwist's extra throughput loop (default 8; 0: no such loop)",
+    )
     p.add_argument("--repeats", type=int, default=10, help="samples per CLI figure (default 10)")
+    p.add_argument(
+        "--firstjob-repeats",
+        type=int,
+        default=5,
+        help="new minions per cluster timed from start to first job and from SIGTERM to "
+        "exit (default 5; 0: skip)",
+    )
     p.add_argument("--timeout", type=float, default=10.0, help="job timeout, -t (default 10)")
     p.add_argument(
         "--cli-out",
@@ -1263,6 +1474,8 @@ def main(argv: list[str] | None = None) -> int:
         twist = systems["salttwist"]
         assert isinstance(twist, SaltTwist)
         apis["salttwist"] = ["deferred"] + (["sync"] if twist.hasSyncFacade() else [])
+        if options.concurrency > 0:
+            apis["salttwist"].append("concurrent")
 
     results: dict[str, Any] = {
         "date": options.date,
@@ -1289,6 +1502,11 @@ def main(argv: list[str] | None = None) -> int:
             "ratio: salt/salttwist for times and memory; salttwist/salt for jobs/s.",
             "machine_busy_cores: all CPUs' busy time over the phase (/proc/stat), "
             "ours and other users'; load1 lags (1-minute average).",
+            "first_job: a new minion per sample (fresh id, key pre-accepted, no key "
+            "generation), timed from its spawn to its salt/minion/ID/start event and to its "
+            "first successful test.ping through an already warm client; then SIGTERM to the "
+            "spawned process's exit (sigterm_to_tree_exit: until the processes it had forked "
+            "are gone too). Measured after the memory figures, on the same cluster.",
         ],
         "cli": {},
         "runs": {},
