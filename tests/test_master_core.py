@@ -737,6 +737,100 @@ class ClientPublishTests(MasterTestCase):
         [(_, data)] = self.events
         self.assertEqual(data["user"], "root")
 
+    def publishAll(self) -> list[str]:
+        """
+        Publish C{test.ping} to C{*}.
+
+        @return: the minions the master expects.
+        """
+        d = self.request(self.client, {"cmd": "publish", "tgt": "*", "fun": "test.ping"})
+        return self.successResultOf(d)["minions"]
+
+    def countListings(self) -> list[str]:
+        """
+        Count the key store's listings of accepted keys from now on.
+
+        @return: a list that grows by one entry per listing.
+        """
+        listings: list[str] = []
+        store = self.master.keyStore
+        real = store.listKeys
+
+        def listKeys(state: str) -> list[str]:
+            if state == ACCEPTED:
+                listings.append(state)
+            return real(state)
+
+        store.listKeys = listKeys  # type: ignore[method-assign]
+        return listings
+
+    def test_acceptedKeysListedOnce(self) -> None:
+        """
+        Publications reuse the accepted ids listed for an earlier one: the
+        key store is not listed again for each job.
+        """
+        listings = self.countListings()
+        self.assertEqual(self.publishAll(), ["m1", "m2"])
+        self.assertEqual(self.publishAll(), ["m1", "m2"])
+        self.assertEqual(len(listings), 1)
+
+    def test_keyEventListsAgain(self) -> None:
+        """
+        After a C{salt/key} event (a key accepted, deleted ...) the next
+        publication lists the key store again and targets what it holds.
+        """
+        self.publishAll()
+        listings = self.countListings()
+        self.master.keyStore.putKey(
+            ACCEPTED, "m3", crypt.publicKeyToPem(MINION_KEYS["m1"].public_key())
+        )
+        self.assertEqual(self.publishAll(), ["m1", "m2"])
+        self.master.keyEvent("salt/key", {"act": "accept", "id": "m3"})
+        self.assertEqual(self.publishAll(), ["m1", "m2", "m3"])
+        self.assertEqual(len(listings), 1)
+
+    def test_reconcileRefreshes(self) -> None:
+        """
+        The periodic reconciliation (run when the accepted-keys directory
+        changed, whatever changed it) lists the store and its listing is
+        what the next publication targets.
+        """
+        self.publishAll()
+        self.master.keyStore.deleteKey(ACCEPTED, "m2")
+        self.master.reconcileKeys()
+        listings = self.countListings()
+        self.assertEqual(self.publishAll(), ["m1"])
+        self.assertEqual(listings, [])
+
+    def test_newSessionOfUnlistedMinion(self) -> None:
+        """
+        A minion that authenticates although it was not in the last listing
+        (auto_accept put its key in place without a C{salt/key} event) makes
+        the next publication list the store again and target it.
+        """
+        self.publishAll()
+        MINION_KEYS["m3"] = MINION_KEYS["m1"]
+        self.addCleanup(MINION_KEYS.pop, "m3")
+        self.master.keyStore.putKey(
+            ACCEPTED, "m3", crypt.publicKeyToPem(MINION_KEYS["m3"].public_key())
+        )
+        listings = self.countListings()
+        self.authMinion("m3")
+        self.assertEqual(self.publishAll(), ["m1", "m2", "m3"])
+        self.assertEqual(len(listings), 1)
+
+    def test_listingOlderThanKeyChangeNotKept(self) -> None:
+        """
+        A listing that began before a key change is used for its own
+        publication but not remembered: the next publication lists again.
+        """
+        generation, ids = self.master._listAcceptedIds()
+        self.master.keyEvent("salt/key", {"act": "accept", "id": "m3"})
+        self.master._keepAcceptedIds(generation, ids)
+        listings = self.countListings()
+        self.publishAll()
+        self.assertEqual(len(listings), 1)
+
     def test_targetMatchingNothing(self) -> None:
         """
         A target that matches no accepted minion answers no minions; nothing

@@ -176,6 +176,13 @@ class Master:
         # a stale count is too high, never too low.
         self._pendingCount: int | None = None
         self._pendingStale = False
+        #: The accepted minion ids as last listed (for targeting a
+        #: publication without listing thousands of keys each time), and
+        #: the generation it belongs to: every C{salt/key} event starts a
+        #: new one, and a listing begun in an older one is not kept.
+        self._acceptedIds: list[str] | None = None
+        self._acceptedSet: frozenset[str] = frozenset()
+        self._acceptedGeneration = 0
         self._pendingCountedAt = float("-inf")
         self._pendingWaiters: list[Deferred[None]] = []
         self._pendingAddedWhileCounting = 0
@@ -499,6 +506,10 @@ class Master:
             return
         if proto.role != "minion" or proto.minionId is None:
             return
+        if self._acceptedIds is not None and proto.minionId not in self._acceptedSet:
+            # Accepted since the last listing (auto_accept fires no
+            # salt/key event): the next publication must target it.
+            self._forgetAcceptedIds()
         old = self.sessions.get(proto.minionId)
         self.sessions[proto.minionId] = proto
         if old is not None and old is not proto:
@@ -651,6 +662,7 @@ class Master:
         key was rejected or deleted.
         """
         act = data.get("act")
+        self._forgetAcceptedIds()
         if act != "pend":
             # Keys left minions_pre (or may have): count it again, lazily.
             self._pendingStale = True
@@ -660,6 +672,34 @@ class Master:
         if act in ("reject", "delete"):
             done = "deleted" if act == "delete" else "rejected"
             self.reconcileKeys(rotateReason=f"key {data.get('id')!r} {done}")
+
+    def _forgetAcceptedIds(self) -> None:
+        """
+        The accepted keys may have changed: list them again when next
+        needed.
+        """
+        self._acceptedIds = None
+        self._acceptedGeneration += 1
+
+    def _listAcceptedIds(self) -> tuple[int, list[str]]:
+        """
+        The accepted minion ids, from the last listing if no key changed
+        since (blocking: may list the key store).
+
+        @return: the generation the ids belong to, and the ids.
+        """
+        generation, cached = self._acceptedGeneration, self._acceptedIds
+        if cached is not None:
+            return generation, cached
+        return generation, self.keyStore.listKeys("minions")
+
+    def _keepAcceptedIds(self, generation: int, ids: list[str]) -> None:
+        """
+        Remember C{ids} (listed in C{generation}) unless a key changed since.
+        """
+        if generation == self._acceptedGeneration:
+            self._acceptedIds = ids
+            self._acceptedSet = frozenset(ids)
 
     def reconcileKeys(self, rotateReason: str | None = None) -> Deferred[None]:
         """
@@ -673,11 +713,16 @@ class Master:
         # judged by what it said: a minion accepted and authenticated while
         # the directory was being listed must not be cut off.
         before = {m: self._connectionsOf(m) for m in self._connectedIds()}
+        # Called when the key store changed: whatever was remembered is old.
+        self._forgetAcceptedIds()
+        generation = self._acceptedGeneration
 
-        def accepted(_: object) -> set[str]:
-            return set(self.keyStore.listKeys("minions"))
+        def accepted(_: object) -> list[str]:
+            return self.keyStore.listKeys("minions")
 
-        def compare(acceptedIds: set[str]) -> None:
+        def compare(listed: list[str]) -> None:
+            self._keepAcceptedIds(generation, listed)
+            acceptedIds = set(listed)
             gone = [
                 m
                 for m, protos in before.items()
@@ -884,9 +929,13 @@ class Master:
         grainsById = dict(self.grainsCache.grains)
         acl = self.acl
 
+        listed: list[tuple[int, list[str]]] = []
+
         def expected(_: object) -> tuple[list[str], Decision | None]:
+            generation, acceptedIds = self._listAcceptedIds()
+            listed.append((generation, acceptedIds))
             minions = checkMinions(
-                self.keyStore.listKeys("minions"),
+                acceptedIds,
                 tgt,
                 tgtType,
                 grainsById=grainsById,
@@ -900,6 +949,7 @@ class Master:
             return minions, None
 
         def authorized(result: tuple[list[str], Decision | None]) -> Any:
+            self._keepAcceptedIds(*listed[0])
             minions, decision = result
             target, targetType = published, publishedType
             if decision is not None:
