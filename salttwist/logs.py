@@ -70,6 +70,16 @@ FORMAT_ENV = "SALTTWIST_LOG_FORMAT"
 _log = Logger()
 
 
+def infoLogged(config: dict[str, Any]) -> bool:
+    """
+    @return: whether this process logs info lines: its level is the one
+        C{salttwist-master}/C{salttwist-minion} put in L{LEVEL_ENV} (from
+        C{-l} or C{log_level}), else C{config}'s C{log_level}.
+    """
+    level = os.environ.get(LEVEL_ENV) or config.get("log_level") or "warning"
+    return SALT_LEVELS.get(str(level).lower(), LogLevel.warn) <= LogLevel.info
+
+
 def formatJsonLine(event: dict[str, Any]) -> str:
     """
     One log event as one line of JSON: C{time} (local, ISO 8601 with the

@@ -29,6 +29,7 @@ from salttwist.logs import (
     ReopenableFile,
     filteredObserver,
     formatJsonLine,
+    infoLogged,
     observerFactory,
     sighupHandler,
 )
@@ -326,3 +327,28 @@ class DaemonLogEnvironmentTests(SynchronousTestCase):
         self.assertFalse(loadMinionConfig(root)["log_fmt_json"])
         self.config["log_fmt_json"] = False
         self.assertEqual(self.chosen()[FORMAT_ENV], "text")
+
+
+class InfoLoggedTests(SynchronousTestCase):
+    """
+    L{infoLogged}: the daemon's effective level decides.
+    """
+
+    def test_environmentFirst(self) -> None:
+        """
+        The level the daemon command put in C{SALTTWIST_LOG_LEVEL} wins over
+        the config's C{log_level}; without it the config decides; with
+        neither, C{warning} (no info lines).
+        """
+        cases = [
+            ({LEVEL_ENV: "info"}, {"log_level": "error"}, True),
+            ({LEVEL_ENV: "error"}, {"log_level": "debug"}, False),
+            ({}, {"log_level": "debug"}, True),
+            ({}, {"log_level": "INFO"}, True),
+            ({}, {"log_level": "warning"}, False),
+            ({}, {}, False),
+            ({}, {"log_level": "nonsense"}, False),
+        ]
+        for environ, config, expected in cases:
+            self.patch(os, "environ", environ)
+            self.assertEqual(infoLogged(config), expected, (environ, config))

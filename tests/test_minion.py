@@ -295,6 +295,24 @@ class JobTests(MinionTestCase):
         self.assertIs(ret["success"], True)
         self.assertEqual(len(self.net.eventsTagged(f"salt/job/{jid}/ret/m1")), 1)
 
+    def test_jobLineOnlyAtInfo(self) -> None:
+        """
+        The minion logs "running <fun> for job <jid>" when its level shows
+        info lines, and does not even build that event otherwise.
+        """
+        self.patch(os, "environ", {})
+        quiet = self.readyMinion(log_level="warning")
+        self.assertFalse(quiet.logJobs)
+        self.publish("test.ping")
+        self.assertEqual(self.logged("running test.ping"), [])
+        quiet.stop()
+        chatty = self.readyMinion("m1", log_level="info")
+        self.assertTrue(chatty.logJobs)
+        jid = self.publish("test.ping")
+        self.assertEqual(
+            self.logged("running test.ping"), [f"minion m1: running test.ping for job {jid}"]
+        )
+
     def test_arguments(self) -> None:
         """
         Positional and keyword arguments reach the function.
