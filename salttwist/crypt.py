@@ -70,14 +70,18 @@ def publicKeyToPem(key: rsa.RSAPublicKey) -> bytes:
     )
 
 
-def loadPrivateKey(pem: bytes) -> rsa.RSAPrivateKey:
+def loadPrivateKey(pem: bytes, ownKey: bool = False) -> rsa.RSAPrivateKey:
     """
     Parse a PEM private key.
 
+    @param ownKey: the key comes from a file only this process's user can
+        write (see L{loadOwnPrivateKey}): skip the RSA consistency check.
     @raise CryptError: if it is not an RSA private key.
     """
     try:
-        key = serialization.load_pem_private_key(pem, password=None)
+        key = serialization.load_pem_private_key(
+            pem, password=None, unsafe_skip_rsa_key_validation=ownKey
+        )
     except (ValueError, TypeError) as e:
         raise CryptError(f"not a PEM private key: {e}") from e
     if not isinstance(key, rsa.RSAPrivateKey):
@@ -252,6 +256,28 @@ def writePrivateFile(path: str, data: bytes, durable: bool = True) -> None:
     atomicWrite(path, data, 0o600, durable)
 
 
+def loadOwnPrivateKey(path: str) -> rsa.RSAPrivateKey:
+    """
+    Load a daemon's own private key from C{path}.
+
+    The RSA consistency check (about 70 ms for a 2048-bit key, more for
+    larger ones) guards against a malformed or maliciously crafted key; it
+    is skipped only when the file belongs to this process's effective user
+    and neither its group nor others may read or write it (mode 0600 or
+    stricter, as L{writePrivateFile} makes it). Such a key was written by
+    this user, normally by L{loadOrCreateKeyPair} itself: whoever could plant
+    a bad key there could as well replace it with any key, so the check would
+    protect against nothing. Any other file is loaded with the full check.
+
+    @raise CryptError: if it is not an RSA private key.
+    """
+    with open(path, "rb") as f:
+        info = os.fstat(f.fileno())
+        pem = f.read()
+    owned = info.st_uid == os.geteuid() and not info.st_mode & 0o077
+    return loadPrivateKey(pem, ownKey=owned)
+
+
 def loadOrCreateKeyPair(
     pkiDir: str, name: str, keysize: int = 2048
 ) -> tuple[rsa.RSAPrivateKey, bytes]:
@@ -264,8 +290,7 @@ def loadOrCreateKeyPair(
     privPath = os.path.join(pkiDir, name + ".pem")
     pubPath = os.path.join(pkiDir, name + ".pub")
     if os.path.exists(privPath):
-        with open(privPath, "rb") as f:
-            key = loadPrivateKey(f.read())
+        key = loadOwnPrivateKey(privPath)
     else:
         key = generatePrivateKey(keysize)
         writePrivateFile(privPath, privateKeyToPem(key))

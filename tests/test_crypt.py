@@ -442,6 +442,79 @@ class FileTests(SynchronousTestCase):
         with open(pemPath, "rb") as f:
             self.assertEqual(f.read(), b"corrupt")
 
+    def _recordValidation(self) -> list[bool]:
+        """
+        Record the C{unsafe_skip_rsa_key_validation} argument of every
+        private key load, which still loads the key.
+        """
+        seen: list[bool] = []
+        real = serialization.load_pem_private_key
+
+        def load(data: bytes, password: object, **kwargs: object) -> object:
+            seen.append(bool(kwargs.get("unsafe_skip_rsa_key_validation")))
+            return real(data, password, **kwargs)  # type: ignore[arg-type]
+
+        self.patch(crypt.serialization, "load_pem_private_key", load)
+        return seen
+
+    def test_loadOwnPrivateKeySkipsCheckForOwnFile(self) -> None:
+        """
+        L{crypt.loadOwnPrivateKey} loads a key file of this process's user
+        with mode 0600 without the RSA consistency check, and it is the key
+        that was written.
+        """
+        path = os.path.join(self.dir, "minion.pem")
+        crypt.writePrivateFile(path, crypt.privateKeyToPem(_KEY))
+        seen = self._recordValidation()
+        key = crypt.loadOwnPrivateKey(path)
+        self.assertEqual(seen, [True])
+        self.assertEqual(key.private_numbers(), _KEY.private_numbers())
+
+    def test_loadOwnPrivateKeyChecksReadableFile(self) -> None:
+        """
+        A key file that its group or others may read or write is loaded with
+        the RSA consistency check.
+        """
+        path = os.path.join(self.dir, "minion.pem")
+        crypt.writePrivateFile(path, crypt.privateKeyToPem(_KEY))
+        seen = self._recordValidation()
+        for mode in (0o640, 0o604, 0o620):
+            os.chmod(path, mode)
+            crypt.loadOwnPrivateKey(path)
+        self.assertEqual(seen, [False, False, False])
+
+    def test_loadOwnPrivateKeyChecksOtherUsersFile(self) -> None:
+        """
+        A key file owned by another user than this process's effective user
+        is loaded with the RSA consistency check, even with mode 0600.
+        """
+        path = os.path.join(self.dir, "minion.pem")
+        crypt.writePrivateFile(path, crypt.privateKeyToPem(_KEY))
+        owner = os.stat(path).st_uid
+        self.patch(crypt.os, "geteuid", lambda: owner + 1)
+        seen = self._recordValidation()
+        crypt.loadOwnPrivateKey(path)
+        self.assertEqual(seen, [False])
+
+    def test_loadOwnPrivateKeyRefusesGarbage(self) -> None:
+        """
+        An own key file that holds no private key still raises
+        L{CryptError}.
+        """
+        path = os.path.join(self.dir, "minion.pem")
+        crypt.writePrivateFile(path, b"not a key")
+        self.assertRaises(CryptError, crypt.loadOwnPrivateKey, path)
+
+    def test_loadOrCreateKeyPairSkipsCheckForItsKey(self) -> None:
+        """
+        L{crypt.loadOrCreateKeyPair} loads the key file it wrote (0600, this
+        user's) without the RSA consistency check.
+        """
+        crypt.loadOrCreateKeyPair(self.dir, "minion")
+        seen = self._recordValidation()
+        crypt.loadOrCreateKeyPair(self.dir, "minion")
+        self.assertEqual(seen, [True])
+
 
 class AtomicWriteTests(SynchronousTestCase):
     """
