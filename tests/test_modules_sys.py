@@ -246,3 +246,126 @@ class LoaderRulesTests(SynchronousTestCase):
 
         self.assertIs(needsContext(f), f)
         self.assertTrue(f.needsContext)  # type: ignore[attr-defined]
+
+
+class LazyFunctionsTests(SynchronousTestCase):
+    """
+    L{salttwist.modules.LazyFunctions}, what L{loadFunctions} returns:
+    a module is imported when one of its functions is first looked up.
+    """
+
+    def setUp(self) -> None:
+        """
+        A package of three modules, one with a C{__virtualname__}, each of
+        which notes its import in C{sys.lazy_loaded}.
+        """
+        import os
+        import sys
+
+        self.directory = os.path.abspath(self.mktemp())
+        package = os.path.join(self.directory, "salttwist_lazy_modules")
+        os.makedirs(package)
+        sources = {
+            "__init__.py": "",
+            "first.py": "def one():\n    return 1\ndef _hidden():\n    pass\n",
+            "second.py": "def two():\n    return 2\n",
+            "systools.py": "__virtualname__ = 'tools'\ndef three():\n    return 3\n",
+        }
+        for name, text in sources.items():
+            with open(os.path.join(package, name), "w") as f:
+                module = name.removesuffix(".py")
+                f.write("import sys\n")
+                f.write(f"sys.__dict__.setdefault('lazy_loaded', []).append({module!r})\n")
+                f.write(text)
+        sys.path.insert(0, self.directory)
+        self.addCleanup(sys.path.remove, self.directory)
+        for name in ("", ".first", ".second", ".systools"):
+            self.addCleanup(sys.modules.pop, "salttwist_lazy_modules" + name, None)
+        self.addCleanup(lambda: sys.__dict__.pop("lazy_loaded", None))
+        self.sys = sys
+
+    def functions(self) -> Any:
+        from salttwist.modules import LazyFunctions
+
+        return LazyFunctions("salttwist_lazy_modules", ("first", "second", "systools"))
+
+    def loaded(self) -> list[str]:
+        return [m for m in self.sys.__dict__.get("lazy_loaded", []) if m != "__init__"]
+
+    def test_nothingImportedUntilLookedUp(self) -> None:
+        """
+        Making the mapping imports no module.
+        """
+        self.functions()
+        self.assertEqual(self.loaded(), [])
+
+    def test_lookupImportsItsModuleOnly(self) -> None:
+        """
+        Looking up C{first.one} imports C{first} alone, and gives its
+        function, which works.
+        """
+        functions = self.functions()
+        self.assertEqual(functions["first.one"](), 1)
+        self.assertEqual(functions.get("first.one")(), 1)
+        self.assertEqual(self.loaded(), ["first"])
+        self.assertEqual(functions.loaded(), ["first"])
+
+    def test_virtualNameImportsTheRest(self) -> None:
+        """
+        A name whose module is not named so (C{tools.*} is in C{systools})
+        is found by importing the other modules.
+        """
+        functions = self.functions()
+        self.assertEqual(functions["tools.three"](), 3)
+        self.assertEqual(sorted(self.loaded()), ["first", "second", "systools"])
+
+    def test_missingName(self) -> None:
+        """
+        A function no module has is missing after every module was
+        imported: C{get} gives L{None}, indexing raises L{KeyError}.
+        """
+        functions = self.functions()
+        self.assertIsNone(functions.get("first.nope"))
+        self.assertRaises(KeyError, functions.__getitem__, "nothing.here")
+        self.assertNotIn("first._hidden", functions)
+        self.assertEqual(sorted(self.loaded()), ["first", "second", "systools"])
+
+    def test_listingLoadsAll(self) -> None:
+        """
+        Listing or counting the functions imports every module and gives
+        what L{publicFunctions} gives.
+        """
+        from salttwist.modules import publicFunctions
+
+        functions = self.functions()
+        self.assertEqual(len(functions), 3)
+        expected = publicFunctions("salttwist_lazy_modules", ("first", "second", "systools"))
+        self.assertEqual(dict(functions), expected)
+        self.assertEqual(sorted(functions), ["first.one", "second.two", "tools.three"])
+
+    def test_setNameKept(self) -> None:
+        """
+        A function set by name is kept when its module is imported later,
+        and can be deleted.
+        """
+        functions = self.functions()
+        functions["first.one"] = lambda: "mine"
+        functions["extra.fun"] = lambda: "extra"
+        self.assertEqual(functions["first.one"](), "mine")
+        self.assertEqual(len(functions), 4)
+        self.assertEqual(functions["first.one"](), "mine")
+        del functions["extra.fun"]
+        self.assertNotIn("extra.fun", functions)
+
+    def test_realModules(self) -> None:
+        """
+        L{loadFunctions} has the same functions as the eager
+        L{publicFunctions} over L{MODULES}; C{test.ping} is found by
+        importing only C{test}.
+        """
+        from salttwist.modules import publicFunctions
+
+        functions = loadFunctions()
+        self.assertTrue(functions["test.ping"]())
+        self.assertEqual(functions.loaded(), ["test"])
+        self.assertEqual(dict(functions), publicFunctions("salttwist.modules", MODULES))

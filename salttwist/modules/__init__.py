@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,11 +116,12 @@ def needsContext(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def loadFunctions(modules: tuple[str, ...] = MODULES) -> dict[str, Callable[..., Any]]:
+def loadFunctions(modules: tuple[str, ...] = MODULES) -> LazyFunctions:
     """
-    @return: every public function of the named modules, by C{module.function}.
+    @return: every public function of the named modules, by C{module.function},
+        each module imported when first needed (see L{LazyFunctions}).
     """
-    return publicFunctions("salttwist.modules", modules)
+    return LazyFunctions("salttwist.modules", modules)
 
 
 def publicFunctions(package: str, modules: tuple[str, ...]) -> dict[str, Callable[..., Any]]:
@@ -130,12 +132,89 @@ def publicFunctions(package: str, modules: tuple[str, ...]) -> dict[str, Callabl
     """
     functions: dict[str, Callable[..., Any]] = {}
     for name in modules:
-        module = importlib.import_module(f"{package}.{name}")
-        virtualName = getattr(module, "__virtualname__", name)
-        for attr, value in vars(module).items():
-            if attr.startswith("_") or not inspect.isfunction(value):
-                continue
-            if value.__module__ != module.__name__:
-                continue
-            functions[f"{virtualName}.{attr.rstrip('_')}"] = value
+        functions.update(_moduleFunctions(package, name))
     return functions
+
+
+def _moduleFunctions(package: str, name: str) -> dict[str, Callable[..., Any]]:
+    """
+    @return: the public functions of module C{package.name}, as
+        L{publicFunctions} names them.
+    """
+    module = importlib.import_module(f"{package}.{name}")
+    virtualName = getattr(module, "__virtualname__", name)
+    functions: dict[str, Callable[..., Any]] = {}
+    for attr, value in vars(module).items():
+        if attr.startswith("_") or not inspect.isfunction(value):
+            continue
+        if value.__module__ != module.__name__:
+            continue
+        functions[f"{virtualName}.{attr.rstrip('_')}"] = value
+    return functions
+
+
+class LazyFunctions(MutableMapping[str, Callable[..., Any]]):
+    """
+    The functions of L{publicFunctions}, with each module imported only when
+    one of its functions is first looked up, so that a minion starts without
+    importing every execution module (and what they import) for a
+    C{test.ping}.
+
+    Looking up C{mod.fun} imports the module whose file is named C{mod}
+    (most are); a name still missing then (C{sys.*} lives in C{sysmod}, a
+    function that does not exist) imports all the others, as does listing
+    or counting the functions. A name set here is kept even if a module
+    loaded later defines it too. A module that fails to import raises its
+    error from the lookup, and is tried again at the next.
+    """
+
+    def __init__(self, package: str, modules: tuple[str, ...]) -> None:
+        self._package = package
+        self._modules = tuple(modules)
+        self._pending = list(modules)
+        self._functions: dict[str, Callable[..., Any]] = {}
+        # Functions run in threads and may list the others (sys.*).
+        self._lock = threading.RLock()
+
+    def _load(self, name: str) -> None:
+        with self._lock:
+            if name not in self._pending:
+                return
+            functions = _moduleFunctions(self._package, name)
+            self._pending.remove(name)
+            for key, value in functions.items():
+                self._functions.setdefault(key, value)
+
+    def _loadAll(self) -> None:
+        with self._lock:
+            while self._pending:
+                self._load(self._pending[0])
+
+    def __getitem__(self, key: str) -> Callable[..., Any]:
+        if key not in self._functions and self._pending:
+            module = key.partition(".")[0]
+            self._load(module)
+            if key not in self._functions:
+                self._loadAll()
+        return self._functions[key]
+
+    def __setitem__(self, key: str, value: Callable[..., Any]) -> None:
+        self._functions[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        self._loadAll()
+        del self._functions[key]
+
+    def __iter__(self) -> Iterator[str]:
+        self._loadAll()
+        return iter(dict(self._functions))
+
+    def __len__(self) -> int:
+        self._loadAll()
+        return len(self._functions)
+
+    def loaded(self) -> list[str]:
+        """
+        @return: the names of the modules imported so far.
+        """
+        return [name for name in self._modules if name not in self._pending]
