@@ -94,6 +94,66 @@ class CommandStartupTests(SynchronousTestCase):
         self.assertEqual(output.split(), ["ran", "None", "False", "None"])
 
 
+class AsyncioWithoutSSLTests(SynchronousTestCase):
+    """
+    L{salttwist._startup.asyncioWithoutSSL}: C{asyncio}, imported by
+    Twisted's C{defer}, comes without C{ssl}, which stays importable.
+    """
+
+    def _output(self, script: str) -> list[str]:
+        return subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        ).stdout.split()
+
+    def test_commandsImportAsyncioWithoutSSL(self) -> None:
+        """
+        After a command's start-up (importing L{salttwist.cli}), importing
+        Twisted's C{defer} imports C{asyncio} but not C{ssl}; C{asyncio}
+        runs coroutines, and C{ssl} can still be imported afterwards.
+        """
+        script = (
+            "import sys\n"
+            "import salttwist.cli\n"
+            "print('asyncio' in sys.modules)\n"
+            "import twisted.internet.defer, asyncio\n"
+            "print('asyncio' in sys.modules, 'ssl' in sys.modules, asyncio.sslproto.ssl)\n"
+            "async def f():\n"
+            "    return 'ran'\n"
+            "print(asyncio.run(f()))\n"
+            "import ssl\n"
+            "print(hasattr(ssl, 'SSLContext'))\n"
+        )
+        self.assertEqual(self._output(script), ["False", "True", "False", "None", "ran", "True"])
+
+    def test_sslAlreadyImported(self) -> None:
+        """
+        With C{ssl} already imported nothing is hidden: C{asyncio} gets it.
+        """
+        script = (
+            "import ssl, sys\n"
+            "from salttwist._startup import asyncioWithoutSSL\n"
+            "print(asyncioWithoutSSL())\n"
+            "import asyncio\n"
+            "print(asyncio.sslproto.ssl is ssl)\n"
+        )
+        self.assertEqual(self._output(script), ["False", "True"])
+
+    def test_onlyOnce(self) -> None:
+        """
+        Arranging it twice adds one finder; it leaves C{sys.meta_path} once
+        C{asyncio} is imported.
+        """
+        script = (
+            "import sys\n"
+            "from salttwist._startup import asyncioWithoutSSL\n"
+            "before = len(sys.meta_path)\n"
+            "print(asyncioWithoutSSL(), asyncioWithoutSSL(), len(sys.meta_path) - before)\n"
+            "import asyncio\n"
+            "print(len(sys.meta_path) - before, asyncioWithoutSSL())\n"
+        )
+        self.assertEqual(self._output(script), ["True", "False", "1", "0", "False"])
+
+
 class DaemonTLSTests(SynchronousTestCase):
     """
     The daemon wrappers keep pyOpenSSL out unless the config may need it.
@@ -120,3 +180,148 @@ class DaemonTLSTests(SynchronousTestCase):
         self.assertFalse(masterNeedsTLS({"transport": "tcp", "autosign_url": "http://x/"}))
         self.assertTrue(masterNeedsTLS({"transport": "tcp", "autosign_url": "HTTPS://x/"}))
         self.assertTrue(masterNeedsTLS({"transport": "tls", "autosign_url": None}))
+
+
+class DaemonServerOptionsTests(SynchronousTestCase):
+    """
+    L{salttwist.cli.daemons.serverOptions}: twistd's options offering only
+    the wrapper's own plugin, without scanning every installed one.
+    """
+
+    def test_onlyItsPlugin(self) -> None:
+        """
+        The options offer the one sub-command of the daemon, whose options
+        are the plugin's, and parse a twistd command line with it.
+        """
+        from salttwist.cli.daemons import serverOptions
+        from salttwist.minion.tap import Options as MinionOptions
+
+        options = serverOptions("salttwist-minion")()
+        self.assertEqual([command[0] for command in options.subCommands], ["salttwist-minion"])
+        self.assertIsInstance(options.subCommands.__next__()[2](), MinionOptions)
+        master = serverOptions("salttwist-master")()
+        self.assertEqual([command[0] for command in master.subCommands], ["salttwist-master"])
+
+    def test_noPluginScan(self) -> None:
+        """
+        Finding the daemon's sub-command imports no other plugin module
+        (twistd's own scan imports Twisted's conch, web, words...).
+        """
+        script = (
+            "import sys\n"
+            "from salttwist.cli.daemons import serverOptions\n"
+            "options = serverOptions('salttwist-master')()\n"
+            "print([c[0] for c in options.subCommands])\n"
+            "print(sorted(m for m in sys.modules if m.startswith('twisted.plugins.')))\n"
+        )
+        output = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        self.assertEqual(output, ["['salttwist-master']", "['twisted.plugins.salttwist_master']"])
+
+
+class DaemonExitTests(SynchronousTestCase):
+    """
+    L{salttwist.cli.daemons.exitNow} ends the process at once after a clean
+    stop, still running the C{atexit} functions and flushing the standard
+    streams.
+    """
+
+    def test_exitNow(self) -> None:
+        """
+        The exit code is the one given, buffered output is written, and the
+        C{atexit} functions ran; the interpreter's finalisation did not (an
+        object's C{__del__} at teardown never runs).
+        """
+        script = (
+            "import atexit, sys\n"
+            "from salttwist._startup import exitNow\n"
+            "class Finalised:\n"
+            "    def __del__(self):\n"
+            "        sys.stdout.write('finalised\\n')\n"
+            "keep = Finalised()\n"
+            "atexit.register(lambda: sys.stdout.write('atexit\\n'))\n"
+            "sys.stdout.write('buffered\\n')\n"
+            "exitNow(3)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, check=False
+        )
+        self.assertEqual((done.returncode, done.stdout), (3, "buffered\natexit\n"))
+
+
+class GarbageCollectionTests(SynchronousTestCase):
+    """
+    L{holdGarbageCollection} and L{releaseGarbageCollection}: no
+    collections during a command's start-up, then collections of what the
+    command makes only.
+    """
+
+    def setUp(self) -> None:
+        import gc
+
+        self.addCleanup(gc.enable)
+        self.addCleanup(gc.unfreeze)
+
+    def test_holdThenRelease(self) -> None:
+        """
+        Holding turns the collector off; releasing freezes what exists and
+        turns it back on.
+        """
+        import gc
+
+        from salttwist._startup import holdGarbageCollection, releaseGarbageCollection
+
+        holdGarbageCollection()
+        self.assertFalse(gc.isenabled())
+        releaseGarbageCollection()
+        self.assertTrue(gc.isenabled())
+        self.assertGreater(gc.get_freeze_count(), 0)
+
+    def test_releaseWithoutHold(self) -> None:
+        """
+        Releasing a collector that was not held changes nothing.
+        """
+        import gc
+
+        from salttwist._startup import releaseGarbageCollection
+
+        frozen = gc.get_freeze_count()
+        releaseGarbageCollection()
+        self.assertTrue(gc.isenabled())
+        self.assertEqual(gc.get_freeze_count(), frozen)
+
+
+class CommandExitTests(SynchronousTestCase):
+    """
+    C{salttwist} run as its console script ends through L{exitNow} with
+    the exit code and output it would have had.
+    """
+
+    def test_consoleScriptExitCode(self) -> None:
+        """
+        With no master listening, C{main()} (no C{argv}, as the console
+        script calls it) prints the error and the process exits 2.
+        """
+        import socket
+
+        root = os.path.abspath(self.mktemp())
+        os.makedirs(root)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        with open(os.path.join(root, "master"), "w") as f:
+            f.write(f"root_dir: {root}\ninterface: 127.0.0.1\nret_port: {port}\n")
+        script = (
+            "import sys\n"
+            f"sys.argv = ['salttwist', '-c', {root!r}, '*', 'test.ping']\n"
+            "from salttwist.cli.salt import main\n"
+            "main()\n"
+            "print('not reached')\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=False
+        )
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("Error:", done.stderr)
+        self.assertNotIn("not reached", done.stdout)

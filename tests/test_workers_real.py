@@ -212,3 +212,50 @@ class RealWorkerTests(TestCase):
             self.assertEqual(pool.stats()["busy"] + pool.stats()["idle"], 0)
 
         return ensureDeferred(test())
+
+
+class ChildStartupTests(TestCase):
+    """
+    The worker child starts as the commands do (see L{salttwist._startup}).
+    """
+
+    def test_leanStartup(self) -> None:
+        """
+        While a real C{python -m salttwist.workers.child} imports its task
+        modules, C{ssl} is not loaded (C{asyncio} came without it),
+        C{http.cookiejar} has not run and the garbage collector is held; the
+        child ends with status 0 when its input closes.
+        """
+        import subprocess
+        import sys
+
+        directory = os.path.abspath(self.mktemp())
+        os.makedirs(directory)
+        report = os.path.join(directory, "report")
+        with open(os.path.join(directory, "salttwist_probe_tasks.py"), "w") as f:
+            f.write(
+                "import gc, sys, types\n"
+                "jar = sys.modules.get('http.cookiejar')\n"
+                f"with open({report!r}, 'w') as f:\n"
+                "    f.write(repr(['ssl' in sys.modules, 'asyncio' in sys.modules,\n"
+                "        type(jar) is types.ModuleType, gc.isenabled()]))\n"
+            )
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([directory, *sys.path]))
+        with open(os.devnull, "rb") as empty:
+            read, write = os.pipe()
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-m", "salttwist.workers.child", "salttwist_probe_tasks"],
+                    env=env,
+                    pass_fds=(3, 4),
+                    preexec_fn=lambda: (os.dup2(empty.fileno(), 3), os.dup2(write, 4)),
+                    capture_output=True,
+                    timeout=30,
+                    check=False,
+                )
+            finally:
+                os.close(read)
+                os.close(write)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(report) as f:
+            self.assertEqual(f.read(), "[False, True, False, False]")

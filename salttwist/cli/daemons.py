@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.integration.test_end_to_end -*-
+# -*- test-case-name: tests.integration.test_end_to_end,tests.test_startup -*-
 """
 C{salttwist-master} and C{salttwist-minion}: run a daemon through twistd,
 in the foreground by default, with C{-d} as a daemon with a pidfile.
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from salttwist._startup import withoutTLS
+from salttwist._startup import exitNow, holdGarbageCollection, withoutTLS
 from salttwist.cli import addCommonArguments
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
 from salttwist.daemon import StartupError, resolveUser
@@ -86,6 +86,17 @@ def _run(
     argv: list[str] | None,
     needsTLS: Callable[[dict[str, Any]], bool],
 ) -> int:
+    """
+    Run C{plugin} through twistd as the command line C{argv} asks. Called
+    from the console script (C{argv} is L{None}), the process ends at once
+    after a clean stop (see L{salttwist._startup.exitNow}), and the
+    garbage collector waits until the reactor runs (see
+    L{salttwist._startup.holdGarbageCollection}); otherwise the exit code
+    is returned.
+    """
+    exitProcess = argv is None
+    if exitProcess:
+        holdGarbageCollection()
     options = _parser(plugin).parse_args(argv)
     try:
         config = load(options.config_dir)
@@ -101,15 +112,48 @@ def _run(
     if options.daemon:
         os.makedirs(os.path.dirname(config["pidfile"]) or ".", mode=0o755, exist_ok=True)
     from twisted.application import app
-    from twisted.scripts.twistd import ServerOptions
 
     sys.argv = twistdArgs(plugin, options, config)
     try:
-        app.run(_runApp, ServerOptions)
+        app.run(_runApp, serverOptions(plugin))
     except StartupError as e:
         sys.stderr.write(f"{plugin}: {e}\n")
         return 1
+    if exitProcess:
+        exitNow(0)
     return 0
+
+
+def serverOptions(plugin: str) -> type:
+    """
+    twistd's C{ServerOptions} offering only C{plugin}'s service maker.
+
+    twistd looks its sub-command up among every plugin of every
+    C{twisted/plugins} directory, which imports Twisted's own (conch, web,
+    words, trial...) and loads their caches: tens of milliseconds of every
+    daemon's start and a few MB it keeps. The wrappers run one known plugin,
+    so it is the only one offered; other plugin interfaces are looked up as
+    usual.
+    """
+    import importlib
+
+    from twisted.application.service import IServiceMaker
+    from twisted.plugin import getPlugins
+    from twisted.scripts.twistd import ServerOptions
+
+    module = importlib.import_module(f"twisted.plugins.{plugin.replace('-', '_')}")
+    makers = [
+        maker
+        for maker in vars(module).values()
+        if IServiceMaker.providedBy(maker) and maker.tapname == plugin
+    ]
+
+    def plugins(interface: Any, package: Any = None) -> Any:
+        if interface is IServiceMaker:
+            return iter(makers)
+        return getPlugins(interface, package)
+
+    return type("ServerOptions", (ServerOptions,), {"_getPlugins": staticmethod(plugins)})
 
 
 def _setLogEnvironment(options: argparse.Namespace, config: dict[str, Any]) -> None:
@@ -138,8 +182,12 @@ def _runApp(config: Any) -> None:
     exit status shows it. Salt's daemons exit 0 after such a clean stop, and
     so do these.
     """
+    from twisted.internet import reactor
     from twisted.scripts._twistd_unix import UnixApplicationRunner
 
+    from salttwist._startup import releaseGarbageCollection
+
+    reactor.callWhenRunning(releaseGarbageCollection)
     UnixApplicationRunner(config).run()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from salttwist._startup import withoutTLS
+from salttwist._startup import releaseGarbageCollection, withoutTLS
 
 
 def runWithReactor(
@@ -28,6 +28,9 @@ def runWithReactor(
     if not tls:
         withoutTLS()
     from twisted.internet import defer, task
+
+    # The start-up imports are done (see holdGarbageCollection).
+    releaseGarbageCollection()
 
     values: list[Any] = []
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.integration.test_end_to_end -*-
+# -*- test-case-name: tests.integration.test_end_to_end,tests.test_startup -*-
 """
 C{salttwist}: Salt's C{salt} command. Publish a job to the targeted minions
 through the local master and print their returns.
@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from salttwist import serial
+from salttwist._startup import exitNow, holdGarbageCollection
 from salttwist.cli import addCommonArguments
 from salttwist.cli.output import OUTPUTTERS, minionReturnLine, render
 from salttwist.cli.reactor import runWithReactor
@@ -464,8 +465,20 @@ async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     """
-    Entry point of C{salttwist}.
+    Entry point of C{salttwist}. Called from the console script (C{argv} is
+    L{None}), the garbage collector waits until the reactor runs and the
+    process ends as soon as the output is written (see
+    L{salttwist._startup.holdGarbageCollection} and
+    L{salttwist._startup.exitNow}); otherwise the exit code is returned.
     """
+    if argv is not None:
+        return _main(argv)
+    holdGarbageCollection()
+    exitNow(_main(None))
+    return EX_GENERIC  # not reached
+
+
+def _main(argv: list[str] | None) -> int:
     options = buildParser().parse_args(argv)
     try:
         config = loadMasterConfig(options.config_dir)
