@@ -638,7 +638,7 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
             cpu0, swarmCpu0 = master.cpu(), sum(cpuSeconds(p) for p in swarmPids)
             tree0 = master.treeCpu()
             out["throughput"] = await measureThroughput(
-                master, n, options.throughput_seconds, options.in_flight
+                master, n, options.throughput_seconds, options.in_flight or (4 if n <= 2000 else 2)
             )
             cpu1, swarmCpu1 = master.cpu(), sum(cpuSeconds(p) for p in swarmPids)
             tree1 = master.treeCpu()
@@ -784,6 +784,9 @@ async def realMinionRun(options: argparse.Namespace, processes: Processes, root:
     out: dict[str, Any] = {"load_before": loadAverage()}
     master = MasterRun(processes, root, "master-real", options.master_command)
     await master.start()
+    # Measure the minion's start, not the master's: its worker processes
+    # are still starting when the ports file appears.
+    await sleep(1.0)
     minionDir = os.path.join(root, REAL_MINION)
     os.makedirs(minionDir)
     with open(os.path.join(minionDir, "minion"), "w") as f:
@@ -970,7 +973,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rotations", type=int, default=3)
     parser.add_argument("--throughput-seconds", type=float, default=10.0)
     parser.add_argument(
-        "--in-flight", type=int, default=4, help="Unfinished jobs kept in the throughput phase."
+        "--in-flight",
+        type=int,
+        default=0,
+        help="Unfinished jobs kept in the throughput phase (default: 4 up to 2,000 minions, "
+        "2 above, so the returns in flight stay under the event queue of the benchmark's "
+        "own subscriber, event_queue_max 10,000).",
     )
     parser.add_argument("--cli-repeats", type=int, default=10)
     parser.add_argument("--cli-swarm-repeats", type=int, default=3)
@@ -988,6 +996,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--keep", action="store_true", help="Keep the logs and temp files.")
     parser.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="Leave the bytecode settings of the environment as they are (by default the "
+        "measured commands write and reuse .pyc files under the temporary directory).",
+    )
+    parser.add_argument(
         "--phases",
         default="memory,cli,fanout,rotation,throughput",
         help="Swarm phases after the auth storm (default: all of %(default)s).",
@@ -1000,6 +1014,14 @@ async def main(reactor: Any, argv: list[str]) -> None:
     sizes = [int(s) for s in options.sizes.split(",") if s.strip()]
     limits = raiseFileLimit()
     root = tempfile.mkdtemp(prefix="stb-")
+    if not options.no_bytecode_cache:
+        # Installed packages have their bytecode; this environment may say
+        # PYTHONDONTWRITEBYTECODE and the checkout has none, so every
+        # process would compile its modules at each start. The commands
+        # measured write and reuse a cache in the temporary directory (the
+        # first process to import a module compiles it, untimed).
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(root, "pycache")
     processes = Processes(root)
     options.profile_dir = None
     if options.py_spy:
