@@ -93,6 +93,22 @@ class CommandStartupTests(SynchronousTestCase):
         ).stdout
         self.assertEqual(output.split(), ["ran", "None", "False", "None"])
 
+    def test_cliWithoutAclRules(self) -> None:
+        """
+        The C{salttwist} command and its client do not import the
+        C{publisher_acl} module: only a publisher_acl user's command needs it
+        (to find its key file).
+        """
+        script = (
+            "import sys\n"
+            "import salttwist.cli.salt, salttwist.client.local\n"
+            "print('salttwist.master.acl' in sys.modules)\n"
+        )
+        output = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        ).stdout
+        self.assertEqual(output.split(), ["False"])
+
 
 class AsyncioWithoutSSLTests(SynchronousTestCase):
     """

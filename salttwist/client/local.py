@@ -27,7 +27,6 @@ from salttwist import crypt, wire
 from salttwist.daemon import PORTS_FILE, readRuntimeFile
 from salttwist.events import EVENT_PUB_SOCKET
 from salttwist.events.client import EventListenerProtocol, listenEvents
-from salttwist.master.acl import readUserKey, userKeyFile
 from salttwist.master.keys import ROOT_KEY_FILE, readRootKey
 from salttwist.transport.interfaces import ROLE_CLIENT
 from salttwist.transport.registry import findTransport
@@ -558,6 +557,10 @@ def readClientKey(cachedir: str, user: str, euid: int | None = None) -> bytes:
                 f"cannot read the master's root key in {cachedir}: "
                 f"run salttwist as the master's user ({e})"
             ) from e
+    # Only a publisher_acl user gets here: the ACL module (several ms of
+    # imports) is not on root's path.
+    from salttwist.master.acl import readUserKey, userKeyFile
+
     try:
         path = userKeyFile(cachedir, user)
     except ValueError as e:
