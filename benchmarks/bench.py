@@ -638,7 +638,10 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
             cpu0, swarmCpu0 = master.cpu(), sum(cpuSeconds(p) for p in swarmPids)
             tree0 = master.treeCpu()
             out["throughput"] = await measureThroughput(
-                master, n, options.throughput_seconds, options.in_flight or (4 if n <= 2000 else 2)
+                master,
+                n,
+                options.throughput_seconds,
+                options.in_flight or max(1, min(4, 10000 // n)),
             )
             cpu1, swarmCpu1 = master.cpu(), sum(cpuSeconds(p) for p in swarmPids)
             tree1 = master.treeCpu()
@@ -976,9 +979,9 @@ def _parser() -> argparse.ArgumentParser:
         "--in-flight",
         type=int,
         default=0,
-        help="Unfinished jobs kept in the throughput phase (default: 4 up to 2,000 minions, "
-        "2 above, so the returns in flight stay under the event queue of the benchmark's "
-        "own subscriber, event_queue_max 10,000).",
+        help="Unfinished jobs kept in the throughput phase (default: 4, fewer for more "
+        "minions, so the returns in flight stay within the event queue of the benchmark's "
+        "own subscriber, event_queue_max 10,000: 2 for 5,000 minions, 1 for 10,000).",
     )
     parser.add_argument("--cli-repeats", type=int, default=10)
     parser.add_argument("--cli-swarm-repeats", type=int, default=3)
@@ -1059,8 +1062,12 @@ async def main(reactor: Any, argv: list[str]) -> None:
     print(table(results))
     if not options.no_save:
         os.makedirs(options.results_dir, exist_ok=True)
-        name = f"{datetime.date.today().isoformat()}-{socket.gethostname()}.json"
-        path = os.path.join(options.results_dir, name)
+        stem = f"{datetime.date.today().isoformat()}-{socket.gethostname()}"
+        path = os.path.join(options.results_dir, f"{stem}.json")
+        run = 1
+        while os.path.exists(path):  # never overwrite an earlier run's figures
+            run += 1
+            path = os.path.join(options.results_dir, f"{stem}-{run}.json")
         with open(path, "w") as f:
             json.dump(results, f, indent=1, sort_keys=True)
             f.write("\n")
