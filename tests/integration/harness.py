@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -31,7 +32,7 @@ from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.protocol import ProcessProtocol
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.python.failure import Failure
-from twisted.trial.unittest import FailTest, TestCase
+from twisted.trial.unittest import FailTest, SkipTest, TestCase
 
 from salttwist import crypt
 from salttwist.config import loadMasterConfig, loadMinionConfig
@@ -57,6 +58,24 @@ Seconds a daemon has to exit after SIGTERM before it gets SIGKILL.
 POLL_INTERVAL = 0.05
 
 _T = TypeVar("_T")
+
+
+def makeTraversable(path: str) -> None:
+    """
+    Let every user search each directory from C{/} down to C{path}: set
+    o+x where it is missing (only the test's own temporary directories
+    lack it), or skip the test if that is not possible.
+    """
+    path = os.path.abspath(path)
+    parts = path.split(os.sep)
+    for i in range(2, len(parts) + 1):
+        directory = os.sep.join(parts[:i]) or os.sep
+        info = os.stat(directory)
+        if not info.st_mode & stat.S_IXOTH:
+            try:
+                os.chmod(directory, stat.S_IMODE(info.st_mode) | stat.S_IXOTH)
+            except OSError as e:
+                raise SkipTest(f"{directory} is not searchable by nobody: {e}") from e
 
 
 def _reactor() -> Any:

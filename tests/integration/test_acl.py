@@ -23,12 +23,14 @@ from typing import Any
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import SkipTest, TestCase
 
+import salttwist
 from salttwist.master.acl import Account, unreachableDirectory
 from tests.integration.harness import (
     Cluster,
     CommandResult,
     binPath,
     childEnvironment,
+    makeTraversable,
     runCommand,
     waitFor,
 )
@@ -67,6 +69,9 @@ class PublisherAclTests(TestCase):
             self.account = pwd.getpwnam(ACL_USER)
         except KeyError:
             raise SkipTest(f"needs the user {ACL_USER!r}") from None
+        # The checkout (on sys.path) may sit in a directory only root can
+        # search, a fresh temporary clone's say.
+        makeTraversable(os.path.dirname(os.path.dirname(os.path.abspath(salttwist.__file__))))
         probe = await self.runAs(self.account, ["python", "-c", "import salttwist"])
         if probe.code != 0:
             raise SkipTest(f"{ACL_USER} cannot run this virtualenv's python:\n{probe}")

@@ -16,7 +16,7 @@ import sys
 from twisted.trial.unittest import SkipTest
 
 from salttwist.daemon import RunAs, unsearchableParent
-from tests.integration.harness import waitFor
+from tests.integration.harness import makeTraversable, waitFor
 from tests.integration.test_end_to_end import IntegrationTestCase
 
 
@@ -50,24 +50,6 @@ def _children(pid: int) -> list[int]:
     return children
 
 
-def _makeTraversable(path: str) -> None:
-    """
-    Let every user search each directory from C{/} down to C{path}: set
-    o+x where it is missing (only the test's own temporary directories
-    lack it), or skip the test if that is not possible.
-    """
-    path = os.path.abspath(path)
-    parts = path.split(os.sep)
-    for i in range(2, len(parts) + 1):
-        directory = os.sep.join(parts[:i]) or os.sep
-        info = os.stat(directory)
-        if not info.st_mode & stat.S_IXOTH:
-            try:
-                os.chmod(directory, stat.S_IMODE(info.st_mode) | stat.S_IXOTH)
-            except OSError as e:
-                raise SkipTest(f"{directory} is not searchable by nobody: {e}") from e
-
-
 class PrivilegeDropTests(IntegrationTestCase):
     """
     C{user: nobody} on a master started as root.
@@ -83,8 +65,8 @@ class PrivilegeDropTests(IntegrationTestCase):
         super().setUp()
         # The daemons see their directories through a link in a 0700
         # directory of root's, and under trial's temporary directory.
-        _makeTraversable(os.path.realpath(self.cluster.baseDir))
-        _makeTraversable(os.path.dirname(self.cluster.baseDir))
+        makeTraversable(os.path.realpath(self.cluster.baseDir))
+        makeTraversable(os.path.dirname(self.cluster.baseDir))
 
     async def test_masterRunsAsNobody(self) -> None:
         """
