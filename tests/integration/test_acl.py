@@ -69,9 +69,14 @@ class PublisherAclTests(TestCase):
             self.account = pwd.getpwnam(ACL_USER)
         except KeyError:
             raise SkipTest(f"needs the user {ACL_USER!r}") from None
-        # The checkout (on sys.path) may sit in a directory only root can
-        # search, a fresh temporary clone's say.
-        makeTraversable(os.path.dirname(os.path.dirname(os.path.abspath(salttwist.__file__))))
+        # The checkout (on sys.path) may be a directory only root can search
+        # and list, a fresh temporary clone's say: nobody's python must find
+        # the salttwist package in it.
+        checkout = os.path.dirname(os.path.dirname(os.path.abspath(salttwist.__file__)))
+        makeTraversable(checkout)
+        mode = stat.S_IMODE(os.stat(checkout).st_mode)
+        if not mode & stat.S_IROTH:
+            os.chmod(checkout, mode | stat.S_IROTH | stat.S_IXOTH)
         probe = await self.runAs(self.account, ["python", "-c", "import salttwist"])
         if probe.code != 0:
             raise SkipTest(f"{ACL_USER} cannot run this virtualenv's python:\n{probe}")
