@@ -44,6 +44,27 @@ class AuthOutcome:
     undecided: bool = False
     pem: bytes | None = None
 
+    def toFields(self) -> dict[str, Any]:
+        """
+        @return: this outcome as a map of plain values, as an auth worker
+            sends it back (see L{fromFields}).
+        """
+        return {
+            "reply": self.reply,
+            "minionId": self.minionId,
+            "sessionKey": self.sessionKey,
+            "events": [[tag, data] for tag, data in self.events],
+            "undecided": self.undecided,
+            "pem": self.pem,
+        }
+
+    @classmethod
+    def fromFields(cls, fields: dict[str, Any]) -> AuthOutcome:
+        """
+        @return: the outcome L{toFields} made C{fields} of.
+        """
+        return cls(**dict(fields, events=[(tag, data) for tag, data in fields["events"]]))
+
 
 def _error(message: str) -> AuthOutcome:
     return AuthOutcome({"ret": "error", "error": message})

@@ -66,12 +66,4 @@ def authenticate(
         lambda: PublicationKey(publicationKey, kid),
         lambda: publishPort,
     )
-    outcome = authenticator.authenticate(load, challenge, peer, allowNewPending)
-    return {
-        "reply": outcome.reply,
-        "minionId": outcome.minionId,
-        "sessionKey": outcome.sessionKey,
-        "events": [[tag, data] for tag, data in outcome.events],
-        "undecided": outcome.undecided,
-        "pem": outcome.pem,
-    }
+    return authenticator.authenticate(load, challenge, peer, allowNewPending).toFields()

@@ -406,12 +406,7 @@ class Master:
             self.publishPort,
             allowNewPending,
         )
-
-        def toOutcome(fields: dict[str, Any]) -> AuthOutcome:
-            fields["events"] = [(tag, data) for tag, data in fields["events"]]
-            return AuthOutcome(**fields)
-
-        return d.addCallback(toOutcome)
+        return d.addCallback(AuthOutcome.fromFields)
 
     async def _autosign(
         self, outcome: AuthOutcome, proto: ReqServerProtocol, load: dict[str, Any]

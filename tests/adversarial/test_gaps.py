@@ -392,16 +392,7 @@ class WorkerFloodTests(AttackedMaster):
                 continue
             load, challenge, peer, _, _, _, allow = args
             outcome = self.master.authenticator.authenticate(load, challenge, peer, allow)
-            held.callback(
-                {
-                    "reply": outcome.reply,
-                    "minionId": outcome.minionId,
-                    "sessionKey": outcome.sessionKey,
-                    "events": [[tag, data] for tag, data in outcome.events],
-                    "undecided": outcome.undecided,
-                    "pem": outcome.pem,
-                }
-            )
+            held.callback(outcome.toFields())
         self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), len(range(0, count, 3)))
         for proto, transport in attacks:
             [reply] = readFrames(transport.value())
