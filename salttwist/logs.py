@@ -70,6 +70,14 @@ FORMAT_ENV = "SALTTWIST_LOG_FORMAT"
 _log = Logger()
 
 
+def saltLevel(name: object) -> LogLevel:
+    """
+    @return: Twisted's level for Salt's level C{name} (C{warning} for an
+        unknown one).
+    """
+    return SALT_LEVELS.get(str(name).lower(), LogLevel.warn)
+
+
 def infoLogged(config: dict[str, Any]) -> bool:
     """
     @return: whether this process logs info lines: its level is the one
@@ -77,7 +85,7 @@ def infoLogged(config: dict[str, Any]) -> bool:
         C{-l} or C{log_level}), else C{config}'s C{log_level}.
     """
     level = os.environ.get(LEVEL_ENV) or config.get("log_level") or "warning"
-    return SALT_LEVELS.get(str(level).lower(), LogLevel.warn) <= LogLevel.info
+    return saltLevel(level) <= LogLevel.info
 
 
 def formatJsonLine(event: dict[str, Any]) -> str:
@@ -117,7 +125,7 @@ def filteredObserver(stream: Any, level: str, jsonLines: bool = False) -> Filter
     @param jsonLines: write L{formatJsonLine} lines instead of text.
     @return: an observer writing events of at least Salt level C{level}.
     """
-    predicate = LogLevelFilterPredicate(defaultLogLevel=SALT_LEVELS.get(level, LogLevel.warn))
+    predicate = LogLevelFilterPredicate(defaultLogLevel=saltLevel(level))
     writer = jsonLinesObserver(stream) if jsonLines else textFileLogObserver(stream)
     return FilteringLogObserver(writer, [predicate])
 
