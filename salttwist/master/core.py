@@ -180,8 +180,7 @@ class Master:
         #: publication without listing thousands of keys each time), and
         #: the generation it belongs to: every C{salt/key} event starts a
         #: new one, and a listing begun in an older one is not kept.
-        self._acceptedIds: list[str] | None = None
-        self._acceptedSet: frozenset[str] = frozenset()
+        self._acceptedIds: frozenset[str] | None = None
         self._acceptedGeneration = 0
         self._pendingCountedAt = float("-inf")
         self._pendingWaiters: list[Deferred[None]] = []
@@ -501,7 +500,7 @@ class Master:
             return
         if proto.role != "minion" or proto.minionId is None:
             return
-        if self._acceptedIds is not None and proto.minionId not in self._acceptedSet:
+        if self._acceptedIds is not None and proto.minionId not in self._acceptedIds:
             # Accepted since the last listing (auto_accept fires no
             # salt/key event): the next publication must target it.
             self._forgetAcceptedIds()
@@ -676,7 +675,7 @@ class Master:
         self._acceptedIds = None
         self._acceptedGeneration += 1
 
-    def _listAcceptedIds(self) -> tuple[int, list[str]]:
+    def _listAcceptedIds(self) -> tuple[int, frozenset[str]]:
         """
         The accepted minion ids, from the last listing if no key changed
         since (blocking: may list the key store).
@@ -686,15 +685,14 @@ class Master:
         generation, cached = self._acceptedGeneration, self._acceptedIds
         if cached is not None:
             return generation, cached
-        return generation, self.keyStore.listKeys("minions")
+        return generation, frozenset(self.keyStore.listKeys("minions"))
 
-    def _keepAcceptedIds(self, generation: int, ids: list[str]) -> None:
+    def _keepAcceptedIds(self, generation: int, ids: frozenset[str]) -> None:
         """
         Remember C{ids} (listed in C{generation}) unless a key changed since.
         """
         if generation == self._acceptedGeneration:
             self._acceptedIds = ids
-            self._acceptedSet = frozenset(ids)
 
     def reconcileKeys(self, rotateReason: str | None = None) -> Deferred[None]:
         """
@@ -712,12 +710,11 @@ class Master:
         self._forgetAcceptedIds()
         generation = self._acceptedGeneration
 
-        def accepted(_: object) -> list[str]:
-            return self.keyStore.listKeys("minions")
+        def accepted(_: object) -> frozenset[str]:
+            return frozenset(self.keyStore.listKeys("minions"))
 
-        def compare(listed: list[str]) -> None:
-            self._keepAcceptedIds(generation, listed)
-            acceptedIds = set(listed)
+        def compare(acceptedIds: frozenset[str]) -> None:
+            self._keepAcceptedIds(generation, acceptedIds)
             gone = [
                 m
                 for m, protos in before.items()
