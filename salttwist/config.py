@@ -24,7 +24,6 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import yaml
-from twisted.logger import Logger
 
 __all__ = [
     "ConfigError",
@@ -34,7 +33,17 @@ __all__ = [
     "loadMinionConfig",
 ]
 
-_log = Logger()
+
+def _warn(format: str, **fields: Any) -> None:
+    """
+    Log a warning. Twisted's logger is imported here, on first use: a
+    command that reads a clean config (the C{salttwist} command's direct
+    path) does not import Twisted at all.
+    """
+    from twisted.logger import Logger
+
+    Logger(namespace=__name__).warn(format, **fields)
+
 
 _OVERRIDES_SOURCE = "<overrides>"
 _LOG_URL_PREFIXES = ("file://", "udp://", "tcp://")
@@ -522,7 +531,7 @@ def _checkLayer(
             raise ConfigError(f"{source}: option names must be strings, not {_describe(key)}")
         option = options.get(key)
         if option is None:
-            _log.warn("{path}: unknown option {key!r} ignored", path=source, key=key)
+            _warn("{path}: unknown option {key!r} ignored", path=source, key=key)
             checked[key] = value
         elif value is None and option.default is None:
             checked[key] = None
@@ -604,7 +613,7 @@ def _warnNotImplemented(
     defaults = _defaults(options)
     for name, note in NOT_YET_IMPLEMENTED[daemon].items():
         if config.get(name) != defaults.get(name):
-            _log.warn(
+            _warn(
                 "{conf}: option {name!r} is accepted but not implemented yet ({note})",
                 conf=config["conf_file"],
                 name=name,

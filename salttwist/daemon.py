@@ -21,13 +21,12 @@ from typing import Any
 from twisted.logger import Logger
 from twisted.python import util
 
+from salttwist.files import PORTS_FILE as PORTS_FILE
 from salttwist.files import atomicWrite
+from salttwist.files import readRuntimeFile as readRuntimeFile
 from salttwist.logs import FILE_ENV
 
 _log = Logger()
-
-#: The runtime file, in a master's C{sock_dir}, with the ports it listens on.
-PORTS_FILE = "master.ports"
 
 
 class StartupError(Exception):
@@ -96,18 +95,6 @@ def writeRuntimeFile(path: str, data: dict[str, Any]) -> None:
     Atomically write C{data} as JSON to C{path} (mode 0644).
     """
     atomicWrite(path, json.dumps(data).encode("utf-8"), 0o644, durable=False)
-
-
-def readRuntimeFile(path: str) -> dict[str, Any] | None:
-    """
-    @return: the JSON map in C{path}, or L{None} if it is missing or unreadable.
-    """
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 @dataclass(frozen=True)

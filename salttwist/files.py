@@ -1,13 +1,19 @@
-# -*- test-case-name: tests.test_crypt -*-
+# -*- test-case-name: tests.test_crypt,tests.test_daemon -*-
 """
 Writing a file so that readers see the old contents or the new, never a
-part, and nothing planted at the path is followed.
+part, and nothing planted at the path is followed; reading the runtime
+files a daemon writes that way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+from typing import Any
+
+#: The runtime file, in a master's C{sock_dir}, with the ports it listens on.
+PORTS_FILE = "master.ports"
 
 
 def atomicWrite(path: str, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
@@ -42,3 +48,15 @@ def atomicWrite(path: str, data: bytes, mode: int = 0o600, durable: bool = True)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def readRuntimeFile(path: str) -> dict[str, Any] | None:
+    """
+    @return: the JSON map in C{path}, or L{None} if it is missing or unreadable.
+    """
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

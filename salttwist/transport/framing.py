@@ -11,7 +11,6 @@ connection with a log line; nothing else is affected.
 from __future__ import annotations
 
 import functools
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -20,11 +19,9 @@ from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver, StringTooLongError
 
 from salttwist import serial
+from salttwist.transport.frames import HEADER as _HEADER
+from salttwist.transport.frames import PREAUTH_MAX_FRAME as PREAUTH_MAX_FRAME
 
-#: Frames accepted before a peer has authenticated: enough for an auth request
-#: carrying an 8192-bit key, far too small to hurt.
-PREAUTH_MAX_FRAME = 64 * 1024
-_HEADER = struct.Struct("!I")
 #: Frames up to this size are sent with their header in one piece.
 _JOIN_LIMIT = 256 * 1024
 #: Seconds a peer has to authenticate (or subscribe) before the master closes

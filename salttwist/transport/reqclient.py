@@ -19,16 +19,13 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionLost
 from twisted.internet.protocol import Factory
 
+from salttwist.transport.errors import RequestError
 from salttwist.transport.framing import FrameProtocol, quietFactory
 from salttwist.transport.session import SessionCipher, SessionError
 
+__all__ = ["PROTOCOL_VERSION", "ReqClientProtocol", "RequestError", "reqClientFactory"]
+
 PROTOCOL_VERSION = 1
-
-
-class RequestError(Exception):
-    """
-    The master answered a request with an error.
-    """
 
 
 class ReqClientProtocol(FrameProtocol):
