@@ -296,20 +296,49 @@ class MainTests(SynchronousTestCase):
         self.react = FakeReact(self)
         self.patch(task, "react", self.react)
 
-    def test_noMaster(self) -> None:
+    def assertNoMasterError(self) -> None:
         """
-        With no master running, L{salt.main} returns 2 and writes an error
-        naming the event bus socket to standard error.
+        Standard error says the event bus socket cannot be reached, and
+        nothing is printed on standard output.
         """
-        code = salt.main(["-c", self.configDir, "*", "test.ping"])
-        self.assertEqual(code, 2)
-        self.assertEqual(self.react.calls, 1)
         err = self.stderr.getvalue()
         self.assertTrue(err.startswith("Error: "), err)
         self.assertIn("event bus", err)
         config = loadMasterConfig(self.configDir)
         self.assertIn(os.path.join(config["sock_dir"], EVENT_PUB_SOCKET), err)
         self.assertEqual(self.stdout.getvalue(), "")
+
+    def test_noMaster(self) -> None:
+        """
+        With no master running, L{salt.main} returns 2 and writes an error
+        naming the event bus socket to standard error. On the C{tcp}
+        transport that is the direct client's doing: no reactor runs.
+        """
+        code = salt.main(["-c", self.configDir, "*", "test.ping"])
+        self.assertEqual(code, 2)
+        self.assertEqual(self.react.calls, 0)
+        self.assertNoMasterError()
+
+    def test_noMasterBatch(self) -> None:
+        """
+        A batch runs on the reactor (it waits on its clock): with no master
+        running, the same error and exit code.
+        """
+        code = salt.main(["-c", self.configDir, "-b", "2", "*", "test.ping"])
+        self.assertEqual(code, 2)
+        self.assertEqual(self.react.calls, 1)
+        self.assertNoMasterError()
+
+    def test_noMasterTls(self) -> None:
+        """
+        On the C{tls} transport the job runs on the reactor.
+        """
+        with open(os.path.join(self.configDir, "master"), "w") as f:
+            f.write("transport: tls\n")
+        code = salt.main(["-c", self.configDir, "*", "test.ping"])
+        self.assertEqual(code, 2)
+        self.assertEqual(self.react.calls, 1)
+        self.assertNoMasterError()
 
     def test_badConfig(self) -> None:
         """

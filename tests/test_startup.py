@@ -341,3 +341,30 @@ class CommandExitTests(SynchronousTestCase):
         self.assertEqual(done.returncode, 2, done.stderr)
         self.assertIn("Error:", done.stderr)
         self.assertNotIn("not reached", done.stdout)
+
+
+class DirectCommandTests(SynchronousTestCase):
+    """
+    The C{salttwist} command on the C{tcp} transport runs without Twisted
+    (L{salttwist.client.direct}).
+    """
+
+    def test_noTwisted(self) -> None:
+        """
+        Running a job through the command (here against a master that is
+        not running) imports neither Twisted nor zope.interface.
+        """
+        configDir = self.mktemp()
+        os.makedirs(configDir)
+        with open(os.path.join(configDir, "master"), "w") as f:
+            f.write(f"root_dir: {os.path.abspath(configDir)}\n")
+        script = (
+            "import sys\n"
+            "from salttwist.cli import salt\n"
+            f"code = salt.main(['-c', {configDir!r}, '*', 'test.ping'])\n"
+            "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('twisted', 'zope'))\n"
+            "print(code, loaded)\n"
+        )
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        self.assertEqual(result.stdout.split(), ["2", "[]"], result.stderr)
+        self.assertIn("event bus", result.stderr)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 from typing import Any
 
@@ -385,12 +386,19 @@ async def _runBatches(
     return combined
 
 
-async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, Any]) -> int:
+async def runJob(
+    reactor: Any, options: argparse.Namespace, config: dict[str, Any], client: Any = None
+) -> int:
     """
     Publish the job, print the returns, and work out the exit code.
+
+    @param client: the client to publish with: by default a
+        L{salttwist.client.local.LocalClient} on C{reactor}; the direct
+        path gives a L{salttwist.client.direct.DirectClient} (and no
+        reactor).
     """
-    from salttwist.client.local import LocalClient, MasterUnavailable
-    from salttwist.transport.reqclient import RequestError
+    from salttwist.client.base import MasterUnavailable
+    from salttwist.transport.errors import RequestError
 
     printer = _Printer(options)
     progress = ProgressBar(sys.stderr) if options.progress else None
@@ -406,7 +414,10 @@ async def runJob(reactor: Any, options: argparse.Namespace, config: dict[str, An
         if progress is not None:
             progress.advance()
 
-    client = LocalClient(config, reactor)
+    if client is None:
+        from salttwist.client.local import LocalClient
+
+        client = LocalClient(config, reactor)
     timeout = options.timeout if options.timeout is not None else float(config["timeout"])
     gatherTimeout = (
         options.gather_job_timeout
@@ -482,14 +493,53 @@ def _main(argv: list[str] | None) -> int:
     options = buildParser().parse_args(argv)
     try:
         config = loadMasterConfig(options.config_dir)
+        direct = canRunDirect(options, config)
         # Looked up before the reactor starts: it needs pyOpenSSL only if
         # the transport does (an unknown transport is a ConfigError).
-        tls = findTransport(config["transport"]).needsTLS
+        tls = False if direct else findTransport(config["transport"]).needsTLS
     except ConfigError as e:
         sys.stderr.write(f"Error: {e}\n")
         return EX_UNAVAILABLE
+    if direct:
+        return runDirect(options, config)
     exitCode, failed = runWithReactor(lambda reactor: runJob(reactor, options, config), tls=tls)
     return failed if failed is not None else exitCode
+
+
+def canRunDirect(options: argparse.Namespace, config: dict[str, Any]) -> bool:
+    """
+    Whether the job can go through the direct client, without Twisted
+    (L{salttwist.client.direct}): the master speaks the plain C{tcp}
+    transport, and this is not a batch (which waits between batches on
+    the reactor's clock).
+    """
+    return config["transport"] == "tcp" and options.batch is None
+
+
+def runDirect(options: argparse.Namespace, config: dict[str, Any]) -> int:
+    """
+    Run the job with L{salttwist.client.direct.DirectClient}: L{runJob}
+    without a reactor. Ctrl-C or SIGTERM ends it with exit code 1, as
+    they end the reactor's run.
+    """
+    from salttwist._startup import releaseGarbageCollection
+    from salttwist.client.direct import DirectClient, runToCompletion
+
+    # The start-up imports are done (see holdGarbageCollection).
+    releaseGarbageCollection()
+    client = DirectClient(config)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return runToCompletion(runJob(None, options, config, client))
+    except KeyboardInterrupt:
+        return EX_GENERIC
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        client.close()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -17,44 +17,35 @@ import os
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from salttwist import crypt, wire
-from salttwist.daemon import PORTS_FILE, readRuntimeFile
+from salttwist.client.base import (
+    CONNECT_TIMEOUT,
+    JOB_PREFIXES,
+    JobResult,
+    MasterUnavailable,
+    clientLogin,
+    currentUser,
+    jobReturnTag,
+    masterReqAddress,
+    readClientKey,
+)
 from salttwist.events import EVENT_PUB_SOCKET
 from salttwist.events.client import EventListenerProtocol, listenEvents
-from salttwist.master.keys import ROOT_KEY_FILE, readRootKey
 from salttwist.transport.interfaces import ROLE_CLIENT
 from salttwist.transport.registry import findTransport
 from salttwist.transport.reqclient import ReqClientProtocol, reqClientFactory
 
-CONNECT_TIMEOUT = 2.0
-
-
-class MasterUnavailable(Exception):
-    """
-    The master is not running, or this user may not talk to it.
-    """
-
-
-@dataclass
-class JobResult:
-    """
-    What came back for one job.
-
-    @ivar returns: the return events by minion id, in arrival order.
-    @ivar missing: the targeted minions that did not return in time.
-    """
-
-    jid: str
-    minions: list[str]
-    returns: dict[str, dict[str, Any]] = field(default_factory=dict)
-    missing: list[str] = field(default_factory=list)
-    notConnected: list[str] = field(default_factory=list)
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "JobResult",
+    "LocalClient",
+    "MasterUnavailable",
+    "readClientKey",
+]
 
 
 class _Gather:
@@ -102,15 +93,6 @@ class _Gather:
             waiter[1].callback(done)
 
 
-#: The tags a client subscribes to: those of jobs, whose returns are
-#: C{salt/job/<jid>/ret/<id>}. A prefix, not a glob such as
-#: C{salt/job/*/ret/*} that would spare it the C{new} events: the master
-#: matches every event it fires against every subscriber's filter, and a
-#: prefix is the cheapest to match. The bus takes one subscription per
-#: connection, so a kept connection cannot follow its jobs' jids.
-JOB_PREFIXES = ["salt/job/"]
-
-
 class _ReturnCollector:
     """
     Routes C{salt/job/<jid>/ret/<id>} events to the gather of their jid,
@@ -131,10 +113,10 @@ class _ReturnCollector:
         self._publishing: dict[object, int] = {}
 
     def onEvent(self, tag: str, data: dict[str, Any]) -> None:
-        parts = tag.split("/")
-        if len(parts) != 5 or parts[:2] != ["salt", "job"] or parts[3] != "ret":
+        found = jobReturnTag(tag)
+        if found is None:
             return
-        jid, minionId = parts[2], parts[4]
+        jid, minionId = found
         gather = self._gathers.get(jid)
         if gather is not None:
             gather.add(minionId, data)
@@ -283,17 +265,13 @@ class LocalClient:
                 "the salttwist master is not running, or this user cannot reach its "
                 f"event bus at {sockPath} ({e})"
             ) from e
-        user = _user()
+        user = currentUser()
         try:
             clientKey = readClientKey(config["cachedir"], user)
         except MasterUnavailable:
             events.transport.loseConnection()
             raise
-        ports = readRuntimeFile(os.path.join(config["sock_dir"], PORTS_FILE)) or {}
-        port = ports.get("ret_port") or config["ret_port"]
-        host = config["interface"]
-        if host in ("0.0.0.0", "", "::"):
-            host = "127.0.0.1" if host != "::" else "::1"
+        host, port = masterReqAddress(config)
         try:
             # The master's transport (C{transport}), as a local client sees it.
             endpoint = findTransport(config["transport"]).clientEndpoint(
@@ -308,12 +286,9 @@ class LocalClient:
             raise MasterUnavailable(
                 f"cannot reach the master's req channel at {host}:{port} ({e})"
             ) from e
-        nonce = os.urandom(32)
-        mac = crypt.hmacSha256(clientKey, wire.clientAuthMessage(challenge, nonce, user))
+        login, sessionKey = clientLogin(clientKey, challenge, user)
         try:
-            reply = await req.sendClear(
-                {"cmd": "_client_auth", "nonce": nonce, "mac": mac, "user": user}
-            ).addTimeout(CONNECT_TIMEOUT, self.reactor)
+            reply = await req.sendClear(login).addTimeout(CONNECT_TIMEOUT, self.reactor)
         except Exception as e:
             req.transport.abortConnection()
             events.transport.loseConnection()
@@ -322,7 +297,7 @@ class LocalClient:
             req.transport.loseConnection()
             events.transport.loseConnection()
             raise MasterUnavailable(f"the master refused this client: {reply.get('error', reply)}")
-        req.startSession(crypt.deriveKey(clientKey, wire.clientSessionContext(challenge, nonce)))
+        req.startSession(sessionKey)
         return events, req
 
     async def run(
@@ -375,12 +350,7 @@ class LocalClient:
             finally:
                 channel.collector.release(result.jid)
             result.returns = dict(gather.returns)
-            result.notConnected = [
-                m for m in minions if m not in connected and m not in result.returns
-            ]
-            result.missing = [
-                m for m in minions if m not in result.returns and m not in result.notConnected
-            ]
+            result.settle(connected)
             return result
 
     @asynccontextmanager
@@ -401,7 +371,7 @@ class LocalClient:
     async def _openChannel(self) -> _Channel:
         collector = _ReturnCollector(self.reactor)
         events, req = await self._connect(collector.onEvent, JOB_PREFIXES)
-        return _Channel(events, req, collector, _user())
+        return _Channel(events, req, collector, currentUser())
 
     async def _sharedChannel(self) -> _Channel:
         """
@@ -529,67 +499,3 @@ class LocalClient:
             return await channel.request(
                 {"cmd": "runner", "fun": fun, "arg": arg, "user": channel.user}
             )
-
-
-def readClientKey(cachedir: str, user: str, euid: int | None = None) -> bytes:
-    """
-    The key this process proves itself with: the root key when it runs as
-    root or as the master's user (the owner of C{.root_key}), else the key
-    the master wrote for C{user} because C{publisher_acl} names it,
-    C{cachedir/.<user>_key}.
-
-    @param user: the user this process runs as (L{_user}).
-    @param euid: its effective uid; by default C{os.geteuid()}.
-    @raise MasterUnavailable: the key cannot be read; the message says which
-        key and why.
-    """
-    if euid is None:
-        euid = os.geteuid()
-    try:
-        owner: int | None = os.stat(os.path.join(cachedir, ROOT_KEY_FILE)).st_uid
-    except OSError:
-        owner = None
-    if euid == 0 or owner == euid:
-        try:
-            return readRootKey(cachedir)
-        except (OSError, ValueError) as e:
-            raise MasterUnavailable(
-                f"cannot read the master's root key in {cachedir}: "
-                f"run salttwist as the master's user ({e})"
-            ) from e
-    # Only a publisher_acl user gets here: the ACL module (several ms of
-    # imports) is not on root's path.
-    from salttwist.master.acl import readUserKey, userKeyFile
-
-    try:
-        path = userKeyFile(cachedir, user)
-    except ValueError as e:
-        raise MasterUnavailable(f"user {user!r} may not publish: {e}") from e
-    try:
-        return readUserKey(cachedir, user)
-    except (OSError, ValueError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise MasterUnavailable(
-            f"user {user} may not publish: no readable key {path} ({reason}). The master"
-            " writes one at start for each user its publisher_acl names, and the user"
-            f" needs to be able to search {cachedir} and the directories above it; see"
-            " 'Letting other users publish: publisher_acl' in the README"
-        ) from e
-
-
-def _user() -> str:
-    """
-    The user this process runs as; run by root through sudo,
-    C{sudo_<user>} as Salt names it (C{publisher_acl_blacklist} can tell
-    those apart from root itself).
-    """
-    try:
-        import pwd
-
-        name = pwd.getpwuid(os.geteuid()).pw_name
-    except (ImportError, KeyError):
-        return "unknown"
-    sudoUser = os.environ.get("SUDO_USER")
-    if os.geteuid() == 0 and sudoUser and sudoUser != name:
-        return f"sudo_{sudoUser}"
-    return name

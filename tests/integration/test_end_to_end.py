@@ -191,6 +191,29 @@ class JobTests(IntegrationTestCase):
         self.assertIn("No minions matched the target", nobody.err, str(nobody))
         self.assertEqual(nobody.out, "", str(nobody))
 
+    async def test_bothClientPaths(self) -> None:
+        """
+        The command's two paths give the same returns: a plain job goes
+        through the direct client (no reactor, C{salttwist.client.direct}),
+        a batch through the Twisted client, one minion at a time; and
+        C{--async} (direct) prints the jid it published.
+        """
+        cluster = self.cluster
+        direct = await cluster.salt("*", "test.echo", "same", "--static", "--out", "json")
+        self.assertEqual(direct.code, 0, cluster.explain(direct))
+        batch = await cluster.salt("-b", "1", "*", "test.echo", "same", "--out", "json")
+        self.assertEqual(batch.code, 0, cluster.explain(batch))
+        self.assertEqual(json.loads(direct.out), {"minion1": "same", "minion2": "same"})
+        batchReturns: dict[str, object] = {}
+        for line in batch.out.splitlines():
+            if line.startswith("{"):
+                batchReturns.update(json.loads(line))
+        self.assertEqual(batchReturns, json.loads(direct.out), str(batch))
+        self.assertIn("Executing run on ['minion1']", batch.out)
+        published = await cluster.salt("--async", "*", "test.ping")
+        self.assertEqual(published.code, 0, cluster.explain(published))
+        self.assertRegex(published.out, r"^Executed command with job ID: \d{20}\n$")
+
 
 class MinionFailureTests(IntegrationTestCase):
     """
