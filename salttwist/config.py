@@ -21,7 +21,6 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
 
 import yaml
 
@@ -205,6 +204,9 @@ def _checkHTTPURL(value: Any) -> str:
     expected = "an http:// or https:// URL with a host"
     if not isinstance(value, str):
         raise _BadValue(expected)
+    # Imported here: only a config that names a URL pays for urllib.
+    from urllib.parse import urlsplit
+
     try:
         parts = urlsplit(value)
         host = parts.hostname

@@ -13,19 +13,25 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import os
-from dataclasses import dataclass, field
 
-from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from salttwist.files import atomicWrite
 
-NONCE_BYTES = 12
-AES_KEY_BYTES = 32
+# The symmetric half lives in its own module (a command that only opens a
+# session need not import the RSA half); it is part of this module's API.
+from salttwist.symmetric import AES_KEY_BYTES as AES_KEY_BYTES
+from salttwist.symmetric import NONCE_BYTES as NONCE_BYTES
+from salttwist.symmetric import AesCipher as AesCipher
+from salttwist.symmetric import CryptError as CryptError
+from salttwist.symmetric import deriveKey as deriveKey
+from salttwist.symmetric import hmacEqual as hmacEqual
+from salttwist.symmetric import hmacSha256 as hmacSha256
+from salttwist.symmetric import newAesKey as newAesKey
+
 MIN_RSA_BITS = 2048
 MAX_RSA_BITS = 8192
 
@@ -33,12 +39,6 @@ _OAEP = padding.OAEP(
     mgf=padding.MGF1(algorithm=hashes.SHA256()), algorithm=hashes.SHA256(), label=None
 )
 _PSS = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH)
-
-
-class CryptError(ValueError):
-    """
-    Raised when a key, ciphertext or signature is malformed or does not verify.
-    """
 
 
 def generatePrivateKey(keysize: int = 2048) -> rsa.RSAPrivateKey:
@@ -175,73 +175,6 @@ def verify(publicKey: rsa.RSAPublicKey, signature: bytes, message: bytes) -> Non
         publicKey.verify(signature, message, _PSS, hashes.SHA256())
     except (InvalidSignature, ValueError, TypeError) as e:
         raise CryptError("bad signature") from e
-
-
-def newAesKey() -> bytes:
-    """
-    A fresh random 256-bit key.
-    """
-    return os.urandom(AES_KEY_BYTES)
-
-
-@dataclass(frozen=True)
-class AesCipher:
-    """
-    AES-256-GCM with a fresh random 96-bit nonce per message; the nonce is
-    prepended to the ciphertext. C{aad} binds a ciphertext to its purpose so a
-    blob made for one channel is refused on another.
-    """
-
-    key: bytes
-    # The expanded key, made once: building an AESGCM costs several times
-    # more than sealing a small message with it.
-    _aead: AESGCM = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.key, bytes) or len(self.key) != AES_KEY_BYTES:
-            raise CryptError("AES key must be 32 bytes")
-        object.__setattr__(self, "_aead", AESGCM(self.key))
-
-    def encrypt(self, plaintext: bytes, aad: bytes = b"") -> bytes:
-        """
-        @return: nonce + ciphertext + tag.
-        """
-        nonce = os.urandom(NONCE_BYTES)
-        return nonce + self._aead.encrypt(nonce, plaintext, aad)
-
-    def decrypt(self, blob: bytes, aad: bytes = b"") -> bytes:
-        """
-        @raise CryptError: if C{blob} is short, tampered with or made with
-            another key or C{aad}.
-        """
-        if not isinstance(blob, bytes) or len(blob) < NONCE_BYTES + 16:
-            raise CryptError("ciphertext too short")
-        try:
-            return self._aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
-        except InvalidTag as e:
-            raise CryptError("ciphertext does not authenticate") from e
-
-
-def hmacSha256(key: bytes, message: bytes) -> bytes:
-    """
-    HMAC-SHA256 of C{message}.
-    """
-    return hmac.new(key, message, hashlib.sha256).digest()
-
-
-def hmacEqual(a: bytes, b: bytes) -> bool:
-    """
-    Constant-time comparison of two MACs.
-    """
-    return isinstance(a, bytes) and isinstance(b, bytes) and hmac.compare_digest(a, b)
-
-
-def deriveKey(secret: bytes, context: bytes) -> bytes:
-    """
-    Derive a 256-bit key bound to C{context} from C{secret} (HMAC-SHA256 as a
-    PRF; both inputs are already uniformly random where we use it).
-    """
-    return hmacSha256(secret, b"salttwist-kdf:" + context)
 
 
 def writePrivateFile(path: str, data: bytes, durable: bool = True) -> None:

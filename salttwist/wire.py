@@ -6,7 +6,8 @@ so the master and its clients cannot disagree on them.
 
 from __future__ import annotations
 
-from salttwist import crypt, serial
+from salttwist import serial
+from salttwist.symmetric import AES_KEY_BYTES
 
 
 def authRequestMessage(
@@ -59,7 +60,7 @@ def packReplyKeys(publicationKey: bytes, sessionKey: bytes) -> bytes:
     RSA-OAEP block (190 bytes fit in one with a 2048-bit key), so the minion
     spends one RSA decryption on them, not two.
     """
-    if len(publicationKey) != crypt.AES_KEY_BYTES or len(sessionKey) != crypt.AES_KEY_BYTES:
+    if len(publicationKey) != AES_KEY_BYTES or len(sessionKey) != AES_KEY_BYTES:
         raise ValueError("auth reply keys must be 32 bytes each")
     return publicationKey + sessionKey
 
@@ -69,9 +70,9 @@ def unpackReplyKeys(plaintext: bytes) -> tuple[bytes, bytes]:
     @return: the publication key and the session key of L{packReplyKeys}.
     @raise ValueError: the plaintext is not two 32-byte keys.
     """
-    if len(plaintext) != 2 * crypt.AES_KEY_BYTES:
+    if len(plaintext) != 2 * AES_KEY_BYTES:
         raise ValueError(f"auth reply keys are {len(plaintext)} bytes, not 64")
-    return plaintext[: crypt.AES_KEY_BYTES], plaintext[crypt.AES_KEY_BYTES :]
+    return plaintext[:AES_KEY_BYTES], plaintext[AES_KEY_BYTES:]
 
 
 def clientAuthMessage(challenge: bytes, nonce: bytes, user: str | None = None) -> bytes:

@@ -15,9 +15,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from salttwist import crypt, wire
+from salttwist import wire
 from salttwist.files import PORTS_FILE, readRuntimeFile
-from salttwist.master.keys import ROOT_KEY_FILE, readRootKey
+from salttwist.rootkey import ROOT_KEY_FILE, readRootKey
+from salttwist.symmetric import deriveKey, hmacSha256
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -114,9 +115,9 @@ def clientLogin(clientKey: bytes, challenge: bytes, user: str) -> tuple[dict[str
     @return: the request, and the key of the session it opens.
     """
     nonce = os.urandom(32)
-    mac = crypt.hmacSha256(clientKey, wire.clientAuthMessage(challenge, nonce, user))
+    mac = hmacSha256(clientKey, wire.clientAuthMessage(challenge, nonce, user))
     request = {"cmd": "_client_auth", "nonce": nonce, "mac": mac, "user": user}
-    return request, crypt.deriveKey(clientKey, wire.clientSessionContext(challenge, nonce))
+    return request, deriveKey(clientKey, wire.clientSessionContext(challenge, nonce))
 
 
 def readClientKey(cachedir: str, user: str, euid: int | None = None) -> bytes:

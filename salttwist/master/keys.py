@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from salttwist import crypt
-
-ROOT_KEY_FILE = ".root_key"
+from salttwist.rootkey import ROOT_KEY_FILE as ROOT_KEY_FILE
+from salttwist.rootkey import readRootKey as readRootKey
 
 
 @dataclass
@@ -60,13 +60,3 @@ def loadMasterKeys(pkiDir: str, cachedir: str, keysize: int) -> MasterKeys:
     rootKey = os.urandom(32)
     crypt.writePrivateFile(os.path.join(cachedir, ROOT_KEY_FILE), rootKey.hex().encode())
     return MasterKeys(privateKey, publicPem, rootKey)
-
-
-def readRootKey(cachedir: str) -> bytes:
-    """
-    Read the root key a running master wrote (the local client's side).
-
-    @raise OSError: if it is missing or unreadable (not the master's user).
-    """
-    with open(os.path.join(cachedir, ROOT_KEY_FILE), "rb") as f:
-        return bytes.fromhex(f.read().decode("ascii").strip())

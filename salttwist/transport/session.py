@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from salttwist import serial
-from salttwist.crypt import AesCipher, CryptError
+from salttwist.symmetric import AesCipher, CryptError
 
 
 class SessionError(ValueError):

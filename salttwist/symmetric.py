@@ -1,0 +1,107 @@
+# -*- test-case-name: tests.test_crypt,tests.test_session -*-
+"""
+Symmetric crypto: AES-256-GCM with a fresh random nonce per message,
+HMAC-SHA256 for proofs of a shared secret, and key derivation.
+
+The RSA half is in L{salttwist.crypt}, which re-exports all of this; a
+command that only logs in to the master and opens a session (the
+C{salttwist} command's direct client) imports this module alone and is
+spared the asymmetric half of C{cryptography}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from dataclasses import dataclass, field
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+__all__ = [
+    "AES_KEY_BYTES",
+    "NONCE_BYTES",
+    "AesCipher",
+    "CryptError",
+    "deriveKey",
+    "hmacEqual",
+    "hmacSha256",
+    "newAesKey",
+]
+
+NONCE_BYTES = 12
+AES_KEY_BYTES = 32
+
+
+class CryptError(ValueError):
+    """
+    Raised when a key, ciphertext or signature is malformed or does not verify.
+    """
+
+
+def newAesKey() -> bytes:
+    """
+    A fresh random 256-bit key.
+    """
+    return os.urandom(AES_KEY_BYTES)
+
+
+@dataclass(frozen=True)
+class AesCipher:
+    """
+    AES-256-GCM with a fresh random 96-bit nonce per message; the nonce is
+    prepended to the ciphertext. C{aad} binds a ciphertext to its purpose so a
+    blob made for one channel is refused on another.
+    """
+
+    key: bytes
+    # The expanded key, made once: building an AESGCM costs several times
+    # more than sealing a small message with it.
+    _aead: AESGCM = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, bytes) or len(self.key) != AES_KEY_BYTES:
+            raise CryptError("AES key must be 32 bytes")
+        object.__setattr__(self, "_aead", AESGCM(self.key))
+
+    def encrypt(self, plaintext: bytes, aad: bytes = b"") -> bytes:
+        """
+        @return: nonce + ciphertext + tag.
+        """
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce + self._aead.encrypt(nonce, plaintext, aad)
+
+    def decrypt(self, blob: bytes, aad: bytes = b"") -> bytes:
+        """
+        @raise CryptError: if C{blob} is short, tampered with or made with
+            another key or C{aad}.
+        """
+        if not isinstance(blob, bytes) or len(blob) < NONCE_BYTES + 16:
+            raise CryptError("ciphertext too short")
+        try:
+            return self._aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
+        except InvalidTag as e:
+            raise CryptError("ciphertext does not authenticate") from e
+
+
+def hmacSha256(key: bytes, message: bytes) -> bytes:
+    """
+    HMAC-SHA256 of C{message}.
+    """
+    return hmac.new(key, message, hashlib.sha256).digest()
+
+
+def hmacEqual(a: bytes, b: bytes) -> bool:
+    """
+    Constant-time comparison of two MACs.
+    """
+    return isinstance(a, bytes) and isinstance(b, bytes) and hmac.compare_digest(a, b)
+
+
+def deriveKey(secret: bytes, context: bytes) -> bytes:
+    """
+    Derive a 256-bit key bound to C{context} from C{secret} (HMAC-SHA256 as a
+    PRF; both inputs are already uniformly random where we use it).
+    """
+    return hmacSha256(secret, b"salttwist-kdf:" + context)
