@@ -29,6 +29,7 @@ __all__ = [
     "currentUser",
     "jobReturnTag",
     "masterReqAddress",
+    "publishRequest",
     "readClientKey",
 ]
 
@@ -105,6 +106,14 @@ def masterReqAddress(config: dict[str, Any]) -> tuple[str, int]:
     if host in ("0.0.0.0", "", "::"):
         host = "127.0.0.1" if host != "::" else "::1"
     return host, port
+
+
+def publishRequest(tgt: Any, tgtType: str, fun: str, arg: list[Any], user: str) -> dict[str, Any]:
+    """
+    @return: the session request publishing C{fun(*arg)} to the minions
+        C{tgt} of type C{tgtType} targets, as C{user}.
+    """
+    return {"cmd": "publish", "tgt": tgt, "tgt_type": tgtType, "fun": fun, "arg": arg, "user": user}
 
 
 def clientLogin(clientKey: bytes, challenge: bytes, user: str) -> tuple[dict[str, Any], bytes]:

@@ -36,6 +36,7 @@ from salttwist.client.base import (
     currentUser,
     jobReturnTag,
     masterReqAddress,
+    publishRequest,
     readClientKey,
 )
 from salttwist.events import EVENT_PUB_SOCKET
@@ -411,7 +412,7 @@ class DirectClient:
     ) -> tuple[dict[str, Any], _Gather | None]:
         self._publishing = True
         try:
-            reply = self._request(self._publishRequest(tgt, tgtType, fun, arg))
+            reply = self._request(publishRequest(tgt, tgtType, fun, arg, self._user))
         finally:
             self._publishing = False
             early, self._early = self._early, []
@@ -425,16 +426,6 @@ class DirectClient:
             if earlyJid == jid:
                 gather.add(minionId, data)
         return reply, gather
-
-    def _publishRequest(self, tgt: Any, tgtType: str, fun: str, arg: list[Any]) -> dict[str, Any]:
-        return {
-            "cmd": "publish",
-            "tgt": tgt,
-            "tgt_type": tgtType,
-            "fun": fun,
-            "arg": arg,
-            "user": self._user,
-        }
 
     async def run(
         self,
@@ -514,7 +505,7 @@ class DirectClient:
         @raise MasterUnavailable: if the master cannot be reached.
         @raise RequestError: if the master refused the job.
         """
-        return self._request(self._publishRequest(tgt, tgtType, fun, arg))
+        return self._request(publishRequest(tgt, tgtType, fun, arg, self._user))
 
 
 def _readable(socks: list[socket.socket], timeout: float | None) -> set[int]:

@@ -31,6 +31,7 @@ from salttwist.client.base import (
     currentUser,
     jobReturnTag,
     masterReqAddress,
+    publishRequest,
     readClientKey,
 )
 from salttwist.events import EVENT_PUB_SOCKET
@@ -453,16 +454,7 @@ class LocalClient:
     async def _publish(
         self, channel: _Channel, tgt: Any, tgtType: str, fun: str, arg: list[Any]
     ) -> dict[str, Any]:
-        return await channel.request(
-            {
-                "cmd": "publish",
-                "tgt": tgt,
-                "tgt_type": tgtType,
-                "fun": fun,
-                "arg": arg,
-                "user": channel.user,
-            }
-        )
+        return await channel.request(publishRequest(tgt, tgtType, fun, arg, channel.user))
 
     async def _findJob(
         self,
