@@ -16,41 +16,117 @@ Twisted makes on every start and that salttwist never uses are put off:
     with it pyOpenSSL and service_identity, to offer C{listenSSL}. A
     command that speaks plain TCP calls L{withoutTLS} before it imports
     the reactor, as the worker child already does.
+  - Modules imported on start-up paths and used only on rare ones (C{pdb}
+    for twistd's C{--debug}, the compression modules for archives, ...)
+    are deferred (L{DEFERRED_MODULES}): a daemon keeps what it imports for
+    its whole life.
+  - The daemons import Twisted's C{defer} with a stand-in for C{asyncio}
+    (L{importDeferWithoutAsyncio}).
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import gc
 import importlib.util
 import os
 import sys
+from types import ModuleType
 from typing import Any
 
-#: Modules imported by Twisted at start-up that salttwist's commands do not
-#: use on their own paths.
-DEFERRED_MODULES = ("http.cookiejar",)
+#: Modules imported at start-up (by Twisted or the standard library) that
+#: salttwist's commands do not use on their own paths, each with the
+#: modules it needs to work: it is deferred only if they can be found, so
+#: that an C{import} guarded by C{except ImportError} still fails at once
+#: where it would have. RSS of an idle minion, measured: C{pdb} (imported
+#: by C{twisted.application.app} for C{--debug}; C{getpass} too, for
+#: C{--encrypted}) about 480 KB; C{bz2} and C{lzma} (which C{shutil} and
+#: C{zipfile} import to see whether they can compress, with their shared
+#: libraries) about 390 KB; C{stringprep} (imported by the C{idna} codec,
+#: which C{socket.getaddrinfo} loads for any host name, and used only for a
+#: name that is not ASCII) about 150 KB.
+DEFERRED_MODULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("http.cookiejar", ()),
+    ("pdb", ()),
+    ("getpass", ()),
+    ("bz2", ("_bz2",)),
+    ("lzma", ("_lzma",)),
+    ("stringprep", ()),
+)
 
 
-def deferModule(name: str) -> None:
+def deferModule(name: str, needs: tuple[str, ...] = ()) -> None:
     """
-    Register C{name} as a lazy module: it is found now (so a missing module
-    still fails at once) and executed when one of its attributes is first
-    used. Does nothing if it is already imported.
+    Register C{name} as a deferred module (L{_DeferredModule}): it is found
+    now (so a missing module still fails at once) and executed when one of
+    its attributes is first used. Does nothing if it is already imported,
+    or if one of C{needs} (modules it imports) cannot be found.
     """
     if name in sys.modules:
         return
     spec = importlib.util.find_spec(name)
     if spec is None or spec.loader is None:
         return
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
+    if any(importlib.util.find_spec(need) is None for need in needs):
+        return
     module = importlib.util.module_from_spec(spec)
+    _DEFERRED_LOCKS[name] = _thread.RLock()
+    module.__class__ = _DeferredModule
     sys.modules[name] = module
-    loader.exec_module(module)
     parentName, _, childName = name.rpartition(".")
     if parentName:
         setattr(importlib.import_module(parentName), childName, module)
+
+
+#: The lock of each deferred module, held while its code runs.
+_DEFERRED_LOCKS: dict[str, Any] = {}
+
+
+class _DeferredModule(ModuleType):
+    """
+    A module registered by L{deferModule}: its code runs, under its lock
+    (for threads reading it at once), when an attribute is first read.
+
+    Reading its C{__spec__} does not run it: an C{import} statement of a
+    module already in C{sys.modules} reads it (to see whether the module is
+    still being imported), which would otherwise run every deferred module
+    whose name a module merely imports. (C{importlib.util.LazyLoader}'s
+    modules run then.)
+    """
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "__spec__":
+            return super().__getattribute__(name)
+        _runDeferred(self)
+        return getattr(self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _runDeferred(self)
+        setattr(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        _runDeferred(self)
+        delattr(self, name)
+
+
+def _runDeferred(module: ModuleType) -> None:
+    """
+    Run the code of C{module}, a L{_DeferredModule}, unless another thread
+    just did; it is an ordinary module afterwards. If its code raises, it
+    is taken out of C{sys.modules}, as a failed import is.
+    """
+    spec = ModuleType.__getattribute__(module, "__spec__")
+    with _DEFERRED_LOCKS[spec.name]:
+        if type(module) is not _DeferredModule:
+            return
+        object.__setattr__(module, "__class__", ModuleType)
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            if sys.modules.get(spec.name) is module:
+                del sys.modules[spec.name]
+            raise
 
 
 def deferStartupImports() -> None:
@@ -59,8 +135,8 @@ def deferStartupImports() -> None:
     something first imports it, imported without C{ssl}
     (L{asyncioWithoutSSL}).
     """
-    for name in DEFERRED_MODULES:
-        deferModule(name)
+    for name, needs in DEFERRED_MODULES:
+        deferModule(name, needs)
     asyncioWithoutSSL()
 
 
@@ -135,6 +211,81 @@ class _HidingSSL:
         finally:
             if hidden and "ssl" in sys.modules and sys.modules["ssl"] is None:
                 del sys.modules["ssl"]
+
+
+def asyncioStandIn() -> ModuleType:
+    """
+    @return: a module with the three names C{twisted.internet.defer} imports
+        from C{asyncio}, for L{importDeferWithoutAsyncio}.
+
+    C{AbstractEventLoop} and C{Future} appear in C{defer} only in
+    annotations (it has C{from __future__ import annotations});
+    C{iscoroutine} is C{asyncio}'s test as of Python 3.12, which on 3.11
+    also accepts generators: C{defer} tests for those itself wherever it
+    calls C{iscoroutine}.
+    """
+    import collections.abc
+    import types
+
+    standIn = ModuleType("asyncio", "Stand-in for asyncio while Twisted's defer is imported.")
+
+    class AbstractEventLoop:
+        """
+        Stand-in for C{asyncio.AbstractEventLoop}, named in annotations only.
+        """
+
+    class Future:
+        """
+        Stand-in for C{asyncio.Future}, named in annotations only.
+        """
+
+    def iscoroutine(obj: object) -> bool:
+        """
+        @return: whether C{obj} is a coroutine, as C{asyncio.iscoroutine}.
+        """
+        return isinstance(obj, (types.CoroutineType, collections.abc.Coroutine))
+
+    standIn.AbstractEventLoop = AbstractEventLoop  # type: ignore[attr-defined]
+    standIn.Future = Future  # type: ignore[attr-defined]
+    standIn.iscoroutine = iscoroutine  # type: ignore[attr-defined]
+    return standIn
+
+
+def importDeferWithoutAsyncio() -> bool:
+    """
+    Import C{twisted.internet.defer} with L{asyncioStandIn} as C{asyncio},
+    then take the stand-in out of C{sys.modules}: a later C{import asyncio}
+    loads the real package (as L{asyncioWithoutSSL} says).
+
+    C{defer} imports C{asyncio} only for C{Deferred.asFuture} and
+    C{fromFuture}, which take their event loop or future from the caller:
+    they work the same. The real package is about 1.8 MB of an idle
+    minion's RSS (30 modules, C{subprocess} and C{concurrent.futures} with
+    them), kept for the daemon's life. A Twisted that wants more of
+    C{asyncio} than the stand-in has gets the real one.
+
+    Does nothing if C{defer} or C{asyncio} is already imported.
+
+    @return: whether C{defer} was imported with the stand-in.
+    """
+    if "twisted.internet.defer" in sys.modules or "asyncio" in sys.modules:
+        return False
+    standIn = asyncioStandIn()
+    sys.modules["asyncio"] = standIn
+    try:
+        import twisted.internet.defer  # noqa: F401
+    except (ImportError, AttributeError):
+        # A Twisted that wants more of asyncio than the stand-in has.
+        if sys.modules.get("asyncio") is not standIn:
+            raise
+        del sys.modules["asyncio"]
+        import twisted.internet.defer  # noqa: F401
+
+        return False
+    finally:
+        if sys.modules.get("asyncio") is standIn:
+            del sys.modules["asyncio"]
+    return True
 
 
 def withoutTLS() -> bool:

@@ -63,6 +63,54 @@ class DeferModuleTests(SynchronousTestCase):
         deferModule("os")
         self.assertIs(sys.modules["os"], before)
 
+    def test_importStatementDoesNotRun(self) -> None:
+        """
+        An C{import} statement naming a deferred module (which reads its
+        C{__spec__}) binds it without running its code, as the modules that
+        import C{pdb} or C{bz2} only to have it at hand do.
+        """
+        deferModule("salttwist_lazy_pkg.probe")
+        import salttwist_lazy_pkg.probe  # type: ignore[import-not-found]
+
+        self.assertFalse(getattr(sys, "salttwist_lazy_probe_ran", False))
+        self.assertEqual(salttwist_lazy_pkg.probe.__spec__.name, "salttwist_lazy_pkg.probe")
+        self.assertFalse(getattr(sys, "salttwist_lazy_probe_ran", False))
+        self.assertEqual(salttwist_lazy_pkg.probe.VALUE, 42)
+
+    def test_setAttributeRunsFirst(self) -> None:
+        """
+        Setting an attribute of a deferred module runs its code first, so
+        the value set is not overwritten by it.
+        """
+        deferModule("salttwist_lazy_pkg.probe")
+        from salttwist_lazy_pkg import probe
+
+        probe.VALUE = 7
+        self.assertTrue(sys.salttwist_lazy_probe_ran)  # type: ignore[attr-defined]
+        self.assertEqual(probe.VALUE, 7)
+
+    def test_failingModuleRemoved(self) -> None:
+        """
+        A deferred module whose code raises raises on first use, and is
+        taken out of C{sys.modules} as a failed import is.
+        """
+        with open(os.path.join(self.directory, "salttwist_lazy_pkg", "broken.py"), "w") as f:
+            f.write("raise ValueError('broken module')\n")
+        self.addCleanup(sys.modules.pop, "salttwist_lazy_pkg.broken", None)
+        deferModule("salttwist_lazy_pkg.broken")
+        from salttwist_lazy_pkg import broken  # type: ignore[import-not-found]
+
+        self.assertRaises(ValueError, getattr, broken, "anything")
+        self.assertNotIn("salttwist_lazy_pkg.broken", sys.modules)
+
+    def test_neededModuleMissing(self) -> None:
+        """
+        A module is not deferred if a module it needs cannot be found: its
+        import then fails, or not, where it would have.
+        """
+        deferModule("salttwist_lazy_pkg.probe", ("salttwist_no_such_module_anywhere",))
+        self.assertNotIn("salttwist_lazy_pkg.probe", sys.modules)
+
 
 class CommandStartupTests(SynchronousTestCase):
     """
@@ -168,6 +216,63 @@ class AsyncioWithoutSSLTests(SynchronousTestCase):
             "print(len(sys.meta_path) - before, asyncioWithoutSSL())\n"
         )
         self.assertEqual(self._output(script), ["True", "False", "1", "0", "False"])
+
+
+class ImportDeferWithoutAsyncioTests(SynchronousTestCase):
+    """
+    L{salttwist._startup.importDeferWithoutAsyncio}: Twisted's C{defer}
+    imported with a stand-in for C{asyncio}, which a later C{import asyncio}
+    does not see.
+    """
+
+    def _output(self, script: str) -> list[str]:
+        return subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        ).stdout.split()
+
+    def test_withoutAsyncio(self) -> None:
+        """
+        C{defer} is imported and C{asyncio} is not; C{defer} still runs
+        coroutines and refuses what is not one; then
+        C{import asyncio} loads the real package, whose futures C{defer}
+        adapts.
+        """
+        script = (
+            "import sys, types\n"
+            "import salttwist.cli\n"
+            "from salttwist._startup import importDeferWithoutAsyncio\n"
+            "print(importDeferWithoutAsyncio(), 'asyncio' in sys.modules)\n"
+            "from twisted.internet import defer\n"
+            "async def f():\n"
+            "    return 'ran'\n"
+            "print(defer.ensureDeferred(f()).result)\n"
+            "try:\n"
+            "    defer.ensureDeferred(1)\n"
+            "except defer.NotACoroutineError:\n"
+            "    print('refused')\n"
+            "import asyncio\n"
+            "print(isinstance(asyncio, types.ModuleType) and hasattr(asyncio, 'run'))\n"
+            "async def h():\n"
+            "    future = asyncio.get_running_loop().create_future()\n"
+            "    future.set_result('adapted')\n"
+            "    loop = asyncio.get_running_loop()\n"
+            "    return await defer.Deferred.fromFuture(future).asFuture(loop)\n"
+            "print(asyncio.run(h()))\n"
+        )
+        self.assertEqual(
+            self._output(script), ["True", "False", "ran", "refused", "True", "adapted"]
+        )
+
+    def test_deferAlreadyImported(self) -> None:
+        """
+        With C{defer} already imported it does nothing.
+        """
+        script = (
+            "import twisted.internet.defer\n"
+            "from salttwist._startup import importDeferWithoutAsyncio\n"
+            "print(importDeferWithoutAsyncio())\n"
+        )
+        self.assertEqual(self._output(script), ["False"])
 
 
 class DaemonTLSTests(SynchronousTestCase):

@@ -22,7 +22,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from salttwist._startup import exitNow, holdGarbageCollection, withoutTLS
+from salttwist._startup import (
+    exitNow,
+    holdGarbageCollection,
+    importDeferWithoutAsyncio,
+    withoutTLS,
+)
 from salttwist.cli import addCommonArguments
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
 from salttwist.daemon import StartupError, resolveUser
@@ -109,6 +114,8 @@ def _run(
     if not needsTLS(config):
         # Less memory and a faster start: see salttwist._startup.withoutTLS.
         withoutTLS()
+    # Less memory (no asyncio): see salttwist._startup.importDeferWithoutAsyncio.
+    importDeferWithoutAsyncio()
     if options.daemon:
         os.makedirs(os.path.dirname(config["pidfile"]) or ".", mode=0o755, exist_ok=True)
     from twisted.application import app
