@@ -12,7 +12,6 @@ thread or worker.
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 
 from cryptography.exceptions import InvalidSignature
@@ -133,7 +132,10 @@ def fingerprint(pem: bytes) -> str:
         if line.strip() and not line.startswith(b"-----")
     ]
     der = base64.b64decode(b"".join(lines))
-    digest = hashlib.sha256(der).hexdigest()
+    # cryptography's SHA-256, not hashlib's (see salttwist.symmetric).
+    sha = hashes.Hash(hashes.SHA256())
+    sha.update(der)
+    digest = sha.finalize().hex()
     return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
 
 

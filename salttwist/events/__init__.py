@@ -4,7 +4,6 @@ The event bus: tagged events published and subscribed over UNIX sockets.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 #: The master's socket for subscribers, in its C{sock_dir}.
@@ -22,7 +21,12 @@ def minionEventSockets(sockDir: str, minionId: str) -> tuple[str, str]:
 
     @return: C{(pubPath, pullPath)}.
     """
-    idHash = hashlib.sha256(minionId.encode("utf-8")).hexdigest()[:10]
+    # cryptography's SHA-256, not hashlib's (see salttwist.symmetric).
+    from cryptography.hazmat.primitives import hashes
+
+    sha = hashes.Hash(hashes.SHA256())
+    sha.update(minionId.encode("utf-8"))
+    idHash = sha.finalize().hex()[:10]
     return (
         os.path.join(sockDir, f"minion_event_{idHash}_pub.ipc"),
         os.path.join(sockDir, f"minion_event_{idHash}_pull.ipc"),
