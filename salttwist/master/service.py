@@ -37,7 +37,6 @@ from salttwist.master.jobcacheworker import WorkerJobCache
 from salttwist.master.keys import loadMasterKeys
 from salttwist.master.maintenance import MasterStats, PresenceEvents
 from salttwist.master.publisher import PubServerFactory
-from salttwist.master.reactor import buildReactor
 from salttwist.master.reqserver import ReqServerFactory
 from salttwist.pki.keystore import FilesystemKeyStore
 from salttwist.transport.interfaces import ROLE_PUB, ROLE_REQ
@@ -53,6 +52,13 @@ KEY_RECONCILE_INTERVAL = 1.0
 AUTH_TASKS_MODULE = "salttwist.master.authtasks"
 #: The module of the runner tasks they run (L{salttwist.runners.inWorker}).
 RUNNER_TASKS_MODULE = "salttwist.master.runnertasks"
+#: The worker processes kept while the master is idle; up to
+#: C{worker_threads} run while authentications or runners wait for one.
+#: Each holds its own copy of Twisted, cryptography and the master key
+#: (about 35 MB), so an idle master does not keep them all.
+IDLE_WORKERS = 1
+#: Seconds a worker beyond L{IDLE_WORKERS} may stay idle before it stops.
+WORKER_IDLE_TIMEOUT = 30.0
 
 
 class MasterService(MultiService):
@@ -109,11 +115,14 @@ class MasterService(MultiService):
         self.jobCache = jobCache
         self.workers: Any = None
         if useWorkers:
+            size = config["worker_threads"]
             self.workers = WorkerPool(
                 reactor,
-                config["worker_threads"],
+                size,
                 spawnArgs=[AUTH_TASKS_MODULE, RUNNER_TASKS_MODULE],
                 initTasks=[(f"{AUTH_TASKS_MODULE}.loadAuthenticator", [config["pki_dir"]])],
+                minSize=min(IDLE_WORKERS, size),
+                idleTimeout=WORKER_IDLE_TIMEOUT,
             )
         self.master = Master(
             config,
@@ -141,7 +150,13 @@ class MasterService(MultiService):
                 ownUids.add(runAs.uid)
         self.master.masterKeys.userKeys = setUpUserKeys(config, self.master.acl, ownUids)
         #: Salt's reactor, a child service, when the C{reactor} option is set.
-        self.reactorService = buildReactor(config, self.master)
+        self.reactorService: Any = None
+        if config.get("reactor"):
+            # Imported only when asked for: with Jinja2 it is about 2.5 MB of
+            # the master's memory.
+            from salttwist.master.reactor import buildReactor
+
+            self.reactorService = buildReactor(config, self.master)
         if self.reactorService is not None:
             self.reactorService.setServiceParent(self)
         #: Serves the bus on C{master_event_pub.ipc} (kept for its figures).
@@ -219,7 +234,9 @@ class MasterService(MultiService):
     def _workersReady(self, _: object) -> None:
         # Until now authentication ran in threads; from now on in workers.
         self.master.workers = self.workers
-        self.log.info("{n} worker processes check authentication", n=self.config["worker_threads"])
+        self.log.info(
+            "up to {n} worker processes check authentication", n=self.config["worker_threads"]
+        )
 
     def _workersFailed(self, failure: Any) -> None:
         self.log.warn(

@@ -29,21 +29,15 @@ from typing import IO, Any
 
 if __name__ == "__main__" and "twisted.protocols.amp" not in sys.modules:
     from salttwist._startup import deferStartupImports, holdGarbageCollection
+    from salttwist.workers.lean import importLean
 
     # As the commands start (see salttwist._startup): http.cookiejar put off,
-    # asyncio without ssl, and no garbage collection until main has imported
-    # the task modules.
+    # asyncio without ssl (if a task module wants it), and no garbage
+    # collection until main has imported the task modules. AMP comes without
+    # pyOpenSSL and asyncio (see salttwist.workers.lean).
     deferStartupImports()
     holdGarbageCollection()
-    # AMP imports twisted.internet.ssl (hence pyOpenSSL) for StartTLS, which a
-    # worker never uses; that import is about a third of a worker's start-up
-    # time. AMP treats an ImportError as "no TLS", so hide the module while
-    # AMP loads, then unhide it for any task module that wants it.
-    sys.modules["twisted.internet.ssl"] = None  # type: ignore[assignment]
-    try:
-        import twisted.protocols.amp  # noqa: F401
-    finally:
-        del sys.modules["twisted.internet.ssl"]
+    importLean("twisted.protocols.amp")
 
 from twisted.internet.interfaces import IAddress, ITransport  # noqa: E402
 from twisted.protocols import amp  # noqa: E402

@@ -1,6 +1,7 @@
 # -*- test-case-name: tests.test_workers,tests.test_workers_real -*-
 """
-L{WorkerPool}: a fixed number of worker processes running registered tasks.
+L{WorkerPool}: worker processes running registered tasks, a fixed number
+of them or, with C{minSize} below C{size}, as many as the work needs.
 
 Policy:
   - C{run()} hands a request to an idle worker, or queues it (first in,
@@ -22,6 +23,14 @@ Policy:
   - C{stop()} fails queued requests with L{PoolStopped}, sends L{Shutdown}
     to every worker (a running task is answered first), and SIGKILLs what is
     left after C{shutdownGrace} seconds.
+  - Elastic pools (C{minSize < size}): C{start()} spawns C{minSize} workers.
+    Whenever requests wait and fewer workers are starting than requests
+    wait, more are spawned, up to C{size} workers in all (not while a
+    failed start is being retried). A worker idle for C{idleTimeout}
+    seconds while more than C{minSize} are up is told to shut down (and
+    SIGKILLed if it has not exited C{shutdownGrace} seconds later). Each
+    worker is a process of its own with its modules and keys loaded (tens
+    of MB), so an idle master keeps only C{minSize} of them.
 
 Nothing here waits on wall time or the global reactor: the reactor
 (L{IReactorProcess}) and clock (L{IReactorTime}) are injected.
@@ -102,6 +111,7 @@ class _Worker:
         self.state = _STARTING
         self.current: _Request | None = None
         self.timeoutCall: IDelayedCall | None = None
+        self.idleCall: IDelayedCall | None = None
 
     @property
     def pid(self) -> int | None:
@@ -117,6 +127,14 @@ class _Worker:
         if self.timeoutCall is not None and self.timeoutCall.active():
             self.timeoutCall.cancel()
         self.timeoutCall = None
+
+    def cancelIdle(self) -> None:
+        """
+        Cancel the pending retirement for idleness, if any.
+        """
+        if self.idleCall is not None and self.idleCall.active():
+            self.idleCall.cancel()
+        self.idleCall = None
 
 
 def describeExit(reason: Failure) -> str:
@@ -141,8 +159,8 @@ def _seconds(value: float) -> str:
 @implementer(IWorkerPool)
 class WorkerPool:
     """
-    A pool of C{size} worker processes (see the module docstring for the
-    policy).
+    A pool of C{size} worker processes, or of C{minSize} to C{size} (see
+    the module docstring for the policy).
     """
 
     log = Logger()
@@ -159,11 +177,14 @@ class WorkerPool:
         initTasks: Iterable[tuple[Any, Sequence[Any]]] = (),
         shutdownGrace: float = 5.0,
         startTimeout: float = 30.0,
+        minSize: int | None = None,
+        idleTimeout: float = 60.0,
     ) -> None:
         """
         @param reactor: provides L{IReactorProcess} (and L{IReactorTime} when
             C{clock} is not given).
-        @param size: the number of workers, at least 1.
+        @param size: the number of workers, at least 1; with C{minSize}, the
+            most workers.
         @param clock: the L{IReactorTime} for timeouts (C{reactor} by
             default).
         @param spawnArgs: extra arguments for C{python -m
@@ -183,12 +204,24 @@ class WorkerPool:
             killing them.
         @param startTimeout: seconds each start-up step of a worker (its
             L{Hello}, then each init task) may take before it is killed.
+        @param minSize: the workers started by L{start} and kept when idle,
+            from 1 to C{size} (C{size} by default: a fixed pool).
+        @param idleTimeout: seconds a worker beyond C{minSize} may stay idle
+            before it is shut down.
         """
         if size < 1:
             raise ValueError("a worker pool needs at least one worker")
+        if minSize is None:
+            minSize = size
+        if not 1 <= minSize <= size:
+            raise ValueError(f"minSize must be from 1 to size ({size}), not {minSize}")
+        if idleTimeout <= 0:
+            raise ValueError(f"idleTimeout must be positive, not {idleTimeout}")
         self._reactor = reactor
         self._clock = clock if clock is not None else reactor
         self._size = size
+        self._minSize = minSize
+        self._idleTimeout = idleTimeout
         self._spawnArgs = list(spawnArgs or ())
         self._env = dict(env or {})
         self._taskTimeout = taskTimeout
@@ -237,13 +270,17 @@ class WorkerPool:
         self._environ = environ
         self._starting = Deferred()
         starting = self._starting
-        self._initialPending = self._size
-        for _ in range(self._size):
+        self._initialPending = self._minSize
+        for _ in range(self._minSize):
             self._spawn(initial=True)
         return starting
 
-    def _spawn(self, initial: bool) -> None:
-        if not initial:
+    def _spawn(self, initial: bool, grown: bool = False) -> None:
+        """
+        Spawn a worker: one of those L{start} spawns (C{initial}), one more
+        for waiting requests (C{grown}), or a replacement.
+        """
+        if not initial and not grown:
             self._restarts += 1
         protocol = WorkerProcessProtocol(self._processEnded)
         worker = _Worker(protocol, initial)
@@ -438,12 +475,65 @@ class WorkerPool:
         while self._queue:
             worker = next((w for w in self._workers if w.state == _IDLE), None)
             if worker is None:
-                return
+                break
             request = self._queue.popleft()
             if not request.settled:
                 self._assign(worker, request)
+        if self._minSize < self._size:
+            self._grow()
+            self._armIdle()
+
+    def _live(self) -> list[_Worker]:
+        """
+        @return: the workers starting, idle or busy (not those told to stop
+            or killed).
+        """
+        return [w for w in self._workers if w.state in (_STARTING, _IDLE, _BUSY)]
+
+    def _grow(self) -> None:
+        """
+        Spawn workers for the requests that wait, as many as wait beyond
+        those already starting, up to C{size} in all.
+        """
+        if not self._queue or self._state != "running" or self._startFailures:
+            return
+        live = self._live()
+        starting = sum(1 for w in live if w.state == _STARTING)
+        wanted = min(self._size - len(live), len(self._queue) - starting)
+        for _ in range(wanted):
+            self.log.debug("{n} requests wait: starting another worker", n=len(self._queue))
+            self._spawn(initial=False, grown=True)
+
+    def _armIdle(self) -> None:
+        """
+        While more than C{minSize} workers are up, give every idle worker
+        without one a retirement timer of C{idleTimeout} seconds (see
+        L{_retireIdle}).
+        """
+        if self._state != "running" or len(self._live()) <= self._minSize:
+            return
+        for worker in self._workers:
+            if worker.state == _IDLE and worker.idleCall is None:
+                worker.idleCall = self._clock.callLater(self._idleTimeout, self._retireIdle, worker)
+
+    def _retireIdle(self, worker: _Worker) -> None:
+        """
+        C{worker} has been idle for C{idleTimeout} seconds: tell it to shut
+        down if more than C{minSize} workers are up, and kill it if it has
+        not exited C{shutdownGrace} seconds later.
+        """
+        worker.idleCall = None
+        if self._state != "running" or worker.state != _IDLE:
+            return
+        if len(self._live()) <= self._minSize:
+            return
+        self.log.debug("worker {pid} idle: shutting it down", pid=worker.pid)
+        worker.state = _STOPPING
+        self._armTimeout(worker, self._shutdownGrace, self._kill, worker)
+        worker.protocol.amp.callRemote(Shutdown).addErrback(lambda f: None)
 
     def _assign(self, worker: _Worker, request: _Request) -> None:
+        worker.cancelIdle()
         worker.state = _BUSY
         worker.current = request
         request.attempts += 1
@@ -573,6 +663,7 @@ class WorkerPool:
 
     def _kill(self, worker: _Worker) -> None:
         worker.cancelTimeout()
+        worker.cancelIdle()
         worker.state = _KILLED
         worker.protocol.kill()
 
@@ -586,6 +677,7 @@ class WorkerPool:
             return
         self._workers.remove(worker)
         worker.cancelTimeout()
+        worker.cancelIdle()
         state, worker.state = worker.state, _KILLED
         request, worker.current = worker.current, None
         what = describeExit(reason)
@@ -646,7 +738,9 @@ class WorkerPool:
                     ),
                 )
             for worker in list(self._workers):
-                if worker.state == _KILLED:
+                worker.cancelIdle()
+                if worker.state in (_KILLED, _STOPPING):
+                    # Killed, or retired for idleness and told already.
                     continue
                 if worker.state == _STARTING:
                     worker.cancelTimeout()
@@ -692,7 +786,8 @@ class WorkerPool:
 
     def stats(self) -> dict[str, int]:
         """
-        @return: C{size} (configured), C{busy} (workers running a task),
+        @return: C{size} (configured; the most workers of an elastic
+            pool), C{busy} (workers running a task),
             C{idle} (workers ready for one), C{queued} (requests waiting),
             C{restarts} (replacement workers spawned), C{completed} and
             C{failed} (C{run()} calls that succeeded, and that failed for any
