@@ -299,7 +299,8 @@ class StartFailsTests(SynchronousTestCase):
         C{salttwist}, C{salttwist-run} and C{salttwist-call} start their
         reactor with TLS support only when the transport of their config
         needs it (and C{salttwist-call --local}, which stays off the
-        master, never).
+        master, never). C{salttwist} starts no reactor at all for a plain
+        job on C{tcp} (its direct client), only for a batch.
         """
         calls: list[tuple[str, bool]] = []
 
@@ -317,6 +318,7 @@ class StartFailsTests(SynchronousTestCase):
                 with open(os.path.join(self.root, daemon), "w") as f:
                     f.write(f"root_dir: {self.root}\ntransport: {transport}\n")
             saltCli.main(["-c", self.root, "*", "test.ping"])
+            saltCli.main(["-c", self.root, "-b", "1", "*", "test.ping"])
             runCli.main(["-c", self.root, "jobs.list_jobs"])
             callCli.main(["-c", self.root, "test.ping"])
             callCli.main(["-c", self.root, "--local", "test.ping"])
@@ -327,6 +329,7 @@ class StartFailsTests(SynchronousTestCase):
                 ("run", False),
                 ("call", False),
                 ("call", False),
+                ("salt", True),
                 ("salt", True),
                 ("run", True),
                 ("call", True),
