@@ -17,13 +17,21 @@ from datetime import datetime
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import gatherResults
+from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.internet.task import Clock
-from twisted.trial.unittest import TestCase
+from twisted.internet.testing import MemoryReactorClock
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface.verify import verifyObject
 
 from salttwist.interfaces import IJobCache
-from salttwist.master.jobcache import JobCacheClosed, JobCacheError, SQLiteJobCache
+from salttwist.master.jobcache import (
+    MAX_BATCH_ROWS,
+    WRITE_INTERVAL,
+    BatchingJobCache,
+    JobCacheClosed,
+    JobCacheError,
+    SQLiteJobCache,
+)
 from salttwist.serial import SerialError
 
 # 2023-11-14T22:13:20Z: a realistic "now" for the clock.
@@ -800,3 +808,166 @@ class SQLiteJobCacheTests(TestCase):
         returned = (await cache.getReturns(jid(1)))["a"]["return"]
         self.assertEqual(len(returned), 50 * 1024 * 1024)
         self.assertTrue(returned == big)
+
+
+class _HeldBackend(BatchingJobCache):
+    """
+    A L{BatchingJobCache} whose operations are recorded and end when the
+    test says so: C{calls} holds C{(operation, args, Deferred)}.
+    """
+
+    def _startBackend(self) -> Deferred[None]:
+        self.calls: list[tuple[str, tuple[Any, ...], Deferred[Any]]] = []
+        return succeed(None)
+
+    def _run(self, operation: str, *args: Any) -> Deferred[Any]:
+        d: Deferred[Any] = Deferred()
+        self.calls.append((operation, args, d))
+        return d
+
+    def _stopBackend(self) -> None:
+        pass
+
+    def batches(self) -> list[tuple[int, int]]:
+        """
+        @return: the jobs and returns of each C{writeBatch} so far.
+        """
+        return [(len(a[0]), len(a[1])) for op, a, _ in self.calls if op == "writeBatch"]
+
+    def finish(self) -> None:
+        """
+        End the operation in progress.
+        """
+        [d] = [d for _, _, d in self.calls if not d.called]
+        d.callback(None)
+
+
+class WriteIntervalTests(SynchronousTestCase):
+    """
+    While writes keep coming, a write batch starts at most every
+    C{writeInterval} seconds of the reactor (L{WRITE_INTERVAL} by default
+    on a reactor that can schedule calls), so a job's returns share a
+    transaction; reads, flushes and the close never wait for it.
+    """
+
+    def setUp(self) -> None:
+        self.reactor = MemoryReactorClock()
+        self.reactor.advance(NOW)
+        self.cache = _HeldBackend("unused", self.reactor)
+
+    def store(self, n: int) -> list[Deferred[None]]:
+        """
+        Store C{n} returns of one job.
+        """
+        return [self.cache.storeReturn(jid(1), f"m{i}", {"return": True}) for i in range(n)]
+
+    def test_defaultInterval(self) -> None:
+        """
+        On a reactor providing C{IReactorTime} the interval is
+        L{WRITE_INTERVAL}; on one that does not (tests' fakes) it is 0.
+        """
+        self.assertEqual(self.cache._writeInterval, WRITE_INTERVAL)
+        self.assertEqual(_HeldBackend("unused", _RecordingReactor())._writeInterval, 0)
+
+    def test_firstWriteAtOnce(self) -> None:
+        """
+        A write after a quiet spell starts a batch at once.
+        """
+        self.store(1)
+        self.assertEqual(self.cache.batches(), [(0, 1)])
+
+    def test_followingWritesShareABatch(self) -> None:
+        """
+        The writes that come within C{writeInterval} of the last batch's
+        start wait for it, then go in one batch; their L{Deferred}s fire
+        when it commits.
+        """
+        self.store(1)
+        self.cache.finish()
+        results = self.store(20)
+        self.reactor.advance(WRITE_INTERVAL / 2)
+        self.assertEqual(self.cache.batches(), [(0, 1)])
+        self.assertNoResult(results[0])
+        self.reactor.advance(WRITE_INTERVAL / 2)
+        self.assertEqual(self.cache.batches(), [(0, 1), (0, 20)])
+        self.cache.finish()
+        for d in results:
+            self.assertIsNone(self.successResultOf(d))
+        self.assertEqual(self.cache.rowsWritten, 21)
+
+    def test_writesAfterTheIntervalAtOnce(self) -> None:
+        """
+        A write that comes when C{writeInterval} has passed since the last
+        batch started goes at once.
+        """
+        self.store(1)
+        self.cache.finish()
+        self.reactor.advance(WRITE_INTERVAL)
+        self.store(1)
+        self.assertEqual(self.cache.batches(), [(0, 1), (0, 1)])
+
+    def test_readDoesNotWait(self) -> None:
+        """
+        A read queued behind writes held back starts them at once (it must
+        see them), then runs, and leaves no delayed call behind.
+        """
+        self.store(1)
+        self.cache.finish()
+        self.store(3)
+        read = self.cache.getReturns(jid(1))
+        self.assertEqual(self.cache.batches(), [(0, 1), (0, 3)])
+        self.cache.finish()
+        self.assertEqual([op for op, _, _ in self.cache.calls][-1], "getReturns")
+        self.assertNoResult(read)
+        self.assertEqual(self.reactor.getDelayedCalls(), [])
+
+    def test_flushDoesNotWait(self) -> None:
+        """
+        L{BatchingJobCache.flush} starts the writes held back at once and
+        fires once they are written.
+        """
+        self.store(1)
+        self.cache.finish()
+        self.store(2)
+        flushed = self.cache.flush()
+        self.assertEqual(self.cache.batches(), [(0, 1), (0, 2)])
+        self.assertNoResult(flushed)
+        self.cache.finish()
+        self.successResultOf(flushed)
+
+    def test_closeDoesNotWait(self) -> None:
+        """
+        Closing writes what is held back at once, then closes.
+        """
+        self.store(1)
+        self.cache.finish()
+        stored = self.store(2)
+        closed = self.cache.close()
+        self.assertEqual(self.cache.batches(), [(0, 1), (0, 2)])
+        self.cache.finish()
+        self.cache.finish()
+        self.successResultOf(closed)
+        for d in stored:
+            self.successResultOf(d)
+        self.assertEqual(self.reactor.getDelayedCalls(), [])
+
+    def test_fullBatchDoesNotWait(self) -> None:
+        """
+        A full batch's worth of writes (L{MAX_BATCH_ROWS}) goes at once.
+        """
+        self.store(1)
+        self.cache.finish()
+        self.store(MAX_BATCH_ROWS)
+        self.assertEqual(self.cache.batches(), [(0, 1), (0, MAX_BATCH_ROWS)])
+
+    def test_zeroInterval(self) -> None:
+        """
+        With C{writeInterval=0} every batch starts as soon as the previous
+        one ended, as before.
+        """
+        cache = _HeldBackend("unused", self.reactor, writeInterval=0)
+        cache.storeReturn(jid(1), "a", {"return": 1})
+        cache.finish()
+        cache.storeReturn(jid(1), "b", {"return": 1})
+        self.assertEqual(cache.batches(), [(0, 1), (0, 1)])
+        self.assertEqual(self.reactor.getDelayedCalls(), [])

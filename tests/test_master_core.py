@@ -20,8 +20,9 @@ from salttwist import crypt, serial, wire
 from salttwist.config import loadMasterConfig
 from salttwist.events.bus import LocalEventBus
 from salttwist.jid import isJid
+from salttwist.master import core
 from salttwist.master.auth import NONCE_BYTES
-from salttwist.master.core import Master, runSynchronously
+from salttwist.master.core import ACK_DELAY, Master, runSynchronously
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import MasterKeys
 from salttwist.master.publisher import PubServerFactory, PubServerProtocol
@@ -230,6 +231,10 @@ class MasterTestCase(SynchronousTestCase):
         """
         d = client.request(payload)
         self.net.flush()
+        if not d.called:
+            # The acknowledgement of a return is held up to ACK_DELAY.
+            self.master.clock.advance(ACK_DELAY)
+            self.net.flush()
         return d
 
     def requestError(self, client: ReqClientProtocol, payload: dict[str, Any]) -> str:
@@ -367,6 +372,8 @@ class DispatchTests(MasterTestCase):
                 "subscribe",
                 "unsubscribe",
                 "subscribedFrame",
+                "holdingReplies",
+                "sendHeldReplies",
             }
             | {"rotatePublicationKey", "cutOff", "keyEvent", "reconcileKeys", "authenticate"},
         )
@@ -842,6 +849,204 @@ class ClientPublishTests(MasterTestCase):
         self.assertEqual(reply["minions"], [])
         self.assertEqual(self.events, [])
         self.assertEqual(self.received, {"m1": [], "m2": []})
+
+
+class SwitchableRunner(DeferredRunner):
+    """
+    A C{runBlocking} that runs work at once until C{hold} is set, then
+    keeps it until told to (L{DeferredRunner}).
+    """
+
+    hold = False
+
+    def __call__(self, f: Any, *args: Any, **kwargs: Any) -> Deferred:
+        if not self.hold:
+            return runSynchronously(f, *args, **kwargs)
+        return super().__call__(f, *args, **kwargs)
+
+
+class JobPathTests(MasterTestCase):
+    """
+    A job's path through the master has no thread hop: targeting against
+    the accepted ids already listed, and signing the publication, are done
+    on the reactor.
+    """
+
+    def setUp(self) -> None:
+        """
+        A master whose C{runBlocking} can be held; C{m1} and C{m2}
+        subscribed; a local client session.
+        """
+        self.runner = SwitchableRunner()
+        self.master = self.makeMaster(self.runner)
+        for minionId, key in MINION_KEYS.items():
+            self.master.keyStore.putKey(ACCEPTED, minionId, crypt.publicKeyToPem(key.public_key()))
+        self.net = Loopback(self.master.clock)
+        self.received = {}
+        for minionId in ("m1", "m2"):
+            _, _, sessionKey = self.authMinion(minionId)
+            self.received[minionId] = self.subscribe(minionId, sessionKey)[2]
+        self.client, _ = self.authClient()
+
+    def publish(self) -> Deferred:
+        """
+        Publish C{test.ping} to C{*} from the client session.
+        """
+        return self.request(self.client, {"cmd": "publish", "tgt": "*", "fun": "test.ping"})
+
+    def test_listedIdsNoThread(self) -> None:
+        """
+        Once the accepted ids are listed, a publish is answered and
+        broadcast with nothing run through C{runBlocking}.
+        """
+        self.successResultOf(self.publish())
+        self.runner.hold = True
+        reply = self.successResultOf(self.publish())
+        self.assertEqual(reply["minions"], ["m1", "m2"])
+        self.assertEqual(self.runner.calls, [])
+        self.assertEqual([len(r) for r in self.received.values()], [2, 2])
+
+    def test_unlistedIdsInThread(self) -> None:
+        """
+        When the accepted ids must be listed again (a key changed), the
+        listing and targeting run through C{runBlocking}: the publish waits
+        for it.
+        """
+        self.successResultOf(self.publish())
+        self.master.keyEvent("salt/key", {"act": "accept", "id": "m3"})
+        self.runner.hold = True
+        d = self.publish()
+        self.assertNoResult(d)
+        self.runner.runAll()
+        self.net.flush()
+        self.assertEqual(self.successResultOf(d)["minions"], ["m1", "m2"])
+
+    def test_manyMinionsInThread(self) -> None:
+        """
+        With more accepted ids than C{INLINE_TARGETING_MAX}, targeting runs
+        through C{runBlocking}.
+        """
+        self.successResultOf(self.publish())
+        self.patch(core, "INLINE_TARGETING_MAX", 1)
+        self.runner.hold = True
+        d = self.publish()
+        self.assertNoResult(d)
+        self.runner.runAll()
+        self.net.flush()
+        self.assertEqual(self.successResultOf(d)["minions"], ["m1", "m2"])
+
+    def test_publishSignsOnTheReactor(self) -> None:
+        """
+        L{Master.publish} seals, signs and writes the frame to every
+        subscriber before it returns, without C{runBlocking}.
+        """
+        self.runner.hold = True
+        d = self.master.publish({"jid": "2" * 20, "fun": "test.ping", "tgt": "*"})
+        self.successResultOf(d)
+        self.assertEqual(self.runner.calls, [])
+        self.net.flush()
+        [frame] = self.received["m1"]
+        crypt.verify(MASTER_KEY.public_key(), frame["sig"], frame["pub"])
+
+
+class HeldAcknowledgementTests(MasterTestCase):
+    """
+    The acknowledgement of a minion's return is held back: sent with the
+    minion's next publication, before any other reply of its session, or
+    L{ACK_DELAY} seconds after the return at the latest.
+    """
+
+    def setUp(self) -> None:
+        """
+        C{m1} authenticated and subscribed, a local client session, and a
+        job L{JID} targeting C{m1}.
+        """
+        super().setUp()
+        self.minion, self.server, sessionKey = self.authMinion("m1")
+        self.received = self.subscribe("m1", sessionKey)[2]
+        self.client, _ = self.authClient()
+        self.master.jobs.add(JID, {"jid": JID, "fun": "test.ping"}, ["m1"])
+
+    def sendReturn(self, jid: str = JID) -> Deferred:
+        """
+        Send C{m1}'s return for C{jid} and deliver what the master sends at
+        once.
+        """
+        d = self.minion.request(
+            {"cmd": "_return", "id": "m1", "jid": jid, "fun": "test.ping", "return": True}
+        )
+        self.net.flush()
+        return d
+
+    def test_heldUntilAckDelay(self) -> None:
+        """
+        The return is taken (its event fired) at once; its acknowledgement
+        comes L{ACK_DELAY} seconds later.
+        """
+        d = self.sendReturn()
+        self.assertEqual(len(self.eventsTagged(f"salt/job/{JID}/ret/m1")), 1)
+        self.assertNoResult(d)
+        self.master.clock.advance(ACK_DELAY / 2)
+        self.net.flush()
+        self.assertNoResult(d)
+        self.master.clock.advance(ACK_DELAY / 2)
+        self.net.flush()
+        self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
+
+    def test_sentWithTheNextPublication(self) -> None:
+        """
+        The next publication takes the held acknowledgements along, without
+        waiting for L{ACK_DELAY}; the timer then finds nothing to send.
+        """
+        d = self.sendReturn()
+        self.assertNoResult(d)
+        self.successResultOf(
+            self.request(self.client, {"cmd": "publish", "tgt": "*", "fun": "test.ping"})
+        )
+        self.assertEqual(len(self.received), 1)
+        self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
+        self.assertEqual(self.master._replyHolders, {})
+
+    def test_otherReplyNotHeld(self) -> None:
+        """
+        A reply that is not a return's acknowledgement (here a refusal) is
+        sent at once, after the acknowledgements held (in the order the
+        session's counters require), and the session goes on.
+        """
+        held = self.sendReturn()
+        refused = self.sendReturn(jid="3" * 20)
+        self.assertEqual(self.successResultOf(held), {"ret": True, "rid": 1})
+        self.failureResultOf(refused, RequestError)
+        self.master.jobs.add("4" * 20, {"jid": "4" * 20, "fun": "test.ping"}, ["m1"])
+        again = self.request(
+            self.minion,
+            {"cmd": "_return", "id": "m1", "jid": "4" * 20, "fun": "test.ping", "return": 1},
+        )
+        self.assertEqual(self.successResultOf(again), {"ret": True, "rid": 3})
+        self.assertTrue(self.server.transport.connected)
+
+    def test_transientRepliesNotHeld(self) -> None:
+        """
+        A return that makes its own jid (C{req}, from C{salttwist-call}) is
+        answered at once: its caller waits for the jid.
+        """
+        d = self.minion.request(
+            {"cmd": "_return", "id": "m1", "jid": "req", "fun": "test.ping", "return": True}
+        )
+        self.net.flush()
+        self.assertTrue(isJid(self.successResultOf(d)["jid"]))
+
+    def test_connectionLost(self) -> None:
+        """
+        Acknowledgements held for a session that ends are dropped with it.
+        """
+        d = self.sendReturn()
+        self.server.transport.loseConnection()
+        self.net.flush()
+        self.failureResultOf(d)
+        self.assertEqual(self.master._replyHolders, {})
+        self.master.clock.advance(ACK_DELAY)
+        self.net.flush()
 
 
 class PubSubscriptionTests(MasterTestCase):

@@ -18,9 +18,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist import crypt, serial, wire
 from salttwist.config import loadMasterConfig, loadMinionConfig
-from salttwist.master.core import runSynchronously
+from salttwist.master.core import ACK_DELAY, runSynchronously
 from salttwist.master.keys import MasterKeys
-from salttwist.minion.core import MASTER_PUB_FILE, Minion
+from salttwist.minion.core import ACKNOWLEDGEMENT_WAIT, MASTER_PUB_FILE, Minion
 from salttwist.minion.executor import EX_UNAVAILABLE
 from salttwist.pki.keystore import ACCEPTED, PENDING, REJECTED
 from tests._loopback import MasterMinionNetwork
@@ -139,13 +139,13 @@ class MinionTestCase(SynchronousTestCase):
             runs from now on.
         """
         ran: list[str] = []
-        run = minion.executor.run
+        call = minion.executor.call
 
-        def recordingRun(fun: str, arg: list[Any]) -> Any:
+        def recordingCall(fun: str, arg: list[Any]) -> Any:
             ran.append(fun)
-            return run(fun, arg)
+            return call(fun, arg)
 
-        minion.executor.run = recordingRun  # type: ignore[method-assign]
+        minion.executor.call = recordingCall  # type: ignore[method-assign]
         return ran
 
 
@@ -674,6 +674,7 @@ class ReconnectTests(MinionTestCase):
         self.net.refuse = 0
         self.net.advance(10.0)
         self.assertEqual(len(self.returns()), 1)
+        self.net.advance(ACK_DELAY)
         self.assertEqual(self.returnsOnDisk(minion), [])
 
     def holdRequests(self, minion: Minion) -> list[tuple[dict[str, Any], Deferred[Any]]]:
@@ -719,6 +720,8 @@ class ReconnectTests(MinionTestCase):
         self.net.flush()
         [ret] = self.returns()
         self.assertEqual(ret["jid"], jid)
+        # The master acknowledges it within ACK_DELAY.
+        self.net.advance(ACK_DELAY)
         self.net.advance(minion.persistAfter * 2)
         self.assertEqual(blocking, [])
         self.assertEqual(self.returnsOnDisk(minion), [])
@@ -740,6 +743,49 @@ class ReconnectTests(MinionTestCase):
         [name] = self.returnsOnDisk(minion)
         self.assertTrue(name.endswith(".ret"))
         answer.callback({"ret": "ok"})
+        self.assertEqual(self.returnsOnDisk(minion), [])
+
+    def persistTimers(self, minion: Minion) -> list[Any]:
+        """
+        @return: the delayed calls that would write C{minion}'s
+            unacknowledged returns to disk.
+        """
+        return [c for c in self.net.reactor.getDelayedCalls() if c.func == minion._persistDue]
+
+    def test_onePersistTimerForManyReturns(self) -> None:
+        """
+        One timer serves every unacknowledged return (a cancelled timer per
+        job would still wake the reactor up when due): each return is
+        written C{persistAfter} seconds after it was sent, and the timer
+        goes once none is left to write.
+        """
+        minion = self.readyMinion()
+        self.holdRequests(minion)
+        for _ in range(3):
+            self.publish("test.ping", [])
+            self.assertEqual(len(self.persistTimers(minion)), 1)
+            self.net.advance(0.25)
+        self.assertEqual(self.returnsOnDisk(minion), [])
+        self.net.advance(minion.persistAfter - 0.75)
+        self.assertEqual(len(self.returnsOnDisk(minion)), 1)
+        self.net.advance(0.25)
+        self.assertEqual(len(self.returnsOnDisk(minion)), 2)
+        self.net.advance(0.25)
+        self.assertEqual(len(self.returnsOnDisk(minion)), 3)
+        self.assertEqual(self.persistTimers(minion), [])
+
+    def test_acknowledgedReturnsShareOneTimer(self) -> None:
+        """
+        Returns the master acknowledges leave at most one pending persist
+        timer, however many jobs ran, and nothing is written.
+        """
+        minion = self.readyMinion()
+        for _ in range(5):
+            self.publish("test.ping", [])
+            self.net.advance(ACK_DELAY)
+        self.assertLessEqual(len(self.persistTimers(minion)), 1)
+        self.net.advance(minion.persistAfter)
+        self.assertEqual(self.persistTimers(minion), [])
         self.assertEqual(self.returnsOnDisk(minion), [])
 
     def test_returnWrittenWhileAcknowledged(self) -> None:
@@ -778,7 +824,8 @@ class ReconnectTests(MinionTestCase):
     def test_shutdownWritesUnacknowledged(self) -> None:
         """
         L{Minion.shutdown} writes the returns the master has not
-        acknowledged to disk before it fires, and then stops.
+        acknowledged within C{ACKNOWLEDGEMENT_WAIT} to disk before it fires,
+        and then stops.
         """
         minion = self.readyMinion()
         self.holdRequests(minion)
@@ -786,11 +833,32 @@ class ReconnectTests(MinionTestCase):
         self.publish("test.ping", [])
         done = minion.shutdown()
         self.assertNoResult(done)
+        self.net.advance(ACKNOWLEDGEMENT_WAIT - 0.01)
+        self.assertEqual(blocking, [])
+        self.net.advance(0.01)
         d, write, args = blocking.pop(0)
         d.callback(write(*args))
         self.successResultOf(done)
         self.assertEqual(minion.state, "stopped")
         self.assertEqual(len(self.returnsOnDisk(minion)), 1)
+
+    def test_shutdownWaitsForHeldAcknowledgement(self) -> None:
+        """
+        A return sent just before L{Minion.shutdown}, whose acknowledgement
+        the master holds back (up to C{ACK_DELAY}), is not written to disk:
+        the minion waits for the acknowledgement, then stops.
+        """
+        minion = self.readyMinion()
+        blocking = self.holdBlocking(minion)
+        self.publish("test.ping", [])
+        self.assertEqual(len(minion._unacknowledged), 1)
+        done = minion.shutdown()
+        self.assertNoResult(done)
+        self.net.advance(ACK_DELAY)
+        self.successResultOf(done)
+        self.assertEqual(minion.state, "stopped")
+        self.assertEqual(blocking, [])
+        self.assertEqual(self.returnsOnDisk(minion), [])
 
     def test_returnSurvivesMinionRestart(self) -> None:
         """
@@ -813,6 +881,7 @@ class ReconnectTests(MinionTestCase):
         self.successResultOf(ready)
         [ret] = self.returns()
         self.assertEqual(ret["jid"], jid)
+        self.net.advance(ACK_DELAY)
         self.assertEqual(self.returnsOnDisk(again), [])
 
     def test_refusedReturnForgotten(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -275,6 +276,51 @@ class ExecutorTests(SynchronousTestCase):
         self.assertNoResult(d)
         self.clock.advance(0.5)
         self.assertEqual(self.successResultOf(d), {"return": True, "retcode": 0, "success": True})
+
+    def test_callOnReactorGivesTheResult(self) -> None:
+        """
+        L{Executor.call} gives the shaped result itself, not a L{Deferred},
+        for a function run on the reactor that returns a value, for an
+        unknown function and for one that raises (logged as by C{run}).
+        """
+        self.assertEqual(
+            self.executor.call("test.ping", []), {"return": True, "retcode": 0, "success": True}
+        )
+        self.assertEqual(
+            self.executor.call("nope.fun", []),
+            {"return": "'nope.fun' is not available.", "retcode": 254, "success": False},
+        )
+        result = self.executor.call("fail.boom", [])
+        self.assertEqual(
+            result["return"], "The minion function caused an exception: RuntimeError: it broke"
+        )
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+
+    def test_callDeferredWhenNotDone(self) -> None:
+        """
+        L{Executor.call} gives a L{Deferred} for a function run in a thread,
+        one that returns a L{Deferred}, and one that returns a coroutine;
+        each fires with the shaped result.
+        """
+
+        async def later() -> int:
+            return 7
+
+        def coroutineFunction() -> Any:
+            return later()
+
+        coroutineFunction.runsOnReactor = True  # type: ignore[attr-defined]
+        self.executor.functions["co.seven"] = coroutineFunction
+        threaded = self.executor.call("thread.double", [21])
+        self.assertIsInstance(threaded, Deferred)
+        self.assertEqual(self.successResultOf(threaded)["return"], 42)
+        sleeping = self.executor.call("test.sleep", [1])
+        self.assertIsInstance(sleeping, Deferred)
+        self.clock.advance(1)
+        self.assertIs(self.successResultOf(sleeping)["return"], True)
+        co = self.executor.call("co.seven", [])
+        self.assertIsInstance(co, Deferred)
+        self.assertEqual(self.successResultOf(co), {"return": 7, "retcode": 0, "success": True})
 
     def test_grainsGet(self) -> None:
         """

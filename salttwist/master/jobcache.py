@@ -10,7 +10,12 @@ issued after a write sees that write even when the caller did not wait for it.
 Writes are batched for throughput: while one batch is being written, the
 C{storeJob} and C{storeReturn} calls that arrive are queued, and the next batch
 writes all of them in one transaction with C{executemany}. The L{Deferred} of
-each call fires when the transaction holding it has committed.
+each call fires when the transaction holding it has committed. While writes
+keep coming (a job's returns arrive one by one over some milliseconds), a
+write batch starts at most every L{WRITE_INTERVAL} seconds, so that one
+transaction (and, for the worker process, one round trip) holds many of them
+rather than a few; a write after a quiet spell, and any read, flush or close,
+starts at once (see L{BatchingJobCache.__init__}).
 
 Values are stored as they were given: strings and integers natively, any
 structure (lists, dicts, bytes, ...) as a msgpack blob made with
@@ -36,6 +41,7 @@ from threading import Thread
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail, maybeDeferred
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
@@ -67,6 +73,16 @@ MAX_BATCH_BYTES = 64 * 1024 * 1024
 """
 The most serialised bytes one write transaction holds (a single larger row
 still gets a transaction of its own).
+"""
+
+WRITE_INTERVAL = 0.05
+"""
+Seconds at least between the starts of two write batches while writes keep
+coming. Nobody on a job's path waits for its rows (the master fires a
+return's event at once), so a return may wait this long for the rows that
+follow it: 20 minions' returns then cost one transaction, and one round trip
+to the job cache worker, instead of one each. Reads, L{flush} and C{close}
+never wait for it.
 """
 
 _INT64_MIN = -(2**63)
@@ -340,6 +356,7 @@ class BatchingJobCache:
         keepJobsHours: float = 24,
         clock: Any = None,
         pruneInterval: float = PRUNE_INTERVAL,
+        writeInterval: float | None = None,
     ) -> None:
         """
         Start the database's backend (L{_startBackend}). Operations may be
@@ -353,6 +370,10 @@ class BatchingJobCache:
         @param clock: an C{IReactorTime} for start and receive times and the
             pruning schedule; the reactor by default.
         @param pruneInterval: seconds between two automatic prunes.
+        @param writeInterval: seconds at least between the starts of two
+            write batches (scheduled with C{reactor.callLater}); by default
+            L{WRITE_INTERVAL} if C{reactor} provides C{IReactorTime}, else
+            C{0} (every batch starts as soon as the previous one ended).
         """
         self.path = path
         self._reactor = reactor
@@ -362,6 +383,16 @@ class BatchingJobCache:
         self.transactionCount = 0
         self.rowsWritten = 0
         self._queue: deque[_Write | _Call] = deque()
+        #: How many of the queued items are not writes (reads, barriers,
+        #: the close): while there is one, writes are not held back.
+        self._queuedCalls = 0
+        if writeInterval is None:
+            writeInterval = WRITE_INTERVAL if IReactorTime.providedBy(reactor) else 0.0
+        self._writeInterval = writeInterval
+        #: When the last write batch started (C{reactor.seconds()}).
+        self._lastBatch = float("-inf")
+        #: The delayed call that starts the writes held back.
+        self._writeTimer: Any = None
         self._busy = False
         self._closed = False
         self._closing: Deferred[None] | None = None
@@ -555,6 +586,7 @@ class BatchingJobCache:
             return fail(JobCacheClosed("the job cache is closed"))
         item = _Call(None, ())
         self._queue.append(item)
+        self._queuedCalls += 1
         self._pump()
         return item.result
 
@@ -580,7 +612,10 @@ class BatchingJobCache:
             return fail(JobCacheClosed("the job cache is closed"))
         item = _Write(isJob, row, size)
         self._queue.append(item)
-        self._pump()
+        # A batch in progress, or writes held back by the timer, take this
+        # one along when they are done: nothing to start now.
+        if not self._busy and (self._writeTimer is None or len(self._queue) >= MAX_BATCH_ROWS):
+            self._pump()
         return item.result
 
     def _enqueue(self, operation: str, *args: Any) -> Deferred[Any]:
@@ -591,13 +626,15 @@ class BatchingJobCache:
             return fail(JobCacheClosed("the job cache is closed"))
         item = _Call(operation, args)
         self._queue.append(item)
+        self._queuedCalls += 1
         self._pump()
         return item.result
 
     def _pump(self) -> None:
         """
         Hand the next operation, or the next batch of consecutive writes, to
-        the database thread unless it is busy.
+        the database thread unless it is busy, or unless the batch is held
+        back (L{_holdWrites}).
         """
         while self._queue and not self._busy:
             head = self._queue[0]
@@ -605,16 +642,26 @@ class BatchingJobCache:
                 break
             # A flush() barrier: everything before it has finished.
             self._queue.popleft()
+            self._queuedCalls -= 1
             head.result.callback(None)
         if self._busy or not self._queue:
             return
-        head = self._queue.popleft()
+        head = self._queue[0]
         if isinstance(head, _Call):
             assert head.operation is not None
+            self._queue.popleft()
+            self._queuedCalls -= 1
             self._busy = True
             d = self._run(head.operation, *head.args)
             d.addBoth(self._finished, [head])
             return
+        if self._holdWrites():
+            return
+        if self._writeTimer is not None:
+            if self._writeTimer.active():
+                self._writeTimer.cancel()
+            self._writeTimer = None
+        head = self._queue.popleft()
         batch = [head]
         size = head.size
         while self._queue and len(batch) < MAX_BATCH_ROWS:
@@ -626,8 +673,35 @@ class BatchingJobCache:
         jobs = [w.row for w in batch if w.isJob]
         returns = [w.row for w in batch if not w.isJob]
         self._busy = True
+        if self._writeInterval > 0:
+            self._lastBatch = self._reactor.seconds()
         d = self._run("writeBatch", jobs, returns)
         d.addBoth(self._finished, batch)
+
+    def _holdWrites(self) -> bool:
+        """
+        Whether the writes at the head of the queue wait: less than
+        C{writeInterval} seconds since the last write batch started, nothing
+        but writes queued (a read, flush or close behind them must not
+        wait) and less than a full batch of them. If they wait, a delayed
+        call starts them when the interval is over.
+        """
+        if self._writeInterval <= 0 or self._queuedCalls > 0 or len(self._queue) >= MAX_BATCH_ROWS:
+            return False
+        due = self._lastBatch + self._writeInterval
+        now = self._reactor.seconds()
+        if now >= due:
+            return False
+        if self._writeTimer is None or not self._writeTimer.active():
+            self._writeTimer = self._reactor.callLater(due - now, self._writeTimerFired)
+        return True
+
+    def _writeTimerFired(self) -> None:
+        """
+        The writes held back may start now.
+        """
+        self._writeTimer = None
+        self._pump()
 
     def _finished(self, result: object, items: list[_Write] | list[_Call]) -> None:
         """

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 
-from salttwist.transport.framing import FrameProtocol, QuietFactory
+from salttwist.transport.frames import encodeFrame
+from salttwist.transport.framing import FrameProtocol, QuietFactory, writeNow
 from salttwist.transport.reqclient import PROTOCOL_VERSION
 from salttwist.transport.session import SessionCipher, SessionError
 from salttwist.transport.tcp import keepAlive
@@ -40,6 +41,12 @@ MINION_FUNCS = {
 TRANSIENT_FUNCS = {"_return": "minionReturn", "_minion_event": "minionEvent"}
 #: Commands an authenticated local-client session may send.
 CLIENT_FUNCS = {"publish": "clientPublish", "runner": "clientRunner"}
+#: Commands of a minion session whose replies are held back briefly and
+#: sent together (L{ReqServerProtocol.holdPayload}): the acknowledgement of
+#: a job's return only tells the minion it need not keep the return for a
+#: resend, nobody waits for it, and one sent alone wakes the minion up once
+#: more per job for nothing else.
+HELD_REPLIES = frozenset({"_return"})
 
 ROLE_FUNCS = {"minion": MINION_FUNCS, "transient": TRANSIENT_FUNCS, "client": CLIENT_FUNCS}
 
@@ -68,6 +75,8 @@ class ReqServerProtocol(FrameProtocol):
         self.challenge = os.urandom(32)
         self._session: SessionCipher | None = None
         self._authenticating = False
+        #: Sealed reply frames held back (L{holdPayload}), oldest first.
+        self._held: list[bytes] = []
 
     def connectionMade(self) -> None:
         super().connectionMade()
@@ -150,7 +159,10 @@ class ReqServerProtocol(FrameProtocol):
                 self.sendPayload(dict(self._requestFailed(Failure(), cmd), rid=rid))
                 return
             if not isinstance(result, Deferred):
-                self.sendPayload(dict(result, rid=rid))
+                if cmd in HELD_REPLIES and self.role == "minion" and "jid" not in result:
+                    self.holdPayload(dict(result, rid=rid))
+                else:
+                    self.sendPayload(dict(result, rid=rid))
                 return
             d = result
         d.addErrback(self._requestFailed, cmd)
@@ -182,10 +194,35 @@ class ReqServerProtocol(FrameProtocol):
     def sendPayload(self, payload: dict[str, Any]) -> None:
         """
         Seal and send one session payload (a reply, or a push when it has no
-        C{rid}).
+        C{rid}), after the frames held back (in the order they were sealed,
+        as the session's counters require).
         """
         if self._session is not None and self.transport.connected:
-            self.sendFrame(self._session.seal(payload))
+            if self._held:
+                self._held.append(encodeFrame(self._session.seal(payload)))
+                self.sendHeld()
+            else:
+                self.sendFrame(self._session.seal(payload))
+
+    def holdPayload(self, payload: dict[str, Any]) -> None:
+        """
+        Seal one session payload now but send it later, with the others
+        held: when the master flushes the held replies (after its next
+        publication, or L{salttwist.master.core.ACK_DELAY} seconds at the
+        latest), or before any payload sent at once.
+        """
+        if self._session is not None and self.transport.connected:
+            self._held.append(encodeFrame(self._session.seal(payload)))
+            if len(self._held) == 1:
+                self._master.holdingReplies(self)
+
+    def sendHeld(self) -> None:
+        """
+        Send the frames held back, in one write.
+        """
+        held, self._held = self._held, []
+        if held and self.transport.connected:
+            writeNow(self.transport, held[0] if len(held) == 1 else b"".join(held))
 
     @property
     def sessionKey(self) -> bytes | None:
@@ -196,6 +233,7 @@ class ReqServerProtocol(FrameProtocol):
 
     def connectionLost(self, reason: object = None) -> None:
         self.cancelDeadline()
+        self._held = []
         if self.role is not None:
             self._master.sessionEnded(self)
 

@@ -60,8 +60,17 @@ STOP_GRACE = 5.0
 #: within milliseconds and never touch the disk (no file, no fsync, no
 #: thread per job); a return is written at once when the master is not
 #: connected, when the connection is lost before the acknowledgement, and
-#: when the minion stops.
+#: when the minion stops. One timer serves all the returns waiting (not one
+#: per return: a cancelled Twisted timer stays queued and still wakes the
+#: reactor when it comes due, a wake-up per job for nothing).
 PERSIST_AFTER = 1.0
+
+#: Seconds at most a stopping minion waits for the master to acknowledge
+#: the returns it sent (a master holds acknowledgements back for up to its
+#: C{ACK_DELAY}, 0.05 s) before it writes those still unacknowledged to
+#: disk: a return sent just before SIGTERM is then not kept and sent again
+#: after the next start.
+ACKNOWLEDGEMENT_WAIT = 0.25
 
 #: The tags Salt's minion fires on its own bus when its master connection
 #: comes up and goes down (Salt's C{master_event(type=...)}).
@@ -88,14 +97,16 @@ class StoredReturn:
     finished, whichever comes last.
 
     @ivar writing: whether the write was started.
-    @ivar timer: the delayed call that starts it, while one is scheduled.
+    @ivar due: when (reactor time) it is written if still unacknowledged.
     """
 
-    def __init__(self) -> None:
+    __slots__ = ("name", "acknowledged", "writing", "due")
+
+    def __init__(self, due: float = float("inf")) -> None:
         self.name: str | None = None
         self.acknowledged = False
         self.writing = False
-        self.timer: Any = None
+        self.due = due
 
     def written(self, name: str, queue: ReturnsQueue | None) -> None:
         """
@@ -110,9 +121,6 @@ class StoredReturn:
         The master acknowledged (or refused) the return.
         """
         self.acknowledged = True
-        if self.timer is not None and self.timer.active():
-            self.timer.cancel()
-        self.timer = None
         if self.name is not None and queue is not None:
             queue.remove(self.name)
 
@@ -171,6 +179,11 @@ class Minion:
         self.logJobs = infoLogged(config)
         #: The returns of this run the master has not acknowledged yet.
         self._unacknowledged: dict[StoredReturn, dict[str, Any]] = {}
+        #: The delayed call that writes the unacknowledged returns that are
+        #: due (L{_persistDue}), while one is scheduled.
+        self._persistTimer: Any = None
+        #: Who waits until no return is unacknowledged (L{shutdown}).
+        self._acknowledgementWaiters: list[Deferred[None]] = []
         #: Returns being written to disk.
         self._writes: set[Deferred[None]] = set()
         #: Jobs running.
@@ -212,21 +225,27 @@ class Minion:
         self._generation += 1
         if self._retryCall is not None and self._retryCall.active():
             self._retryCall.cancel()
+        if self._persistTimer is not None and self._persistTimer.active():
+            self._persistTimer.cancel()
+        self._persistTimer = None
         self._closeConnections()
+        self._acknowledgementsSettled()
 
     def shutdown(self, grace: float = STOP_GRACE) -> Deferred[None]:
         """
         Stop for good, as on SIGTERM: take no new job; give the running ones
         C{grace} seconds, then kill those still running (their process
-        trees), whose return then says so; then L{stop}. The result fires
-        once every return the master has not acknowledged is on disk: the
-        req channel stays up until then, so a return the master acknowledged
-        meanwhile is not kept, and the others are sent after the next start
-        (a duplicate is refused by the master, so each is stored once).
+        trees), whose return then says so; then L{stop}. The returns sent
+        get up to L{ACKNOWLEDGEMENT_WAIT} seconds to be acknowledged; the
+        result fires once every return the master has not acknowledged is
+        on disk: the req channel stays up until then, so a return the master
+        acknowledged meanwhile is not kept, and the others are sent after
+        the next start (a duplicate is refused by the master, so each is
+        stored once).
         """
         self._stopping = True
         if not self._inFlight:
-            return self._saveUnacknowledged().addCallback(lambda _: self.stop())
+            return self._saveAfterAcknowledgements()
         self.log.info(
             "minion {id}: stopping; waiting up to {grace}s for {n} running jobs",
             id=self.id,
@@ -238,9 +257,38 @@ class Minion:
         def finished(_: object) -> Deferred[None]:
             if timer.active():
                 timer.cancel()
-            return self._saveUnacknowledged().addCallback(lambda _: self.stop())
+            return self._saveAfterAcknowledgements()
 
         return DeferredList(list(self._inFlight)).addCallback(finished)
+
+    def _saveAfterAcknowledgements(self) -> Deferred[None]:
+        """
+        Wait up to L{ACKNOWLEDGEMENT_WAIT} seconds for the acknowledgements
+        of the returns sent, write those still unacknowledged to disk, then
+        L{stop}.
+        """
+        d: Deferred[None] = succeed(None)
+        if self._unacknowledged and self.state == "ready" and self.req is not None:
+            d = Deferred()
+            self._acknowledgementWaiters.append(d)
+            timer = self.reactor.callLater(ACKNOWLEDGEMENT_WAIT, self._acknowledgementsSettled)
+
+            def settled(_: object) -> None:
+                if timer.active():
+                    timer.cancel()
+
+            d.addCallback(settled)
+        d.addCallback(lambda _: self._saveUnacknowledged())
+        return d.addCallback(lambda _: self.stop())
+
+    def _acknowledgementsSettled(self) -> None:
+        """
+        Every return sent is acknowledged, or no more acknowledgement will
+        come (the wait is over, or the connection is gone).
+        """
+        waiters, self._acknowledgementWaiters = self._acknowledgementWaiters, []
+        for waiter in waiters:
+            waiter.callback(None)
 
     def _killRunning(self) -> None:
         for job in list(self.executor.context.running.values()):
@@ -297,6 +345,7 @@ class Minion:
         self._closeConnections()
         # Disconnected: what the master has not acknowledged waits on disk.
         self._saveUnacknowledged()
+        self._acknowledgementsSettled()
         self._retryCall = self.reactor.callLater(retryIn, self._startAttempt)
 
     def _backoff(self) -> float:
@@ -511,7 +560,16 @@ class Minion:
                 "minion {id}: running {fun} for job {jid}", id=self.id, fun=fun, jid=load["jid"]
             )
         jid = load["jid"]
-        d = self.executor.run(fun, arg)
+        result = self.executor.call(fun, arg)
+        if not isinstance(result, Deferred):
+            # It ran on the reactor and is done (test.ping): no Deferred,
+            # and nothing could have seen it running.
+            try:
+                self._jobDone(result, load)
+            except Exception:
+                self.log.failure("minion {id}: the return of {jid}", id=self.id, jid=jid)
+            return
+        d = result
         job = RunningJob(load, d, self.reactor.seconds())
         running = self.executor.context.running
         running[jid] = job
@@ -557,8 +615,10 @@ class Minion:
         self.log.info("minion {id}: publication key rotated to {kid}", id=self.id, kid=kid)
 
     def _jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> None:
+        value = result["return"]
         try:
-            serial.dumps(result["return"])
+            if not (value is True or value is False or value is None):
+                serial.dumps(value)
         except serial.SerialError as e:
             result = {
                 "return": f"The minion function returned a value that cannot be sent: {e}",
@@ -581,16 +641,34 @@ class Minion:
         # the disk is not on the return's path, and most returns never
         # reach it. The file is removed once both the master acknowledged
         # and the write finished.
-        stored = StoredReturn()
+        stored = StoredReturn(self.reactor.seconds() + self.persistAfter)
         self._unacknowledged[stored] = ret
         self._queueReturn(stored, ret)
         if stored.acknowledged:
             return None
         if self.state != "ready" or self._stopping:
             self._persist(stored)
-        else:
-            stored.timer = self.reactor.callLater(self.persistAfter, self._persist, stored)
+        elif self._persistTimer is None:
+            self._persistTimer = self.reactor.callLater(self.persistAfter, self._persistDue)
         return None
+
+    def _persistDue(self) -> None:
+        """
+        The persist timer fired: write every unacknowledged return that is
+        due, and come back when the next one is (one timer for them all).
+        """
+        self._persistTimer = None
+        now = self.reactor.seconds()
+        nextDue = float("inf")
+        for stored in list(self._unacknowledged):
+            if stored.writing:
+                continue
+            if stored.due <= now:
+                self._persist(stored)
+            else:
+                nextDue = min(nextDue, stored.due)
+        if nextDue != float("inf") and self.state != "stopped":
+            self._persistTimer = self.reactor.callLater(nextDue - now, self._persistDue)
 
     def _persist(self, stored: StoredReturn) -> None:
         """
@@ -598,9 +676,6 @@ class Minion:
         was written, or the master has it. L{_saveUnacknowledged} waits for
         the writes.
         """
-        if stored.timer is not None and stored.timer.active():
-            stored.timer.cancel()
-        stored.timer = None
         ret = self._unacknowledged.get(stored)
         if stored.writing or ret is None or self.returnsQueue is None:
             return
@@ -650,6 +725,8 @@ class Minion:
         if isinstance(name, StoredReturn):
             self._unacknowledged.pop(name, None)
             name.delivered(self.returnsQueue)
+            if not self._unacknowledged and self._acknowledgementWaiters:
+                self._acknowledgementsSettled()
         elif name is not None and self.returnsQueue is not None:
             self.returnsQueue.remove(name)
 

@@ -6,9 +6,10 @@ Runs one job's function and shapes its return as Salt does.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import CoroutineType
 from typing import Any
 
-from twisted.internet.defer import CancelledError, Deferred, maybeDeferred
+from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -53,20 +54,46 @@ class Executor:
         @return: a L{Deferred} firing with C{{"return", "retcode", "success"}};
             it never fails.
         """
+        result = self.call(fun, arg)
+        return result if isinstance(result, Deferred) else succeed(result)
+
+    def call(self, fun: str, arg: list[Any]) -> dict[str, Any] | Deferred[dict[str, Any]]:
+        """
+        Like L{run}, but a function that runs on the reactor and returns a
+        plain value (C{test.ping}) gives its shaped result itself, without a
+        L{Deferred} and its callbacks on the job's path.
+
+        @return: C{{"return", "retcode", "success"}}, or a L{Deferred} firing
+            with it; never a failure.
+        """
         function = self.functions.get(fun)
         if function is None:
-            return Deferred.fromCoroutine(self._unavailable(fun))
-        args, kwargs = parseArgs(arg if isinstance(arg, list) else [arg])
+            return {
+                "return": f"'{fun}' is not available.",
+                "retcode": EX_UNAVAILABLE,
+                "success": False,
+            }
+        if isinstance(arg, list):
+            args, kwargs = parseArgs(arg) if arg else ([], {})
+        else:
+            args, kwargs = parseArgs([arg])
         if getattr(function, "needsContext", False):
             args = [self.context, *args]
-        if getattr(function, "runsOnReactor", False):
-            d = maybeDeferred(function, *args, **kwargs)
-        else:
+        if not getattr(function, "runsOnReactor", False):
             d = self._runInThread(function, *args, **kwargs)
-        return d.addCallbacks(_shape, self._failed, errbackArgs=(fun,))
-
-    async def _unavailable(self, fun: str) -> dict[str, Any]:
-        return {"return": f"'{fun}' is not available.", "retcode": EX_UNAVAILABLE, "success": False}
+            return d.addCallbacks(_shape, self._failed, errbackArgs=(fun,))
+        try:
+            value = function(*args, **kwargs)
+        except BaseException:
+            return self._failed(Failure(), fun)
+        if isinstance(value, Deferred):
+            return value.addCallbacks(_shape, self._failed, errbackArgs=(fun,))
+        if isinstance(value, Failure):
+            return self._failed(value, fun)
+        if isinstance(value, CoroutineType):
+            d = Deferred.fromCoroutine(value)
+            return d.addCallbacks(_shape, self._failed, errbackArgs=(fun,))
+        return _shape(value)
 
     def _failed(self, failure: Failure, fun: str) -> dict[str, Any]:
         if failure.check(CancelledError):

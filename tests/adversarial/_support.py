@@ -17,7 +17,7 @@ from salttwist import crypt, serial, wire
 from salttwist.config import loadMasterConfig
 from salttwist.events.bus import LocalEventBus
 from salttwist.master.auth import NONCE_BYTES
-from salttwist.master.core import Master, runSynchronously
+from salttwist.master.core import ACK_DELAY, Master, runSynchronously
 from salttwist.master.keys import MasterKeys
 from salttwist.master.reqserver import ReqServerFactory, ReqServerProtocol
 from salttwist.pki.keystore import ACCEPTED, InMemoryKeyStore
@@ -140,6 +140,15 @@ class AttackedMaster(SynchronousTestCase):
             wire.unpackReplyKeys(crypt.rsaDecrypt(MINION_KEYS[minionId], reply["keys"]))[1]
         )
         return client
+
+    def deliverAcknowledgements(self) -> None:
+        """
+        Deliver what is on its way, then let L{ACK_DELAY} pass and deliver
+        the acknowledgements of returns the master held back.
+        """
+        self.net.flush()
+        self.master.clock.advance(ACK_DELAY)
+        self.net.flush()
 
     def eventsTagged(self, prefix: str) -> list[tuple[str, dict[str, Any]]]:
         """

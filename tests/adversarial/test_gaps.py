@@ -384,7 +384,7 @@ class WorkerFloodTests(AttackedMaster):
         d = client.request(
             {"cmd": "_return", "id": "m1", "jid": JID, "fun": "test.ping", "return": True}
         )
-        self.net.flush()
+        self.deliverAcknowledgements()
         self.assertEqual(self.successResultOf(d)["ret"], True)
         for i, (held, args) in enumerate(workers.held):
             if i % 3 == 0:
@@ -437,7 +437,7 @@ class AuthFloodBesideMinionTests(AttackedMaster):
         d = client.request(
             {"cmd": "_return", "id": "m1", "jid": JID, "fun": "test.ping", "return": True}
         )
-        self.net.flush()
+        self.deliverAcknowledgements()
         self.assertEqual(self.successResultOf(d)["ret"], True)
         self.assertEqual(len(self.eventsTagged(f"salt/job/{JID}/ret/m1")), 1)
 
@@ -560,7 +560,7 @@ class PublicationEnvelopeFuzzTests(SynchronousTestCase):
         self.net.flush()
         self.successResultOf(ready)
         self.ran: list[str] = []
-        self.minion.executor.run = lambda fun, arg: self.ran.append(fun)  # type: ignore[method-assign]
+        self.minion.executor.call = lambda fun, arg: self.ran.append(fun)  # type: ignore[method-assign]
         self.kid = self.minion._kid
         publication = self.net.master.publicationKey
         load = {

@@ -80,13 +80,13 @@ class PublicationAttackTests(SynchronousTestCase):
             self.net.keyStore.putKey(ACCEPTED, minionId, pem)
         self.minion = self.startMinion("m1")
         self.ran: list[str] = []
-        run = self.minion.executor.run
+        call = self.minion.executor.call
 
-        def recordingRun(fun: str, arg: list[Any]) -> Any:
+        def recordingCall(fun: str, arg: list[Any]) -> Any:
             self.ran.append(fun)
-            return run(fun, arg)
+            return call(fun, arg)
 
-        self.minion.executor.run = recordingRun  # type: ignore[method-assign]
+        self.minion.executor.call = recordingCall  # type: ignore[method-assign]
 
     def startMinion(self, minionId: str) -> Minion:
         """
@@ -226,8 +226,8 @@ class PublicationAttackTests(SynchronousTestCase):
         self.net.reactor.advance(30)
         again = self.startMinion("m1")
         ran: list[str] = []
-        run = again.executor.run
-        again.executor.run = lambda fun, arg: ran.append(fun) or run(fun, arg)  # type: ignore[method-assign]
+        call = again.executor.call
+        again.executor.call = lambda fun, arg: ran.append(fun) or call(fun, arg)  # type: ignore[method-assign]
         self.master.subscribers["m1"].sendString(old)
         self.net.flush()
         self.assertEqual(ran, [])
@@ -304,8 +304,8 @@ class PublicationAttackTests(SynchronousTestCase):
         """
         other = self.startMinion("m2")
         ranOther: list[str] = []
-        run = other.executor.run
-        other.executor.run = lambda fun, arg: ranOther.append(fun) or run(fun, arg)  # type: ignore[method-assign]
+        call = other.executor.call
+        other.executor.call = lambda fun, arg: ranOther.append(fun) or call(fun, arg)  # type: ignore[method-assign]
         self.net.keyStore.deleteKey(ACCEPTED, "m1")
         self.net.bus.fire("salt/key", {"act": "delete", "id": "m1"})
         self.net.flush()
@@ -380,6 +380,8 @@ class ReturnAttackTests(AttackedMaster):
         payload.update(load)
         d = client.request(payload)
         self.net.flush()
+        if not d.called:
+            self.deliverAcknowledgements()
         return d
 
     def stored(self) -> list[tuple[Any, ...]]:

@@ -243,7 +243,7 @@ class BombTests(AttackedMaster):
         d = again.request(
             {"cmd": "_return", "id": "m1", "jid": JID, "fun": "test.ping", "return": True}
         )
-        self.net.flush()
+        self.deliverAcknowledgements()
         self.assertEqual(self.successResultOf(d)["ret"], True)
 
 
@@ -278,7 +278,7 @@ class FloodTests(AttackedMaster):
         d = client.request(
             {"cmd": "_return", "id": "m1", "jid": JID, "fun": "test.ping", "return": True}
         )
-        self.net.flush()
+        self.deliverAcknowledgements()
         self.assertEqual(self.successResultOf(d)["ret"], True)
         self.assertEqual(len(self.eventsTagged(f"salt/job/{JID}/ret/m1")), 1)
         self.assertEqual(self.keyStore.listKeys("minions_pre"), [])
