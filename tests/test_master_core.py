@@ -914,6 +914,13 @@ class JobPathTests(MasterTestCase):
         """
         self.successResultOf(self.publish())
         self.master.keyEvent("salt/key", {"act": "accept", "id": "m3"})
+        self.assertPublishWaitsForRunner()
+
+    def assertPublishWaitsForRunner(self) -> None:
+        """
+        A publish waits until C{runBlocking} runs its work, then targets
+        both minions.
+        """
         self.runner.hold = True
         d = self.publish()
         self.assertNoResult(d)
@@ -928,12 +935,7 @@ class JobPathTests(MasterTestCase):
         """
         self.successResultOf(self.publish())
         self.patch(core, "INLINE_TARGETING_MAX", 1)
-        self.runner.hold = True
-        d = self.publish()
-        self.assertNoResult(d)
-        self.runner.runAll()
-        self.net.flush()
-        self.assertEqual(self.successResultOf(d)["minions"], ["m1", "m2"])
+        self.assertPublishWaitsForRunner()
 
     def test_publishSignsOnTheReactor(self) -> None:
         """
