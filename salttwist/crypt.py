@@ -38,6 +38,8 @@ _OAEP = padding.OAEP(
     mgf=padding.MGF1(algorithm=hashes.SHA256()), algorithm=hashes.SHA256(), label=None
 )
 _PSS = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH)
+#: One instance for every signature (a minion verifies one per job).
+_SHA256 = hashes.SHA256()
 
 
 def generatePrivateKey(keysize: int = 2048) -> rsa.RSAPrivateKey:
@@ -162,7 +164,7 @@ def sign(privateKey: rsa.RSAPrivateKey, message: bytes) -> bytes:
     """
     Sign C{message} with RSA-PSS-SHA256.
     """
-    return privateKey.sign(message, _PSS, hashes.SHA256())
+    return privateKey.sign(message, _PSS, _SHA256)
 
 
 def verify(publicKey: rsa.RSAPublicKey, signature: bytes, message: bytes) -> None:
@@ -174,7 +176,7 @@ def verify(publicKey: rsa.RSAPublicKey, signature: bytes, message: bytes) -> Non
     if not isinstance(signature, bytes) or not isinstance(message, bytes):
         raise CryptError("signature and message must be bytes")
     try:
-        publicKey.verify(signature, message, _PSS, hashes.SHA256())
+        publicKey.verify(signature, message, _PSS, _SHA256)
     except (InvalidSignature, ValueError, TypeError) as e:
         raise CryptError("bad signature") from e
 

@@ -38,6 +38,7 @@ __all__ = [
 
 NONCE_BYTES = 12
 AES_KEY_BYTES = 32
+_SHA256 = hashes.SHA256()
 
 
 class CryptError(ValueError):
@@ -95,7 +96,7 @@ def hmacSha256(key: bytes, message: bytes) -> bytes:
     """
     HMAC-SHA256 of C{message}.
     """
-    mac = _hmac.HMAC(key, hashes.SHA256())
+    mac = _hmac.HMAC(key, _SHA256)
     mac.update(message)
     return mac.finalize()
 
