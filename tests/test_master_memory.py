@@ -470,7 +470,8 @@ class MasterImportTests(SynchronousTestCase):
     def test_noReactorNoJinja(self) -> None:
         """
         Without the C{reactor} option, building the L{MasterService} imports
-        neither Salt's reactor module nor Jinja2.
+        neither Salt's reactor module nor Jinja2; nor SQLite, which only the
+        job cache's worker uses.
         """
         root = tempfile.mkdtemp(prefix="stm-")
         self.addCleanup(shutil.rmtree, root, True)
@@ -486,7 +487,8 @@ class MasterImportTests(SynchronousTestCase):
             "config = loadMasterConfig(root, overrides={'root_dir': root, 'keysize': 2048})\n"
             "MasterService(config, MemoryReactorClock(), runBlocking=runSynchronously,\n"
             "    jobCache=Cache(), useWorkers=False)\n"
-            "print([m for m in ('salttwist.master.reactor', 'jinja2') if m in sys.modules])\n"
+            "print([m for m in ('salttwist.master.reactor', 'jinja2', 'sqlite3')\n"
+            "    if m in sys.modules])\n"
         )
         done = subprocess.run(
             [sys.executable, "-c", script, root],

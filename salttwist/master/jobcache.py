@@ -32,13 +32,12 @@ import fnmatch
 import functools
 import os
 import re
-import sqlite3
 import urllib.parse
 from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from threading import Thread
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, fail, maybeDeferred
 from twisted.internet.interfaces import IReactorTime
@@ -53,6 +52,9 @@ from salttwist import serial
 from salttwist.interfaces import IJobCache
 from salttwist.jid import isJid
 from salttwist.pki.ids import validateMinionId
+
+if TYPE_CHECKING:
+    import sqlite3
 
 SCHEMA_VERSION = 1
 """
@@ -876,6 +878,10 @@ class JobCacheDatabase:
             os.fchmod(fd, 0o600)
         finally:
             os.close(fd)
+        # Imported here: the master process only batches the writes for the
+        # job cache's worker, and SQLite is 0.8 MB it would keep for nothing.
+        import sqlite3
+
         connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
         try:
             version = connection.execute("PRAGMA user_version").fetchone()[0]
@@ -915,6 +921,8 @@ class JobCacheDatabase:
         cache's writer) keeps it; WAL lets this connection read while it
         writes.
         """
+        import sqlite3
+
         uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
         connection = sqlite3.connect(uri, uri=True, isolation_level=None)
         try:
