@@ -12,6 +12,7 @@ importing Twisted.
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "MasterUnavailable",
     "clientLogin",
     "currentUser",
+    "gatherReturns",
     "jobReturnTag",
     "masterReqAddress",
     "publishRequest",
@@ -80,6 +82,48 @@ class JobResult:
         self.missing = [
             m for m in self.minions if m not in self.returns and m not in self.notConnected
         ]
+
+
+async def gatherReturns(
+    result: JobResult,
+    connected: set[str],
+    returns: Mapping[str, dict[str, Any]],
+    waitFor: Callable[[set[str], float], Awaitable[bool]],
+    findJob: Callable[[list[str]], Awaitable[set[str]]],
+    lost: Callable[[], bool],
+    timeout: float,
+) -> None:
+    """
+    Wait for a published job's returns as Salt's LocalClient does: wait
+    C{timeout} seconds for the C{connected} targeted minions; then ask the
+    silent ones with C{saltutil.find_job} and keep waiting for those still
+    running it, another C{timeout} at a time. Minions the master knew were
+    not connected are not waited for at all. Then fill in C{result}.
+
+    Both clients run this: L{salttwist.client.local.LocalClient} with
+    awaitables of its reactor, L{salttwist.client.direct.DirectClient} with
+    coroutines that block and never suspend.
+
+    @param returns: the returns gathered so far, by minion id, growing
+        while the waits run.
+    @param waitFor: C{(minions, seconds)}: waits until all of C{minions}
+        returned (L{True}) or C{seconds} passed (L{False}).
+    @param findJob: asks the silent minions whether they still run the
+        job; gives those that do.
+    @param lost: whether the connection the returns come on was lost.
+    """
+    waiting = connected
+    while waiting - returns.keys():
+        if await waitFor(waiting, timeout):
+            break
+        if lost():
+            break
+        stillRunning = await findJob(sorted(waiting - returns.keys()))
+        if not stillRunning:
+            break
+        waiting = stillRunning
+    result.returns = dict(returns)
+    result.settle(connected)
 
 
 def jobReturnTag(tag: str) -> tuple[str, str] | None:

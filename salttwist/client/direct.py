@@ -34,6 +34,7 @@ from salttwist.client.base import (
     MasterUnavailable,
     clientLogin,
     currentUser,
+    gatherReturns,
     jobReturnTag,
     masterReqAddress,
     publishRequest,
@@ -394,7 +395,7 @@ class DirectClient:
         """
         deadline = self._clock() + timeout
         while not minions <= gather.returns.keys():
-            if self._events is None or self._events.closed:
+            if self._eventsLost():
                 return False
             if not self._pump(deadline) and self._clock() >= deadline:
                 return False
@@ -461,24 +462,29 @@ class DirectClient:
             for minionId, data in gather.returns.items():
                 onReturn(minionId, data)
             gather.onReturn = onReturn
+
+        async def waitFor(waiting: set[str], seconds: float) -> bool:
+            return self._waitReturns(gather, waiting, seconds)
+
+        async def findJob(silent: list[str]) -> set[str]:
+            return self._findJob(result.jid, silent, gatherJobTimeout)
+
         try:
-            connected = set(reply.get("connected", minions))
-            waiting = connected
-            while waiting - gather.returns.keys():
-                if self._waitReturns(gather, waiting, timeout):
-                    break
-                if self._events is None or self._events.closed:
-                    break
-                silent = sorted(waiting - gather.returns.keys())
-                stillRunning = self._findJob(result.jid, silent, gatherJobTimeout)
-                if not stillRunning:
-                    break
-                waiting = stillRunning
+            await gatherReturns(
+                result,
+                set(reply.get("connected", minions)),
+                gather.returns,
+                waitFor,
+                findJob,
+                self._eventsLost,
+                timeout,
+            )
         finally:
             self._gathers.pop(result.jid, None)
-        result.returns = dict(gather.returns)
-        result.settle(connected)
         return result
+
+    def _eventsLost(self) -> bool:
+        return self._events is None or self._events.closed
 
     def _findJob(self, jid: str, minions: list[str], gatherJobTimeout: float) -> set[str]:
         """

@@ -29,6 +29,7 @@ from salttwist.client.base import (
     MasterUnavailable,
     clientLogin,
     currentUser,
+    gatherReturns,
     jobReturnTag,
     masterReqAddress,
     publishRequest,
@@ -334,24 +335,17 @@ class LocalClient:
             if gather is None:
                 return result
             try:
-                connected = set(reply.get("connected", minions))
-                waiting = connected
-                while waiting - set(gather.returns):
-                    if await gather.waitFor(waiting, timeout):
-                        break
-                    if channel.closed:
-                        break
-                    silent = sorted(waiting - set(gather.returns))
-                    stillRunning = await self._findJob(
-                        channel, result.jid, silent, gatherJobTimeout
-                    )
-                    if not stillRunning:
-                        break
-                    waiting = stillRunning
+                await gatherReturns(
+                    result,
+                    set(reply.get("connected", minions)),
+                    gather.returns,
+                    gather.waitFor,
+                    lambda silent: self._findJob(channel, result.jid, silent, gatherJobTimeout),
+                    lambda: channel.closed,
+                    timeout,
+                )
             finally:
                 channel.collector.release(result.jid)
-            result.returns = dict(gather.returns)
-            result.settle(connected)
             return result
 
     @asynccontextmanager
