@@ -40,6 +40,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 #: Seconds the processes the minion forked get to exit after it did.
@@ -216,3 +217,49 @@ def report(figures: dict[str, Any]) -> None:
     json.dump(figures, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()
+
+
+async def timeJobs(
+    figures: dict[str, Any],
+    ping: Callable[[], Awaitable[bool]],
+    process: subprocess.Popen[bytes],
+    spawned: float,
+    deadline: float,
+) -> None:
+    """
+    Step 4 of a sample, once the start event came: C{ping()} (one
+    C{test.ping} to the new minion, L{True} if it answered) until one
+    succeeds, then once more; record C{spawn_to_first_job_s},
+    C{first_job_latency_s}, C{second_job_latency_s} and C{attempts} in
+    C{figures}, or C{error} when C{deadline} passed or the minion exited.
+    """
+    attempts = 0
+    while "spawn_to_start_event_s" in figures:
+        if time.perf_counter() > deadline or process.poll() is not None:
+            figures["error"] = "no successful job"
+            break
+        attempts += 1
+        sent = time.perf_counter()
+        if await ping():
+            now = time.perf_counter()
+            figures["spawn_to_first_job_s"] = round(now - spawned, 4)
+            figures["first_job_latency_s"] = round(now - sent, 4)
+            # The next job, for what the first one cost more.
+            sent = time.perf_counter()
+            if await ping():
+                figures["second_job_latency_s"] = round(time.perf_counter() - sent, 4)
+            break
+    figures["attempts"] = attempts
+
+
+def runBlocking(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """
+    Run a coroutine whose awaits all block instead of suspending (Salt's
+    script: its client is synchronous) and return its value.
+    """
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise RuntimeError("the coroutine suspended; it needs an event loop")

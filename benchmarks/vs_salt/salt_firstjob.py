@@ -83,25 +83,12 @@ def main(argv: list[str] | None = None) -> int:
             if got and got.get("tag") == tag:
                 figures["spawn_to_start_event_s"] = round(time.perf_counter() - spawned, 4)
                 break
-        attempts = 0
-        while "spawn_to_start_event_s" in figures:
-            if time.perf_counter() > deadline or process.poll() is not None:
-                figures["error"] = "no successful job"
-                break
-            attempts += 1
-            sent = time.perf_counter()
+
+        async def ping() -> bool:
             ret = client.cmd(options.id, "test.ping", timeout=options.timeout)
-            if ret.get(options.id) is True:
-                now = time.perf_counter()
-                figures["spawn_to_first_job_s"] = round(now - spawned, 4)
-                figures["first_job_latency_s"] = round(now - sent, 4)
-                # The next job, for what the first one cost more.
-                sent = time.perf_counter()
-                ret = client.cmd(options.id, "test.ping", timeout=options.timeout)
-                if ret.get(options.id) is True:
-                    figures["second_job_latency_s"] = round(time.perf_counter() - sent, 4)
-                break
-        figures["attempts"] = attempts
+            return ret.get(options.id) is True
+
+        common.runBlocking(common.timeJobs(figures, ping, process, spawned, deadline))
         figures["ok"] = "spawn_to_first_job_s" in figures
         figures.update(common.stop(process, options.stop_timeout))
     finally:

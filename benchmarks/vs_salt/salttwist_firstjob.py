@@ -100,23 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 figures["error"] = str(e)
             finally:
                 watcher.stop()
-            attempts = 0
-            while "spawn_to_start_event_s" in figures:
-                if time.perf_counter() > deadline or process.poll() is not None:
-                    figures["error"] = "no successful job"
-                    break
-                attempts += 1
-                sent = time.perf_counter()
-                if await ping(options.id):
-                    now = time.perf_counter()
-                    figures["spawn_to_first_job_s"] = round(now - spawned, 4)
-                    figures["first_job_latency_s"] = round(now - sent, 4)
-                    # The next job, for what the first one cost more.
-                    sent = time.perf_counter()
-                    if await ping(options.id):
-                        figures["second_job_latency_s"] = round(time.perf_counter() - sent, 4)
-                    break
-            figures["attempts"] = attempts
+            await common.timeJobs(figures, lambda: ping(options.id), process, spawned, deadline)
         finally:
             listener.transport.loseConnection()
             client.close()
