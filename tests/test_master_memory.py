@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from typing import Any
@@ -35,6 +34,7 @@ from salttwist.master.jobcache import JobCacheDatabase
 from salttwist.master.service import IDLE_WORKERS, WORKER_IDLE_TIMEOUT, MasterService
 from salttwist.workers.lean import asyncioStandIn
 from salttwist.workers.pool import RESTART_BACKOFF_BASE, WorkerPool
+from tests._fresh import pythonOutput, runWorkerChild
 from tests.test_workers import ECHO, FakeProcessReactor, PoolTestsMixin
 
 #: Modules an auth worker must not import before it runs a runner: the
@@ -74,31 +74,6 @@ def _writeProbe(directory: str, report: str | None = None) -> None:
         lines.append(f"with open({report!r}, 'w') as f:\n    json.dump(sorted(sys.modules), f)\n")
     with open(os.path.join(directory, f"{_PROBE}.py"), "w") as f:
         f.writelines(lines)
-
-
-def _runChild(directory: str, taskModules: list[str]) -> subprocess.CompletedProcess[str]:
-    """
-    Run a real C{python -m salttwist.workers.child} with C{taskModules} and
-    the probe module of C{directory} last, fd 3 at end of file (so it exits
-    once it has imported them) and fd 4 a pipe nobody reads.
-    """
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([directory, *sys.path]))
-    with open(os.devnull, "rb") as empty:
-        read, write = os.pipe()
-        try:
-            return subprocess.run(
-                [sys.executable, "-m", "salttwist.workers.child", *taskModules, _PROBE],
-                env=env,
-                pass_fds=(3, 4),
-                preexec_fn=lambda: (os.dup2(empty.fileno(), 3), os.dup2(write, 4)),
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-        finally:
-            os.close(read)
-            os.close(write)
 
 
 class _RecordingJobCache:
@@ -378,16 +353,7 @@ class LeanImportTests(SynchronousTestCase):
             "    ('asyncio', 'ssl', 'twisted.internet.ssl')] + [module.found]))\n"
         )
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([directory, *sys.path]))
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        self.assertEqual(done.returncode, 0, done.stderr)
-        return json.loads(done.stdout)
+        return json.loads(pythonOutput(self, script, env=env))
 
     def test_standInWhileImporting(self) -> None:
         """
@@ -438,7 +404,7 @@ class WorkerImportTests(SynchronousTestCase):
         os.makedirs(directory)
         report = os.path.join(directory, "report.json")
         _writeProbe(directory, report)
-        done = _runChild(directory, taskModules)
+        done = runWorkerChild(directory, [*taskModules, _PROBE])
         self.assertEqual(done.returncode, 0, done.stderr)
         with open(report) as f:
             return json.load(f)
@@ -490,15 +456,7 @@ class MasterImportTests(SynchronousTestCase):
             "print([m for m in ('salttwist.master.reactor', 'jinja2', 'sqlite3')\n"
             "    if m in sys.modules])\n"
         )
-        done = subprocess.run(
-            [sys.executable, "-c", script, root],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertEqual(done.stdout.strip(), "[]")
+        self.assertEqual(pythonOutput(self, script, root).strip(), "[]")
 
 
 class RunnerImportTests(TestCase):

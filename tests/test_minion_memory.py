@@ -7,10 +7,10 @@ start-up imports (see L{salttwist._startup} and L{salttwist.cli.daemons}).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 from twisted.trial.unittest import SynchronousTestCase
+
+from tests._fresh import pythonOutput
 
 #: Runs the C{salttwist-minion} wrapper in a fresh interpreter up to the
 #: point where twistd would start the reactor: instead, the minion is built
@@ -75,14 +75,8 @@ class MinionStartupImportsTests(SynchronousTestCase):
             f.write(f"root_dir: {root}\nid: memory-minion\nmaster: 127.0.0.1\n")
         env = dict(os.environ)
         env.pop("SALTTWIST_CONFIG_DIR", None)
-        result = subprocess.run(
-            [sys.executable, "-c", _SCRIPT, configDir],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        self.assertEqual(result.returncode, 0, result.stderr)
-        deferred, imported, openSSL, hashlib, code = result.stdout.splitlines()[-5:]
+        output = pythonOutput(self, _SCRIPT, configDir, env=env)
+        deferred, imported, openSSL, hashlib, code = output.splitlines()[-5:]
         self.assertEqual(
             set(deferred.split()),
             {"bz2", "getpass", "http.cookiejar", "lzma", "pdb", "stringprep"},

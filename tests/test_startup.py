@@ -6,12 +6,12 @@ Tests for L{salttwist._startup}: what the commands put off at start-up.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist._startup import deferModule
+from tests._fresh import pythonOutput, runPython
 
 
 class DeferModuleTests(SynchronousTestCase):
@@ -136,9 +136,7 @@ class CommandStartupTests(SynchronousTestCase):
             "ran = cookiejar is not None and type(cookiejar) is types.ModuleType\n"
             "print(value, code, ran, sys.modules.get('OpenSSL'))\n"
         )
-        output = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, check=True
-        ).stdout
+        output = pythonOutput(self, script)
         self.assertEqual(output.split(), ["ran", "None", "False", "None"])
 
     def test_cliWithoutAclRules(self) -> None:
@@ -152,9 +150,7 @@ class CommandStartupTests(SynchronousTestCase):
             "import salttwist.cli.salt, salttwist.client.local\n"
             "print('salttwist.master.acl' in sys.modules)\n"
         )
-        output = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, check=True
-        ).stdout
+        output = pythonOutput(self, script)
         self.assertEqual(output.split(), ["False"])
 
 
@@ -165,9 +161,7 @@ class AsyncioWithoutSSLTests(SynchronousTestCase):
     """
 
     def _output(self, script: str) -> list[str]:
-        return subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, check=True
-        ).stdout.split()
+        return pythonOutput(self, script).split()
 
     def test_commandsImportAsyncioWithoutSSL(self) -> None:
         """
@@ -226,9 +220,7 @@ class ImportDeferWithoutAsyncioTests(SynchronousTestCase):
     """
 
     def _output(self, script: str) -> list[str]:
-        return subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, check=True
-        ).stdout.split()
+        return pythonOutput(self, script).split()
 
     def test_withoutAsyncio(self) -> None:
         """
@@ -335,9 +327,7 @@ class DaemonServerOptionsTests(SynchronousTestCase):
             "print([c[0] for c in options.subCommands])\n"
             "print(sorted(m for m in sys.modules if m.startswith('twisted.plugins.')))\n"
         )
-        output = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, check=True
-        ).stdout.splitlines()
+        output = pythonOutput(self, script).splitlines()
         self.assertEqual(output, ["['salttwist-master']", "['twisted.plugins.salttwist_master']"])
 
 
@@ -365,9 +355,7 @@ class DaemonExitTests(SynchronousTestCase):
             "sys.stdout.write('buffered\\n')\n"
             "exitNow(3)\n"
         )
-        done = subprocess.run(
-            [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, check=False
-        )
+        done = runPython(script)
         self.assertEqual((done.returncode, done.stdout), (3, "buffered\natexit\n"))
 
 
@@ -440,9 +428,7 @@ class CommandExitTests(SynchronousTestCase):
             "main()\n"
             "print('not reached')\n"
         )
-        done = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, check=False
-        )
+        done = runPython(script)
         self.assertEqual(done.returncode, 2, done.stderr)
         self.assertIn("Error:", done.stderr)
         self.assertNotIn("not reached", done.stdout)
@@ -470,6 +456,6 @@ class DirectCommandTests(SynchronousTestCase):
             "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('twisted', 'zope'))\n"
             "print(code, loaded)\n"
         )
-        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        result = runPython(script)
         self.assertEqual(result.stdout.split(), ["2", "[]"], result.stderr)
         self.assertIn("event bus", result.stderr)

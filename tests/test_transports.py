@@ -19,7 +19,6 @@ import os
 import shutil
 import socket
 import stat
-import subprocess
 import sys
 import tempfile
 from typing import Any
@@ -72,6 +71,7 @@ from salttwist.transport.tls import (
     MasterKeyMismatch,
     ensureMasterCertificate,
 )
+from tests._fresh import pythonOutput
 from tests._loopback import Loopback
 
 MASTER_KEY = crypt.generatePrivateKey()
@@ -245,9 +245,7 @@ class RegistryTests(SynchronousTestCase):
             "findTransport('tls'); findTransport('tcp')\n"
             "print('OpenSSL' in sys.modules, 'twisted.internet.reactor' in sys.modules)\n"
         )
-        out = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, check=True
-        ).stdout
+        out = pythonOutput(self, script)
         self.assertEqual(out.split(), ["False", "False"])
 
 

@@ -25,6 +25,7 @@ from twisted.trial.unittest import TestCase
 from salttwist import crypt
 from salttwist.workers import TaskError, WorkerFailed, tasks
 from salttwist.workers.pool import WorkerPool
+from tests._fresh import runWorkerChild
 
 
 def processExists(pid: int) -> bool:
@@ -227,9 +228,6 @@ class ChildStartupTests(TestCase):
         C{http.cookiejar} has not run and the garbage collector is held; the
         child ends with status 0 when its input closes.
         """
-        import subprocess
-        import sys
-
         directory = os.path.abspath(self.mktemp())
         os.makedirs(directory)
         report = os.path.join(directory, "report")
@@ -241,22 +239,7 @@ class ChildStartupTests(TestCase):
                 "    f.write(repr(['ssl' in sys.modules, 'asyncio' in sys.modules,\n"
                 "        type(jar) is types.ModuleType, gc.isenabled()]))\n"
             )
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([directory, *sys.path]))
-        with open(os.devnull, "rb") as empty:
-            read, write = os.pipe()
-            try:
-                done = subprocess.run(
-                    [sys.executable, "-m", "salttwist.workers.child", "salttwist_probe_tasks"],
-                    env=env,
-                    pass_fds=(3, 4),
-                    preexec_fn=lambda: (os.dup2(empty.fileno(), 3), os.dup2(write, 4)),
-                    capture_output=True,
-                    timeout=30,
-                    check=False,
-                )
-            finally:
-                os.close(read)
-                os.close(write)
+        done = runWorkerChild(directory, ["salttwist_probe_tasks"], timeout=30)
         self.assertEqual(done.returncode, 0, done.stderr)
         with open(report) as f:
             self.assertEqual(f.read(), "[False, False, False, False]")
