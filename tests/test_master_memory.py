@@ -23,7 +23,7 @@ import tempfile
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, ensureDeferred, succeed
+from twisted.internet.defer import ensureDeferred
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from salttwist import crypt
@@ -35,6 +35,7 @@ from salttwist.master.service import IDLE_WORKERS, WORKER_IDLE_TIMEOUT, MasterSe
 from salttwist.workers.lean import asyncioStandIn
 from salttwist.workers.pool import RESTART_BACKOFF_BASE, WorkerPool
 from tests._fresh import pythonOutput, runWorkerChild
+from tests.test_master_service import _RecordingJobCache
 from tests.test_workers import ECHO, FakeProcessReactor, PoolTestsMixin
 
 #: Modules an auth worker must not import before it runs a runner: the
@@ -74,18 +75,6 @@ def _writeProbe(directory: str, report: str | None = None) -> None:
         lines.append(f"with open({report!r}, 'w') as f:\n    json.dump(sorted(sys.modules), f)\n")
     with open(os.path.join(directory, f"{_PROBE}.py"), "w") as f:
         f.writelines(lines)
-
-
-class _RecordingJobCache:
-    """
-    A job cache that does nothing (the service only starts and closes it).
-    """
-
-    def startPruning(self) -> None:
-        pass
-
-    def close(self) -> Deferred[None]:
-        return succeed(None)
 
 
 class ElasticPoolTests(PoolTestsMixin, SynchronousTestCase):
