@@ -624,8 +624,8 @@ class MinionReturnTests(MasterTestCase):
         """
         A session function that fails with an unexpected exception (not a
         refusal) is answered C{internal error in <cmd>}, logged with its
-        traceback, and the session stays open; with C{master_stats} on (the
-        timed path) as well as off (the direct path).
+        traceback, and the session stays open; with C{master_stats} on as
+        well as off.
         """
 
         def broken(proto: object, load: object) -> dict[str, Any]:
@@ -992,6 +992,19 @@ class HeldAcknowledgementTests(MasterTestCase):
         self.net.flush()
         self.assertNoResult(d)
         self.master.clock.advance(ACK_DELAY / 2)
+        self.net.flush()
+        self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
+
+    def test_heldWithMasterStats(self) -> None:
+        """
+        With C{master_stats} on, the acknowledgement is held back as well,
+        and the return is counted as a request answered at once.
+        """
+        self.master.config["master_stats"] = True
+        d = self.sendReturn()
+        self.assertNoResult(d)
+        self.assertEqual(self.master.requestStats.peek()["_return"], {"mean": 0.0, "runs": 1})
+        self.master.clock.advance(ACK_DELAY)
         self.net.flush()
         self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
 

@@ -147,34 +147,38 @@ class ReqServerProtocol(FrameProtocol):
             )
             return
         handler = getattr(self._master, method)
-        if self._master.config.get("master_stats"):
-            d = maybeDeferred(handler, self, payload)
-            self._timed(d, cmd)
+        # Most requests (a job's return above all) are answered at once:
+        # reply without building a Deferred chain for them.
+        try:
+            result = handler(self, payload)
+        except Exception:
+            # A refusal or an error is answered at once, never held back.
+            self._timed(None, cmd)
+            self.sendPayload(dict(self._requestFailed(Failure(), cmd), rid=rid))
+            return
+        if isinstance(result, Deferred):
+            self._timed(result, cmd)
+            result.addErrback(self._requestFailed, cmd)
+            result.addCallback(lambda answer: self.sendPayload(dict(answer, rid=rid)))
+            return
+        self._timed(None, cmd)
+        if cmd in HELD_REPLIES and self.role == "minion" and "jid" not in result:
+            self.holdPayload(dict(result, rid=rid))
         else:
-            # Most requests (a job's return above all) are answered at
-            # once: reply without building a Deferred chain for them.
-            try:
-                result = handler(self, payload)
-            except Exception:
-                self.sendPayload(dict(self._requestFailed(Failure(), cmd), rid=rid))
-                return
-            if not isinstance(result, Deferred):
-                if cmd in HELD_REPLIES and self.role == "minion" and "jid" not in result:
-                    self.holdPayload(dict(result, rid=rid))
-                else:
-                    self.sendPayload(dict(result, rid=rid))
-                return
-            d = result
-        d.addErrback(self._requestFailed, cmd)
-        d.addCallback(lambda result: self.sendPayload(dict(result, rid=rid)))
+            self.sendPayload(dict(result, rid=rid))
 
-    def _timed(self, d: Deferred[Any], cmd: str) -> None:
+    def _timed(self, d: Deferred[Any] | None, cmd: str) -> None:
         """
         Record in the master's C{requestStats} how long C{cmd} took to
         answer, success or failure, when C{master_stats} is on (nothing
-        reports the figures otherwise: no work on every request for them).
+        reports the figures otherwise: no work on every request for them):
+        until C{d} fires, or no time at all when it was answered at once
+        (C{d} is L{None}).
         """
         if not self._master.config.get("master_stats"):
+            return
+        if d is None:
+            self._master.requestStats.record(cmd, 0.0)
             return
         clock = self._master.clock
         start = clock.seconds()
