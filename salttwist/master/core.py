@@ -76,6 +76,10 @@ INLINE_TARGETING_MAX = 256
 #: otherwise they go this long after the return came, well before the
 #: minion would keep the return on disk (its C{PERSIST_AFTER}, 1 s).
 ACK_DELAY = 0.05
+#: What targeting a publish gives (L{Master.clientPublish}): the minions,
+#: the ACL's decision, and the accepted ids it matched (with the generation
+#: of their listing) for the reactor to keep.
+_Targeted = tuple[list[str], "Decision | None", tuple[int, frozenset[str]]]
 #: Transient sessions (C{salttwist-call}) kept per minion id; opening one
 #: more closes the oldest.
 MAX_TRANSIENT_SESSIONS = 16
@@ -978,11 +982,9 @@ class Master:
         grainsById = dict(self.grainsCache.grains)
         acl = self.acl
 
-        listed: list[tuple[int, list[str]]] = []
-
-        def expected(_: object) -> tuple[list[str], Decision | None]:
-            generation, acceptedIds = self._listAcceptedIds()
-            listed.append((generation, acceptedIds))
+        def expected() -> _Targeted:
+            listing = self._listAcceptedIds()
+            generation, acceptedIds = listing
             minions = checkMinions(
                 acceptedIds,
                 tgt,
@@ -992,14 +994,15 @@ class Master:
             )
             if aclSession:
                 ownFindJob = ownJobMinions is not None and set(minions) <= ownJobMinions
-                return minions, acl.authorize(user, fun, minions, grainsById, ownFindJob)
+                decision = acl.authorize(user, fun, minions, grainsById, ownFindJob)
+                return minions, decision, listing
             if acl.enabled:
                 acl.checkBlacklist(user, fun)
-            return minions, None
+            return minions, None, listing
 
-        def authorized(result: tuple[list[str], Decision | None]) -> Any:
-            self._keepAcceptedIds(*listed[0])
-            minions, decision = result
+        def authorized(result: _Targeted) -> Any:
+            minions, decision, listing = result
+            self._keepAcceptedIds(*listing)
             target, targetType = published, publishedType
             if decision is not None:
                 # An ACL user's job goes to exactly the minions the ACL was
@@ -1016,9 +1019,9 @@ class Master:
         if aclSession or self._acceptedIds is None or len(self._acceptedIds) > INLINE_TARGETING_MAX:
             # The key store may be listed, the ACL may look up the system's
             # groups, or there are many minions to match: off the reactor.
-            d = self.runBlocking(expected, None)
+            d = self.runBlocking(expected)
         else:
-            d = maybeDeferred(expected, None)
+            d = maybeDeferred(expected)
         return d.addCallback(authorized).addErrback(refused)
 
     def _ownJobMinions(self, user: str, fun: str, arg: list[Any]) -> frozenset[str] | None:
