@@ -26,10 +26,12 @@ from salttwist.symmetric import AES_KEY_BYTES as AES_KEY_BYTES
 from salttwist.symmetric import NONCE_BYTES as NONCE_BYTES
 from salttwist.symmetric import AesCipher as AesCipher
 from salttwist.symmetric import CryptError as CryptError
+from salttwist.symmetric import HmacSha256 as HmacSha256
 from salttwist.symmetric import deriveKey as deriveKey
 from salttwist.symmetric import hmacEqual as hmacEqual
 from salttwist.symmetric import hmacSha256 as hmacSha256
 from salttwist.symmetric import newAesKey as newAesKey
+from salttwist.symmetric import sha256 as sha256
 
 MIN_RSA_BITS = 2048
 MAX_RSA_BITS = 8192

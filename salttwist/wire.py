@@ -1,7 +1,8 @@
 # -*- test-case-name: tests.test_master_auth -*-
 """
-The exact bytes that are signed or MACed during authentication, in one place
-so the master and its clients cannot disagree on them.
+The exact bytes that are signed or MACed during authentication and on the
+pub channel, in one place so the master and its clients cannot disagree on
+them.
 """
 
 from __future__ import annotations
@@ -127,6 +128,41 @@ def rotationAad(kid: int) -> bytes:
     minion.
     """
     return b"salttwist-rotate:" + kid.to_bytes(8, "big")
+
+
+#: How long a publication's MAC is (HMAC-SHA256).
+PUBLICATION_MAC_BYTES = 32
+
+
+def publicationMacContext(challenge: bytes, minionId: str) -> bytes:
+    """
+    The context a subscription's publication MAC key is derived from its
+    pub token for: bound to the pub connection's challenge, so the key of
+    one subscription authenticates nothing on another (a publication
+    recorded before a minion restarted or reconnected is refused).
+    """
+    return serial.dumps(["salttwist-pub-mac", challenge, minionId])
+
+
+def publicationMacMessage(kid: int, blobDigest: bytes) -> bytes:
+    """
+    What the master MACs for each subscriber of a publication: the key
+    generation and the SHA-256 of the sealed blob (hashed once, however
+    many subscribers there are).
+    """
+    return b"salttwist-pub-mac:" + kid.to_bytes(8, "big") + blobDigest
+
+
+def publicationFramePrefix(blob: bytes, kid: int) -> bytes:
+    """
+    The encoded publication frame C{{"pub": blob, "kid": kid, "mac": m}}
+    without its last L{PUBLICATION_MAC_BYTES} bytes, which are C{m}'s own
+    (msgpack writes a 32-byte binary as its two-byte header, then the
+    bytes): the master encodes a publication once and appends each
+    subscriber's MAC.
+    """
+    encoded = serial.dumps({"pub": blob, "kid": kid, "mac": bytes(PUBLICATION_MAC_BYTES)})
+    return encoded[:-PUBLICATION_MAC_BYTES]
 
 
 def publicationAad(kid: int) -> bytes:

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from twisted.trial.unittest import SynchronousTestCase
 
-from salttwist import crypt
+from salttwist import crypt, serial, wire
 from salttwist.crypt import AesCipher, CryptError
 
 # Key generation is slow: these keys serve every test in this module.
@@ -332,6 +332,59 @@ class MacTests(SynchronousTestCase):
         self.assertEqual(key, crypt.deriveKey(b"s" * 32, b"ctx"))
         self.assertNotEqual(key, crypt.deriveKey(b"s" * 32, b"ctx2"))
         self.assertNotEqual(key, crypt.deriveKey(b"t" * 32, b"ctx"))
+
+    def test_preparedHmac(self) -> None:
+        """
+        L{crypt.HmacSha256} gives the same MACs as L{crypt.hmacSha256}, and
+        stays usable after each one (it is keyed once, then copied).
+        """
+        prepared = crypt.HmacSha256(b"key")
+        for message in (b"message", b"", b"message"):
+            self.assertEqual(prepared.mac(message), crypt.hmacSha256(b"key", message))
+        self.assertNotEqual(prepared.mac(b"m"), crypt.HmacSha256(b"other").mac(b"m"))
+
+    def test_sha256(self) -> None:
+        """
+        L{crypt.sha256} is SHA-256.
+        """
+        for data in (b"", b"abc", os.urandom(1000)):
+            self.assertEqual(crypt.sha256(data), hashlib.sha256(data).digest())
+
+
+class PublicationFrameTests(SynchronousTestCase):
+    """
+    The publication frame the master encodes once and completes with each
+    subscriber's MAC.
+    """
+
+    def test_prefixAndMac(self) -> None:
+        """
+        L{wire.publicationFramePrefix} followed by a 32-byte MAC decodes to
+        C{{"pub", "kid", "mac"}}, for blobs and key generations of every
+        encoded size.
+        """
+        for blob, kid in ((b"", 0), (b"x" * 300, 2**20), (os.urandom(70000), 2**40)):
+            mac = os.urandom(wire.PUBLICATION_MAC_BYTES)
+            frame = serial.loads(wire.publicationFramePrefix(blob, kid) + mac)
+            self.assertEqual(frame, {"pub": blob, "kid": kid, "mac": mac})
+
+    def test_macMessage(self) -> None:
+        """
+        The MACed message binds the key generation and the blob's digest.
+        """
+        digest = crypt.sha256(b"blob")
+        message = wire.publicationMacMessage(3, digest)
+        self.assertNotEqual(message, wire.publicationMacMessage(4, digest))
+        self.assertNotEqual(message, wire.publicationMacMessage(3, crypt.sha256(b"blof")))
+
+    def test_macKeyContext(self) -> None:
+        """
+        The MAC key's context differs for another pub connection (its
+        challenge) and for another minion.
+        """
+        context = wire.publicationMacContext(b"c" * 32, "m1")
+        self.assertNotEqual(context, wire.publicationMacContext(b"d" * 32, "m1"))
+        self.assertNotEqual(context, wire.publicationMacContext(b"c" * 32, "m2"))
 
 
 class FileTests(SynchronousTestCase):

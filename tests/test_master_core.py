@@ -246,6 +246,27 @@ class MasterTestCase(SynchronousTestCase):
         return str(self.failureResultOf(self.request(client, payload), RequestError).value)
 
 
+def expectedPublicationMac(sessionKey: bytes, challenge: bytes, minionId: str) -> crypt.HmacSha256:
+    """
+    The MAC a subscription made with C{sessionKey} on the pub connection
+    greeted with C{challenge} expects on its publications, derived here
+    independently of the master.
+    """
+    token = crypt.deriveKey(sessionKey, wire.PUB_TOKEN_CONTEXT)
+    return crypt.HmacSha256(crypt.deriveKey(token, wire.publicationMacContext(challenge, minionId)))
+
+
+def assertPublicationMac(
+    case: SynchronousTestCase, frame: dict[str, Any], macKey: crypt.HmacSha256
+) -> None:
+    """
+    C{frame} is a publication whose MAC verifies under C{macKey}.
+    """
+    case.assertEqual(sorted(frame), ["kid", "mac", "pub"])
+    expected = macKey.mac(wire.publicationMacMessage(frame["kid"], crypt.sha256(frame["pub"])))
+    case.assertTrue(crypt.hmacEqual(expected, frame["mac"]))
+
+
 class GreetingTests(MasterTestCase):
     """
     The master speaks first on both channels, with a fresh challenge.
@@ -657,11 +678,13 @@ class ClientPublishTests(MasterTestCase):
         """
         super().setUp()
         self.received = {}
+        self.macKeys = {}
         for minionId in ("m1", "m2"):
             _, _, sessionKey = self.authMinion(minionId)
-            _, _, received, answer = self.subscribe(minionId, sessionKey)
+            _, server, received, answer = self.subscribe(minionId, sessionKey)
             self.assertEqual(answer, "subscribed")
             self.received[minionId] = received
+            self.macKeys[minionId] = expectedPublicationMac(sessionKey, server.challenge, minionId)
         self.client, _ = self.authClient()
         self.events.clear()
 
@@ -718,10 +741,14 @@ class ClientPublishTests(MasterTestCase):
             },
         )
         [frame] = self.received["m1"]
-        self.assertEqual(self.received["m2"], [frame])
+        [other] = self.received["m2"]
+        # One sealed blob for all, each with its own subscription's MAC.
+        self.assertEqual(other["pub"], frame["pub"])
+        self.assertNotEqual(other["mac"], frame["mac"])
+        assertPublicationMac(self, frame, self.macKeys["m1"])
+        assertPublicationMac(self, other, self.macKeys["m2"])
         publication = self.master.publicationKey
         self.assertEqual(frame["kid"], publication.kid)
-        crypt.verify(MASTER_KEY.public_key(), frame["sig"], frame["pub"])
         load = serial.loads(
             publication.cipher().decrypt(frame["pub"], wire.publicationAad(frame["kid"]))
         )
@@ -883,9 +910,11 @@ class JobPathTests(MasterTestCase):
             self.master.keyStore.putKey(ACCEPTED, minionId, crypt.publicKeyToPem(key.public_key()))
         self.net = Loopback(self.master.clock)
         self.received = {}
+        self.macKeys = {}
         for minionId in ("m1", "m2"):
             _, _, sessionKey = self.authMinion(minionId)
-            self.received[minionId] = self.subscribe(minionId, sessionKey)[2]
+            _, server, self.received[minionId], _ = self.subscribe(minionId, sessionKey)
+            self.macKeys[minionId] = expectedPublicationMac(sessionKey, server.challenge, minionId)
         self.client, _ = self.authClient()
 
     def publish(self) -> Deferred:
@@ -937,9 +966,9 @@ class JobPathTests(MasterTestCase):
         self.patch(core, "INLINE_TARGETING_MAX", 1)
         self.assertPublishWaitsForRunner()
 
-    def test_publishSignsOnTheReactor(self) -> None:
+    def test_publishSealsOnTheReactor(self) -> None:
         """
-        L{Master.publish} seals, signs and writes the frame to every
+        L{Master.publish} seals, MACs and writes the frame to every
         subscriber before it returns, without C{runBlocking}.
         """
         self.runner.hold = True
@@ -948,7 +977,7 @@ class JobPathTests(MasterTestCase):
         self.assertEqual(self.runner.calls, [])
         self.net.flush()
         [frame] = self.received["m1"]
-        crypt.verify(MASTER_KEY.public_key(), frame["sig"], frame["pub"])
+        assertPublicationMac(self, frame, self.macKeys["m1"])
 
 
 class HeldAcknowledgementTests(MasterTestCase):

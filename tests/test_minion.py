@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric import rsa
 from twisted.internet.defer import Deferred
 from twisted.internet.testing import EventLoggingObserver
 from twisted.logger import formatEvent, globalLogPublisher
@@ -404,8 +403,8 @@ class JobTests(MinionTestCase):
 class PublicationVettingTests(MinionTestCase):
     """
     The minion drops every publication that is not sealed with the current
-    publication key, signed by its master, and fresh; it runs nothing and
-    logs why.
+    publication key, MACed for its subscription by its master, and fresh; it
+    runs nothing and logs why.
     """
 
     def setUp(self) -> None:
@@ -439,28 +438,36 @@ class PublicationVettingTests(MinionTestCase):
         self,
         load: Any,
         kid: int | None = None,
-        signer: rsa.RSAPrivateKey = MASTER_KEY,
+        macKey: crypt.HmacSha256 | None = None,
         tamper: bool = False,
-        resign: bool = True,
+        remac: bool = True,
     ) -> dict[str, Any]:
         """
-        Seal and sign C{load} as L{Master.publish} does.
+        Seal C{load} and MAC it for C{m1}'s subscription as L{Master.publish}
+        does.
 
         @param kid: claim and bind this key generation instead of the
             current one.
-        @param signer: sign with this key instead of the master's.
-        @param tamper: flip one bit of the ciphertext; then sign the changed
-            ciphertext if C{resign}, else keep the original signature.
+        @param macKey: MAC with this key instead of the subscription's.
+        @param tamper: flip one bit of the ciphertext; then MAC the changed
+            ciphertext if C{remac}, else keep the original MAC.
         """
         publication = self.master.publicationKey
         kid = publication.kid if kid is None else kid
+        if macKey is None:
+            macKey = self.master.subscribers["m1"].publicationMac
+        assert macKey is not None
+
+        def mac(blob: bytes) -> bytes:
+            return macKey.mac(wire.publicationMacMessage(kid, crypt.sha256(blob)))
+
         blob = publication.cipher().encrypt(serial.dumps(load), wire.publicationAad(kid))
-        signature = crypt.sign(signer, blob)
+        tag = mac(blob)
         if tamper:
             blob = blob[:-1] + bytes([blob[-1] ^ 1])
-            if resign:
-                signature = crypt.sign(signer, blob)
-        return {"pub": blob, "sig": signature, "kid": kid}
+            if remac:
+                tag = mac(blob)
+        return {"pub": blob, "kid": kid, "mac": tag}
 
     def deliver(self, frame: dict[str, Any] | bytes) -> None:
         """
@@ -488,7 +495,7 @@ class PublicationVettingTests(MinionTestCase):
 
     def test_valid(self) -> None:
         """
-        A publication sealed and signed here as the master does it runs (the
+        A publication sealed and MACed here as the master does it runs (the
         control for the tests below).
         """
         self.deliver(self.seal(self.jobLoad()))
@@ -497,35 +504,44 @@ class PublicationVettingTests(MinionTestCase):
 
     def test_tamperedCiphertext(self) -> None:
         """
-        A ciphertext changed in transit is dropped: with the original
-        signature it fails verification; re-signed by the master it still
+        A ciphertext changed in transit is dropped: with the original MAC it
+        fails the subscription's check; MACed again by the master it still
         fails to authenticate under the publication key.
         """
         load = self.jobLoad()
-        self.assertDropped(self.seal(load, tamper=True, resign=False), "bad signature")
+        self.assertDropped(self.seal(load, tamper=True, remac=False), "MAC does not verify")
         self.assertDropped(self.seal(load, tamper=True), "does not authenticate")
 
-    def test_signedByAnotherKey(self) -> None:
+    def test_macOfAnotherSubscription(self) -> None:
         """
-        A publication signed by a key other than the pinned master's is
-        dropped.
+        A publication MACed with a key other than this subscription's (the
+        key of an earlier subscription, another minion's, or one derived
+        from this minion's session for another pub connection) is dropped.
         """
-        self.assertDropped(self.seal(self.jobLoad(), signer=OTHER_KEY), "bad signature")
+        session = self.master.sessions["m1"].sessionKey
+        token = crypt.deriveKey(session, wire.PUB_TOKEN_CONTEXT)
+        otherConnection = crypt.HmacSha256(
+            crypt.deriveKey(token, wire.publicationMacContext(b"c" * 32, "m1"))
+        )
+        for key in (otherConnection, crypt.HmacSha256(b"k" * 32)):
+            self.assertDropped(self.seal(self.jobLoad(), macKey=key), "MAC does not verify")
 
-    def test_strippedSignature(self) -> None:
+    def test_strippedMac(self) -> None:
         """
-        A publication without a signature, or with an empty one, is dropped.
+        A publication without a MAC, with an empty one or with one of
+        another type, is dropped.
         """
         frame = self.seal(self.jobLoad())
-        del frame["sig"]
-        self.assertDropped(frame, "must be bytes")
-        frame["sig"] = b""
-        self.assertDropped(frame, "bad signature")
+        del frame["mac"]
+        self.assertDropped(frame, "MAC does not verify")
+        for junk in (b"", "x" * 32, 7):
+            frame["mac"] = junk
+            self.assertDropped(frame, "MAC does not verify")
 
     def test_wrongKid(self) -> None:
         """
         A publication for another publication key generation is dropped,
-        even when signed by the master.
+        even when MACed by the master.
         """
         kid = self.master.publicationKey.kid
         self.assertDropped(self.seal(self.jobLoad(), kid=kid + 1), "is not known")
@@ -556,17 +572,17 @@ class PublicationVettingTests(MinionTestCase):
     def test_clearTextLoad(self) -> None:
         """
         A load sent in clear text is dropped, as a bare map and even as a
-        master-signed, unencrypted blob.
+        master-MACed, unencrypted blob.
         """
         load = self.jobLoad()
         kid = self.master.publicationKey.kid
         self.assertDropped(load, "is not known")
-        self.assertDropped(dict(load, kid=kid), "must be bytes")
+        self.assertDropped(dict(load, kid=kid), "is not bytes")
         plain = serial.dumps(load)
-        self.assertDropped(
-            {"pub": plain, "sig": crypt.sign(MASTER_KEY, plain), "kid": kid},
-            "does not authenticate",
-        )
+        macKey = self.master.subscribers["m1"].publicationMac
+        assert macKey is not None
+        tag = macKey.mac(wire.publicationMacMessage(kid, crypt.sha256(plain)))
+        self.assertDropped({"pub": plain, "kid": kid, "mac": tag}, "does not authenticate")
 
 
 class ReconnectTests(MinionTestCase):

@@ -187,6 +187,7 @@ class FakeSubscriber:
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.transport = StringTransport(peerAddress=IPv4Address("TCP", host, 40000))
         self.frames: list[Any] = []
+        self.publicationMac = crypt.HmacSha256(os.urandom(32))
 
     def sendString(self, data: bytes) -> None:
         """

@@ -7,9 +7,13 @@ where the MAC over this connection's challenge is keyed with a token derived
 from its current req-channel session key: only a minion holding a live
 session receives publications, and deleting its key cuts it off.
 
-Each publication is C{{"pub": blob, "sig": signature, "kid": n}}: the load
-sealed with the publication key (AES-256-GCM), signed by the master. The
-frame is built once and written to every subscriber.
+Each publication is C{{"pub": blob, "kid": n, "mac": m}}: the load sealed
+with the publication key (AES-256-GCM), which every accepted minion holds,
+and an HMAC-SHA256 of it under a key only this subscription's minion and
+the master hold (derived from the minion's pub token and this connection's
+challenge), so no minion can forge a job for another and nothing recorded
+on one connection is accepted on the next. The frame is encoded once; each
+subscriber's MAC is appended to it (L{salttwist.wire.publicationFramePrefix}).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from salttwist.symmetric import HmacSha256
 from salttwist.transport.framing import FrameProtocol, QuietFactory
 from salttwist.transport.tcp import keepAlive
 
@@ -27,9 +32,14 @@ if TYPE_CHECKING:
 class PubServerProtocol(FrameProtocol):
     """
     One minion's pub-channel connection.
+
+    @ivar minionId: the subscribed minion's id, once it has subscribed.
+    @ivar publicationMac: the MAC of this subscription's publications, once
+        it has subscribed.
     """
 
     minionId: str | None = None
+    publicationMac: HmacSha256 | None = None
 
     def __init__(self, master: Master) -> None:
         self._master = master

@@ -514,7 +514,7 @@ _scalars = st.one_of(
     st.text(max_size=40),
 )
 _envelopes = st.dictionaries(
-    st.sampled_from(["pub", "sig", "kid", "rotate", "x"]),
+    st.sampled_from(["pub", "mac", "kid", "rotate", "x"]),
     st.one_of(_scalars, st.lists(_scalars, max_size=3)),
     max_size=5,
 )
@@ -522,7 +522,7 @@ _envelopes = st.dictionaries(
 
 class PublicationEnvelopeFuzzTests(SynchronousTestCase):
     """
-    The minion's publication envelope parser (C{pub}/C{sig}/C{kid}, and
+    The minion's publication envelope parser (C{pub}/C{mac}/C{kid}, and
     C{rotate}/C{kid} key rotations) on arbitrary maps and on mutations of a
     genuine publication: it never raises and never runs anything.
     """
@@ -560,7 +560,9 @@ class PublicationEnvelopeFuzzTests(SynchronousTestCase):
         self.net.flush()
         self.successResultOf(ready)
         self.ran: list[str] = []
-        self.minion.executor.call = lambda fun, arg: self.ran.append(fun)  # type: ignore[method-assign]
+        self.minion.executor.call = lambda fun, arg: (  # type: ignore[method-assign]
+            self.ran.append(fun) or {"return": True, "retcode": 0, "success": True}
+        )
         self.kid = self.minion._kid
         publication = self.net.master.publicationKey
         load = {
@@ -574,7 +576,9 @@ class PublicationEnvelopeFuzzTests(SynchronousTestCase):
         self.blob = publication.cipher().encrypt(
             serial.dumps(load), wire.publicationAad(publication.kid)
         )
-        self.sig = crypt.sign(MASTER_KEY, self.blob)
+        macKey = self.net.master.subscribers["m1"].publicationMac
+        assert macKey is not None
+        self.mac = macKey.mac(wire.publicationMacMessage(publication.kid, crypt.sha256(self.blob)))
 
     @FUZZ
     @given(_envelopes)
@@ -587,16 +591,24 @@ class PublicationEnvelopeFuzzTests(SynchronousTestCase):
         self.assertEqual(self.ran, [])
         self.assertEqual(self.minion._kid, self.kid)
 
+    def test_genuineRuns(self) -> None:
+        """
+        The genuine publication the mutations start from runs (the control
+        for L{test_mutatedGenuine}).
+        """
+        self.minion._publicationReceived({"pub": self.blob, "mac": self.mac, "kid": self.kid})
+        self.assertEqual(self.ran, ["cmd.run"])
+
     @FUZZ
     @given(st.data())
     def test_mutatedGenuine(self, data: st.DataObject) -> None:
         """
-        A genuine master-signed publication with one field replaced (a
-        flipped byte of the blob or signature, another kid, a junk value)
+        A genuine master-MACed publication with one field replaced (a
+        flipped byte of the blob or MAC, another kid, a junk value)
         is dropped without an exception and runs nothing.
         """
-        frame: dict[str, Any] = {"pub": self.blob, "sig": self.sig, "kid": self.kid}
-        field = data.draw(st.sampled_from(["pub", "sig", "kid"]))
+        frame: dict[str, Any] = {"pub": self.blob, "mac": self.mac, "kid": self.kid}
+        field = data.draw(st.sampled_from(["pub", "mac", "kid"]))
         how = data.draw(st.sampled_from(["flip", "junk"]))
         if how == "flip" and field != "kid":
             value = frame[field]

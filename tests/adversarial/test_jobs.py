@@ -25,7 +25,6 @@ from salttwist.pki.keystore import ACCEPTED
 from salttwist.transport.reqclient import RequestError
 from tests._loopback import MasterMinionNetwork
 from tests.adversarial._support import (
-    ATTACKER_KEY,
     JID,
     MASTER_KEY,
     MASTER_PEM,
@@ -130,15 +129,22 @@ class PublicationAttackTests(SynchronousTestCase):
             "ts": self.net.reactor.seconds(),
         }
 
-    def seal(self, load: Any, signer: Any, kid: int | None = None) -> dict[str, Any]:
+    def seal(
+        self, load: Any, macKey: crypt.HmacSha256 | None = None, kid: int | None = None
+    ) -> dict[str, Any]:
         """
         Seal C{load} with the current publication key, as anyone holding it
-        can, and sign it with C{signer}.
+        can, and MAC it with C{macKey} (by default the one of C{m1}'s
+        subscription, as the master does).
         """
         publication = self.master.publicationKey
         kid = publication.kid if kid is None else kid
+        if macKey is None:
+            macKey = self.master.subscribers["m1"].publicationMac
+        assert macKey is not None
         blob = publication.cipher().encrypt(serial.dumps(load), wire.publicationAad(kid))
-        return {"pub": blob, "sig": crypt.sign(signer, blob), "kid": kid}
+        mac = macKey.mac(wire.publicationMacMessage(kid, crypt.sha256(blob)))
+        return {"pub": blob, "kid": kid, "mac": mac}
 
     def inject(self, frame: dict[str, Any] | bytes) -> None:
         """
@@ -162,34 +168,39 @@ class PublicationAttackTests(SynchronousTestCase):
     def test_forgedByMinionKey(self) -> None:
         """
         A publication sealed correctly with the publication key (which every
-        accepted minion holds) but signed with a minion's key (the rogue
-        C{m2}'s, or the victim's own) runs nowhere.
+        accepted minion holds) but MACed with another key (that of the rogue
+        C{m2}'s own subscription, or an attacker's) runs nowhere on C{m1}.
         """
-        for signer in (MINION_KEYS["m2"], MINION_KEYS["m1"], ATTACKER_KEY):
-            self.inject(self.seal(self.load(), signer))
+        self.startMinion("m2")
+        rogue = self.master.subscribers["m2"].publicationMac
+        for macKey in (rogue, crypt.HmacSha256(os.urandom(32))):
+            self.inject(self.seal(self.load(), macKey))
         self.assertNothingRan()
 
     def test_strippedOrClearText(self) -> None:
         """
-        A publication with its signature removed, emptied or swapped for one
-        over other bytes, and a load sent as a clear-text map or as a
-        master-signed but unencrypted blob, runs nowhere.
+        A publication with its MAC removed, emptied or swapped for one over
+        other bytes, and a load sent as a clear-text map or as a master-MACed
+        but unencrypted blob, runs nowhere.
         """
-        frame = self.seal(self.load(), MASTER_KEY)
-        for sig in (None, b"", crypt.sign(MASTER_KEY, b"other")):
-            self.inject(dict(frame, sig=sig))
-        self.inject({k: v for k, v in frame.items() if k != "sig"})
+        frame = self.seal(self.load())
+        macKey = self.master.subscribers["m1"].publicationMac
+        assert macKey is not None
+        for mac in (None, b"", macKey.mac(b"other")):
+            self.inject(dict(frame, mac=mac))
+        self.inject({k: v for k, v in frame.items() if k != "mac"})
         self.inject(dict(self.load(), kid=frame["kid"]))
         plain = serial.dumps(self.load())
-        self.inject({"pub": plain, "sig": crypt.sign(MASTER_KEY, plain), "kid": frame["kid"]})
+        mac = macKey.mac(wire.publicationMacMessage(frame["kid"], crypt.sha256(plain)))
+        self.inject({"pub": plain, "kid": frame["kid"], "mac": mac})
         self.assertNothingRan()
 
     def test_tampered(self) -> None:
         """
-        Any one byte of a master-signed publication flipped (nonce,
+        Any one byte of a master-MACed publication flipped (nonce,
         ciphertext or tag) makes it run nowhere.
         """
-        frame = self.seal(self.load(), MASTER_KEY)
+        frame = self.seal(self.load())
         blob = frame["pub"]
         for i in (0, 12, len(blob) // 2, len(blob) - 1):
             changed = blob[:i] + bytes([blob[i] ^ 0x01]) + blob[i + 1 :]
@@ -202,7 +213,7 @@ class PublicationAttackTests(SynchronousTestCase):
         rotations (the minion keeps only the current and previous key) the
         recorded bytes run nowhere, even with a fresh-looking kid.
         """
-        data = serial.dumps(self.seal(self.load(fun="test.ping"), MASTER_KEY))
+        data = serial.dumps(self.seal(self.load(fun="test.ping")))
         self.inject(data)
         self.inject(data)
         self.assertEqual(self.ran, ["test.ping"])
@@ -215,12 +226,13 @@ class PublicationAttackTests(SynchronousTestCase):
     def test_replayedAfterMinionRestart(self) -> None:
         """
         A genuine publication recorded before the minion restarted is
-        refused by the new minion process (whose replay memory is empty),
-        because the master's signed subscription confirmation says when it
-        joined (CVE-2022-22936 class).
+        refused by the new minion process (whose replay memory is empty):
+        its MAC belongs to the old subscription, and the master's MACed
+        subscription confirmation says when the new one began
+        (CVE-2022-22936 class).
         """
         self.net.reactor.advance(100)
-        old = serial.dumps(self.seal(self.load(fun="test.ping"), MASTER_KEY))
+        old = serial.dumps(self.seal(self.load(fun="test.ping")))
         self.minion.stop()
         self.net.flush()
         self.net.reactor.advance(30)
@@ -231,7 +243,7 @@ class PublicationAttackTests(SynchronousTestCase):
         self.master.subscribers["m1"].sendString(old)
         self.net.flush()
         self.assertEqual(ran, [])
-        fresh = serial.dumps(self.seal(dict(self.load(jid="2" * 20), fun="test.ping"), MASTER_KEY))
+        fresh = serial.dumps(self.seal(dict(self.load(jid="2" * 20), fun="test.ping")))
         self.master.subscribers["m1"].sendString(fresh)
         self.net.flush()
         self.assertEqual(ran, ["test.ping"])
@@ -272,7 +284,7 @@ class PublicationAttackTests(SynchronousTestCase):
         A genuine publication targeted at another minion is not run by
         C{m1}, even though C{m1} can decrypt it.
         """
-        self.inject(self.seal(dict(self.load(), tgt="m2"), MASTER_KEY))
+        self.inject(self.seal(dict(self.load(), tgt="m2")))
         self.assertNothingRan()
 
     def test_replayedAfterOneRotation(self) -> None:
@@ -280,19 +292,19 @@ class PublicationAttackTests(SynchronousTestCase):
         After one key rotation (the minion still holds the previous key, so
         the recorded bytes still decrypt) a replayed genuine publication is
         refused by the jid guard; and a rogue minion re-sealing the recorded
-        load under the new key, keeping the master's signature, is refused
-        on the signature: it runs once in all.
+        load under the new key, keeping the master's MAC, is refused on the
+        MAC: it runs once in all.
         """
         load = self.load(fun="test.ping")
-        frame = self.seal(load, MASTER_KEY)
+        frame = self.seal(load)
         self.inject(frame)
         self.assertEqual(self.ran, ["test.ping"])
         self.master.rotatePublicationKey("test")
         self.net.flush()
         self.assertIn(frame["kid"], self.minion._pubKeys)
         self.inject(frame)
-        resealed = self.seal(load, MASTER_KEY)
-        self.inject(dict(resealed, sig=frame["sig"]))
+        resealed = self.seal(load)
+        self.inject(dict(resealed, mac=frame["mac"]))
         self.assertEqual(self.ran, ["test.ping"])
 
     def test_deletedKeyLosesNextPublication(self) -> None:
@@ -302,6 +314,7 @@ class PublicationAttackTests(SynchronousTestCase):
         every minion runs on C{m2} and not on C{m1}, and handed the new
         publication anyway, C{m1} cannot open it (the key was rotated).
         """
+        macKey = self.master.subscribers["m1"].publicationMac
         other = self.startMinion("m2")
         ranOther: list[str] = []
         call = other.executor.call
@@ -316,7 +329,7 @@ class PublicationAttackTests(SynchronousTestCase):
         self.assertEqual(ranOther, ["test.ping"])
         self.assertEqual(self.ran, [])
         self.assertNotIn(self.master.publicationKey.kid, self.minion._pubKeys)
-        self.minion._publicationReceived(self.seal(load, MASTER_KEY))
+        self.minion._publicationReceived(self.seal(load, macKey))
         self.assertEqual(self.ran, [])
 
 
