@@ -137,6 +137,53 @@ class FrameProtocolTests(SynchronousTestCase):
         self.proto.dataReceived(encode({"n": 1}) + encode({"n": 2}))
         self.assertEqual(self.proto.frames, [{"n": 1}, {"n": 2}])
 
+    def test_wholeFrameOverLimitInOneRead(self) -> None:
+        """
+        A complete frame over C{MAX_LENGTH} arriving in one read (header and
+        body together) is refused and not delivered, like one whose header
+        arrives alone.
+        """
+        payload = serial.dumps({"k": "x" * 20})
+        self.proto.setMaxFrame(len(payload) - 1)
+        self.proto.dataReceived(frame(payload))
+        self.assertClosed()
+        self.assertEqual(self.proto.frames, [])
+
+    def test_wholeFrameWhilePaused(self) -> None:
+        """
+        A complete frame read while the protocol is paused is kept, not
+        delivered, until it resumes; nothing is left buffered after.
+        """
+        self.proto.pauseProducing()
+        self.proto.dataReceived(encode({"n": 1}))
+        self.assertEqual(self.proto.frames, [])
+        self.assertEqual(self.proto._unprocessed, encode({"n": 1}))
+        self.proto.resumeProducing()
+        self.assertEqual(self.proto.frames, [{"n": 1}])
+        self.assertEqual(self.proto._unprocessed, b"")
+
+    def test_wholeFrameAfterClose(self) -> None:
+        """
+        A complete frame read after the connection started closing is not
+        delivered.
+        """
+        self.transport.loseConnection()
+        self.proto.dataReceived(encode({"n": 1}))
+        self.assertEqual(self.proto.frames, [])
+
+    def test_wholeFrameBehindPartial(self) -> None:
+        """
+        A read that would be one whole frame on its own, arriving behind a
+        partial frame, completes the buffered frame first: both are
+        delivered in order.
+        """
+        first, second = encode({"n": 1}), encode({"n": 2})
+        self.proto.dataReceived(first[:3])
+        self.proto.dataReceived(first[3:] + second)
+        self.proto.dataReceived(encode({"n": 3}))
+        self.assertEqual(self.proto.frames, [{"n": 1}, {"n": 2}, {"n": 3}])
+        self.assertEqual(self.proto._unprocessed, b"")
+
     def test_frameSplitByteByByte(self) -> None:
         """
         A frame arriving one byte at a time is delivered once, when its last

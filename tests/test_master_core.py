@@ -587,6 +587,31 @@ class MinionReturnTests(MasterTestCase):
         self.assertEqual(data["retcode"], 3)
         self.assertEqual(data["success"], True)
 
+    def test_sessionFrameEncodings(self) -> None:
+        """
+        A session frame is taken in any msgpack encoding of its map, as
+        before the master read the usual one without decoding it (a key
+        written as str 8, a short blob's length as bin 16); one with a
+        byte after its map is malformed and closes the connection.
+        """
+        session = self.client._session
+        assert session is not None
+        jid2 = "20260101000000000002"
+        self.master.jobs.add(jid2, {"jid": jid2, "fun": "test.ping"}, ["m1"])
+
+        def send(data: bytes) -> None:
+            self.server.dataReceived(struct.pack("!I", len(data)) + data)
+
+        blob = session.seal(self.returnLoad(rid=1))["enc"]
+        send(b"\x81\xd9\x03enc\xc4" + bytes([len(blob)]) + blob)
+        blob = session.seal(self.returnLoad(rid=2, jid=jid2))["enc"]
+        send(b"\x81\xa3enc\xc5" + len(blob).to_bytes(2, "big") + blob)
+        self.assertEqual(self.master.jobs.get(JID).returned, {"m1"})
+        self.assertEqual(self.master.jobs.get(jid2).returned, {"m1"})
+        self.assertFalse(self.server.transport.disconnecting)
+        send(serial.dumps(session.seal({"cmd": "_grains", "grains": {}})) + b"\x00")
+        self.assertTrue(self.server.transport.disconnecting)
+
     def test_returnClaimingAnotherId(self) -> None:
         """
         A return whose C{id} is not the session's minion is refused, fires no

@@ -9,7 +9,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist import crypt, serial
 from salttwist.crypt import AesCipher
-from salttwist.transport.session import SessionCipher, SessionError
+from salttwist.transport.frames import HEADER
+from salttwist.transport.session import SessionCipher, SessionError, sessionBlob
 
 
 class SessionCipherTests(SynchronousTestCase):
@@ -155,3 +156,80 @@ class SessionCipherTests(SynchronousTestCase):
         server = SessionCipher(self.key, isServer=True, maxDepth=2)
         frame = self._sealRaw(serial.dumps({"a": {"b": {"c": 1}}}))
         self.assertRaises(SessionError, server.open, frame)
+
+
+class SessionFrameBytesTests(SynchronousTestCase):
+    """
+    L{SessionCipher.sealFrame} and L{sessionBlob} work on a session frame's
+    encoded bytes, exactly as msgpack encodes and decodes its map.
+    """
+
+    #: Payload sizes whose blobs take msgpack's bin 8, bin 16 and bin 32.
+    SIZES = (0, 200, 300, 70000)
+
+    def setUp(self) -> None:
+        """
+        Make a server and a client cipher sharing a fresh key.
+        """
+        key = crypt.newAesKey()
+        self.server = SessionCipher(key, isServer=True)
+        self.client = SessionCipher(key, isServer=False)
+
+    def test_sealFrameIsTheEncodedFrame(self) -> None:
+        """
+        L{SessionCipher.sealFrame} gives a length header and the msgpack of
+        C{{"enc": blob}}, byte for byte as L{serial.dumps} encodes that map,
+        and the blob opens to the payload, in sequence with L{seal}.
+        """
+        for size in self.SIZES:
+            payload = {"data": b"x" * size}
+            data = self.client.sealFrame(payload)
+            (length,) = HEADER.unpack_from(data)
+            self.assertEqual(length, len(data) - 4)
+            frame = serial.loads(data[4:])
+            self.assertEqual(list(frame), ["enc"])
+            self.assertEqual(serial.dumps(frame), data[4:])
+            self.assertEqual(self.server.open(frame), payload)
+            self.assertEqual(self.server.open(self.client.seal({"n": size})), {"n": size})
+
+    def test_sessionBlobOfEncodedFrames(self) -> None:
+        """
+        L{sessionBlob} of a sealed frame's msgpack is its blob, for every
+        size of blob.
+        """
+        for size in self.SIZES:
+            frame = self.client.seal({"data": b"x" * size})
+            self.assertEqual(sessionBlob(serial.dumps(frame)), frame["enc"])
+
+    def test_sessionBlobOfAnythingElse(self) -> None:
+        """
+        L{sessionBlob} is L{None} for bytes that are not exactly a one-entry
+        map of C{enc} to bytes in msgpack's usual encoding: bytes after the
+        map, a cut-off blob, other keys, a string instead of bytes, a key
+        encoded as str 8, and too few bytes to tell. Those frames are decoded
+        as any other.
+        """
+        encoded = serial.dumps(self.client.seal({"n": 1}))
+        blob = serial.loads(encoded)["enc"]
+        others = [
+            encoded + b"\x00",
+            encoded[:-1],
+            serial.dumps({"enc": blob, "cmd": "x"}),
+            serial.dumps({"enc": "text"}),
+            serial.dumps({"end": blob}),
+            b"\x81\xd9\x03enc\xc4" + bytes([len(blob)]) + blob,
+            b"\x81\xa3enc\xc4",
+            b"",
+        ]
+        for data in others:
+            self.assertIsNone(sessionBlob(data), data[:12])
+
+    def test_sessionBlobLongLengthForm(self) -> None:
+        """
+        A blob whose length is written in a longer form than needed (bin 16
+        for a short blob) is still that blob, as msgpack decodes it.
+        """
+        blob = b"b" * 40
+        data = b"\x81\xa3enc\xc5\x00\x28" + blob
+        self.assertEqual(serial.loads(data), {"enc": blob})
+        self.assertEqual(sessionBlob(data), blob)

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 
-from salttwist.transport.frames import encodeFrame
 from salttwist.transport.framing import FrameProtocol, QuietFactory, writeNow
 from salttwist.transport.reqclient import PROTOCOL_VERSION
-from salttwist.transport.session import SessionCipher, SessionError
+from salttwist.transport.session import SessionCipher, SessionError, sessionBlob
 from salttwist.transport.tcp import keepAlive
 
 if TYPE_CHECKING:
@@ -86,6 +85,27 @@ class ReqServerProtocol(FrameProtocol):
         self.startDeadline(self._master.clock, self._master.preauthTimeout)
         self.sendFrame({"cmd": "hello", "challenge": self.challenge, "version": PROTOCOL_VERSION})
 
+    def stringReceived(self, data: bytes) -> None:
+        """
+        A session frame in its usual encoding (every one a minion sends) is
+        opened without decoding its map first (L{sessionBlob}); anything
+        else is decoded and checked as every frame is.
+        """
+        session = self._session
+        if session is not None:
+            blob = sessionBlob(data)
+            if blob is not None:
+                if getattr(self.transport, "disconnecting", False):
+                    return
+                try:
+                    payload = session.openBlob(blob)
+                except SessionError as e:
+                    self.protocolViolation(str(e))
+                    return
+                self._sessionRequest(payload)
+                return
+        super().stringReceived(data)
+
     def frameReceived(self, message: dict[str, Any]) -> None:
         if self._session is None:
             self._clearFrame(message)
@@ -138,6 +158,10 @@ class ReqServerProtocol(FrameProtocol):
         except SessionError as e:
             self.protocolViolation(str(e))
             return
+        self._sessionRequest(payload)
+
+    def _sessionRequest(self, payload: dict[str, Any]) -> None:
+        assert self.role is not None
         rid = payload.get("rid")
         cmd = payload.get("cmd")
         method = ROLE_FUNCS[self.role].get(cmd) if isinstance(cmd, str) else None
@@ -161,7 +185,8 @@ class ReqServerProtocol(FrameProtocol):
             result.addErrback(self._requestFailed, cmd)
             result.addCallback(lambda answer: self.sendPayload(dict(answer, rid=rid)))
             return
-        self._timed(None, cmd)
+        if self._master.config.get("master_stats"):
+            self._timed(None, cmd)
         if cmd in HELD_REPLIES and self.role == "minion" and "jid" not in result:
             self.holdPayload(dict(result, rid=rid))
         else:
@@ -203,7 +228,7 @@ class ReqServerProtocol(FrameProtocol):
         """
         if self._session is not None and self.transport.connected:
             if self._held:
-                self._held.append(encodeFrame(self._session.seal(payload)))
+                self._held.append(self._session.sealFrame(payload))
                 self.sendHeld()
             else:
                 self.sendFrame(self._session.seal(payload))
@@ -216,7 +241,7 @@ class ReqServerProtocol(FrameProtocol):
         latest), or before any payload sent at once.
         """
         if self._session is not None and self.transport.connected:
-            self._held.append(encodeFrame(self._session.seal(payload)))
+            self._held.append(self._session.sealFrame(payload))
             if len(self._held) == 1:
                 self._master.holdingReplies(self)
 

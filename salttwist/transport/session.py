@@ -15,6 +15,50 @@ from typing import Any
 
 from salttwist import serial
 from salttwist.symmetric import AesCipher, CryptError
+from salttwist.transport.frames import HEADER
+
+#: How msgpack (L{salttwist.serial.dumps}) starts a session frame: a map of
+#: one entry whose key is the 3-character string C{enc}.
+_FRAME_START = b"\x81\xa3enc"
+#: msgpack's bin 8, bin 16 and bin 32 markers, and the bytes of their lengths.
+_BIN8, _BIN16, _BIN32 = 0xC4, 0xC5, 0xC6
+
+
+def _binHeader(size: int) -> bytes:
+    # msgpack's bin header for C{size} bytes, as msgpack.packb writes it.
+    if size < 0x100:
+        return bytes((_BIN8, size))
+    if size < 0x10000:
+        return bytes((_BIN16,)) + size.to_bytes(2, "big")
+    return bytes((_BIN32,)) + size.to_bytes(4, "big")
+
+
+def sessionBlob(data: bytes) -> bytes | None:
+    """
+    The sealed blob of an encoded session frame, read without decoding the
+    frame: C{data} must be exactly the msgpack C{{"enc": <bin>}} that
+    L{SessionCipher.seal}'s frame serialises to, with nothing after it.
+
+    @return: the blob, or L{None} for anything else (which the caller then
+        decodes as any other frame, to accept or refuse it as before).
+    """
+    if len(data) < 7 or not data.startswith(_FRAME_START):
+        return None
+    marker = data[5]
+    if marker == _BIN8:
+        start = 7
+        size = data[6]
+    elif marker == _BIN16:
+        start = 8
+        size = int.from_bytes(data[6:8], "big")
+    elif marker == _BIN32:
+        start = 10
+        size = int.from_bytes(data[6:10], "big")
+    else:
+        return None
+    if start + size != len(data):
+        return None
+    return data[start:]
 
 
 class SessionError(ValueError):
@@ -52,6 +96,19 @@ class SessionCipher:
         self._sendSeq += 1
         return {"enc": self._cipher.encrypt(serial.dumps(payload), aad)}
 
+    def sealFrame(self, payload: dict[str, Any]) -> bytes:
+        """
+        L{seal} C{payload} and encode its frame, length header included: the
+        bytes L{salttwist.transport.frames.encodeFrame} makes of
+        C{self.seal(payload)}, without serialising the frame's map.
+        """
+        blob = self.seal(payload)["enc"]
+        body = _FRAME_START + _binHeader(len(blob))
+        size = len(body) + len(blob)
+        if size >= 2**32:
+            raise serial.SerialError(f"frame of {size} bytes is over the 4-byte prefix")
+        return HEADER.pack(size) + body + blob
+
     def open(self, frame: dict[str, Any]) -> dict[str, Any]:
         """
         @return: the payload of C{frame}.
@@ -61,6 +118,14 @@ class SessionCipher:
         blob = frame.get("enc")
         if not isinstance(blob, bytes) or len(frame) != 1:
             raise SessionError("expected an encrypted session frame")
+        return self.openBlob(blob)
+
+    def openBlob(self, blob: bytes) -> dict[str, Any]:
+        """
+        @return: the payload of the session frame C{{"enc": blob}} (see
+            L{open} and L{sessionBlob}).
+        @raise SessionError: as L{open}.
+        """
         aad = self._recvLabel + self._recvSeq.to_bytes(8, "big")
         try:
             data = self._cipher.decrypt(blob, aad)
