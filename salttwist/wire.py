@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from salttwist import serial
 from salttwist.symmetric import AES_KEY_BYTES
+from salttwist.symmetric import sha256 as _sha256
 
 
 def authRequestMessage(
@@ -74,6 +75,84 @@ def unpackReplyKeys(plaintext: bytes) -> tuple[bytes, bytes]:
     if len(plaintext) != 2 * AES_KEY_BYTES:
         raise ValueError(f"auth reply keys are {len(plaintext)} bytes, not 64")
     return plaintext[:AES_KEY_BYTES], plaintext[AES_KEY_BYTES:]
+
+
+#: The most levels of a batch signature's tree (L{authReplyTree}): 2**16
+#: replies under one signature at most; a longer path is refused unread.
+MAX_BATCH_DEPTH = 16
+_LEAF = b"\x00"
+_NODE = b"\x01"
+_LEFT = 0
+_RIGHT = 1
+
+
+def authReplyBatchMessage(root: bytes) -> bytes:
+    """
+    What the master signs once for several accepting auth replies: the
+    root of a hash tree (L{authReplyTree}) over their L{authReplyMessage}s.
+    Its own prefix, so it is never the same bytes as any single reply's
+    message.
+    """
+    return serial.dumps(["salttwist-auth-reply-batch", root])
+
+
+def authReplyTree(messages: list[bytes]) -> tuple[bytes, list[list[bytes]]]:
+    """
+    A hash tree over several L{authReplyMessage}s, so that one signature
+    over its root (L{authReplyBatchMessage}) vouches for each of them: a
+    leaf is the SHA-256 of C{0x00 + message}, a node the SHA-256 of
+    C{0x01 + left + right} (the prefixes keep a leaf from passing for a
+    node, as in RFC 6962); a node without a sibling goes up a level as it
+    is.
+
+    @return: the root and, for each message, its path: each step one byte
+        saying on which side the sibling is (0: left, 1: right) followed by
+        the sibling's 32-byte hash, from the leaf up (see
+        L{authReplyBatchRoot}).
+    @raise ValueError: if there are no messages, or more than
+        2 ** L{MAX_BATCH_DEPTH}.
+    """
+    if not messages or len(messages) > 1 << MAX_BATCH_DEPTH:
+        raise ValueError(f"cannot make a batch tree of {len(messages)} replies")
+    level = [_sha256(_LEAF + m) for m in messages]
+    # Which node of the current level each message's path has reached.
+    positions = list(range(len(messages)))
+    paths: list[list[bytes]] = [[] for _ in messages]
+    while len(level) > 1:
+        for i, at in enumerate(positions):
+            sibling = at ^ 1
+            if sibling < len(level):
+                side = _LEFT if sibling < at else _RIGHT
+                paths[i].append(bytes([side]) + level[sibling])
+            positions[i] = at // 2
+        level = [
+            _sha256(_NODE + level[j] + level[j + 1]) if j + 1 < len(level) else level[j]
+            for j in range(0, len(level), 2)
+        ]
+    return level[0], paths
+
+
+def authReplyBatchRoot(message: bytes, path: object) -> bytes:
+    """
+    The root a batched reply's path leads to from its message (what the
+    minion checks the master's signature against, through
+    L{authReplyBatchMessage}).
+
+    @raise ValueError: if the path is malformed or longer than
+        L{MAX_BATCH_DEPTH} steps.
+    """
+    if not isinstance(path, list) or len(path) > MAX_BATCH_DEPTH:
+        raise ValueError("a batch path must be a list of at most 16 steps")
+    node = _sha256(_LEAF + message)
+    for step in path:
+        if not isinstance(step, bytes) or len(step) != 33 or step[0] not in (_LEFT, _RIGHT):
+            raise ValueError("malformed batch path step")
+        sibling = step[1:]
+        if step[0] == _LEFT:
+            node = _sha256(_NODE + sibling + node)
+        else:
+            node = _sha256(_NODE + node + sibling)
+    return node
 
 
 def clientAuthMessage(challenge: bytes, nonce: bytes, user: str | None = None) -> bytes:

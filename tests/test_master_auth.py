@@ -27,6 +27,7 @@ from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
 from salttwist.master.core import Master, runSynchronously
 from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.master.reqserver import ReqServerProtocol
+from salttwist.minion.auth import MinionCredentials
 from salttwist.pki.autosign import AutosignDecision
 from salttwist.pki.keystore import (
     ACCEPTED,
@@ -283,6 +284,75 @@ class AuthenticatorTests(SynchronousTestCase):
         )
         load = authRequest("web1", self.challenge, pem=pkcs1)
         self.assertAcceptedReply(self.authenticate(load), "web1", load)
+
+    def test_signLater(self) -> None:
+        """
+        With C{signLater}, an accepting reply to a minion that checks batch
+        signatures (C{batch_sig}) is left unsigned, with the message to sign
+        in C{unsigned}; to any other minion it is signed at once.
+        """
+        self.store.putKey(ACCEPTED, "web1", MINION_PEM)
+        load = dict(authRequest("web1", self.challenge), batch_sig=True)
+        outcome = self.authenticator.authenticate(load, self.challenge, "peer", signLater=True)
+        self.assertNotIn("sig", outcome.reply)
+        reply = outcome.reply
+        self.assertEqual(
+            outcome.unsigned,
+            wire.authReplyMessage(
+                self.challenge, load["nonce"], "web1", reply["keys"], reply["kid"], 4505
+            ),
+        )
+        load = authRequest("web1", self.challenge)
+        outcome = self.authenticator.authenticate(load, self.challenge, "peer", signLater=True)
+        self.assertIsNone(outcome.unsigned)
+        self.assertAcceptedReply(outcome, "web1", load)
+
+    def test_signTogetherOne(self) -> None:
+        """
+        L{Authenticator.signTogether} signs a lone unsigned reply as a
+        reply is signed alone: over its L{wire.authReplyMessage}, no path.
+        """
+        self.store.putKey(ACCEPTED, "web1", MINION_PEM)
+        load = dict(authRequest("web1", self.challenge), batch_sig=True)
+        outcome = self.authenticator.authenticate(load, self.challenge, "peer", signLater=True)
+        self.authenticator.signTogether([outcome])
+        self.assertIsNone(outcome.unsigned)
+        self.assertNotIn("batch_path", outcome.reply)
+        self.assertAcceptedReply(outcome, "web1", load)
+
+    def test_signTogetherSeveral(self) -> None:
+        """
+        Several unsigned replies get one signature over the root of their
+        hash tree and each its own path, with which each minion opens its
+        reply; outcomes that were not left unsigned are untouched.
+        """
+        ids = ["web1", "web2", "web3"]
+        for minionId in ids:
+            self.store.putKey(ACCEPTED, minionId, MINION_PEM)
+        loads = [dict(authRequest(i, self.challenge), batch_sig=True) for i in ids]
+        outcomes = [
+            self.authenticator.authenticate(load, self.challenge, "peer", signLater=True)
+            for load in loads
+        ]
+        pending = self.authenticate(authRequest("new1", self.challenge))
+        self.authenticator.signTogether([outcomes[0], pending, *outcomes[1:]])
+        self.assertEqual(pending.reply, {"ret": "pending"})
+        self.assertEqual(len({o.reply["sig"] for o in outcomes}), 1)
+        for minionId, load, outcome in zip(ids, loads, outcomes, strict=True):
+            self.assertIsNone(outcome.unsigned)
+            self.assertIsInstance(outcome.reply["batch_path"], list)
+            pki = self.mktemp()
+            os.makedirs(pki)
+            creds = MinionCredentials(minionId, MINION_KEY, MINION_PEM, pki)
+            opened = creds.openReply(outcome.reply, self.challenge, load["nonce"])
+            self.assertEqual(opened.sessionKey, outcome.sessionKey)
+        self.assertRaises(
+            crypt.CryptError,
+            MinionCredentials("web1", MINION_KEY, MINION_PEM, pki).openReply,
+            outcomes[1].reply,
+            self.challenge,
+            loads[1]["nonce"],
+        )
 
     def test_acceptedDifferentKeyIsDenied(self) -> None:
         """

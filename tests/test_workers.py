@@ -15,6 +15,7 @@ from typing import Any
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ProcessDone, ProcessExitedAlready, ProcessTerminated
 from twisted.internet.interfaces import IReactorProcess
+from twisted.internet.task import Clock
 from twisted.internet.testing import EventLoggingObserver, MemoryReactorClock, StringTransport
 from twisted.logger import LogLevel, globalLogPublisher
 from twisted.protocols import amp
@@ -34,6 +35,7 @@ from salttwist.workers import (
     WorkerFailed,
     tasks,
 )
+from salttwist.workers.batch import BUSY_PATIENCE, TaskBatcher, runEach
 from salttwist.workers.child import PARENT_PID_ENV, ChildAMP, executeTask, taskModules
 from salttwist.workers.commands import BigBytes, RunTask
 from salttwist.workers.pool import (
@@ -1193,3 +1195,247 @@ class InlineWorkerPoolTests(SynchronousTestCase):
         A failing init task fails C{start()}.
         """
         self.failureResultOf(InlineWorkerPool(initTasks=[(failInit, [])]).start(), TaskError)
+
+
+@tasks.task
+def doubleEach(items: list[list[Any]], offset: int = 0) -> list[dict[str, Any]]:
+    """
+    A test batch task: each item C{[n]} is answered C{2 * n + offset}; an
+    item that is not a number fails alone.
+    """
+    return runEach(lambda n: 2 * n + offset, items, errorStream=io.StringIO())
+
+
+class FakePool:
+    """
+    An L{IWorkerPool} stand-in that records each C{run} and answers when
+    the test says so.
+
+    @ivar calls: C{(task, args, Deferred)} of each C{run}, in order.
+    """
+
+    def __init__(self, size: int = 2) -> None:
+        self.size = size
+        self.calls: list[tuple[str, tuple[Any, ...], Deferred[Any]]] = []
+
+    def run(self, task: Any, *args: Any) -> Deferred[Any]:
+        d: Deferred[Any] = Deferred()
+        self.calls.append((task, args, d))
+        return d
+
+    def stats(self) -> dict[str, int]:
+        return {"size": self.size}
+
+    def answer(self, index: int) -> None:
+        """
+        Answer call C{index} as L{doubleEach} would.
+        """
+        _, args, d = self.calls[index]
+        d.callback(doubleEach(*args))
+
+
+class TaskBatcherTests(SynchronousTestCase):
+    """
+    L{TaskBatcher} sends requests that wait for a busy pool together, in
+    one call of a batch task, and hands each its own answer.
+    """
+
+    def test_loneRequestAtOnce(self) -> None:
+        """
+        A request that finds no call in flight is sent at once, alone, with
+        the extra arguments as they are then.
+        """
+        pool = FakePool()
+        offset = [10]
+        batcher = TaskBatcher(pool, doubleEach, lambda: (offset[0],))
+        d = batcher.run(1)
+        self.assertEqual(len(pool.calls), 1)
+        self.assertEqual(pool.calls[0][:2], (doubleEach.taskName, ([[1]], 10)))
+        pool.answer(0)
+        self.assertEqual(self.successResultOf(d), 12)
+        self.assertEqual(batcher.inFlight, 0)
+
+    def test_waitingRequestsGoTogether(self) -> None:
+        """
+        At most one call per worker is in flight; requests that arrive
+        meanwhile go together, in order, in the next call (at most
+        C{maxBatch} per call), and each gets its own answer.
+        """
+        pool = FakePool(size=2)
+        batcher = TaskBatcher(pool, doubleEach, maxBatch=3)
+        results = [batcher.run(n) for n in range(7)]
+        self.assertEqual([c[1][0] for c in pool.calls], [[[0]], [[1]]])
+        pool.answer(1)
+        self.assertEqual([c[1][0] for c in pool.calls[2:]], [[[2], [3], [4]]])
+        pool.answer(0)
+        pool.answer(2)
+        self.assertEqual([c[1][0] for c in pool.calls[3:]], [[[5], [6]]])
+        pool.answer(3)
+        self.assertEqual([self.successResultOf(d) for d in results], [0, 2, 4, 6, 8, 10, 12])
+        self.assertEqual(batcher.inFlight, 0)
+
+    def test_itemFailsAlone(self) -> None:
+        """
+        An item the batch task answers with an error fails alone, with
+        L{TaskError} naming the error.
+        """
+        pool = FakePool(size=1)
+        batcher = TaskBatcher(pool, doubleEach)
+        first = batcher.run(1)
+        bad, good = batcher.run(None), batcher.run(3)
+        pool.answer(0)
+        pool.answer(1)
+        self.assertEqual(self.successResultOf(first), 2)
+        error = self.failureResultOf(bad, TaskError).value
+        self.assertEqual(error.typeName, "TypeError")
+        self.assertEqual(error.taskName, doubleEach.taskName)
+        self.assertEqual(self.successResultOf(good), 6)
+
+    def test_callFailsEveryItem(self) -> None:
+        """
+        A failure of the whole call fails every item of that batch, and the
+        next requests are still sent.
+        """
+        pool = FakePool(size=1)
+        batcher = TaskBatcher(pool, doubleEach)
+        first = batcher.run(1)
+        waiting = [batcher.run(2), batcher.run(3)]
+        pool.calls[0][2].errback(WorkerFailed(doubleEach.taskName, 12, "exited with signal 9"))
+        self.failureResultOf(first, WorkerFailed)
+        self.assertEqual(len(pool.calls), 2)
+        pool.calls[1][2].callback([{"result": 1}])
+        for d in waiting:
+            error = self.failureResultOf(d, TaskError).value
+            self.assertIn("expected 2 answers", error.message)
+        self.assertEqual(batcher.inFlight, 0)
+        later = batcher.run(4)
+        pool.answer(2)
+        self.assertEqual(self.successResultOf(later), 8)
+
+    def test_cancelWaiting(self) -> None:
+        """
+        A request cancelled while it waits is not sent; one cancelled after
+        it was sent ignores its answer.
+        """
+        pool = FakePool(size=1)
+        batcher = TaskBatcher(pool, doubleEach)
+        sent = batcher.run(1)
+        dropped, kept = batcher.run(2), batcher.run(3)
+        dropped.cancel()
+        sent.cancel()
+        pool.answer(0)
+        self.assertEqual(pool.calls[1][1][0], [[3]])
+        pool.answer(1)
+        self.failureResultOf(dropped, CancelledError)
+        self.failureResultOf(sent, CancelledError)
+        self.assertEqual(self.successResultOf(kept), 6)
+
+    def test_holdFor(self) -> None:
+        """
+        With C{holdFor}, a request that finds a call in flight waits for it
+        to come back even though a worker is free, unless a full batch
+        waits; after L{BUSY_PATIENCE} times C{holdFor} it goes to another
+        worker.
+        """
+        clock = Clock()
+        pool = FakePool(size=2)
+        batcher = TaskBatcher(pool, doubleEach, maxBatch=3, clock=clock, holdFor=0.25)
+        results = [batcher.run(0)]
+        self.assertEqual(len(pool.calls), 1)
+        results += [batcher.run(1), batcher.run(2)]
+        clock.advance(0.25)
+        self.assertEqual(len(pool.calls), 1)
+        pool.answer(0)
+        self.assertEqual(pool.calls[1][1][0], [[1], [2]])
+        # A full batch goes to the free worker at once.
+        results += [batcher.run(n) for n in (3, 4, 5)]
+        self.assertEqual(pool.calls[2][1][0], [[3], [4], [5]])
+        pool.answer(2)
+        # The call of 1 and 2 hangs: 6 goes to the free worker in the end.
+        results.append(batcher.run(6))
+        clock.advance(0.25 * BUSY_PATIENCE - 0.125)
+        self.assertEqual(len(pool.calls), 3)
+        clock.advance(0.125)
+        self.assertEqual(pool.calls[3][1][0], [[6]])
+        pool.answer(1)
+        pool.answer(3)
+        self.assertEqual([self.successResultOf(d) for d in results], [0, 2, 4, 6, 8, 10, 12])
+        self.assertEqual(clock.getDelayedCalls(), [])
+
+    def test_holdForSteadyStream(self) -> None:
+        """
+        With C{holdFor}, requests that keep coming go at most one call every
+        C{holdFor} seconds, even with no call in flight; a request after a
+        quiet spell of C{holdFor} goes at once.
+        """
+        clock = Clock()
+        pool = FakePool(size=2)
+        batcher = TaskBatcher(pool, doubleEach, clock=clock, holdFor=0.05)
+        first = batcher.run(1)
+        pool.answer(0)
+        self.assertEqual(self.successResultOf(first), 2)
+        clock.advance(0.01)
+        stream = [batcher.run(2)]
+        clock.advance(0.02)
+        stream.append(batcher.run(3))
+        self.assertEqual(len(pool.calls), 1)
+        clock.advance(0.02)
+        self.assertEqual(pool.calls[1][1][0], [[2], [3]])
+        pool.answer(1)
+        self.assertEqual([self.successResultOf(d) for d in stream], [4, 6])
+        clock.advance(0.05)
+        late = batcher.run(4)
+        self.assertEqual(pool.calls[2][1][0], [[4]])
+        pool.answer(2)
+        self.assertEqual(self.successResultOf(late), 8)
+        self.assertEqual(clock.getDelayedCalls(), [])
+
+    def test_holdForMovingClock(self) -> None:
+        """
+        With a clock that moves at each reading, as the reactor's does, no
+        delay asked of it is negative, and every request is answered.
+        """
+
+        class MovingClock(Clock):
+            def seconds(self) -> float:
+                self.rightNow += 0.001
+                return self.rightNow
+
+            def callLater(self, delay: float, *args: Any, **kw: Any) -> Any:
+                assert delay >= 0, delay
+                return super().callLater(delay, *args, **kw)
+
+        clock = MovingClock()
+        pool = FakePool(size=2)
+        batcher = TaskBatcher(pool, doubleEach, clock=clock, holdFor=0.0025)
+        results = []
+        for n in range(20):
+            results.append(batcher.run(n))
+            clock.advance(0.0003)
+            while len(pool.calls) > sum(d.called for _, _, d in pool.calls):
+                pool.answer(next(i for i, c in enumerate(pool.calls) if not c[2].called))
+        clock.advance(1)
+        while len(pool.calls) > sum(d.called for _, _, d in pool.calls):
+            pool.answer(next(i for i, c in enumerate(pool.calls) if not c[2].called))
+        self.assertEqual([self.successResultOf(d) for d in results], [2 * n for n in range(20)])
+
+    def test_inlinePool(self) -> None:
+        """
+        With a pool that answers at once (L{InlineWorkerPool}), each request
+        is answered at once, through the real task.
+        """
+        pool = InlineWorkerPool()
+        self.successResultOf(pool.start())
+        batcher = TaskBatcher(pool, doubleEach, lambda: (1,))
+        self.assertEqual([self.successResultOf(batcher.run(n)) for n in (1, 2)], [3, 5])
+        self.failureResultOf(batcher.run("x"), TaskError)
+
+    def test_poolRefuses(self) -> None:
+        """
+        A pool that refuses the call fails the batch's requests with its
+        error.
+        """
+        pool = InlineWorkerPool()
+        batcher = TaskBatcher(pool, doubleEach)
+        self.failureResultOf(batcher.run(1), PoolStopped)
+        self.assertEqual(batcher.inFlight, 0)

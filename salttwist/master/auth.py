@@ -35,6 +35,8 @@ class AuthOutcome:
     @ivar undecided: the key is pending and no admin has decided on it: the
         autosign policy may (the master asks it, on the reactor thread).
     @ivar pem: the minion's public key as stored, when undecided.
+    @ivar unsigned: the message an accepting reply still has to be signed
+        over (see L{Authenticator.signTogether}); never sent anywhere.
     """
 
     reply: dict[str, Any]
@@ -43,6 +45,7 @@ class AuthOutcome:
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     undecided: bool = False
     pem: bytes | None = None
+    unsigned: bytes | None = None
 
     def toFields(self) -> dict[str, Any]:
         """
@@ -98,6 +101,7 @@ class Authenticator:
         challenge: bytes,
         peer: str,
         allowNewPending: bool = True,
+        signLater: bool = False,
     ) -> AuthOutcome:
         """
         Check one C{_auth} request.
@@ -109,6 +113,10 @@ class Authenticator:
         @param allowNewPending: whether an unknown id may be added to
             C{minions_pre}; if not (the master's C{max_minions_pre} is
             reached) it is refused with nothing written.
+        @param signLater: leave an accepting reply unsigned, with what to
+            sign in the outcome's C{unsigned}, if the minion said it checks
+            batch signatures (C{"batch_sig": True}): the caller signs it
+            with others (L{signTogether}).
         """
         try:
             minionId = validateMinionId(load.get("id"))
@@ -141,7 +149,8 @@ class Authenticator:
                 "auth for {id} from {peer}: {ret}", id=minionId, peer=peer, ret=outcome.reply["ret"]
             )
             return outcome
-        accepted = self._accept(minionId, publicKey, canonical, challenge, nonce)
+        signLater = signLater and load.get("batch_sig") is True
+        accepted = self._accept(minionId, publicKey, canonical, challenge, nonce, signLater)
         accepted.events[:0] = outcome.events
         return accepted
 
@@ -199,32 +208,74 @@ class Authenticator:
         )
 
     def _accept(
-        self, minionId: str, publicKey: Any, pem: bytes, challenge: bytes, nonce: bytes
+        self,
+        minionId: str,
+        publicKey: Any,
+        pem: bytes,
+        challenge: bytes,
+        nonce: bytes,
+        signLater: bool = False,
     ) -> AuthOutcome:
         publication = self._publicationKey()
         sessionKey = os.urandom(crypt.AES_KEY_BYTES)
         keysCt = crypt.rsaEncrypt(publicKey, wire.packReplyKeys(publication.key, sessionKey))
         port = self._publishPort()
-        signature = crypt.sign(
-            self._master.privateKey,
-            wire.authReplyMessage(challenge, nonce, minionId, keysCt, publication.kid, port),
-        )
+        message = wire.authReplyMessage(challenge, nonce, minionId, keysCt, publication.kid, port)
         reply = {
             "ret": "accepted",
             "master_pub": self._master.publicPem,
             "keys": keysCt,
             "kid": publication.kid,
             "publish_port": port,
-            "sig": signature,
         }
         event = (
             "salt/auth",
             {"id": minionId, "pub": pem.decode("ascii"), "act": "accept", "result": True},
         )
-        return AuthOutcome(reply, minionId, sessionKey, [event])
+        outcome = AuthOutcome(reply, minionId, sessionKey, [event])
+        if signLater:
+            outcome.unsigned = message
+        else:
+            reply["sig"] = crypt.sign(self._master.privateKey, message)
+        return outcome
+
+    def signTogether(self, outcomes: list[AuthOutcome]) -> None:
+        """
+        Sign the accepting replies among C{outcomes} left unsigned
+        (C{signLater}) with one RSA signature: alone, one is signed as any
+        reply is (over its L{wire.authReplyMessage}); several are signed
+        over the root of a hash tree of their messages
+        (L{wire.authReplyBatchMessage}), and each reply carries its path to
+        that root as C{batch_path}. A minion recomputes its own message from
+        what it sent and received, hashes it up its path and checks the
+        signature on the root: only a message the master signed leads
+        there (SHA-256 being collision resistant), so the reply is bound to
+        its challenge, nonce, id, keys, key id and port as firmly as by a
+        signature of its own.
+        """
+        waiting = [o for o in outcomes if o.unsigned is not None]
+        if len(waiting) == 1:
+            only = waiting[0]
+            only.reply["sig"] = crypt.sign(self._master.privateKey, only.unsigned)  # type: ignore[arg-type]
+            only.unsigned = None
+        elif waiting:
+            root, paths = wire.authReplyTree([o.unsigned for o in waiting])  # type: ignore[misc]
+            signature = crypt.sign(self._master.privateKey, wire.authReplyBatchMessage(root))
+            for outcome, path in zip(waiting, paths, strict=True):
+                outcome.reply["sig"] = signature
+                outcome.reply["batch_path"] = path
+                outcome.unsigned = None
 
 
 def _sameKey(stored: bytes, pem: bytes) -> bool:
+    """
+    @param pem: a canonical PEM (L{crypt.publicKeyToPem} of a vetted key).
+    @return: whether C{stored} is the same key.
+    """
+    if stored == pem:
+        # The same bytes as a canonical PEM: the same key, no need to parse
+        # it again (a key store writes keys in canonical form).
+        return True
     try:
         return crypt.canonicalPublicPem(stored) == pem
     except crypt.CryptError:

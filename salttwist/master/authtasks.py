@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from salttwist.workers.batch import runEach
 from salttwist.workers.tasks import task
 
 _state: dict[str, Any] = {}
@@ -27,8 +28,9 @@ def loadAuthenticator(pkiDir: str) -> str:
     from salttwist.master.keys import MasterKeys
     from salttwist.pki.keystore import FilesystemKeyStore
 
-    with open(os.path.join(pkiDir, "master.pem"), "rb") as f:
-        key = crypt.loadPrivateKey(f.read())
+    # As the master loads it (no RSA consistency check for a file only
+    # this user can write): a worker starts in the middle of an auth storm.
+    key = crypt.loadOwnPrivateKey(os.path.join(pkiDir, "master.pem"))
     publicPem = crypt.publicKeyToPem(key.public_key())
     _state["keys"] = MasterKeys(key, publicPem, b"")
     _state["store"] = FilesystemKeyStore(pkiDir)
@@ -55,15 +57,56 @@ def authenticate(
 
     @return: the L{AuthOutcome}'s fields as a map.
     """
+    return (
+        _authenticator(publicationKey, kid, publishPort)
+        .authenticate(load, challenge, peer, allowNewPending)
+        .toFields()
+    )
+
+
+@task(idempotent=True)
+def authenticateMany(
+    requests: list[list[Any]], publicationKey: bytes, kid: int, publishPort: int
+) -> list[dict[str, Any]]:
+    """
+    Check several C{_auth} requests, each C{[load, challenge, peer,
+    allowNewPending]} (the arguments of L{authenticate}), in order: what a
+    L{salttwist.workers.batch.TaskBatcher} sends when requests wait for a
+    worker, so they cost one task call, not one each, and the accepting
+    replies of the minions that check batch signatures one RSA signature
+    (L{salttwist.master.auth.Authenticator.signTogether}).
+
+    @return: one answer per request (see L{salttwist.workers.batch.runEach}):
+        C{{"result": fields}} with the L{AuthOutcome}'s fields, or that
+        request's error.
+    """
+    authenticator = _authenticator(publicationKey, kid, publishPort)
+    outcomes: list[Any] = []
+
+    def one(load: dict[str, Any], challenge: bytes, peer: str, allowNewPending: bool = True) -> Any:
+        outcome = authenticator.authenticate(load, challenge, peer, allowNewPending, signLater=True)
+        outcomes.append(outcome)
+        return outcome
+
+    answers = runEach(one, requests)
+    # One RSA signature for every accepting reply of the batch whose minion
+    # checks batch signatures (see Authenticator.signTogether).
+    authenticator.signTogether(outcomes)
+    for answer in answers:
+        if "result" in answer:
+            answer["result"] = answer["result"].toFields()
+    return answers
+
+
+def _authenticator(publicationKey: bytes, kid: int, publishPort: int) -> Any:
+    """
+    @return: an L{Authenticator} over this worker's keys and key store,
+        handing out this publication key and port.
+    """
     from salttwist.master.auth import Authenticator
     from salttwist.master.keys import PublicationKey
 
     if "keys" not in _state:
         raise RuntimeError("loadAuthenticator has not run in this worker")
-    authenticator = Authenticator(
-        _state["store"],
-        _state["keys"],
-        lambda: PublicationKey(publicationKey, kid),
-        lambda: publishPort,
-    )
-    return authenticator.authenticate(load, challenge, peer, allowNewPending).toFields()
+    publication = PublicationKey(publicationKey, kid)
+    return Authenticator(_state["store"], _state["keys"], lambda: publication, lambda: publishPort)

@@ -46,12 +46,19 @@ from salttwist.targeting import (
     validateTarget,
 )
 from salttwist.transport.framing import PREAUTH_DEADLINE
+from salttwist.workers.batch import TaskBatcher
 
 if TYPE_CHECKING:
     from salttwist.master.publisher import PubServerProtocol
     from salttwist.master.reqserver import ReqServerProtocol
 
 AUTHENTICATE_TASK = "salttwist.master.authtasks.authenticate"
+AUTHENTICATE_MANY_TASK = "salttwist.master.authtasks.authenticateMany"
+#: While authentications keep coming, they go to the workers at most once
+#: every this many seconds, together (and their replies under one
+#: signature): see L{salttwist.workers.batch.TaskBatcher}'s C{holdFor}. One
+#: after a quiet spell goes at once.
+AUTH_BATCH_HOLD = 0.05
 #: The worker tasks that run runners marked L{salttwist.runners.inWorker}.
 RUN_RUNNER_TASK = "salttwist.master.runnertasks.runRunner"
 RUN_IDEMPOTENT_RUNNER_TASK = "salttwist.master.runnertasks.runIdempotentRunner"
@@ -209,6 +216,7 @@ class Master:
         self._pendingFullLogged: float | None = None
         #: The worker pool that checks authentication, or L{None} for threads.
         self.workers = workers
+        self._authBatcher: TaskBatcher | None = None
         self.runners = loadRunners()
         self.jobs = JobRegistry()
         #: The sessions holding replies back (L{holdingReplies}), with when
@@ -291,8 +299,14 @@ class Master:
                 self._pendingReserved += 1
             return self.authenticate(load, proto.challenge, proto.peerName, room)
 
+        def autosign(outcome: AuthOutcome) -> Any:
+            if not outcome.undecided:
+                # Decided already (most requests): no coroutine for nothing.
+                return outcome
+            return Deferred.fromCoroutine(self._autosign(outcome, proto, load))
+
         d = self._pendingRoom().addCallback(start)
-        d.addCallback(lambda outcome: Deferred.fromCoroutine(self._autosign(outcome, proto, load)))
+        d.addCallback(autosign)
 
         def done(outcome: AuthOutcome) -> AuthResult:
             if any(t == "salt/key" and e.get("act") == "pend" for t, e in outcome.events):
@@ -417,18 +431,30 @@ class Master:
             return self.runBlocking(
                 self.authenticator.authenticate, load, challenge, peer, allowNewPending
             )
-        publication = self.publicationKey
-        d = self.workers.run(
-            AUTHENTICATE_TASK,
-            load,
-            challenge,
-            peer,
-            publication.key,
-            publication.kid,
-            self.publishPort,
-            allowNewPending,
-        )
+        # Through a batcher: requests that come while others are checked
+        # (or within AUTH_BATCH_HOLD of the last call) go together in one
+        # task call, and their replies under one RSA signature; in an auth
+        # storm the per-call cost was about that of the check itself.
+        batcher = self._authBatcher
+        if batcher is None or batcher.pool is not self.workers:
+            batcher = self._authBatcher = TaskBatcher(
+                self.workers,
+                AUTHENTICATE_MANY_TASK,
+                self._authBatchArguments,
+                clock=self.clock,
+                holdFor=AUTH_BATCH_HOLD,
+            )
+        d = batcher.run(load, challenge, peer, allowNewPending)
         return d.addCallback(AuthOutcome.fromFields)
+
+    def _authBatchArguments(self) -> tuple[bytes, int, int]:
+        """
+        @return: what every request of a batch of authentications is
+            answered with: the publication key and its id, and the publish
+            port, current when the batch is sent.
+        """
+        publication = self.publicationKey
+        return publication.key, publication.kid, self.publishPort
 
     async def _autosign(
         self, outcome: AuthOutcome, proto: ReqServerProtocol, load: dict[str, Any]

@@ -96,6 +96,10 @@ class MinionCredentials:
             "nonce": nonce,
             "sig": signature,
             "autosign_grains": autosignGrains or {},
+            # This minion checks a reply signed with others (batch_path,
+            # see openReply); not signed: without it the master signs
+            # the reply alone, which any minion checks.
+            "batch_sig": True,
         }
         if transient:
             request["transient"] = True
@@ -129,11 +133,17 @@ class MinionCredentials:
         keysCt, kid, port = reply.get("keys"), reply.get("kid"), reply.get("publish_port")
         if not (isinstance(keysCt, bytes) and isinstance(kid, int) and isinstance(port, int)):
             raise MasterIdentityError("malformed auth reply from the master")
-        crypt.verify(
-            masterKey,
-            reply.get("sig"),  # type: ignore[arg-type]
-            wire.authReplyMessage(challenge, nonce, self.id, keysCt, kid, port),
-        )
+        message = wire.authReplyMessage(challenge, nonce, self.id, keysCt, kid, port)
+        path = reply.get("batch_path")
+        if path is not None:
+            # Signed with other replies: the signature is over the root of
+            # a hash tree, which only a message the master signed leads to
+            # along this path.
+            try:
+                message = wire.authReplyBatchMessage(wire.authReplyBatchRoot(message, path))
+            except ValueError as e:
+                raise MasterIdentityError(f"malformed auth reply from the master: {e}") from e
+        crypt.verify(masterKey, reply.get("sig"), message)  # type: ignore[arg-type]
         keys = crypt.rsaDecrypt(self.privateKey, keysCt)
         try:
             publicationKey, sessionKey = wire.unpackReplyKeys(keys)

@@ -28,7 +28,7 @@ from zope.interface import implementer
 from salttwist import crypt, files, serial, wire
 from salttwist.config import loadMasterConfig, loadMinionConfig
 from salttwist.events.bus import LocalEventBus
-from salttwist.master.core import Master, runSynchronously
+from salttwist.master.core import AUTH_BATCH_HOLD, Master, runSynchronously
 from salttwist.master.keys import MasterKeys, loadMasterKeys
 from salttwist.master.publisher import PubServerFactory
 from salttwist.master.reqserver import ReqServerFactory
@@ -36,6 +36,7 @@ from salttwist.master.service import MasterService
 from salttwist.minion.service import MinionService
 from salttwist.pki.keystore import ACCEPTED, PENDING, InMemoryKeyStore
 from salttwist.transport.framing import PREAUTH_DEADLINE
+from salttwist.workers.batch import BUSY_PATIENCE
 from tests._loopback import MasterMinionNetwork
 from tests.adversarial._support import (
     ATTACKER_KEY,
@@ -329,7 +330,8 @@ class PubNamesTests(AttackedMaster):
 
 class _HeldWorkers:
     """
-    A worker pool whose tasks stay running until the test ends them.
+    A worker pool of two workers whose tasks stay running until the test
+    ends them.
     """
 
     def __init__(self) -> None:
@@ -339,6 +341,17 @@ class _HeldWorkers:
         d: Deferred[Any] = Deferred()
         self.held.append((d, args))
         return d
+
+    def stats(self) -> dict[str, int]:
+        return {"size": 2}
+
+    def items(self) -> list[list[Any]]:
+        """
+        @return: the requests of every held call (the master sends its
+            authentications in batches, L{AUTHENTICATE_MANY_TASK}), once
+            those it held back for others have gone (L{AUTH_BATCH_HOLD}).
+        """
+        return [item for _, args in self.held for item in args[0]]
 
 
 class WorkerFloodTests(AttackedMaster):
@@ -355,7 +368,7 @@ class WorkerFloodTests(AttackedMaster):
         With C{worker_threads} workers, 10 x that many bad authentications
         (wrong signer, bad signature, hostile id, weak key) are all queued
         without blocking the reactor; C{m1}'s return is accepted while they
-        are; when the workers answer (every third one crashing instead), each
+        are; when the workers answer (every third call crashing instead), each
         attacker gets one error frame and is closed; nothing is written and
         C{m1} authenticates again.
         """
@@ -379,21 +392,26 @@ class WorkerFloodTests(AttackedMaster):
                 load = dict(authLoad(proto.challenge, "w", ATTACKER_KEY), pub=b"-----BEGIN")
             proto.dataReceived(frameBytes(load))
             attacks.append((proto, transport))
-        self.assertEqual(len(workers.held), count)
+        self.master.clock.advance(AUTH_BATCH_HOLD * BUSY_PATIENCE)
+        self.assertEqual(len(workers.items()), count)
         self.assertFalse(any(t.disconnecting for _, t in attacks))
         d = client.request(
             {"cmd": "_return", "id": "m1", "jid": JID, "fun": "test.ping", "return": True}
         )
         self.deliverAcknowledgements()
         self.assertEqual(self.successResultOf(d)["ret"], True)
+        crashed = 0
         for i, (held, args) in enumerate(workers.held):
             if i % 3 == 0:
                 held.errback(RuntimeError("worker process died"))
+                crashed += len(args[0])
                 continue
-            load, challenge, peer, _, _, _, allow = args
-            outcome = self.master.authenticator.authenticate(load, challenge, peer, allow)
-            held.callback(outcome.toFields())
-        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), len(range(0, count, 3)))
+            answers = []
+            for load, challenge, peer, allow in args[0]:
+                outcome = self.master.authenticator.authenticate(load, challenge, peer, allow)
+                answers.append({"result": outcome.toFields()})
+            held.callback(answers)
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), crashed)
         for proto, transport in attacks:
             [reply] = readFrames(transport.value())
             self.assertEqual(reply["ret"], "error")
@@ -433,7 +451,8 @@ class AuthFloodBesideMinionTests(AttackedMaster):
             [reply] = readFrames(transport.value())
             self.assertIn("busy", reply["error"])
             self.assertTrue(transport.disconnecting)
-        self.assertEqual(len(workers.held), 5)
+        self.master.clock.advance(AUTH_BATCH_HOLD * BUSY_PATIENCE)
+        self.assertEqual(len(workers.items()), 5)
         d = client.request(
             {"cmd": "_return", "id": "m1", "jid": JID, "fun": "test.ping", "return": True}
         )
