@@ -20,8 +20,11 @@ slow without changing anything on the wire:
   - authentication's RSA work runs inline on the process's reactor, not in
     a thread pool (one process simulates many minions: the hops cost as
     much as the work);
-  - a publication's master signature is checked once per process, not
-    once per simulated minion (L{SharedVerification});
+  - the master's signature over a batch of auth replies (one signature
+    for the replies it answered together, see
+    L{salttwist.wire.authReplyTree}) is checked once per process, not once
+    per simulated minion of the batch (L{SharedVerification}); each
+    minion still hashes its own reply up to the signed root;
   - a return waits up to L{SWARM_PERSIST_AFTER} seconds, not 1, for the
     master's acknowledgement before it is written to disk.
 
@@ -207,12 +210,14 @@ def _fastBuild() -> Iterator[None]:
 
 class SharedVerification:
     """
-    C{crypt.verify} for a swarm process: a publication's master signature
-    is checked once per process instead of once per simulated minion (each
-    of which would check the same signature, on the same message, with the
-    same master key). A real minion checks it on its own CPU, about 60 us;
-    N of them in one process would cost the swarm N times that per job,
-    which says nothing about the master.
+    C{crypt.verify} for a swarm process: the master's signature over a
+    batch of auth replies is checked once per process instead of once per
+    simulated minion of the batch (each of which would check the same
+    signature, on the same message, with the same master key). A real
+    minion checks it on its own CPU, about 60 us; N of them in one process
+    would cost the swarm N times that per storm, which says nothing about
+    the master. (Publications carry a MAC per subscriber, not a signature:
+    each simulated minion checks its own.)
 
     Only successes are remembered (the last L{SIZE}), keyed by the public
     key's modulus and exponent, the signature and the message's SHA-256: a
