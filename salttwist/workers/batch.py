@@ -28,9 +28,6 @@ fails that item alone with L{TaskError}. A failure of the whole call
 
 from __future__ import annotations
 
-import os
-import sys
-import traceback
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
@@ -38,7 +35,7 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from salttwist.workers import IWorkerPool, TaskError
-from salttwist.workers.tasks import taskName
+from salttwist.workers.tasks import failureAnswer, taskName
 
 
 def runEach(
@@ -60,17 +57,7 @@ def runEach(
         try:
             answers.append({"result": function(*item, *extra)})
         except Exception as e:
-            stream = errorStream if errorStream is not None else sys.stderr
-            stream.write(f"salttwist worker {os.getpid()}: a batch item failed:\n")
-            stream.write(traceback.format_exc())
-            stream.flush()
-            cls = type(e)
-            typeName = (
-                cls.__qualname__
-                if cls.__module__ == "builtins"
-                else f"{cls.__module__}.{cls.__qualname__}"
-            )
-            answers.append({"errorType": typeName, "errorMessage": str(e)[:4000]})
+            answers.append(failureAnswer(e, "a batch item", errorStream))
     return answers
 
 

@@ -59,14 +59,6 @@ The child writes AMP to this fd (the parent reads it).
 
 PARENT_PID_ENV = "SALTTWIST_WORKER_PARENT_PID"
 
-_MAX_ERROR_MESSAGE = 4000
-
-
-def _typeName(cls: type) -> str:
-    if cls.__module__ == "builtins":
-        return cls.__qualname__
-    return f"{cls.__module__}.{cls.__qualname__}"
-
 
 class ChildAMP(amp.AMP):
     """
@@ -135,14 +127,7 @@ def executeTask(task: str, payload: bytes, errorStream: IO[str] | None = None) -
                 f"result of {task} is {len(encoded)} bytes, over {MAX_PAYLOAD_BYTES}"
             )
     except Exception as e:
-        stream = errorStream if errorStream is not None else sys.stderr
-        stream.write(f"salttwist worker {os.getpid()}: task {task} failed:\n")
-        stream.write(traceback.format_exc())
-        stream.flush()
-        message = str(e)
-        if len(message) > _MAX_ERROR_MESSAGE:
-            message = message[:_MAX_ERROR_MESSAGE] + "..."
-        return {"errorType": _typeName(type(e)), "errorMessage": message}
+        return tasks.failureAnswer(e, f"task {task}", errorStream)
     return {"result": encoded}
 
 

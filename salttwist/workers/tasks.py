@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from salttwist.workers import UnknownTask
 
@@ -199,3 +201,33 @@ def raiseError(message: str) -> None:
     Raise L{ValueError} with C{message}, for tests.
     """
     raise ValueError(message)
+
+
+#: The longest error message a failed task sends back (longer ones are cut).
+MAX_ERROR_MESSAGE = 4000
+
+
+def failureAnswer(
+    error: Exception, what: str, errorStream: IO[str] | None = None
+) -> dict[str, str]:
+    """
+    The answer of a task (or a batch item) that raised C{error}: its
+    traceback goes to C{errorStream} (C{sys.stderr} by default, which a
+    worker's pool logs), its type and message to the caller.
+
+    @param what: what failed, for the traceback's heading.
+    @return: C{{"errorType": name, "errorMessage": text}}, the message cut
+        at L{MAX_ERROR_MESSAGE} characters.
+    """
+    stream = errorStream if errorStream is not None else sys.stderr
+    stream.write(f"salttwist worker {os.getpid()}: {what} failed:\n")
+    stream.write(traceback.format_exc())
+    stream.flush()
+    cls = type(error)
+    typeName = (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+    message = str(error)
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = message[:MAX_ERROR_MESSAGE] + "..."
+    return {"errorType": typeName, "errorMessage": message}
