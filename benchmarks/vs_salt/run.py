@@ -1276,11 +1276,14 @@ def table(results: dict[str, Any]) -> str:
             ("salttwist:sync", "  jobs/s, LocalClient.cmd (sync facade)"),
             ("salttwist:concurrent", f"  jobs/s, Deferred core, {concurrency} at once"),
         ):
-            twist = jobs.get(label)
-            if twist is None:
-                continue
             # Salt's client was measured one job at a time only.
             salt = jobs.get("salt:cmd", {}) if label != "salttwist:concurrent" else {}
+            twist = jobs.get(label)
+            if twist is None:
+                if label != "salttwist:deferred" or not salt:
+                    continue
+                # Salt measured alone (--systems salt): its row still shows.
+                twist = {}
             if twist.get("available") is False:
                 lines.append(f"{text:46} {'(no sync facade in this checkout)':>30}")
                 continue
