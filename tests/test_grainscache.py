@@ -6,7 +6,9 @@ Tests for L{salttwist.master.grainscache.GrainsCache}.
 from __future__ import annotations
 
 import os
+from typing import Any
 
+from twisted.internet.defer import fail
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.master.core import runSynchronously
@@ -37,6 +39,38 @@ class GrainsCacheTests(SynchronousTestCase):
         again = GrainsCache(self.directory, runSynchronously)
         again.load()
         self.assertEqual(again.grains, {"web1": {"os": "Debian", "roles": ["web"]}})
+
+    def test_sameGrainsNotWrittenAgain(self) -> None:
+        """
+        Grains equal to those on disk (written before, or read at start)
+        are not written again; different ones are, and a failed write
+        leaves the next report of the same grains to write them.
+        """
+        writes: list[str] = []
+
+        def counting(f: Any, *args: Any) -> Any:
+            writes.append(args[0])
+            return runSynchronously(f, *args)
+
+        cache = GrainsCache(self.directory, counting)
+        self.successResultOf(cache.update("web1", {"os": "Debian"}))
+        self.successResultOf(cache.update("web1", {"os": "Debian"}))
+        self.assertEqual(len(writes), 1)
+        self.successResultOf(cache.update("web1", {"os": "Alpine"}))
+        self.assertEqual(len(writes), 2)
+        restarted = GrainsCache(self.directory, counting)
+        restarted.load()
+        self.successResultOf(restarted.update("web1", {"os": "Alpine"}))
+        self.assertEqual(len(writes), 2)
+
+        def failing(f: Any, *args: Any) -> Any:
+            writes.append(args[0])
+            return fail(OSError("disk full"))
+
+        broken = GrainsCache(self.directory, failing)
+        self.failureResultOf(broken.update("web2", {"os": "Debian"}), OSError)
+        self.failureResultOf(broken.update("web2", {"os": "Debian"}), OSError)
+        self.assertEqual(len(writes), 4)
 
     def test_forget(self) -> None:
         """

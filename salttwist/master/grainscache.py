@@ -37,6 +37,10 @@ class GrainsCache:
         self._directory = directory
         self._runBlocking = runBlocking
         self.grains: dict[str, dict[str, Any]] = {}
+        #: The ids whose grains in memory are known to be the ones on disk
+        #: (read at start, or written since): the same grains reported
+        #: again are not written again.
+        self._onDisk: set[str] = set()
 
     def load(self) -> None:
         """
@@ -56,33 +60,47 @@ class GrainsCache:
                 continue
             if isinstance(grains, dict):
                 self.grains[minionId] = grains
+                self._onDisk.add(minionId)
 
     def update(self, minionId: str, grains: dict[str, Any]) -> Deferred[None]:
         """
         Record C{grains} for C{minionId} (an authenticated session's id).
+        Grains equal to those already on disk for it (a minion
+        authenticating again, as a whole fleet does after a master
+        restart) are not written again.
 
         @raise ValueError: if C{grains} is not a map or is too large.
         """
         if not isinstance(grains, dict):
             raise ValueError("grains must be a map")
+        if minionId in self._onDisk and self.grains.get(minionId) == grains:
+            return succeed(None)
         data = serial.dumps(grains)
         if len(data) > MAX_GRAINS_BYTES:
             raise ValueError(f"grains of {len(data)} bytes exceed {MAX_GRAINS_BYTES}")
         self.grains[minionId] = grains
+        self._onDisk.discard(minionId)
         if self._directory is None:
             return succeed(None)
+
+        def written(_: object) -> None:
+            # Unless newer grains came meanwhile (their write is on its way).
+            if self.grains.get(minionId) is grains:
+                self._onDisk.add(minionId)
+
         # Not fsynced: minions report their grains at every authentication,
         # so a cache lost in a crash is rebuilt, and thousands of minions
         # authenticating at once must not queue on the disk.
         return self._runBlocking(
             writePrivateFile, os.path.join(self._directory, minionId), data, False
-        )
+        ).addCallback(written)
 
     def forget(self, minionId: str) -> Deferred[None]:
         """
         Drop what is cached for C{minionId} (its key was deleted).
         """
         self.grains.pop(minionId, None)
+        self._onDisk.discard(minionId)
         if self._directory is None:
             return succeed(None)
         path = os.path.join(self._directory, validateMinionId(minionId))
