@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from salttwist.pki import ids
 from salttwist.pki.ids import MAX_ID_BYTES, InvalidMinionId, validateMinionId
 
 
@@ -163,3 +164,48 @@ class ConfiguredMinionIdTests(SynchronousTestCase):
         self.patch(socket, "getfqdn", lambda: "host.example.com")
         self.assertEqual(configuredMinionId({"id": None}), "host.example.com")
         self.assertEqual(configuredMinionId({"id": ""}), "host.example.com")
+
+
+class PlainAsciiFastPathTests(SynchronousTestCase):
+    """
+    The quick acceptance of plain ASCII ids agrees with the thorough check.
+    """
+
+    def assertAgree(self, minionId: str) -> None:
+        """
+        C{minionId} is accepted quickly only if the thorough check accepts
+        it, and everything the thorough check accepts is accepted.
+        """
+        try:
+            ids._checkThoroughly(minionId)
+            valid = True
+        except InvalidMinionId:
+            valid = False
+        quick = ids._PLAIN_ASCII_ID.fullmatch(minionId) is not None
+        if valid:
+            self.assertEqual(validateMinionId(minionId), minionId)
+        else:
+            self.assertFalse(quick, f"{minionId!r} accepted quickly but is invalid")
+            self.assertRaises(InvalidMinionId, validateMinionId, minionId)
+
+    def test_everyAsciiPair(self) -> None:
+        """
+        Every ASCII id of one or two characters, and every ASCII character
+        after a plain start, gets the thorough check's verdict.
+        """
+        for first in range(128):
+            self.assertAgree(chr(first))
+            for second in range(128):
+                self.assertAgree(chr(first) + chr(second))
+
+    def test_lengthAndUnicode(self) -> None:
+        """
+        255 ASCII characters pass, 256 do not; non-ASCII ids still get the
+        thorough check (accepted letters, refused invisible characters).
+        """
+        self.assertAgree("m" * 255)
+        self.assertAgree("m" * 256)
+        self.assertEqual(validateMinionId("caf\u00e9"), "caf\u00e9")
+        self.assertRaises(InvalidMinionId, validateMinionId, "web\u200b1")
+        self.assertAgree(".hidden")
+        self.assertAgree("web-01.example.com")
