@@ -3,7 +3,7 @@
 The C{tcp} transport, the default: plain TCP, IPv4 or IPv6.
 
 The channels' confidentiality and integrity come from salttwist's own
-crypto (authenticated sessions, sealed and signed publications), so plain
+crypto (authenticated sessions, sealed and MACed publications), so plain
 TCP is safe on an untrusted network; C{tls} adds a TLS layer on top.
 
 Twisted's endpoint module is imported by the methods, not at module scope:

@@ -3,7 +3,7 @@
 The C{tls} transport: the C{tcp} transport with TLS (pyOpenSSL) on top.
 
 The application-level crypto stays on: authentication, session keys and
-sealed, signed publications work exactly as over plain TCP. TLS adds a
+sealed, MACed publications work exactly as over plain TCP. TLS adds a
 second layer that hides the traffic's shape (which minion ids, which
 functions, which sizes) from the network, and keeps connections that do
 not speak TLS away from the master's protocols.
