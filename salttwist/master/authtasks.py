@@ -38,43 +38,22 @@ def loadAuthenticator(pkiDir: str) -> str:
 
 
 @task(idempotent=True)
-def authenticate(
-    load: dict[str, Any],
-    challenge: bytes,
-    peer: str,
-    publicationKey: bytes,
-    kid: int,
-    publishPort: int,
-    allowNewPending: bool = True,
-) -> dict[str, Any]:
-    """
-    Check one C{_auth} request (see L{salttwist.master.auth.Authenticator}).
-    Idempotent: a retry writes the same key files and makes a new session
-    key, which is the one the master uses. C{allowNewPending} is the
-    master's C{max_minions_pre} decision: when false an unknown id is
-    refused and nothing is written (the master counts the pending keys, so
-    the cap holds across every worker).
-
-    @return: the L{AuthOutcome}'s fields as a map.
-    """
-    return (
-        _authenticator(publicationKey, kid, publishPort)
-        .authenticate(load, challenge, peer, allowNewPending)
-        .toFields()
-    )
-
-
-@task(idempotent=True)
 def authenticateMany(
     requests: list[list[Any]], publicationKey: bytes, kid: int, publishPort: int
 ) -> list[dict[str, Any]]:
     """
     Check several C{_auth} requests, each C{[load, challenge, peer,
-    allowNewPending]} (the arguments of L{authenticate}), in order: what a
-    L{salttwist.workers.batch.TaskBatcher} sends when requests wait for a
-    worker, so they cost one task call, not one each, and the accepting
+    allowNewPending]}, in order (see L{salttwist.master.auth.Authenticator}):
+    what a L{salttwist.workers.batch.TaskBatcher} sends when requests wait
+    for a worker, so they cost one task call, not one each, and the accepting
     replies of the minions that check batch signatures one RSA signature
     (L{salttwist.master.auth.Authenticator.signTogether}).
+
+    Idempotent: a retry writes the same key files and makes new session
+    keys, which are the ones the master uses. C{allowNewPending} is the
+    master's C{max_minions_pre} decision: when false an unknown id is
+    refused and nothing is written (the master counts the pending keys, so
+    the cap holds across every worker).
 
     @return: one answer per request (see L{salttwist.workers.batch.runEach}):
         C{{"result": fields}} with the L{AuthOutcome}'s fields, or that

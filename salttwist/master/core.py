@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from salttwist.master.publisher import PubServerProtocol
     from salttwist.master.reqserver import ReqServerProtocol
 
-AUTHENTICATE_TASK = "salttwist.master.authtasks.authenticate"
 AUTHENTICATE_MANY_TASK = "salttwist.master.authtasks.authenticateMany"
 #: While authentications keep coming, they go to the workers at most once
 #: every this many seconds, together (and their replies under one
