@@ -22,13 +22,13 @@ from salttwist.blocking import runSynchronously
 from salttwist.config import loadMasterConfig
 from salttwist.events.bus import LocalEventBus
 from salttwist.master import authtasks
-from salttwist.master.auth import NONCE_BYTES
 from salttwist.master.core import AUTH_BATCH_HOLD, Master
 from salttwist.master.keys import loadMasterKeys
 from salttwist.master.reqserver import ReqServerProtocol
 from salttwist.minion.auth import MinionCredentials
 from salttwist.pki.keystore import ACCEPTED, PENDING, FilesystemKeyStore
 from salttwist.workers.pool import InlineWorkerPool
+from tests.adversarial._support import authLoad
 
 MINION_KEY = crypt.generatePrivateKey()
 MINION_PEM = crypt.publicKeyToPem(MINION_KEY.public_key())
@@ -67,16 +67,7 @@ class WorkerMasterMixin:
         """
         proto = ReqServerProtocol(self.master)
         proto.makeConnection(StringTransport())
-        nonce = os.urandom(NONCE_BYTES)
-        load = {
-            "cmd": "_auth",
-            "id": "web1",
-            "pub": MINION_PEM,
-            "nonce": nonce,
-            "sig": crypt.sign(
-                MINION_KEY, wire.authRequestMessage(proto.challenge, nonce, "web1", MINION_PEM)
-            ),
-        }
+        load = authLoad(proto.challenge, "web1", MINION_KEY, MINION_PEM)
         d = self.master.clearAuth(proto, load)
         # One just before: this one waits to go with others for a while.
         self.master.clock.advance(AUTH_BATCH_HOLD)
@@ -156,18 +147,7 @@ class BatchedWorkerAuthTests(WorkerMasterMixin, SynchronousTestCase):
         for _ in range(3):
             proto = ReqServerProtocol(self.master)
             proto.makeConnection(StringTransport())
-            nonce = os.urandom(NONCE_BYTES)
-            load = {
-                "cmd": "_auth",
-                "id": "web1",
-                "pub": MINION_PEM,
-                "nonce": nonce,
-                "sig": crypt.sign(
-                    MINION_KEY,
-                    wire.authRequestMessage(proto.challenge, nonce, "web1", MINION_PEM),
-                ),
-                "batch_sig": True,
-            }
+            load = dict(authLoad(proto.challenge, "web1", MINION_KEY, MINION_PEM), batch_sig=True)
             requests.append((proto, load, self.master.clearAuth(proto, load)))
         self.assertEqual([len(args[0]) for _, args, _ in pool.calls], [1])
         self.master.clock.advance(AUTH_BATCH_HOLD)
@@ -213,16 +193,8 @@ class AuthenticateManyTests(SynchronousTestCase):
         @return: one item of the batch: C{[load, challenge, peer,
             allowNewPending]}, the load signed as a minion signs it.
         """
-        challenge, nonce = os.urandom(32), os.urandom(NONCE_BYTES)
-        load = {
-            "cmd": "_auth",
-            "id": minionId,
-            "pub": MINION_PEM,
-            "nonce": nonce,
-            "sig": crypt.sign(
-                MINION_KEY, wire.authRequestMessage(challenge, nonce, minionId, MINION_PEM)
-            ),
-        }
+        challenge = os.urandom(32)
+        load = authLoad(challenge, minionId, MINION_KEY, MINION_PEM)
         if batchSig:
             load["batch_sig"] = True
         return [load, challenge, "192.0.2.1:1", True]
