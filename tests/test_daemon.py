@@ -6,30 +6,16 @@ summary in C{tools/runtests.py}.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 import stat
-from types import ModuleType
 
 from twisted.logger import Logger, LogLevel, LogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.daemon import StartupError, ensurePrivateDir, readRuntimeFile, writeRuntimeFile
 from salttwist.logs import filteredObserver
-
-RUNTESTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "tools", "runtests.py")
-
-
-def loadRuntests() -> ModuleType:
-    """
-    @return: C{tools/runtests.py} imported as a module.
-    """
-    spec = importlib.util.spec_from_file_location("runtests", RUNTESTS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests._scripts import loadScript
 
 
 class EnsurePrivateDirTests(SynchronousTestCase):
@@ -272,7 +258,7 @@ class SummarizeTests(SynchronousTestCase):
         """
         Import C{tools/runtests.py}.
         """
-        self.summarize = loadRuntests().summarize
+        self.summarize = loadScript("tools", "runtests.py").summarize
 
     def test_passed(self) -> None:
         """

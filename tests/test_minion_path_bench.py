@@ -7,28 +7,10 @@ that ran every job it was fed.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
-from types import ModuleType
 
 from twisted.trial.unittest import SynchronousTestCase
 
-BENCH = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "benchmarks",
-    "minion_path_bench.py",
-)
-
-
-def loadBench() -> ModuleType:
-    """
-    @return: the benchmark script, imported as a module.
-    """
-    spec = importlib.util.spec_from_file_location("minion_path_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests._scripts import loadScript
 
 
 class MinionPathBenchTests(SynchronousTestCase):
@@ -42,7 +24,7 @@ class MinionPathBenchTests(SynchronousTestCase):
         run and its return sealed and sent: the figures cover C{--jobs}
         real jobs, and the profile names the minion's publication handler.
         """
-        bench = loadBench()
+        bench = loadScript("benchmarks", "minion_path_bench.py")
         out = bench.run(argparse.Namespace(jobs=40, profile=True, top=40))
         self.assertEqual(out["jobs"], 40)
         self.assertEqual(out["returns_sent"], 40)
