@@ -24,18 +24,16 @@ a core).
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
 import os
-import pstats
 import sys
 import tempfile
-import time
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from benchmarks import inprocess  # noqa: E402
+from benchmarks.inprocess import cpuTimed  # noqa: E402
 from salttwist import crypt  # noqa: E402
 from salttwist.config import loadMasterConfig, loadMinionConfig  # noqa: E402
 from salttwist.master.keys import MasterKeys  # noqa: E402
@@ -122,17 +120,14 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     frames = publications(net, options.jobs)
     pub: Any = minion.pub
     req: Any = minion.req
-    profiler = cProfile.Profile(time.process_time) if options.profile else None
-    if profiler is not None:
-        profiler.enable()
-    start = time.process_time()
-    for i, frame in enumerate(frames):
-        pub.dataReceived(frame)
-        if i % 500 == 499:
-            req.transport.getOutBuffer()
-    cpu = time.process_time() - start
-    if profiler is not None:
-        profiler.disable()
+
+    def feed() -> None:
+        for i, frame in enumerate(frames):
+            pub.dataReceived(frame)
+            if i % 500 == 499:
+                req.transport.getOutBuffer()
+
+    cpu, profile = cpuTimed(feed, options.profile, options.top)
     out: dict[str, Any] = {
         "jobs": options.jobs,
         "cpu_s": round(cpu, 3),
@@ -140,27 +135,16 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         "jobs_per_core_second": round(options.jobs / cpu),
         "returns_sent": len(minion._unacknowledged),
     }
-    if profiler is not None:
-        text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(options.top)
-        out["profile"] = text.getvalue()
+    if profile is not None:
+        out["profile"] = profile
     minion.stop()
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = inprocess.parser(__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=3000, help="publications, one job each")
-    parser.add_argument("--profile", action="store_true", help="cProfile (CPU time) the run")
-    parser.add_argument("--top", type=int, default=25)
-    options = parser.parse_args(argv)
-    out = run(options)
-    profile = out.pop("profile", None)
-    for key, value in out.items():
-        print(f"{key:24} {value}")
-    if profile:
-        print(profile)
-    return 0
+    return inprocess.report(run(parser.parse_args(argv)), 24)
 
 
 if __name__ == "__main__":

@@ -21,13 +21,9 @@ return on Linux) and the job cache, which runs in its own worker process
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
 import os
-import pstats
 import sys
 import tempfile
-import time
 from typing import Any
 
 from twisted.internet.testing import MemoryReactorClock, StringTransport
@@ -35,6 +31,8 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from benchmarks import inprocess  # noqa: E402
+from benchmarks.inprocess import cpuTimed  # noqa: E402
 from salttwist import crypt, serial  # noqa: E402
 from salttwist.blocking import runSynchronously  # noqa: E402
 from salttwist.config import loadMasterConfig  # noqa: E402
@@ -126,19 +124,16 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     master, subscriberTransports = buildMaster(options.subscribers)
     server, transport, client = openSession(master)
     frames, jids = returnFrames(master, client, options.returns)
-    profiler = cProfile.Profile(time.process_time) if options.profile else None
-    if profiler is not None:
-        profiler.enable()
-    start = time.process_time()
-    for i, frame in enumerate(frames):
-        server.dataReceived(frame)
-        if i % 1000 == 999:
-            transport.clear()
-            for t in subscriberTransports:
-                t.clear()
-    cpu = time.process_time() - start
-    if profiler is not None:
-        profiler.disable()
+
+    def feed() -> None:
+        for i, frame in enumerate(frames):
+            server.dataReceived(frame)
+            if i % 1000 == 999:
+                transport.clear()
+                for t in subscriberTransports:
+                    t.clear()
+
+    cpu, profile = cpuTimed(feed, options.profile, options.top)
     replies = transport.value()
     out: dict[str, Any] = {
         "returns": options.returns,
@@ -149,29 +144,18 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         "accepted": sum(MINION in master.jobs.get(jid).returned for jid in jids),
         "last_replies_bytes": len(replies),
     }
-    if profiler is not None:
-        text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(options.top)
-        out["profile"] = text.getvalue()
+    if profile is not None:
+        out["profile"] = profile
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = inprocess.parser(__doc__.split("\n\n")[0])
     parser.add_argument(
         "--returns", type=int, default=8000, help="returns, one job each (at most 10,000)"
     )
     parser.add_argument("--subscribers", type=int, default=1, help="bus subscribers to salt/job/")
-    parser.add_argument("--profile", action="store_true", help="cProfile (CPU time) the run")
-    parser.add_argument("--top", type=int, default=25)
-    options = parser.parse_args(argv)
-    out = run(options)
-    profile = out.pop("profile", None)
-    for key, value in out.items():
-        print(f"{key:28} {value}")
-    if profile:
-        print(profile)
-    return 0
+    return inprocess.report(run(parser.parse_args(argv)), 28)
 
 
 if __name__ == "__main__":
