@@ -244,6 +244,54 @@ def publicationFramePrefix(blob: bytes, kid: int) -> bytes:
     return encoded[:-PUBLICATION_MAC_BYTES]
 
 
+#: The most return acknowledgements one publication frame carries (a frame
+#: with more is refused by the minion; the master sends the rest on the req
+#: channel).
+MAX_PUBLICATION_ACKS = 4096
+#: The encoded tail of L{publicationFramePrefix}: the key C{"mac"} and the
+#: header of its 32-byte binary value.
+_MAC_TAIL = serial.dumps("mac") + b"\xc4" + bytes([PUBLICATION_MAC_BYTES])
+_ACK_KEY = serial.dumps("ack")
+
+
+def publicationAcksMessage(rids: list[int]) -> bytes:
+    """
+    What a publication's MAC covers after L{publicationMacMessage} when the
+    frame also acknowledges returns: the request ids of those returns on the
+    minion's req session, as 8-byte numbers (not their msgpack encoding,
+    so the minion checks exactly the numbers it will act on).
+    """
+    return b"acks:" + b"".join(rid.to_bytes(8, "big") for rid in rids)
+
+
+def acknowledgingFramePrefix(prefix: bytes, rids: list[int]) -> bytes:
+    """
+    L{publicationFramePrefix}'s C{prefix} turned into the prefix of
+    C{{"pub": blob, "kid": kid, "ack": rids, "mac": m}}: one subscriber's
+    publication that also acknowledges the returns C{rids} it sent on its
+    req session (see L{salttwist.master.core.Master.holdingReplies}).
+    """
+    if prefix[0] != 0x83 or not prefix.endswith(_MAC_TAIL):
+        raise ValueError("not a publication frame prefix")
+    body = prefix[1 : -len(_MAC_TAIL)]
+    return b"\x84" + body + _ACK_KEY + serial.dumps(rids) + _MAC_TAIL
+
+
+def publicationAcks(value: object) -> list[int]:
+    """
+    The request ids of a publication's C{ack} field.
+
+    @raise ValueError: if C{value} is not a non-empty list of at most
+        L{MAX_PUBLICATION_ACKS} positive integers below 2**63.
+    """
+    if not isinstance(value, list) or not 0 < len(value) <= MAX_PUBLICATION_ACKS:
+        raise ValueError(f"the acknowledgements are not a list of 1 to {MAX_PUBLICATION_ACKS}")
+    for rid in value:
+        if type(rid) is not int or not 0 < rid < 2**63:
+            raise ValueError(f"acknowledgement {rid!r} is not a request id")
+    return value
+
+
 def publicationAad(kid: int) -> bytes:
     """
     The associated data of a publication sealed with publication key C{kid}.

@@ -368,6 +368,38 @@ class PublicationFrameTests(SynchronousTestCase):
             frame = serial.loads(wire.publicationFramePrefix(blob, kid) + mac)
             self.assertEqual(frame, {"pub": blob, "kid": kid, "mac": mac})
 
+    def test_acknowledgingPrefix(self) -> None:
+        """
+        L{wire.acknowledgingFramePrefix} turns a publication prefix into one
+        whose frame also carries C{ack}, for request id lists of every
+        encoded size; anything but a publication prefix is refused.
+        """
+        for rids in ([1], [1, 2**7, 2**16, 2**40], list(range(1, wire.MAX_PUBLICATION_ACKS + 1))):
+            for blob, kid in ((b"", 0), (os.urandom(70000), 2**40)):
+                mac = os.urandom(wire.PUBLICATION_MAC_BYTES)
+                prefix = wire.acknowledgingFramePrefix(wire.publicationFramePrefix(blob, kid), rids)
+                frame = serial.loads(prefix + mac)
+                self.assertEqual(frame, {"pub": blob, "kid": kid, "ack": rids, "mac": mac})
+        with self.assertRaises(ValueError):
+            wire.acknowledgingFramePrefix(serial.dumps({"pub": b"", "kid": 0}), [1])
+
+    def test_acknowledgementsMessage(self) -> None:
+        """
+        The acknowledgements a MAC covers are their numbers, in order; the
+        field must be a non-empty list of request ids.
+        """
+        self.assertEqual(
+            wire.publicationAcksMessage([1, 2]),
+            b"acks:" + (1).to_bytes(8, "big") + (2).to_bytes(8, "big"),
+        )
+        self.assertNotEqual(
+            wire.publicationAcksMessage([1, 2]), wire.publicationAcksMessage([2, 1])
+        )
+        self.assertEqual(wire.publicationAcks([3, 2**63 - 1]), [3, 2**63 - 1])
+        for bad in (None, 1, [], [0], [-1], [2**63], [1.0], [False], ["1"]):
+            with self.assertRaises(ValueError):
+                wire.publicationAcks(bad)
+
     def test_macMessage(self) -> None:
         """
         The MACed message binds the key generation and the blob's digest.

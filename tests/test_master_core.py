@@ -209,11 +209,16 @@ class MasterTestCase(SynchronousTestCase):
         return client, server, received
 
     def subscribe(
-        self, minionId: Any, sessionKey: bytes, challenge: bytes | None = None
+        self,
+        minionId: Any,
+        sessionKey: bytes,
+        challenge: bytes | None = None,
+        acknowledgements: bool = True,
     ) -> tuple[PubClientProtocol, PubServerProtocol, list[dict[str, Any]], str]:
         """
         Subscribe on a new pub connection with a MAC keyed from
-        C{sessionKey} over C{challenge} (the connection's by default).
+        C{sessionKey} over C{challenge} (the connection's by default),
+        asking for acknowledgements with publications unless told not to.
 
         @return: as L{connectPub}, plus the master's answer.
         """
@@ -221,7 +226,7 @@ class MasterTestCase(SynchronousTestCase):
         token = crypt.deriveKey(sessionKey, wire.PUB_TOKEN_CONTEXT)
         signed = server.challenge if challenge is None else challenge
         mac = crypt.hmacSha256(token, wire.pubSubscribeMessage(signed, minionId))
-        d = client.subscribe(minionId, mac)
+        d = client.subscribe(minionId, mac, acknowledgements)
         self.net.flush()
         return client, server, received, self.successResultOf(d)
 
@@ -260,11 +265,16 @@ def assertPublicationMac(
     case: SynchronousTestCase, frame: dict[str, Any], macKey: crypt.HmacSha256
 ) -> None:
     """
-    C{frame} is a publication whose MAC verifies under C{macKey}.
+    C{frame} is a publication whose MAC verifies under C{macKey}, over the
+    acknowledgements it carries too, if any.
     """
-    case.assertEqual(sorted(frame), ["kid", "mac", "pub"])
-    expected = macKey.mac(wire.publicationMacMessage(frame["kid"], crypt.sha256(frame["pub"])))
-    case.assertTrue(crypt.hmacEqual(expected, frame["mac"]))
+    message = wire.publicationMacMessage(frame["kid"], crypt.sha256(frame["pub"]))
+    if "ack" in frame:
+        case.assertEqual(sorted(frame), ["ack", "kid", "mac", "pub"])
+        message += wire.publicationAcksMessage(frame["ack"])
+    else:
+        case.assertEqual(sorted(frame), ["kid", "mac", "pub"])
+    case.assertTrue(crypt.hmacEqual(macKey.mac(message), frame["mac"]))
 
 
 class GreetingTests(MasterTestCase):
@@ -1018,8 +1028,8 @@ class HeldAcknowledgementTests(MasterTestCase):
         job L{JID} targeting C{m1}.
         """
         super().setUp()
-        self.minion, self.server, sessionKey = self.authMinion("m1")
-        self.received = self.subscribe("m1", sessionKey)[2]
+        self.minion, self.server, self.sessionKey = self.authMinion("m1")
+        self.received = self.subscribe("m1", self.sessionKey)[2]
         self.client, _ = self.authClient()
         self.master.jobs.add(JID, {"jid": JID, "fun": "test.ping"}, ["m1"])
 
@@ -1062,19 +1072,90 @@ class HeldAcknowledgementTests(MasterTestCase):
         self.net.flush()
         self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
 
-    def test_sentWithTheNextPublication(self) -> None:
+    def publishNow(self) -> None:
         """
-        The next publication takes the held acknowledgements along, without
-        waiting for L{ACK_DELAY}; the timer then finds nothing to send.
+        Publish a job through the local client and deliver it.
         """
-        d = self.sendReturn()
-        self.assertNoResult(d)
         self.successResultOf(
             self.request(self.client, {"cmd": "publish", "tgt": "*", "fun": "test.ping"})
         )
-        self.assertEqual(len(self.received), 1)
+
+    def test_carriedByTheNextPublication(self) -> None:
+        """
+        The next publication carries the held acknowledgements of a minion
+        that asked for that, in its MAC too, without waiting for
+        L{ACK_DELAY}: nothing is sent on the req connection for them (not
+        even once the timer is due), and the minion's req client takes them
+        from the publication.
+        """
+        self.master.jobs.add("3" * 20, {"jid": "3" * 20, "fun": "test.ping"}, ["m1"])
+        first, second = self.sendReturn(), self.sendReturn("3" * 20)
+        self.publishNow()
+        [frame] = self.received
+        self.assertEqual(frame["ack"], [1, 2])
+        assertPublicationMac(self, frame, self.master.subscribers["m1"].publicationMac)
+        self.assertEqual(self.master._replyHolders, {})
+        self.master.clock.advance(ACK_DELAY)
+        self.net.flush()
+        self.assertNoResult(first)
+        self.minion.acknowledged(frame["ack"])
+        self.assertEqual(self.successResultOf(first), {"ret": True, "rid": 1})
+        self.assertEqual(self.successResultOf(second), {"ret": True, "rid": 2})
+
+    def test_sentWithTheNextPublication(self) -> None:
+        """
+        A minion that did not ask for acknowledgements with its
+        publications gets them on its req connection right after the next
+        publication, without waiting for L{ACK_DELAY}.
+        """
+        self.received = self.subscribe("m1", self.sessionKey, acknowledgements=False)[2]
+        d = self.sendReturn()
+        self.assertNoResult(d)
+        self.publishNow()
+        [frame] = self.received
+        assertPublicationMac(self, frame, self.master.subscribers["m1"].publicationMac)
+        self.assertNotIn("ack", frame)
         self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
         self.assertEqual(self.master._replyHolders, {})
+
+    def test_notCarriedForAnotherSession(self) -> None:
+        """
+        A subscription proved with another session of the minion does not
+        carry the acknowledgements of its current session (the minion would
+        take them for its old session's): they go on the req connection.
+        """
+        old = self.server
+        self.minion, self.server, sessionKey = self.authMinion("m1")
+        self.received = self.subscribe("m1", sessionKey)[2]
+        # The master drops a minion's subscription when its session changes;
+        # were one left behind, it would still not carry the new session's.
+        self.master.subscribers["m1"].session = old
+        d = self.sendReturn()
+        self.publishNow()
+        self.assertNotIn("ack", self.received[-1])
+        self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
+
+    def test_notCarriedUnlessPlain(self) -> None:
+        """
+        Held replies go on the req connection, not with the publication,
+        when one is more than C{{"ret": True}} or its request id is not a
+        number the frame can carry (a minion picks its own).
+        """
+        d = self.sendReturn()
+        self.server._held.append({"ret": True, "rid": "x"})
+        self.publishNow()
+        self.assertNotIn("ack", self.received[-1])
+        self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
+        for extra in ({"ret": True, "rid": 2, "jid": JID}, {"ret": False, "rid": 2}):
+            self.server._held = [{"ret": True, "rid": 1}, extra]
+            self.assertEqual(self.server.takeHeldAcknowledgements(), [])
+            self.assertEqual(len(self.server._held), 2)
+        tooMany = range(1, wire.MAX_PUBLICATION_ACKS + 2)
+        self.server._held = [{"ret": True, "rid": n} for n in tooMany]
+        self.assertEqual(self.server.takeHeldAcknowledgements(), [])
+        self.server._held.pop()
+        self.assertEqual(len(self.server.takeHeldAcknowledgements()), wire.MAX_PUBLICATION_ACKS)
+        self.assertEqual(self.server._held, [])
 
     def test_otherReplyNotHeld(self) -> None:
         """

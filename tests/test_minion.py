@@ -441,6 +441,8 @@ class PublicationVettingTests(MinionTestCase):
         macKey: crypt.HmacSha256 | None = None,
         tamper: bool = False,
         remac: bool = True,
+        acks: Any = None,
+        macAcks: list[int] | None = None,
     ) -> dict[str, Any]:
         """
         Seal C{load} and MAC it for C{m1}'s subscription as L{Master.publish}
@@ -451,6 +453,9 @@ class PublicationVettingTests(MinionTestCase):
         @param macKey: MAC with this key instead of the subscription's.
         @param tamper: flip one bit of the ciphertext; then MAC the changed
             ciphertext if C{remac}, else keep the original MAC.
+        @param acks: the frame's C{ack} field, if not L{None}.
+        @param macAcks: the acknowledgements the MAC covers, if not
+            L{None}.
         """
         publication = self.master.publicationKey
         kid = publication.kid if kid is None else kid
@@ -459,7 +464,10 @@ class PublicationVettingTests(MinionTestCase):
         assert macKey is not None
 
         def mac(blob: bytes) -> bytes:
-            return macKey.mac(wire.publicationMacMessage(kid, crypt.sha256(blob)))
+            message = wire.publicationMacMessage(kid, crypt.sha256(blob))
+            if macAcks is not None:
+                message += wire.publicationAcksMessage(macAcks)
+            return macKey.mac(message)
 
         blob = publication.cipher().encrypt(serial.dumps(load), wire.publicationAad(kid))
         tag = mac(blob)
@@ -467,7 +475,10 @@ class PublicationVettingTests(MinionTestCase):
             blob = blob[:-1] + bytes([blob[-1] ^ 1])
             if remac:
                 tag = mac(blob)
-        return {"pub": blob, "kid": kid, "mac": tag}
+        frame = {"pub": blob, "kid": kid, "mac": tag}
+        if acks is not None:
+            frame["ack"] = acks
+        return frame
 
     def deliver(self, frame: dict[str, Any] | bytes) -> None:
         """
@@ -569,6 +580,34 @@ class PublicationVettingTests(MinionTestCase):
         self.assertDropped(self.seal(self.jobLoad(ts=1.0)), "away from this minion's clock")
         self.assertDropped(self.seal(self.jobLoad(ts="now")), "has no timestamp")
 
+    def test_acknowledgements(self) -> None:
+        """
+        A publication that acknowledges this minion's returns counts only if
+        its MAC covers the acknowledgements: added, changed or malformed
+        ones drop the publication and acknowledge nothing; MACed ones
+        acknowledge the return and the job runs.
+        """
+        self.deliver(self.seal(self.jobLoad()))
+        [rid] = self.minion.req._waiting  # the first return, not acknowledged
+        self.ran.clear()
+        load = self.jobLoad()
+
+        def assertDropped(frame: dict[str, Any], reason: str) -> None:
+            self.deliver(frame)
+            self.assertEqual(self.ran, [])
+            self.assertTrue([m for m in self.logged("dropped") if reason in m], reason)
+
+        assertDropped(self.seal(load, acks=[rid]), "MAC does not verify")
+        assertDropped(self.seal(load, acks=[rid], macAcks=[rid + 1]), "MAC does not verify")
+        for bad in ([], [0], [True], ["1"], [2**63], rid, [1] * (wire.MAX_PUBLICATION_ACKS + 1)):
+            assertDropped(self.seal(load, acks=bad, macAcks=[rid]), "acknowledgement")
+        self.assertEqual(list(self.minion.req._waiting), [rid])
+        self.assertEqual(len(self.minion._unacknowledged), 1)
+        self.deliver(self.seal(load, acks=[rid, 99], macAcks=[rid, 99]))
+        self.assertEqual(self.ran, ["test.ping"])
+        self.assertNotIn(rid, self.minion.req._waiting)
+        self.assertEqual(len(self.minion._unacknowledged), 1)
+
     def test_clearTextLoad(self) -> None:
         """
         A load sent in clear text is dropped, as a bare map and even as a
@@ -576,7 +615,7 @@ class PublicationVettingTests(MinionTestCase):
         """
         load = self.jobLoad()
         kid = self.master.publicationKey.kid
-        self.assertDropped(load, "is not known")
+        self.assertDropped(load, "is not bytes")
         self.assertDropped(dict(load, kid=kid), "is not bytes")
         plain = serial.dumps(load)
         macKey = self.master.subscribers["m1"].publicationMac
@@ -873,6 +912,45 @@ class ReconnectTests(MinionTestCase):
         self.net.advance(ACK_DELAY)
         self.successResultOf(done)
         self.assertEqual(minion.state, "stopped")
+        self.assertEqual(blocking, [])
+        self.assertEqual(self.returnsOnDisk(minion), [])
+
+    def test_acknowledgedByTheNextPublication(self) -> None:
+        """
+        The master acknowledges a return with the minion's next
+        publication, in the frame itself: the minion reads nothing on its
+        req connection for it.
+        """
+        minion = self.readyMinion()
+        frames: list[dict[str, Any]] = []
+        reqFrames: list[dict[str, Any]] = []
+        assert minion.pub is not None and minion.req is not None
+        onPublication = minion.pub.onPublication
+        minion.pub.onPublication = lambda frame: (frames.append(frame), onPublication(frame))  # type: ignore[assignment, misc]
+        frameReceived = minion.req.frameReceived
+        minion.req.frameReceived = lambda frame: (reqFrames.append(frame), frameReceived(frame))  # type: ignore[method-assign, func-returns-value]
+        self.publish("test.ping", [])
+        [rid] = minion.req._waiting
+        second = self.publish("test.ping", [])
+        self.assertEqual(frames[-1]["ack"], [rid])
+        [(stored, ret)] = minion._unacknowledged.items()
+        self.assertEqual(ret["jid"], second)
+        self.assertEqual(reqFrames, [])
+
+    def test_shutdownTakesAcknowledgementFromPublication(self) -> None:
+        """
+        A stopping minion runs no more jobs, but takes the acknowledgements
+        a publication brings, and stops without waiting any longer.
+        """
+        minion = self.readyMinion()
+        blocking = self.holdBlocking(minion)
+        self.publish("test.ping", [])
+        done = minion.shutdown()
+        self.assertNoResult(done)
+        ran = self.spyOnJobs(minion)
+        self.publish("test.ping", [])
+        self.successResultOf(done)
+        self.assertEqual(ran, [])
         self.assertEqual(blocking, [])
         self.assertEqual(self.returnsOnDisk(minion), [])
 

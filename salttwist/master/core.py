@@ -78,7 +78,8 @@ REQ_JID = "req"
 INLINE_TARGETING_MAX = 256
 #: Seconds at most the acknowledgement of a job's return is held back
 #: (L{Master.holdingReplies}): while jobs keep coming, each minion gets its
-#: acknowledgements right after the next publication, in the same wake-up;
+#: acknowledgements inside its next publication frame (or on its req
+#: connection right after, if it did not ask for that), in the same wake-up;
 #: otherwise they go this long after the return came, well before the
 #: minion would keep the return on disk (its C{PERSIST_AFTER}, 1 s).
 ACK_DELAY = 0.05
@@ -587,9 +588,9 @@ class Master:
     def holdingReplies(self, proto: ReqServerProtocol) -> None:
         """
         C{proto} holds replies back (the acknowledgements of returns, see
-        L{salttwist.master.reqserver.HELD_REPLIES}): they are sent after the
-        next publication (L{sendHeldReplies}), or L{ACK_DELAY} seconds from
-        now, whichever comes first.
+        L{salttwist.master.reqserver.HELD_REPLIES}): they go with the next
+        publication (L{_publishNow}), or L{ACK_DELAY} seconds from now,
+        whichever comes first.
         """
         self._replyHolders[proto] = self.clock.seconds()
         if self._replyTimer is None:
@@ -646,6 +647,7 @@ class Master:
         proto.publicationMac = crypt.HmacSha256(
             crypt.deriveKey(token, wire.publicationMacContext(proto.challenge, validId))
         )
+        proto.session = session
         old = self.subscribers.get(validId)
         self.subscribers[validId] = proto
         if old is not None and old is not proto:
@@ -1259,12 +1261,28 @@ class Master:
         blob = cached[1].encrypt(serial.dumps(load), wire.publicationAad(kid))
         prefix = wire.publicationFramePrefix(blob, kid)
         macMessage = wire.publicationMacMessage(kid, crypt.sha256(blob))
-        # Each minion's acknowledgements held back follow its publication
-        # at once: it reads them in the wake-up the publication causes.
+        # Each minion's acknowledgements held back go with its publication:
+        # in the frame itself if it asked for that and they all fit, else
+        # on its req connection right after. Either way it reads them in the
+        # wake-up the publication causes.
         holders = self._replyHolders
         for minionId, subscriber in list(self.subscribers.items()):
-            subscriber.sendString(prefix + subscriber.publicationMac.mac(macMessage))  # type: ignore[union-attr]
+            mac = subscriber.publicationMac
             session = self.sessions.get(minionId)
-            if session is not None and holders.pop(session, None) is not None:
-                session.sendHeld()
+            if session is None or holders.pop(session, None) is None:
+                subscriber.sendString(prefix + mac.mac(macMessage))  # type: ignore[union-attr]
+                continue
+            rids = (
+                session.takeHeldAcknowledgements()
+                if subscriber.carriesAcknowledgements and subscriber.session is session
+                else None
+            )
+            if rids:
+                subscriber.sendString(
+                    wire.acknowledgingFramePrefix(prefix, rids)
+                    + mac.mac(macMessage + wire.publicationAcksMessage(rids))  # type: ignore[union-attr]
+                )
+            else:
+                subscriber.sendString(prefix + mac.mac(macMessage))  # type: ignore[union-attr]
+            session.sendHeld()
         self.sendHeldReplies()

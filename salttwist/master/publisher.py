@@ -14,6 +14,13 @@ the master hold (derived from the minion's pub token and this connection's
 challenge), so no minion can forge a job for another and nothing recorded
 on one connection is accepted on the next. The frame is encoded once; each
 subscriber's MAC is appended to it (L{salttwist.wire.publicationFramePrefix}).
+
+A minion that subscribes with C{"acks": True} also gets the acknowledgements
+of the returns it sent on its req session in its next publication, as
+C{{"pub": blob, "kid": n, "ack": [rid, ...], "mac": m}} with the MAC over
+those request ids too (L{salttwist.wire.publicationAcksMessage}): it reads
+them in the wake-up the publication causes, and the master seals and writes
+nothing more for them.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from salttwist.transport.tcp import keepAlive
 
 if TYPE_CHECKING:
     from salttwist.master.core import Master
+    from salttwist.master.reqserver import ReqServerProtocol
 
 
 class PubServerProtocol(FrameProtocol):
@@ -36,10 +44,17 @@ class PubServerProtocol(FrameProtocol):
     @ivar minionId: the subscribed minion's id, once it has subscribed.
     @ivar publicationMac: the MAC of this subscription's publications, once
         it has subscribed.
+    @ivar session: the req session this subscription proved (its MAC key
+        derives from that session's key).
+    @ivar carriesAcknowledgements: whether the minion asked for the
+        acknowledgements of its returns on that session to come with its
+        publications (C{"acks": True} when subscribing).
     """
 
     minionId: str | None = None
     publicationMac: HmacSha256 | None = None
+    session: ReqServerProtocol | None = None
+    carriesAcknowledgements = False
 
     def __init__(self, master: Master) -> None:
         self._master = master
@@ -67,6 +82,7 @@ class PubServerProtocol(FrameProtocol):
             self.transport.loseConnection()
             return
         self.minionId = minionId
+        self.carriesAcknowledgements = message.get("acks") is True
         self.cancelDeadline()
         self.sendFrame(self._master.subscribedFrame(self))
 

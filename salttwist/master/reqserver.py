@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 
+from salttwist import wire
 from salttwist.transport.framing import FrameProtocol, QuietFactory, writeNow
 from salttwist.transport.reqclient import PROTOCOL_VERSION
 from salttwist.transport.session import SessionCipher, SessionError, sessionBlob
@@ -74,8 +75,9 @@ class ReqServerProtocol(FrameProtocol):
         self.challenge = os.urandom(32)
         self._session: SessionCipher | None = None
         self._authenticating = False
-        #: Sealed reply frames held back (L{holdPayload}), oldest first.
-        self._held: list[bytes] = []
+        #: Reply payloads held back (L{holdPayload}), oldest first; sealed
+        #: when they are sent, in order.
+        self._held: list[dict[str, Any]] = []
 
     def connectionMade(self) -> None:
         super().connectionMade()
@@ -223,35 +225,64 @@ class ReqServerProtocol(FrameProtocol):
     def sendPayload(self, payload: dict[str, Any]) -> None:
         """
         Seal and send one session payload (a reply, or a push when it has no
-        C{rid}), after the frames held back (in the order they were sealed,
-        as the session's counters require).
+        C{rid}), after the payloads held back (sealed in the order they are
+        sent, as the session's counters require).
         """
         if self._session is not None and self.transport.connected:
             if self._held:
-                self._held.append(self._session.sealFrame(payload))
+                self._held.append(payload)
                 self.sendHeld()
             else:
                 self.sendFrame(self._session.seal(payload))
 
     def holdPayload(self, payload: dict[str, Any]) -> None:
         """
-        Seal one session payload now but send it later, with the others
-        held: when the master flushes the held replies (after its next
-        publication, or L{salttwist.master.core.ACK_DELAY} seconds at the
-        latest), or before any payload sent at once.
+        Send one session payload later, with the others held: when the
+        master flushes the held replies (with or after its next publication,
+        or L{salttwist.master.core.ACK_DELAY} seconds at the latest), or
+        before any payload sent at once.
         """
         if self._session is not None and self.transport.connected:
-            self._held.append(self._session.sealFrame(payload))
+            self._held.append(payload)
             if len(self._held) == 1:
                 self._master.holdingReplies(self)
 
     def sendHeld(self) -> None:
         """
-        Send the frames held back, in one write.
+        Seal and send the payloads held back, in one write.
         """
         held, self._held = self._held, []
-        if held and self.transport.connected:
-            writeNow(self.transport, held[0] if len(held) == 1 else b"".join(held))
+        if held and self._session is not None and self.transport.connected:
+            sealFrame = self._session.sealFrame
+            writeNow(
+                self.transport,
+                sealFrame(held[0]) if len(held) == 1 else b"".join(map(sealFrame, held)),
+            )
+
+    def takeHeldAcknowledgements(self) -> list[int]:
+        """
+        Take the replies held back for a publication to carry (see
+        L{salttwist.wire.acknowledgingFramePrefix}), if every one is a plain
+        acknowledgement C{{"ret": True, "rid": n}}: they are then not sent
+        on this connection.
+
+        @return: their request ids, oldest first; empty (and nothing taken)
+            if some held reply says more than that, has a request id the
+            frame cannot carry, or they are more than one frame carries.
+        """
+        held = self._held
+        if len(held) > wire.MAX_PUBLICATION_ACKS:
+            return []
+        rids = []
+        for payload in held:
+            rid = payload.get("rid")
+            if len(payload) != 2 or payload.get("ret") is not True:
+                return []
+            if type(rid) is not int or not 0 < rid < 2**63:
+                return []
+            rids.append(rid)
+        self._held = []
+        return rids
 
     @property
     def sessionKey(self) -> bytes | None:

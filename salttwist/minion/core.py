@@ -522,19 +522,33 @@ class Minion:
             return
         blob, mac, kid = frame.get("pub"), frame.get("mac"), frame.get("kid")
         publicationMac = self._publicationMac
-        if publicationMac is None or self._stopping:
+        if publicationMac is None:
             return
         try:
-            cipher = self._pubKeys.get(kid) if isinstance(kid, int) else None
+            if not isinstance(blob, bytes):
+                raise crypt.CryptError("the publication is not bytes")
+            if type(kid) is not int or not 0 <= kid < 2**63:
+                raise crypt.CryptError(f"publication key {kid!r} is not a key generation")
+            message = wire.publicationMacMessage(kid, crypt.sha256(blob))
+            acks = frame.get("ack")
+            if acks is not None:
+                try:
+                    acks = wire.publicationAcks(acks)
+                except ValueError as e:
+                    raise crypt.CryptError(str(e)) from e
+                message += wire.publicationAcksMessage(acks)
+            if not crypt.hmacEqual(publicationMac.mac(message), mac):  # type: ignore[arg-type]
+                raise crypt.CryptError("the publication's MAC does not verify")
+            if acks is not None and self.req is not None:
+                # The master has these returns (even while we stop).
+                self.req.acknowledged(acks)
+            if self._stopping:
+                return
+            cipher = self._pubKeys.get(kid)
             if cipher is None:
                 raise crypt.CryptError(
                     f"publication key {kid!r} is not known (current: {self._kid})"
                 )
-            if not isinstance(blob, bytes):
-                raise crypt.CryptError("the publication is not bytes")
-            expected = publicationMac.mac(wire.publicationMacMessage(kid, crypt.sha256(blob)))
-            if not crypt.hmacEqual(expected, mac):  # type: ignore[arg-type]
-                raise crypt.CryptError("the publication's MAC does not verify")
             load = serial.loads(cipher.decrypt(blob, wire.publicationAad(kid)))  # type: ignore[arg-type]
         except (crypt.CryptError, serial.SerialError) as e:
             self.log.warn("minion {id}: dropped a publication: {e}", id=self.id, e=e)

@@ -50,12 +50,19 @@ class PubClientProtocol(FrameProtocol):
         elif self.onPublication is not None:
             self.onPublication(message)
 
-    def subscribe(self, minionId: str, mac: bytes) -> Deferred[str]:
+    def subscribe(self, minionId: str, mac: bytes, acknowledgements: bool = True) -> Deferred[str]:
         """
         Ask for publications, proving the session with C{mac}.
+
+        @param acknowledgements: ask for the acknowledgements of this
+            minion's returns to come with its publications (see
+            L{salttwist.master.publisher}), not on the req channel.
         """
         self._subscribing = True
-        self.sendFrame({"cmd": "subscribe", "id": minionId, "mac": mac})
+        frame: dict[str, Any] = {"cmd": "subscribe", "id": minionId, "mac": mac}
+        if acknowledgements:
+            frame["acks"] = True
+        self.sendFrame(frame)
         return self.subscribed
 
     def connectionLost(self, reason: object = None) -> None:

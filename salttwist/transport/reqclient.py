@@ -99,6 +99,20 @@ class ReqClientProtocol(FrameProtocol):
         self.sendFrame(frame)
         return d
 
+    def acknowledged(self, rids: list[int]) -> None:
+        """
+        The master acknowledged the requests C{rids} of this session on the
+        pub channel (the returns of jobs; see
+        L{salttwist.master.publisher}): each fires as if answered
+        C{{"ret": True}}. Ids not waiting (answered already, or from before
+        a reconnect) are ignored.
+        """
+        waiting = self._waiting
+        for rid in rids:
+            waiter = waiting.pop(rid, None)
+            if waiter is not None:
+                waiter.callback({"ret": True, "rid": rid})
+
     def _sessionFrame(self, message: dict[str, Any]) -> None:
         assert self._session is not None
         try:
