@@ -371,6 +371,7 @@ class GarbageCollectionTests(SynchronousTestCase):
 
         self.addCleanup(gc.enable)
         self.addCleanup(gc.unfreeze)
+        self.addCleanup(gc.set_threshold, *gc.get_threshold())
 
     def test_holdThenRelease(self) -> None:
         """
@@ -386,6 +387,24 @@ class GarbageCollectionTests(SynchronousTestCase):
         releaseGarbageCollection()
         self.assertTrue(gc.isenabled())
         self.assertGreater(gc.get_freeze_count(), 0)
+
+    def test_releaseWithThresholds(self) -> None:
+        """
+        Releasing with thresholds (the master's) sets them as the collector
+        comes back on.
+        """
+        import gc
+
+        from salttwist._startup import (
+            MASTER_GC_THRESHOLDS,
+            holdGarbageCollection,
+            releaseGarbageCollection,
+        )
+
+        holdGarbageCollection()
+        releaseGarbageCollection(MASTER_GC_THRESHOLDS)
+        self.assertTrue(gc.isenabled())
+        self.assertEqual(gc.get_threshold(), MASTER_GC_THRESHOLDS)
 
     def test_releaseWithoutHold(self) -> None:
         """

@@ -17,12 +17,14 @@ process starts (see L{salttwist.daemon.dropPrivileges}).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from salttwist._startup import (
+    MASTER_GC_THRESHOLDS,
     exitNow,
     holdGarbageCollection,
     importDeferWithoutAsyncio,
@@ -32,6 +34,10 @@ from salttwist.cli import addCommonArguments
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
 from salttwist.daemon import StartupError, resolveUser
 from salttwist.logs import CONSOLE_ENV, FILE_ENV, FORMAT_ENV, LEVEL_ENV, SALT_LEVELS
+
+#: The garbage collector's thresholds of each daemon, where Python's
+#: defaults are not kept (a minion holds few objects: it keeps them).
+GC_THRESHOLDS = {"salttwist-master": MASTER_GC_THRESHOLDS}
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -122,7 +128,10 @@ def _run(
 
     sys.argv = twistdArgs(plugin, options, config)
     try:
-        app.run(_runApp, serverOptions(plugin))
+        app.run(
+            functools.partial(_runApp, gcThresholds=GC_THRESHOLDS.get(plugin)),
+            serverOptions(plugin),
+        )
     except StartupError as e:
         sys.stderr.write(f"{plugin}: {e}\n")
         return 1
@@ -182,19 +191,22 @@ def _setLogEnvironment(options: argparse.Namespace, config: dict[str, Any]) -> N
     os.environ[CONSOLE_ENV] = "0" if options.daemon else "1"
 
 
-def _runApp(config: Any) -> None:
+def _runApp(config: Any, gcThresholds: tuple[int, int, int] | None = None) -> None:
     """
     twistd's C{runApp} without its last step: after a stop by SIGTERM or
     SIGINT, twistd kills its own process again with that signal, so that the
     exit status shows it. Salt's daemons exit 0 after such a clean stop, and
     so do these.
+
+    @param gcThresholds: the garbage collector's thresholds once the
+        reactor runs (see L{salttwist._startup.releaseGarbageCollection}).
     """
     from twisted.internet import reactor
     from twisted.scripts._twistd_unix import UnixApplicationRunner
 
     from salttwist._startup import releaseGarbageCollection
 
-    reactor.callWhenRunning(releaseGarbageCollection)
+    reactor.callWhenRunning(releaseGarbageCollection, gcThresholds)
     UnixApplicationRunner(config).run()
 
 
