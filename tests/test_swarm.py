@@ -15,7 +15,7 @@ import time
 from twisted.internet.defer import gatherResults
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from salttwist import crypt
+from salttwist import crypt, swarm
 from salttwist.client.local import LocalClient
 from salttwist.events.fire import fireMasterEvent
 from salttwist.swarm import (
@@ -152,6 +152,33 @@ class SharedVerificationTests(SynchronousTestCase):
         self.assertEqual(self.verify.checks, SharedVerification.SIZE + 1)
         self.verify(self.key.public_key(), sigs[0], b"0")
         self.assertEqual(self.verify.checks, SharedVerification.SIZE + 2)
+
+
+class FastKeyLoadTests(SynchronousTestCase):
+    """
+    The swarm's key loading (L{swarm._fastLoadPrivateKey}).
+    """
+
+    def test_loadedWarm(self) -> None:
+        """
+        A cached key is loaded as the same key, and makes its first
+        private-key operation at once (a signature of a fixed message that
+        its public key verifies), not during the benchmark.
+        """
+        key = crypt.generatePrivateKey()
+        signed: list[tuple[object, bytes]] = []
+        realSign = crypt.sign
+
+        def recordingSign(privateKey: object, message: bytes) -> bytes:
+            signature = realSign(privateKey, message)  # type: ignore[arg-type]
+            signed.append((privateKey, signature))
+            crypt.verify(privateKey.public_key(), signature, message)  # type: ignore[attr-defined]
+            return signature
+
+        self.patch(crypt, "sign", recordingSign)
+        loaded = swarm._fastLoadPrivateKey(crypt.privateKeyToPem(key))
+        self.assertEqual(loaded.private_numbers(), key.private_numbers())
+        self.assertEqual([k for k, _ in signed], [loaded])
 
 
 class SwarmTests(TestCase):
