@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.internet.defer import fail
+from twisted.internet.defer import Deferred, fail
 from twisted.trial.unittest import SynchronousTestCase
 
+from salttwist import serial
 from salttwist.master.core import runSynchronously
 from salttwist.master.grainscache import MAX_GRAINS_BYTES, GrainsCache
 
@@ -80,6 +81,79 @@ class GrainsCacheTests(SynchronousTestCase):
         self.successResultOf(self.cache.forget("web1"))
         self.assertEqual(self.cache.grains, {})
         self.assertEqual(os.listdir(self.directory), [])
+
+    def test_batched(self) -> None:
+        """
+        One batch is written at a time, in one call to C{runBlocking};
+        what changes meanwhile goes in the next batch, the last change of
+        each minion only, and every caller hears when its change is on
+        disk. A removal queued after a write of the same minion wins.
+        """
+        held: list[tuple[Deferred[Any], Any, tuple[Any, ...]]] = []
+
+        def holding(f: Any, *args: Any) -> Deferred[Any]:
+            d: Deferred[Any] = Deferred()
+            held.append((d, f, args))
+            return d
+
+        def release() -> None:
+            d, f, args = held.pop(0)
+            d.callback(f(*args))
+
+        cache = GrainsCache(self.directory, holding)
+        os.makedirs(self.directory, exist_ok=True)
+        first = cache.update("web1", {"os": "Debian"})
+        second = [
+            cache.update("web2", {"os": "Debian"}),
+            cache.update("web3", {"os": "Debian"}),
+            cache.update("web3", {"os": "Alpine"}),
+            cache.update("web4", {"os": "Debian"}),
+        ]
+        removed = cache.forget("web4")
+        self.assertEqual(len(held), 1)
+        self.assertEqual(held[0][2][1], {"web1": serial.dumps({"os": "Debian"})})
+        release()
+        self.successResultOf(first)
+        [(_, _, (_, batch))] = held
+        self.assertEqual(
+            batch,
+            {
+                "web2": serial.dumps({"os": "Debian"}),
+                "web3": serial.dumps({"os": "Alpine"}),
+                "web4": None,
+            },
+        )
+        release()
+        for d in [*second, removed]:
+            self.successResultOf(d)
+        self.assertEqual(sorted(os.listdir(self.directory)), ["web1", "web2", "web3"])
+        again = GrainsCache(self.directory, runSynchronously)
+        again.load()
+        self.assertEqual(again.grains["web3"], {"os": "Alpine"})
+
+    def test_oneFileFails(self) -> None:
+        """
+        A file that cannot be written fails its own caller only; the rest
+        of its batch is written.
+        """
+        os.makedirs(os.path.join(self.directory, "web1"))
+        held: list[tuple[Deferred[Any], Any, tuple[Any, ...]]] = []
+
+        def holding(f: Any, *args: Any) -> Deferred[Any]:
+            d: Deferred[Any] = Deferred()
+            held.append((d, f, args))
+            return d
+
+        cache = GrainsCache(self.directory, holding)
+        cache.update("web0", {"os": "Debian"})
+        failed = cache.update("web1", {"os": "Debian"})
+        written = cache.update("web2", {"os": "Debian"})
+        while held:
+            d, f, args = held.pop(0)
+            d.callback(f(*args))
+        self.failureResultOf(failed, OSError)
+        self.successResultOf(written)
+        self.assertTrue(os.path.isfile(os.path.join(self.directory, "web2")))
 
     def test_refusesBadGrains(self) -> None:
         """

@@ -4,6 +4,12 @@ The grains each minion reported, kept by the master so that grain targets
 are matched master-side (a grain target waits only for minions that match)
 and survive a master restart: one msgpack file per minion in
 C{cachedir/grains/}.
+
+Writes and removals go to the disk in a thread, in batches: one batch at a
+time, holding everything that changed while the previous one was written
+(the last change of each minion only). An auth storm of thousands of new
+minions then costs a few dozen thread hops, not one per minion, and a
+removal can never be overtaken by an earlier write of the same file.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from salttwist import serial
 from salttwist.crypt import writePrivateFile
@@ -41,6 +48,11 @@ class GrainsCache:
         #: (read at start, or written since): the same grains reported
         #: again are not written again.
         self._onDisk: set[str] = set()
+        #: What the next batch writes (bytes) or removes (L{None}), by id.
+        self._queued: dict[str, bytes | None] = {}
+        #: Who waits for each id of the next batch.
+        self._queuedWaiters: dict[str, list[Deferred[None]]] = {}
+        self._writing = False
 
     def load(self) -> None:
         """
@@ -88,12 +100,7 @@ class GrainsCache:
             if self.grains.get(minionId) is grains:
                 self._onDisk.add(minionId)
 
-        # Not fsynced: minions report their grains at every authentication,
-        # so a cache lost in a crash is rebuilt, and thousands of minions
-        # authenticating at once must not queue on the disk.
-        return self._runBlocking(
-            writePrivateFile, os.path.join(self._directory, minionId), data, False
-        ).addCallback(written)
+        return self._enqueue(minionId, data).addCallback(written)
 
     def forget(self, minionId: str) -> Deferred[None]:
         """
@@ -103,10 +110,68 @@ class GrainsCache:
         self._onDisk.discard(minionId)
         if self._directory is None:
             return succeed(None)
-        path = os.path.join(self._directory, validateMinionId(minionId))
+        return self._enqueue(validateMinionId(minionId), None)
 
-        def remove() -> None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+    def _enqueue(self, minionId: str, data: bytes | None) -> Deferred[None]:
+        """
+        Write C{data} as C{minionId}'s file (remove it if L{None}) with the
+        next batch, replacing what that batch would have done to it.
 
-        return self._runBlocking(remove)
+        @return: a L{Deferred} that fires once the batch is done, or fails
+            with the error of this file.
+        """
+        self._queued[minionId] = data
+        waiter: Deferred[None] = Deferred()
+        self._queuedWaiters.setdefault(minionId, []).append(waiter)
+        if not self._writing:
+            self._writeBatch()
+        return waiter
+
+    def _writeBatch(self) -> None:
+        """
+        Start writing everything queued, in a thread; start the next batch
+        when this one is done.
+        """
+        assert self._directory is not None
+        batch, self._queued = self._queued, {}
+        waiters, self._queuedWaiters = self._queuedWaiters, {}
+        self._writing = True
+
+        def done(result: dict[str, Exception] | Failure) -> None:
+            self._writing = False
+            for minionId, idWaiters in waiters.items():
+                error = result if isinstance(result, Failure) else result.get(minionId)
+                for waiter in idWaiters:
+                    if error is None:
+                        waiter.callback(None)
+                    else:
+                        waiter.errback(error)
+            if self._queued:
+                self._writeBatch()
+
+        self._runBlocking(applyBatch, self._directory, batch).addBoth(done)
+
+
+def applyBatch(directory: str, batch: dict[str, bytes | None]) -> dict[str, Exception]:
+    """
+    Write each minion's grains file of C{batch} (0600, replaced atomically)
+    or remove it (L{None}). Blocking: run in a thread.
+
+    Not fsynced: minions report their grains at every authentication, so a
+    cache lost in a crash is rebuilt, and thousands of minions
+    authenticating at once must not queue on the disk.
+
+    @return: the error of each file that could not be written or removed.
+    """
+    errors: dict[str, Exception] = {}
+    for minionId, data in batch.items():
+        path = os.path.join(directory, minionId)
+        try:
+            if data is None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            else:
+                writePrivateFile(path, data, False)
+        except OSError as e:
+            errors[minionId] = e
+    return errors
