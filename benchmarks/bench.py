@@ -62,7 +62,7 @@ from salttwist.events import EVENT_PUB_SOCKET
 from salttwist.events.client import listenEvents
 from salttwist.events.fire import fireMasterEvent
 from salttwist.pki.keystore import ACCEPTED, FilesystemKeyStore
-from salttwist.swarm import ensureKeys, raiseFileLimit, readStatus
+from salttwist.swarm import STATUS_INTERVAL, ensureKeys, raiseFileLimit, readStatus
 
 BIN = os.path.dirname(os.path.abspath(sys.executable))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -661,6 +661,9 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
             )
             print(f"bench: N={n}: throughput {out['throughput']}", flush=True)
         out["load_after"] = loadAverage()
+        # The swarm writes its counters every STATUS_INTERVAL: wait for a
+        # write made after the last return was sent.
+        await sleep(3 * STATUS_INTERVAL)
         returnsSent = status()["returns"]
     finally:
         await processes.stop(swarm)
