@@ -324,9 +324,12 @@ class Master:
             self._authInFlight -= 1
             if reserved:
                 self._pendingReserved -= 1
-            if not (isinstance(result, tuple) and result[0].get("ret") == "accepted"):
-                # Only what is not an accepted minion spends the address's
-                # tokens (see AuthRateLimiter.charge).
+            if isinstance(result, tuple) and result[0].get("ret") != "accepted":
+                # Only a request found not to be an accepted minion's spends
+                # the address's tokens (see AuthRateLimiter.charge); one the
+                # master failed to check (its own error, logged) does not:
+                # a master bug must not lock out every minion behind an
+                # address. The in-flight cap still bounds that work.
                 self.authRate.charge(proto.peerName)
             return result
 

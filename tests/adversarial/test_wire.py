@@ -483,6 +483,24 @@ class AuthRateTests(_LimitedMaster):
         held[0].callback(AuthOutcome({"ret": "pending"}, "x"))
         self.assertEqual(self.successResultOf(again)[0]["ret"], "pending")
 
+    def test_masterErrorsNotCharged(self) -> None:
+        """
+        A request the master fails to check (its own error, here its
+        worker's) spends no token of the address: a master bug does not
+        lock out the minions behind it. Each such request still fails.
+        """
+        from twisted.internet.defer import fail
+
+        master = self.makeMaster(auth_rate_limit=0.001, auth_rate_burst=2)
+        working = master.authenticate
+        master.authenticate = lambda *a: fail(RuntimeError("worker crashed"))  # type: ignore[method-assign]
+        for p in range(6):
+            self.failureResultOf(master.clearAuth(_Peer(f"10.0.0.1:{p}"), {}), RuntimeError)  # type: ignore[arg-type]
+        self.assertEqual(master._authInFlight, 0)
+        master.authenticate = working  # type: ignore[method-assign]
+        self.assertEqual(self.auth(master, "10.0.0.1:7", "new1")["ret"], "pending")
+        self.assertEqual(self.auth(master, "10.0.0.1:8", "new2")["ret"], "pending")
+
     def test_loggedOncePerMinute(self) -> None:
         """
         Refusals are logged at most once per address per minute, with the
