@@ -22,7 +22,7 @@ import sys
 from salttwist.cli import daemons
 from salttwist.config import loadMinionConfig
 
-def runApp(config):
+def runApp(config, gcThresholds=None):
     from twisted.internet import reactor
     from salttwist.minion.tap import makeService
     from salttwist.transport.tcp import TCP

@@ -406,6 +406,36 @@ class GarbageCollectionTests(SynchronousTestCase):
         self.assertTrue(gc.isenabled())
         self.assertEqual(gc.get_threshold(), MASTER_GC_THRESHOLDS)
 
+    def test_daemonThresholds(self) -> None:
+        """
+        C{salttwist-master} runs twistd's application with the master's
+        thresholds, C{salttwist-minion} with Python's defaults.
+        """
+        root = os.path.abspath(self.mktemp())
+        for name, extra in (("master", ""), ("minion", "id: m1\nmaster: 127.0.0.1\n")):
+            os.makedirs(os.path.join(root, name))
+            with open(os.path.join(root, name, name), "w") as f:
+                f.write(f"root_dir: {os.path.join(root, name)}\n{extra}")
+        script = (
+            "import sys\n"
+            "from salttwist.cli import daemons\n"
+            "from salttwist.config import loadMasterConfig, loadMinionConfig\n"
+            "daemons._runApp = lambda config, gcThresholds=None: print(gcThresholds)\n"
+            "for plugin, load, needsTLS, configDir in (\n"
+            "    ('salttwist-master', loadMasterConfig, daemons.masterNeedsTLS, sys.argv[1]),\n"
+            "    ('salttwist-minion', loadMinionConfig, daemons.minionNeedsTLS, sys.argv[2]),\n"
+            "):\n"
+            "    daemons._run(plugin, load, ['-c', configDir], needsTLS)\n"
+        )
+        env = dict(os.environ)
+        env.pop("SALTTWIST_CONFIG_DIR", None)
+        output = pythonOutput(
+            self, script, os.path.join(root, "master"), os.path.join(root, "minion"), env=env
+        )
+        from salttwist._startup import MASTER_GC_THRESHOLDS
+
+        self.assertEqual(output.splitlines()[-2:], [str(MASTER_GC_THRESHOLDS), "None"])
+
     def test_releaseWithoutHold(self) -> None:
         """
         Releasing a collector that was not held changes nothing.
