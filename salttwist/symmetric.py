@@ -124,11 +124,17 @@ class HmacSha256:
         return mac.finalize()
 
 
+#: A fresh SHA-256 context that L{sha256} copies: a copy costs about half
+#: of making a context (whose constructor checks its algorithm against
+#: cryptography's abstract classes), and a minion hashes every publication.
+_SHA256_CONTEXT = hashes.Hash(_SHA256)
+
+
 def sha256(data: bytes) -> bytes:
     """
     The SHA-256 digest of C{data}.
     """
-    digest = hashes.Hash(_SHA256)
+    digest = _SHA256_CONTEXT.copy()
     digest.update(data)
     return digest.finalize()
 
