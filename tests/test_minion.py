@@ -22,6 +22,7 @@ from salttwist.master.keys import MasterKeys
 from salttwist.minion.core import ACKNOWLEDGEMENT_WAIT, MASTER_PUB_FILE, Minion
 from salttwist.minion.executor import EX_UNAVAILABLE
 from salttwist.pki.keystore import ACCEPTED, PENDING, REJECTED
+from salttwist.transport.reqclient import ReqClientProtocol
 from tests._loopback import MasterMinionNetwork
 
 # Key generation is slow: these serve every test of the module.
@@ -607,6 +608,28 @@ class PublicationVettingTests(MinionTestCase):
         self.assertEqual(self.ran, ["test.ping"])
         self.assertNotIn(rid, self.minion.req._waiting)
         self.assertEqual(len(self.minion._unacknowledged), 1)
+
+    def test_acknowledgementsOfAClosedSubscription(self) -> None:
+        """
+        Once the connections close, a publication MACed for the closed
+        subscription acknowledges nothing, even while the next session
+        (whose request ids start at 1 again) is being set up and before it
+        has subscribed: the closed subscription's key is forgotten with it.
+        """
+        self.deliver(self.seal(self.jobLoad()))
+        [rid] = self.minion.req._waiting
+        frame = self.seal(self.jobLoad(), acks=[rid], macAcks=[rid])
+        self.net.closeAll()
+        self.assertEqual(self.minion.state, "waiting")
+        # As the next session would be, with a request of the same id
+        # waiting, just before its pub subscription is made.
+        nextSession = ReqClientProtocol()
+        waiting: Deferred[Any] = Deferred()
+        nextSession._waiting[rid] = waiting
+        self.minion.req = nextSession
+        self.minion._publicationReceived(frame)
+        self.assertNoResult(waiting)
+        self.minion.req = None
 
     def test_clearTextLoad(self) -> None:
         """

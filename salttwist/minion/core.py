@@ -363,6 +363,11 @@ class Minion:
             if proto is not None and proto.transport is not None:
                 proto.transport.loseConnection()
         self.req = self.pub = None
+        # A publication MACed for the closed subscription is not accepted
+        # any more: above all, the request ids it acknowledges were those of
+        # the closed req session, and the next session numbers its requests
+        # from 1 again.
+        self._publicationMac = None
 
     # -- one attempt ---------------------------------------------------------
 
