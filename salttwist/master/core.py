@@ -1272,12 +1272,10 @@ class Master:
         for minionId, subscriber in list(self.subscribers.items()):
             mac = subscriber.publicationMac
             session = self.sessions.get(minionId)
-            if session is None or holders.pop(session, None) is None:
-                subscriber.sendString(prefix + mac.mac(macMessage))  # type: ignore[union-attr]
-                continue
+            holding = session is not None and holders.pop(session, None) is not None
             rids = (
-                session.takeHeldAcknowledgements()
-                if subscriber.carriesAcknowledgements and subscriber.session is session
+                session.takeHeldAcknowledgements()  # type: ignore[union-attr]
+                if holding and subscriber.carriesAcknowledgements and subscriber.session is session
                 else None
             )
             if rids:
@@ -1287,5 +1285,6 @@ class Master:
                 )
             else:
                 subscriber.sendString(prefix + mac.mac(macMessage))  # type: ignore[union-attr]
-            session.sendHeld()
+            if holding:
+                session.sendHeld()  # type: ignore[union-attr]
         self.sendHeldReplies()

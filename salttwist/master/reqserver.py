@@ -267,20 +267,17 @@ class ReqServerProtocol(FrameProtocol):
         on this connection.
 
         @return: their request ids, oldest first; empty (and nothing taken)
-            if some held reply says more than that, has a request id the
-            frame cannot carry, or they are more than one frame carries.
+            if some held reply says more than that, or the frame could not
+            carry their request ids (L{salttwist.wire.publicationAcks}: a
+            minion picks its own, and one frame carries a bounded number).
         """
         held = self._held
-        if len(held) > wire.MAX_PUBLICATION_ACKS:
+        if any(len(payload) != 2 or payload.get("ret") is not True for payload in held):
             return []
-        rids = []
-        for payload in held:
-            rid = payload.get("rid")
-            if len(payload) != 2 or payload.get("ret") is not True:
-                return []
-            if type(rid) is not int or not 0 < rid < 2**63:
-                return []
-            rids.append(rid)
+        try:
+            rids = wire.publicationAcks([payload.get("rid") for payload in held])
+        except ValueError:
+            return []
         self._held = []
         return rids
 
