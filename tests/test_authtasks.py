@@ -12,7 +12,6 @@ import os
 import sys
 from typing import Any
 
-from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
@@ -28,6 +27,7 @@ from salttwist.master.reqserver import ReqServerProtocol
 from salttwist.minion.auth import MinionCredentials
 from salttwist.pki.keystore import ACCEPTED, PENDING, FilesystemKeyStore
 from salttwist.workers.pool import InlineWorkerPool
+from tests._pools import RecordingPool
 from tests.adversarial._support import authLoad
 
 MINION_KEY = crypt.generatePrivateKey()
@@ -98,25 +98,15 @@ class WorkerAuthTests(WorkerMasterMixin, SynchronousTestCase):
         self.assertEqual(reply["master_pub"], self.keys.publicPem)
 
 
-class HeldPool:
+class HeldPool(RecordingPool):
     """
     An inline pool whose calls wait until L{release} runs them, as busy
     workers would.
-
-    @ivar calls: the arguments of each call not yet released.
     """
 
     def __init__(self, pool: InlineWorkerPool) -> None:
+        super().__init__()
         self._pool = pool
-        self.calls: list[tuple[Any, tuple[Any, ...], Deferred[Any]]] = []
-
-    def run(self, task: Any, *args: Any) -> Deferred[Any]:
-        d: Deferred[Any] = Deferred()
-        self.calls.append((task, args, d))
-        return d
-
-    def stats(self) -> dict[str, int]:
-        return {"size": 2}
 
     def release(self) -> None:
         """

@@ -45,6 +45,7 @@ from salttwist.workers.pool import (
     describeExit,
 )
 from salttwist.workers.protocol import CHILD_FDS, WorkerProcessProtocol
+from tests._pools import RecordingPool
 
 ECHO = "salttwist.workers.tasks.echo"
 SLEEP = "salttwist.workers.tasks.sleep"
@@ -1206,25 +1207,10 @@ def doubleEach(items: list[list[Any]], offset: int = 0) -> list[dict[str, Any]]:
     return runEach(lambda n: 2 * n + offset, items, errorStream=io.StringIO())
 
 
-class FakePool:
+class FakePool(RecordingPool):
     """
-    An L{IWorkerPool} stand-in that records each C{run} and answers when
-    the test says so.
-
-    @ivar calls: C{(task, args, Deferred)} of each C{run}, in order.
+    A L{RecordingPool} whose calls the test answers as L{doubleEach} would.
     """
-
-    def __init__(self, size: int = 2) -> None:
-        self.size = size
-        self.calls: list[tuple[str, tuple[Any, ...], Deferred[Any]]] = []
-
-    def run(self, task: Any, *args: Any) -> Deferred[Any]:
-        d: Deferred[Any] = Deferred()
-        self.calls.append((task, args, d))
-        return d
-
-    def stats(self) -> dict[str, int]:
-        return {"size": self.size}
 
     def answer(self, index: int) -> None:
         """
