@@ -136,10 +136,7 @@ def fingerprint(pem: bytes) -> str:
         if line.strip() and not line.startswith(b"-----")
     ]
     der = base64.b64decode(b"".join(lines))
-    # cryptography's SHA-256, not hashlib's (see salttwist.symmetric).
-    sha = hashes.Hash(hashes.SHA256())
-    sha.update(der)
-    digest = sha.finalize().hex()
+    digest = sha256(der).hex()
     return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
 
 

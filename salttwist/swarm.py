@@ -58,7 +58,6 @@ import contextlib
 import copy
 import gc
 import glob
-import hashlib
 import json
 import os
 import resource
@@ -258,7 +257,7 @@ class SharedVerification:
 
     def __call__(self, publicKey: Any, signature: bytes, message: bytes) -> None:
         numbers = publicKey.public_numbers()
-        key = (numbers.n, numbers.e, signature, hashlib.sha256(message).digest())
+        key = (numbers.n, numbers.e, signature, crypt.sha256(message))
         if key in self._verified:
             return
         self.checks += 1

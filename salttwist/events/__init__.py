@@ -22,11 +22,9 @@ def minionEventSockets(sockDir: str, minionId: str) -> tuple[str, str]:
     @return: C{(pubPath, pullPath)}.
     """
     # cryptography's SHA-256, not hashlib's (see salttwist.symmetric).
-    from cryptography.hazmat.primitives import hashes
+    from salttwist.symmetric import sha256
 
-    sha = hashes.Hash(hashes.SHA256())
-    sha.update(minionId.encode("utf-8"))
-    idHash = sha.finalize().hex()[:10]
+    idHash = sha256(minionId.encode("utf-8")).hex()[:10]
     return (
         os.path.join(sockDir, f"minion_event_{idHash}_pub.ipc"),
         os.path.join(sockDir, f"minion_event_{idHash}_pull.ipc"),
