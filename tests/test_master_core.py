@@ -1186,6 +1186,56 @@ class HeldAcknowledgementTests(MasterTestCase):
         self.net.flush()
         self.assertTrue(isJid(self.successResultOf(d)["jid"]))
 
+    def test_sentWhenTheSubscriptionEnds(self) -> None:
+        """
+        When the minion's pub connection closes (a stopping minion leaves
+        the pub channel), the acknowledgements held for its next
+        publication are sent on its req connection at once.
+        """
+        d = self.sendReturn()
+        self.assertNoResult(d)
+        self.master.subscribers["m1"].transport.loseConnection()
+        self.net.flush()
+        self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
+        self.assertEqual(self.master._replyHolders, {})
+        self.assertNotIn("m1", self.master.subscribers)
+
+    def test_dueOldestFirst(self) -> None:
+        """
+        The timer sends the held replies that are due, oldest first, and
+        comes back when the oldest of the others is due: a session that
+        sent its held replies (before a reply sent at once) and holds a new
+        one is due L{ACK_DELAY} after that one, not after the first.
+        """
+        other, otherServer, otherKey = self.authMinion("m2")
+        self.subscribe("m2", otherKey)
+        self.master.jobs.add("3" * 20, {"jid": "3" * 20, "fun": "test.ping"}, ["m1", "m2"])
+        self.master.jobs.add("4" * 20, {"jid": "4" * 20, "fun": "test.ping"}, ["m1"])
+        first = self.sendReturn()
+        self.master.clock.advance(ACK_DELAY / 4)
+        # A refusal is sent at once, with the held acknowledgement before it.
+        refused = self.sendReturn(jid="5" * 20)
+        self.assertEqual(self.successResultOf(first), {"ret": True, "rid": 1})
+        self.failureResultOf(refused, RequestError)
+        self.master.clock.advance(ACK_DELAY / 4)
+        fromOther = other.request(
+            {"cmd": "_return", "id": "m2", "jid": "3" * 20, "fun": "test.ping", "return": True}
+        )
+        self.net.flush()
+        self.master.clock.advance(ACK_DELAY / 4)
+        again = self.sendReturn("4" * 20)
+        self.net.flush()
+        self.assertEqual(list(self.master._replyHolders), [otherServer, self.server])
+        self.master.clock.advance(ACK_DELAY * 3 / 4)
+        self.net.flush()
+        self.assertEqual(self.successResultOf(fromOther), {"ret": True, "rid": 1})
+        self.assertNoResult(again)
+        self.assertEqual(list(self.master._replyHolders), [self.server])
+        self.master.clock.advance(ACK_DELAY / 4)
+        self.net.flush()
+        self.assertEqual(self.successResultOf(again), {"ret": True, "rid": 3})
+        self.assertEqual(self.master._replyHolders, {})
+
     def test_connectionLost(self) -> None:
         """
         Acknowledgements held for a session that ends are dropped with it.

@@ -81,8 +81,13 @@ INLINE_TARGETING_MAX = 256
 #: acknowledgements inside its next publication frame (or on its req
 #: connection right after, if it did not ask for that), in the same wake-up;
 #: otherwise they go this long after the return came, well before the
-#: minion would keep the return on disk (its C{PERSIST_AFTER}, 1 s).
-ACK_DELAY = 0.05
+#: minion would keep the return on disk (its C{PERSIST_AFTER}, 1 s). Long
+#: enough for a busy master's next publication to come first (jobs a few
+#: hundred milliseconds apart): an acknowledgement sent alone costs the
+#: master a seal and a write, and the minion a wake-up. A minion that stops
+#: does not wait for it: it leaves the pub channel, and the master sends
+#: what it holds for a subscription that ends at once (L{unsubscribe}).
+ACK_DELAY = 0.2
 #: What targeting a publish gives (L{Master.clientPublish}): the minions,
 #: the ACL's decision, and the accepted ids it matched (with the generation
 #: of their listing) for the reactor to keep.
@@ -595,26 +600,34 @@ class Master:
         publication (L{_publishNow}), or L{ACK_DELAY} seconds from now,
         whichever comes first.
         """
-        self._replyHolders[proto] = self.clock.seconds()
+        holders = self._replyHolders
+        # Oldest first: a holder that sent its replies meanwhile (before a
+        # reply sent at once) goes to the end again.
+        holders.pop(proto, None)
+        holders[proto] = self.clock.seconds()
         if self._replyTimer is None:
             self._replyTimer = self.clock.callLater(ACK_DELAY, self._sendDueReplies)
 
     def _sendDueReplies(self) -> None:
         """
-        Send the replies held for L{ACK_DELAY} seconds; come back for the
-        others when they are due.
+        Send the replies held for L{ACK_DELAY} seconds; come back when the
+        oldest of the others is due. The holders are kept oldest first, so
+        this looks at the due ones and one more, not at every holder.
         """
         self._replyTimer = None
         now = self.clock.seconds()
-        oldest: float | None = None
-        for proto, since in list(self._replyHolders.items()):
-            if since + ACK_DELAY <= now + 1e-6:
-                del self._replyHolders[proto]
+        holders = self._replyHolders
+        due = []
+        for proto, since in holders.items():
+            if since + ACK_DELAY > now + 1e-6:
+                break
+            due.append(proto)
+        for proto in due:
+            if holders.pop(proto, None) is not None:
                 proto.sendHeld()
-            elif oldest is None or since < oldest:
-                oldest = since
-        if oldest is not None:
-            self._replyTimer = self.clock.callLater(oldest + ACK_DELAY - now, self._sendDueReplies)
+        for since in holders.values():
+            self._replyTimer = self.clock.callLater(since + ACK_DELAY - now, self._sendDueReplies)
+            break
 
     def sendHeldReplies(self) -> None:
         """
@@ -682,10 +695,16 @@ class Master:
 
     def unsubscribe(self, proto: PubServerProtocol) -> None:
         """
-        A pub connection closed.
+        A pub connection closed. The replies its session holds back for a
+        next publication are sent now: none will come on this connection (a
+        stopping minion leaves the pub channel while it waits for the
+        acknowledgements of its last returns).
         """
         if proto.minionId is not None and self.subscribers.get(proto.minionId) is proto:
             del self.subscribers[proto.minionId]
+        session = proto.session
+        if session is not None and self._replyHolders.pop(session, None) is not None:
+            session.sendHeld()
 
     # -- trust taken back ----------------------------------------------------
 

@@ -66,10 +66,11 @@ STOP_GRACE = 5.0
 PERSIST_AFTER = 1.0
 
 #: Seconds at most a stopping minion waits for the master to acknowledge
-#: the returns it sent (a master holds acknowledgements back for up to its
-#: C{ACK_DELAY}, 0.05 s) before it writes those still unacknowledged to
-#: disk: a return sent just before SIGTERM is then not kept and sent again
-#: after the next start.
+#: the returns it sent before it writes those still unacknowledged to disk:
+#: a return sent just before SIGTERM is then not kept and sent again after
+#: the next start. A master holds acknowledgements back for a next
+#: publication (up to its C{ACK_DELAY}, 0.2 s), so the minion leaves the
+#: pub channel first: the master then sends them at once.
 ACKNOWLEDGEMENT_WAIT = 0.25
 
 #: The tags Salt's minion fires on its own bus when its master connection
@@ -279,8 +280,20 @@ class Minion:
                     timer.cancel()
 
             d.addCallback(settled)
+            self._leavePublications()
         d.addCallback(lambda _: self._saveUnacknowledged())
         return d.addCallback(lambda _: self.stop())
+
+    def _leavePublications(self) -> None:
+        """
+        Close the pub connection of a minion that stops (it takes no job
+        any more) and keep the req connection: the master sends the
+        acknowledgements it held back for this subscription's next
+        publication as soon as it sees the subscription end.
+        """
+        pub, self.pub = self.pub, None
+        if pub is not None and pub.transport is not None:
+            pub.transport.loseConnection()
 
     def _acknowledgementsSettled(self) -> None:
         """
@@ -385,7 +398,7 @@ class Minion:
             req.transport.loseConnection()
             return
         self.req = req
-        req.lost.addCallback(self._connectionLost, generation)
+        req.lost.addCallback(self._connectionLost, generation, req)
         try:
             accepted = await authenticate(
                 req,
@@ -419,7 +432,7 @@ class Minion:
             pub.transport.loseConnection()
             return
         self.pub = pub
-        pub.lost.addCallback(self._connectionLost, generation)
+        pub.lost.addCallback(self._connectionLost, generation, pub)
         pubChallenge = await self._answer(pub.hello)
         token = crypt.deriveKey(sessionKey, wire.PUB_TOKEN_CONTEXT)
         mac = crypt.hmacSha256(token, wire.pubSubscribeMessage(pubChallenge, self.id))
@@ -492,7 +505,10 @@ class Minion:
         """
         return d.addTimeout(ANSWER_TIMEOUT, self.reactor)
 
-    def _connectionLost(self, _: object, generation: int) -> None:
+    def _connectionLost(self, _: object, generation: int, proto: object) -> None:
+        if proto is not self.req and proto is not self.pub:
+            # A connection this minion let go of (L{_leavePublications}).
+            return
         if generation == self._generation and self.state != "stopped":
             from twisted.python.failure import Failure
 
