@@ -47,19 +47,12 @@ def loads(data: bytes, maxDepth: int = 64) -> Any:
     @param maxDepth: the deepest nesting of containers accepted.
     @raise SerialError: on malformed, trailing or out-of-limit input.
     """
-    size = len(data)
     try:
+        # msgpack (1.0 and later) bounds every declared length by the size
+        # of the buffer itself unless told otherwise (maps by half of it);
+        # ext types are refused outright.
         obj = msgpack.unpackb(
-            data,
-            raw=False,
-            use_list=True,
-            strict_map_key=True,
-            ext_hook=_refuseExt,
-            max_str_len=size,
-            max_bin_len=size,
-            max_array_len=size,
-            max_map_len=size // 2 + 1,
-            max_ext_len=0,
+            data, raw=False, strict_map_key=True, ext_hook=_refuseExt, max_ext_len=0
         )
     except SerialError:
         raise
@@ -67,22 +60,29 @@ def loads(data: bytes, maxDepth: int = 64) -> Any:
         raise SerialError(f"malformed msgpack: {e}") from e
     except (ValueError, TypeError, UnicodeDecodeError, RecursionError) as e:
         raise SerialError(f"malformed msgpack: {e}") from e
-    _checkDepth(obj, maxDepth)
+    # Each container takes at least one byte: a buffer no longer than
+    # maxDepth cannot nest deeper.
+    if len(data) > maxDepth:
+        _checkDepth(obj, maxDepth)
     return obj
 
 
 def _checkDepth(obj: Any, maxDepth: int) -> None:
     # Level by level, keeping only the containers: scalars (most of a big
     # return) are skipped by one type test each, and nothing is allocated
-    # per scalar.
-    level = [obj] if type(obj) in _CONTAINERS else []
+    # per scalar. Plain loops: a comprehension is a function call of its
+    # own, which costs more than the few values of most frames.
+    if type(obj) not in _CONTAINERS:
+        return
+    level = [obj]
     depth = 0
     while level:
         if depth >= maxDepth:
             raise SerialError(f"msgpack nesting deeper than {maxDepth}")
         below: list[Any] = []
         for item in level:
-            children = item.values() if type(item) is dict else item
-            below.extend([child for child in children if type(child) in _CONTAINERS])
+            for child in item.values() if type(item) is dict else item:
+                if type(child) in _CONTAINERS:
+                    below.append(child)
         level = below
         depth += 1

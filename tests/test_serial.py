@@ -122,6 +122,16 @@ class LimitTests(SynchronousTestCase):
         self.assertEqual(serial.loads(serial.dumps(_nested(3)), maxDepth=3), _nested(3))
         self.assertRaises(SerialError, serial.loads, serial.dumps(_nested(4)), maxDepth=3)
 
+    def test_maxDepthSmallBuffers(self) -> None:
+        """
+        The depth of a buffer no longer than C{maxDepth} is not walked (each
+        container takes a byte); one byte longer, it is: the boundary holds
+        with empty containers, the densest nesting msgpack can encode.
+        """
+        self.assertEqual(serial.loads(b"\x91\x91\x90", maxDepth=3), [[[]]])
+        self.assertRaises(SerialError, serial.loads, b"\x91\x91\x91\x90", maxDepth=3)
+        self.assertRaises(SerialError, serial.loads, b"\x81\xa0\x81\xa0\x80", maxDepth=1)
+
     def test_maxDepthMaps(self) -> None:
         """
         Maps count towards the nesting depth like lists do.
