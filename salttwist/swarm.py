@@ -7,7 +7,7 @@ Each simulated minion is the real minion protocol stack, built with
 L{salttwist.minion.service.buildMinion} from its own configuration, with its
 own RSA key pair: real authentication, real crypto, real TCP connections to
 the master. Only the process is shared (N minions per process, or a few
-processes with C{--procs}), and so are eight things that would make the swarm
+processes with C{--procs}), and so are nine things that would make the swarm
 slow without changing anything on the wire:
 
   - key pairs are generated once and kept in C{--keys-dir}, one per minion
@@ -33,6 +33,11 @@ slow without changing anything on the wire:
     first operation costs here), which a real minion pays on its own CPU
     and which would otherwise be spent in the middle of an auth storm, on
     the cores the master is measured on;
+  - a publication's load is decrypted and decoded once per process, not
+    once per simulated minion (L{SharedPublications}): every minion of the
+    process receives the same ciphertext under the same publication key
+    and would get the same load; each still checks the MAC of its own
+    subscription over it first, as a real minion does;
   - the objects that building made are moved out of the garbage
     collector's reach (C{gc.freeze}), and the collector runs with the
     master's thresholds (L{salttwist._startup.MASTER_GC_THRESHOLDS}): with
@@ -56,6 +61,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import functools
 import gc
 import glob
 import json
@@ -267,6 +273,46 @@ class SharedVerification:
             del self._verified[next(iter(self._verified))]
 
 
+class SharedPublications:
+    """
+    C{Minion._openPublication} for a swarm process: a publication's load is
+    decrypted and decoded once for all the simulated minions of the process
+    instead of once each. Every subscriber gets the same sealed load (only
+    the MAC differs per subscriber, and each minion checks its own before it
+    gets here); a real minion decrypts it on its own CPU, and N of them in
+    one process would cost the swarm N AES-GCM passes and msgpack decodes
+    per job, which says nothing about the master.
+
+    Only successes are remembered (the last L{SIZE}), keyed by the AES key,
+    the key generation and the ciphertext: another key or ciphertext is
+    opened for real, and a failure is never cached. Each minion gets its own
+    copy of the load's map.
+    """
+
+    SIZE = 64
+
+    def __init__(self) -> None:
+        self._loads: dict[tuple[bytes, int, bytes], dict[str, Any]] = {}
+        self.opened = 0
+
+    def open(self, realOpen: Any, cipher: crypt.AesCipher, kid: int, blob: bytes) -> Any:
+        """
+        @param realOpen: the minion's own C{_openPublication}, used when
+            this publication was not opened in this process yet.
+        """
+        key = (cipher.key, kid, blob)
+        load = self._loads.get(key)
+        if load is None:
+            self.opened += 1
+            load = realOpen(cipher, kid, blob)
+            if not isinstance(load, dict):
+                return load
+            self._loads[key] = load
+            if len(self._loads) > self.SIZE:
+                del self._loads[next(iter(self._loads))]
+        return dict(load)
+
+
 def _writePrivate(path: str, data: bytes) -> None:
     # No fsync (unlike crypt.writePrivateFile): the swarm's directories are
     # scratch, and thousands of fsyncs would dominate building it.
@@ -310,6 +356,7 @@ class Swarm:
         self._seen: set[str] = set()
         self._armed: set[str] = set()
         self._payloadFunction = onReactor(lambda size=None: self._payload(size))
+        self.publications = SharedPublications()
         with _fastBuild():
             for index in indexes:
                 self.minions.append(
@@ -358,6 +405,9 @@ class Swarm:
         minion.runBlocking = runSynchronously
         minion.persistAfter = SWARM_PERSIST_AFTER
         minion.executor.functions["swarm.payload"] = self._payloadFunction
+        minion._openPublication = functools.partial(  # type: ignore[method-assign]
+            self.publications.open, minion._openPublication
+        )
         self._instrument(minion)
         return minion
 

@@ -15,10 +15,11 @@ import time
 from twisted.internet.defer import gatherResults
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from salttwist import crypt, swarm
+from salttwist import crypt, serial, swarm, wire
 from salttwist.client.local import LocalClient
 from salttwist.events.fire import fireMasterEvent
 from salttwist.swarm import (
+    SharedPublications,
     SharedVerification,
     Swarm,
     acceptKeys,
@@ -154,6 +155,65 @@ class SharedVerificationTests(SynchronousTestCase):
         self.assertEqual(self.verify.checks, SharedVerification.SIZE + 2)
 
 
+class SharedPublicationsTests(SynchronousTestCase):
+    """
+    L{SharedPublications}: one real decryption per (key, generation,
+    ciphertext), failures never remembered, each caller with its own map.
+    """
+
+    def setUp(self) -> None:
+        self.cipher = crypt.AesCipher(os.urandom(32))
+        self.shared = SharedPublications()
+        self.opened: list[bytes] = []
+
+    def realOpen(self, cipher: crypt.AesCipher, kid: int, blob: bytes) -> object:
+        self.opened.append(blob)
+        return serial.loads(cipher.decrypt(blob, wire.publicationAad(kid)))
+
+    def seal(self, load: object, kid: int = 1, cipher: crypt.AesCipher | None = None) -> bytes:
+        return (cipher or self.cipher).encrypt(serial.dumps(load), wire.publicationAad(kid))
+
+    def test_openedOnce(self) -> None:
+        """
+        The same ciphertext under the same key and generation is opened for
+        real once; every caller gets an equal map of its own.
+        """
+        blob = self.seal({"jid": "1" * 20, "fun": "test.ping"})
+        first = self.shared.open(self.realOpen, self.cipher, 1, blob)
+        second = self.shared.open(self.realOpen, crypt.AesCipher(self.cipher.key), 1, blob)
+        self.assertEqual(first, {"jid": "1" * 20, "fun": "test.ping"})
+        self.assertEqual(second, first)
+        self.assertIsNot(second, first)
+        self.assertEqual((self.opened, self.shared.opened), ([blob], 1))
+
+    def test_otherKeyOpenedForReal(self) -> None:
+        """
+        A ciphertext that opened with one key is opened for real, and fails,
+        under another key or another generation: nothing is taken on trust.
+        """
+        blob = self.seal({"jid": "1" * 20})
+        self.shared.open(self.realOpen, self.cipher, 1, blob)
+        other = crypt.AesCipher(os.urandom(32))
+        for _ in range(2):
+            self.assertRaises(crypt.CryptError, self.shared.open, self.realOpen, other, 1, blob)
+            self.assertRaises(
+                crypt.CryptError, self.shared.open, self.realOpen, self.cipher, 2, blob
+            )
+        self.assertEqual(len(self.opened), 5)
+
+    def test_bounded(self) -> None:
+        """
+        At most L{SharedPublications.SIZE} loads are kept, oldest first out.
+        """
+        blobs = [self.seal({"n": i}) for i in range(SharedPublications.SIZE + 1)]
+        for blob in blobs:
+            self.shared.open(self.realOpen, self.cipher, 1, blob)
+        self.shared.open(self.realOpen, self.cipher, 1, blobs[-1])
+        self.assertEqual(self.shared.opened, SharedPublications.SIZE + 1)
+        self.assertEqual(self.shared.open(self.realOpen, self.cipher, 1, blobs[0]), {"n": 0})
+        self.assertEqual(self.shared.opened, SharedPublications.SIZE + 2)
+
+
 class FastKeyLoadTests(SynchronousTestCase):
     """
     The swarm's key loading (L{swarm._fastLoadPrivateKey}).
@@ -242,6 +302,8 @@ class SwarmTests(TestCase):
             result = await client.run("t-00001", "swarm.payload", ["100"], timeout=10)
             self.assertEqual(result.returns["t-00001"]["return"], "x" * 100)
             self.assertEqual(swarm.status()["returns"], 4)
+            # Each job's publication was opened once for the three minions.
+            self.assertEqual(swarm.publications.opened, 2)
 
             (kid,) = swarm.status()["kids"]
             fireMasterEvent(cluster.sockDir, "salt/key", {"act": "delete", "id": "no-such-minion"})

@@ -570,7 +570,7 @@ class Minion:
                 raise crypt.CryptError(
                     f"publication key {kid!r} is not known (current: {self._kid})"
                 )
-            load = serial.loads(cipher.decrypt(blob, wire.publicationAad(kid)))  # type: ignore[arg-type]
+            load = self._openPublication(cipher, kid, blob)
         except (crypt.CryptError, serial.SerialError) as e:
             self.log.warn("minion {id}: dropped a publication: {e}", id=self.id, e=e)
             return
@@ -634,6 +634,15 @@ class Minion:
             lambda f: self.log.failure("minion {id}: the return of {jid}", f, id=self.id, jid=jid)
         )
         finished.addBoth(lambda _: self._inFlight.discard(finished))
+
+    def _openPublication(self, cipher: crypt.AesCipher, kid: int, blob: bytes) -> Any:
+        """
+        Decrypt and decode the load of a publication whose MAC verified.
+
+        @raise crypt.CryptError: if C{blob} does not decrypt with C{cipher}.
+        @raise serial.SerialError: if what it holds is not msgpack.
+        """
+        return serial.loads(cipher.decrypt(blob, wire.publicationAad(kid)))
 
     def _rotationReceived(self, frame: dict[str, Any]) -> None:
         """
