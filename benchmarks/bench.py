@@ -40,6 +40,7 @@ import argparse
 import datetime
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -54,15 +55,17 @@ from typing import Any
 
 from twisted.internet import task
 from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import UNIXClientEndpoint
 
 from salttwist import crypt
 from salttwist.client.local import LocalClient
 from salttwist.config import loadMasterConfig, loadMinionConfig
 from salttwist.events import EVENT_PUB_SOCKET
-from salttwist.events.client import listenEvents
+from salttwist.events.client import EventListenerProtocol, listenEvents
 from salttwist.events.fire import fireMasterEvent
 from salttwist.pki.keystore import ACCEPTED, FilesystemKeyStore
 from salttwist.swarm import STATUS_INTERVAL, ensureKeys, raiseFileLimit, readStatus
+from salttwist.transport.framing import quietFactory
 
 BIN = os.path.dirname(os.path.abspath(sys.executable))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -641,7 +644,7 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
                 master,
                 n,
                 options.throughput_seconds,
-                options.in_flight or max(1, min(4, 10000 // n)),
+                options.in_flight or max(1, min(8, 10000 // n)),
             )
             cpu1, swarmCpu1 = master.cpu(), sum(cpuSeconds(p) for p in swarmPids)
             tree1 = master.treeCpu()
@@ -656,6 +659,9 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
                         1e6 * (tree1 - tree0) / max(1, received), 1
                     ),
                     "swarm_cpu_s": round(swarmCpu1 - swarmCpu0, 2),
+                    "swarm_cpu_us_per_return": round(
+                        1e6 * (swarmCpu1 - swarmCpu0) / max(1, received), 1
+                    ),
                     "swarm_returns_sent": status()["returns"] - returnsBefore,
                 }
             )
@@ -678,47 +684,124 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
     return out
 
 
+#: The start of every event frame the master's bus sends: a map of two,
+#: whose first key is C{tag} (L{salttwist.events.bus.EventPublisherFactory}).
+_TAG_KEY = b"\x82\xa3tag"
+
+
+def leadingTag(frame: bytes) -> str | None:
+    """
+    The tag of an event frame, read from its first bytes without decoding
+    the event's data; L{None} if the frame does not start as the bus's
+    frames do (it is then decoded whole).
+    """
+    if not frame.startswith(_TAG_KEY) or len(frame) < 7:
+        return None
+    head = frame[5]
+    if 0xA0 <= head <= 0xBF:  # fixstr
+        start, size = 6, head - 0xA0
+    elif head == 0xD9:  # str 8
+        start, size = 7, frame[6]
+    else:
+        return None
+    try:
+        return frame[start : start + size].decode()
+    except UnicodeDecodeError:
+        return None
+
+
+class ReturnCounter(EventListenerProtocol):
+    """
+    The throughput phase's subscriber to C{salt/job/}: a job's return is
+    counted from its tag alone (C{salt/job/<jid>/ret/<id>}), without
+    decoding the return itself, so that the benchmark's own process takes
+    as little as it can of the CPU the master and the swarm share; every
+    other event is decoded and handed to C{onEvent}.
+    """
+
+    def __init__(
+        self,
+        onReturn: Any,
+        onEvent: Any,
+        maxFrame: int = 104857600,
+    ) -> None:
+        super().__init__(["salt/job/"], onEvent, maxFrame)
+        self._onReturn = onReturn
+
+    def stringReceived(self, data: bytes) -> None:
+        tag = leadingTag(data)
+        if tag is not None:
+            parts = tag.split("/")
+            if len(parts) == 5 and parts[3] == "ret" and parts[:2] == ["salt", "job"]:
+                self._onReturn(parts[2])
+                return
+        super().stringReceived(data)
+
+
 async def measureThroughput(
     master: MasterRun, n: int, seconds: float, inFlight: int
 ) -> dict[str, Any]:
     """
     Publish C{test.ping} to all N (C{salttwist --async}'s way: one
-    L{LocalClient.publish} per job), keeping C{inFlight} jobs unfinished,
-    for C{seconds}; count the returns on one subscriber of the master's bus,
+    L{LocalClient.publish} per job), keeping C{inFlight} jobs unfinished
+    (the next is published as soon as one finishes), for C{seconds}; count
+    the returns on one subscriber of the master's bus (L{ReturnCounter}),
     then wait (up to 60 s) for the last jobs to finish.
 
     @return: jobs and returns per second over the whole run, returns per
-        second while publishing, and any events the bus dropped.
+        second while publishing, any events the bus dropped, and the CPU
+        seconds of this benchmark's own process meanwhile.
     """
+    reactor = _reactor()
     perJid: Counter[str] = Counter()
+    unfinished: set[str] = set()
+    waiting: list[Deferred[None]] = []
     dropped = [0]
 
+    def wake() -> None:
+        while waiting:
+            waiter = waiting.pop()
+            if not waiter.called:
+                waiter.callback(None)
+
+    def onReturn(jid: str) -> None:
+        perJid[jid] += 1
+        if perJid[jid] >= n and jid in unfinished:
+            unfinished.discard(jid)
+            wake()
+
     def onEvent(tag: str, data: dict[str, Any]) -> None:
-        parts = tag.split("/")
-        if len(parts) == 5 and parts[:2] == ["salt", "job"] and parts[3] == "ret":
-            perJid[parts[2]] += 1
-        elif tag == "salt/event/dropped":
+        if tag == "salt/event/dropped":
             dropped[0] += int(data.get("dropped", 0))
 
-    listener = await listenEvents(
-        _reactor(),
-        os.path.join(master.config["sock_dir"], EVENT_PUB_SOCKET),
-        ["salt/job/"],
-        onEvent,
+    endpoint = UNIXClientEndpoint(
+        reactor, os.path.join(master.config["sock_dir"], EVENT_PUB_SOCKET), timeout=2.0
     )
-    client = LocalClient(master.config, _reactor())
+    listener = await endpoint.connect(quietFactory(lambda: ReturnCounter(onReturn, onEvent)))
+    await listener.subscribed.addTimeout(2.0, reactor)
+    client = LocalClient(master.config, reactor)
     jids: list[str] = []
+    cpu0 = _ownCpu()
     try:
         start = time.perf_counter()
         deadline = start + seconds
-        while time.perf_counter() < deadline:
-            if sum(1 for jid in jids if perJid[jid] < n) >= inFlight:
-                await sleep(0.002)
+        while (now := time.perf_counter()) < deadline:
+            if len(unfinished) >= inFlight:
+                # Until a job finishes, or the window closes.
+                waiter: Deferred[None] = Deferred()
+                waiting.append(waiter)
+                timer = reactor.callLater(deadline - now, wake)
+                await waiter
+                if timer.active():
+                    timer.cancel()
                 continue
             reply = await client.publish("*", "test.ping", [])
             jids.append(reply["jid"])
+            if perJid[reply["jid"]] < n:
+                unfinished.add(reply["jid"])
         window = time.perf_counter() - start
         inWindow = sum(perJid[jid] for jid in jids)
+        cpuInWindow = _ownCpu() - cpu0
         try:
             await waitUntil(lambda: all(perJid[jid] >= n for jid in jids), "the last returns", 60)
         except RuntimeError:
@@ -737,7 +820,16 @@ async def measureThroughput(
         "returns_per_s": round(received / elapsed, 1),
         "returns_per_s_while_publishing": round(inWindow / window, 1),
         "bus_events_dropped": dropped[0],
+        "bench_cpu_us_per_return": round(1e6 * cpuInWindow / max(1, inWindow), 1),
     }
+
+
+def _ownCpu() -> float:
+    """
+    @return: this process's CPU seconds (user and system).
+    """
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def cliPing(master: MasterRun, repeats: int, profileTo: str | None = None) -> dict[str, Any]:
@@ -982,7 +1074,7 @@ def _parser() -> argparse.ArgumentParser:
         "--in-flight",
         type=int,
         default=0,
-        help="Unfinished jobs kept in the throughput phase (default: 4, fewer for more "
+        help="Unfinished jobs kept in the throughput phase (default: 8, fewer for more "
         "minions, so the returns in flight stay within the event queue of the benchmark's "
         "own subscriber, event_queue_max 10,000: 2 for 5,000 minions, 1 for 10,000).",
     )
