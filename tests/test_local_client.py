@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.internet.error import ConnectionLost
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -272,6 +273,66 @@ class KeptConnectionTests(SynchronousTestCase):
             self.assertTrue(events.transport.closed)
             self.assertTrue(req.transport.closed)
         self.assertEqual(len(self.connections), 2)
+
+    def logins(self, client: LocalClient) -> list[_JobReq]:
+        """
+        Make C{client}'s C{_login} open fake req sessions, and return the
+        list they go to.
+        """
+        sessions: list[_JobReq] = []
+
+        async def login() -> _JobReq:
+            sessions.append(_JobReq(self.jids))
+            return sessions[-1]
+
+        self.patch(client, "_login", login)
+        return sessions
+
+    def test_publishWithoutTheBus(self) -> None:
+        """
+        Without C{keepConnected}, L{LocalClient.publish} (C{--async}) opens
+        only a req session, publishes on it and closes it: nothing waits for
+        returns, so nothing subscribes to the event bus.
+        """
+        client = self.client(keepConnected=False)
+        sessions = self.logins(client)
+        reply = self.successResultOf(Deferred.fromCoroutine(client.publish("*", "test.ping", [])))
+        [req] = sessions
+        self.assertEqual(reply["jid"], req.jidsGiven[0])
+        self.assertEqual([r["fun"] for r in req.requests], ["test.ping"])
+        self.assertTrue(req.transport.closed)
+        self.assertEqual(self.connections, [])
+
+    def test_publishLost(self) -> None:
+        """
+        A publish whose req session is lost before the master answered fails
+        with L{MasterUnavailable}, and the session is closed.
+        """
+        client = self.client(keepConnected=False)
+        lost = _FakeReq([])
+        lost.request = lambda payload: fail(ConnectionLost("gone"))  # type: ignore[method-assign]
+
+        async def login() -> _FakeReq:
+            return lost
+
+        self.patch(client, "_login", login)
+        d = Deferred.fromCoroutine(client.publish("*", "test.ping", []))
+        self.failureResultOf(d, MasterUnavailable)
+        self.assertTrue(lost.transport.closed)
+
+    def test_keptPublishSharesTheChannel(self) -> None:
+        """
+        With C{keepConnected}, L{LocalClient.publish} uses the shared
+        channel, which stays open.
+        """
+        client = self.client(keepConnected=True)
+        sessions = self.logins(client)
+        for _ in range(2):
+            self.successResultOf(Deferred.fromCoroutine(client.publish("*", "test.ping", [])))
+        [(events, req, _)] = self.connections
+        self.assertEqual(len(req.requests), 2)
+        self.assertFalse(req.transport.closed)
+        self.assertEqual(sessions, [])
 
     def test_keptConnectionReused(self) -> None:
         """

@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionLost
 from twisted.python.failure import Failure
 
 from salttwist.client.base import (
@@ -256,6 +257,11 @@ class LocalClient:
     async def _connect(
         self, onEvent: Callable[[str, dict[str, Any]], None], prefixes: list[str]
     ) -> tuple[EventListenerProtocol, ReqClientProtocol]:
+        """
+        Subscribe to C{prefixes} on the master's event bus, then open an
+        authenticated req session (the subscription first, so that no
+        return of a job published on the session can be missed).
+        """
         config = self.config
         sockPath = os.path.join(config["sock_dir"], EVENT_PUB_SOCKET)
         try:
@@ -267,12 +273,23 @@ class LocalClient:
                 "the salttwist master is not running, or this user cannot reach its "
                 f"event bus at {sockPath} ({e})"
             ) from e
-        user = currentUser()
         try:
-            clientKey = readClientKey(config["cachedir"], user)
-        except MasterUnavailable:
+            req = await self._login()
+        except BaseException:
             events.transport.loseConnection()
             raise
+        return events, req
+
+    async def _login(self) -> ReqClientProtocol:
+        """
+        Open a req session authenticated with this user's client key.
+
+        @raise MasterUnavailable: if the key cannot be read, the master
+            cannot be reached or refuses the login.
+        """
+        config = self.config
+        user = currentUser()
+        clientKey = readClientKey(config["cachedir"], user)
         host, port = masterReqAddress(config)
         try:
             # The master's transport (C{transport}), as a local client sees it.
@@ -284,7 +301,6 @@ class LocalClient:
             )
             challenge = await req.hello.addTimeout(CONNECT_TIMEOUT, self.reactor)
         except Exception as e:
-            events.transport.loseConnection()
             raise MasterUnavailable(
                 f"cannot reach the master's req channel at {host}:{port} ({e})"
             ) from e
@@ -293,14 +309,12 @@ class LocalClient:
             reply = await req.sendClear(login).addTimeout(CONNECT_TIMEOUT, self.reactor)
         except Exception as e:
             req.transport.abortConnection()
-            events.transport.loseConnection()
             raise MasterUnavailable(f"the master did not answer the client's login ({e})") from e
         if reply.get("ret") != "ok":
             req.transport.loseConnection()
-            events.transport.loseConnection()
             raise MasterUnavailable(f"the master refused this client: {reply.get('error', reply)}")
         req.startSession(sessionKey)
-        return events, req
+        return req
 
     async def run(
         self,
@@ -438,12 +452,24 @@ class LocalClient:
         """
         Publish one job without waiting for returns (C{salttwist --async}).
 
+        Without C{keepConnected}, only a req session is opened: nothing
+        waits for the returns, so the event bus is not subscribed to (it
+        would send this client every job's returns meanwhile).
+
         @return: C{{"jid", "minions", "connected"}}.
         @raise MasterUnavailable: if the master cannot be reached.
         @raise RequestError: if the master refused the job.
         """
-        async with self._channel() as channel:
-            return await self._publish(channel, tgt, tgtType, fun, arg)
+        if self.keepConnected:
+            async with self._channel() as channel:
+                return await self._publish(channel, tgt, tgtType, fun, arg)
+        req = await self._login()
+        try:
+            return await req.request(publishRequest(tgt, tgtType, fun, arg, currentUser()))
+        except ConnectionLost as e:
+            raise MasterUnavailable("the connection to the master was lost") from e
+        finally:
+            req.transport.loseConnection()
 
     async def _publish(
         self, channel: _Channel, tgt: Any, tgtType: str, fun: str, arg: list[Any]
