@@ -14,7 +14,7 @@ from twisted.internet.testing import EventLoggingObserver, StringTransport
 from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
-from salttwist import serial
+from salttwist import crypt, serial
 from salttwist.transport.framing import (
     PREAUTH_MAX_FRAME,
     FrameProtocol,
@@ -22,6 +22,7 @@ from salttwist.transport.framing import (
     quietFactory,
     writeNow,
 )
+from salttwist.transport.session import SessionCipher
 
 
 def frame(payload: bytes) -> bytes:
@@ -309,6 +310,32 @@ class FrameProtocolTests(SynchronousTestCase):
         self.proto.sendFrame({"ret": "ok"})
         self.assertEqual(self.transport.value(), encode({"ret": "ok"}))
         self.assertEqual(decodeFrames(self.transport.value()), [{"ret": "ok"}])
+
+    def test_sendSealed(self) -> None:
+        """
+        L{FrameProtocol.sendSealed} writes a sealed session frame given in
+        two parts (L{SessionCipher.sealFrameParts}), small or big, as the
+        bytes of the whole frame: one write for a small one, two for a big
+        one (its blob is not copied to join them).
+        """
+        cipher = SessionCipher(crypt.newAesKey(), isServer=False)
+        opener = SessionCipher(cipher.key, isServer=True)
+        writes: list[bytes] = []
+        write = self.transport.write
+
+        def recordingWrite(data: bytes) -> None:
+            writes.append(data)
+            write(data)
+
+        self.transport.write = recordingWrite  # type: ignore[method-assign]
+        for size in (10, 300 * 1024):
+            payload = {"data": b"x" * size}
+            head, blob = cipher.sealFrameParts(payload)
+            self.proto.sendSealed(head, blob)
+            [frame] = decodeFrames(self.transport.value())
+            self.assertEqual(opener.open(frame), payload)
+            self.transport.clear()
+        self.assertEqual([len(w) > 1000 for w in writes], [False, False, True])
 
     def test_peerName(self) -> None:
         """

@@ -241,6 +241,19 @@ class FrameProtocol(Int32StringReceiver):
             write(self.transport, _HEADER.pack(len(string)))
             write(self.transport, string)
 
+    def sendSealed(self, head: bytes, blob: bytes) -> None:
+        """
+        Send one frame already encoded in two parts (see
+        L{salttwist.transport.session.SessionCipher.sealFrameParts}): joined
+        when small, as L{sendString} does, else one after the other.
+        """
+        write = writeNow if self.directWrites else _bufferedWrite
+        if len(blob) <= _JOIN_LIMIT:
+            write(self.transport, head + blob)
+        else:
+            write(self.transport, head)
+            write(self.transport, blob)
+
     def frameReceived(self, message: dict[str, Any]) -> None:
         """
         Handle one decoded frame. Override this.

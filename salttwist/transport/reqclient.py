@@ -93,10 +93,10 @@ class ReqClientProtocol(FrameProtocol):
             raise RuntimeError("no session: authenticate first")
         rid = self._nextRid
         self._nextRid += 1
-        frame = self._session.seal(dict(payload, rid=rid))
+        head, blob = self._session.sealFrameParts(dict(payload, rid=rid))
         d: Deferred[dict[str, Any]] = Deferred()
         self._waiting[rid] = d
-        self.sendFrame(frame)
+        self.sendSealed(head, blob)
         return d
 
     def acknowledged(self, rids: list[int]) -> None:

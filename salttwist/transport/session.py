@@ -102,12 +102,21 @@ class SessionCipher:
         bytes L{salttwist.transport.frames.encodeFrame} makes of
         C{self.seal(payload)}, without serialising the frame's map.
         """
+        head, blob = self.sealFrameParts(payload)
+        return head + blob
+
+    def sealFrameParts(self, payload: dict[str, Any]) -> tuple[bytes, bytes]:
+        """
+        L{sealFrame} in two parts, the length header and map header, then
+        the sealed blob: a big payload's frame can be sent without copying
+        its blob to join them.
+        """
         blob = self.seal(payload)["enc"]
         body = _FRAME_START + _binHeader(len(blob))
         size = len(body) + len(blob)
         if size >= 2**32:
             raise serial.SerialError(f"frame of {size} bytes is over the 4-byte prefix")
-        return HEADER.pack(size) + body + blob
+        return HEADER.pack(size) + body, blob
 
     def open(self, frame: dict[str, Any]) -> dict[str, Any]:
         """
