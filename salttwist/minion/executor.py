@@ -25,6 +25,12 @@ from salttwist.modules import (
 EX_UNAVAILABLE = 254
 
 
+#: The types of most return values (C{test.ping}'s C{True} above all): no
+#: L{Deferred}, L{Failure}, coroutine or L{Retcode} is one of them, so such a
+#: value is shaped at once, without testing it for each of those.
+_PLAIN_VALUES = frozenset((bool, int, float, str, bytes, dict, list, type(None)))
+
+
 def _shape(value: Any) -> dict[str, Any]:
     if isinstance(value, Retcode):
         return {"return": value.value, "retcode": value.retcode, "success": value.retcode == 0}
@@ -86,6 +92,8 @@ class Executor:
             value = function(*args, **kwargs)
         except BaseException:
             return self._failed(Failure(), fun)
+        if type(value) in _PLAIN_VALUES:
+            return {"return": value, "retcode": 0, "success": True}
         if isinstance(value, Deferred):
             return value.addCallbacks(_shape, self._failed, errbackArgs=(fun,))
         if isinstance(value, Failure):
