@@ -446,17 +446,17 @@ class ReturnAttackTests(AttackedMaster):
         again into its session, fails the session's counter check: the
         session is closed and the return is stored and fired once.
         """
-        sent: list[dict[str, Any]] = []
-        sendFrame = self.victim.sendFrame
+        sent: list[bytes] = []
+        sendSealed = self.victim.sendSealed
 
-        def recording(frame: dict[str, Any]) -> None:
-            sent.append(frame)
-            sendFrame(frame)
+        def recording(head: bytes, blob: bytes) -> None:
+            sent.append(head + blob)
+            sendSealed(head, blob)
 
-        self.victim.sendFrame = recording  # type: ignore[method-assign]
+        self.victim.sendSealed = recording  # type: ignore[method-assign]
         self.successResultOf(self.send(self.victim, id="m1", **{"return": "real"}))
         server = self.master.sessions["m1"]
-        server.frameReceived(sent[-1])
+        server.dataReceived(sent[-1])
         self.net.flush()
         self.assertTrue(self.victim.lost.called)
         self.assertEqual([d["return"] for _, d in self.eventsTagged("salt/job/")], ["real"])
