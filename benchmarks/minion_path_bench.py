@@ -24,7 +24,9 @@ a core).
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from typing import Any
@@ -50,6 +52,8 @@ def readyMinion() -> tuple[MasterMinionNetwork, Minion]:
         to it.
     """
     root = tempfile.mkdtemp(prefix="stb-minion-")
+    # Nothing in it is kept: removed when the process exits.
+    atexit.register(shutil.rmtree, root, True)
     config = loadMasterConfig(
         root, overrides={"root_dir": root, "publish_port": 4505, "ret_port": 4506}
     )

@@ -21,7 +21,9 @@ return on Linux) and the job cache, which runs in its own worker process
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from typing import Any
@@ -53,6 +55,8 @@ def buildMaster(subscribers: int) -> tuple[Master, list[StringTransport]]:
         C{subscribers} event-bus subscribers to C{salt/job/}.
     """
     root = tempfile.mkdtemp(prefix="stb-ret-")
+    # Nothing in it is kept: removed when the process exits.
+    atexit.register(shutil.rmtree, root, True)
     config = loadMasterConfig(root, overrides={"root_dir": root})
     key = crypt.generatePrivateKey()
     bus = LocalEventBus()
