@@ -9,6 +9,7 @@ cannot make the decoder allocate a large structure.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import msgpack
@@ -28,6 +29,15 @@ def _refuseExt(code: int, data: bytes) -> Any:
     raise SerialError(f"msgpack ext type {code} is not allowed")
 
 
+#: Each thread's msgpack packer: C{msgpack.packb} builds a new one (and its
+#: buffer) for every call, which costs more than packing a small map.
+_packers = threading.local()
+#: After a result larger than this, the thread's packer (whose buffer grew
+#: to that size and never shrinks) is dropped, so a big return does not
+#: stay in memory.
+_KEEP_PACKER_MAX = 1 << 20
+
+
 def dumps(obj: Any) -> bytes:
     """
     Serialise C{obj} to msgpack bytes.
@@ -35,9 +45,17 @@ def dumps(obj: Any) -> bytes:
     @raise SerialError: if C{obj} holds a type msgpack cannot encode.
     """
     try:
-        return msgpack.packb(obj, use_bin_type=True)
+        packer = _packers.packer
+    except AttributeError:
+        packer = _packers.packer = msgpack.Packer(use_bin_type=True)
+    try:
+        data = packer.pack(obj)
     except (TypeError, ValueError, OverflowError) as e:
+        # The packer empties its buffer when packing fails.
         raise SerialError(f"cannot serialise: {e}") from e
+    if len(data) > _KEEP_PACKER_MAX:
+        del _packers.packer
+    return data
 
 
 def loads(data: bytes, maxDepth: int = 64) -> Any:

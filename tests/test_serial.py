@@ -5,6 +5,8 @@ Tests for L{salttwist.serial}: msgpack with limits.
 
 from __future__ import annotations
 
+import threading
+
 import msgpack
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -67,6 +69,41 @@ class RoundTripTests(SynchronousTestCase):
         """
         for value in [object(), {"a": {1, 2}}, 1j, 2**70]:
             self.assertRaises(SerialError, serial.dumps, value)
+
+    def test_dumpsAfterFailure(self) -> None:
+        """
+        A failed L{serial.dumps} leaves nothing behind: the next value is
+        encoded alone, exactly as C{msgpack.packb} encodes it, and a result
+        over the kept size drops the thread's packer without changing the
+        bytes.
+        """
+        value = {"a": [1, "b", b"c"], "d": {"e": None}}
+        self.assertRaises(SerialError, serial.dumps, {"partly": "encoded", "then": object()})
+        self.assertEqual(serial.dumps(value), msgpack.packb(value, use_bin_type=True))
+        big = {"data": b"x" * (serial._KEEP_PACKER_MAX + 1)}
+        self.assertEqual(serial.dumps(big), msgpack.packb(big, use_bin_type=True))
+        self.assertFalse(hasattr(serial._packers, "packer"))
+        self.assertEqual(serial.dumps(value), msgpack.packb(value, use_bin_type=True))
+
+    def test_dumpsInThreads(self) -> None:
+        """
+        Threads packing at once each use their own packer: every result is
+        the value's own encoding.
+        """
+        values = [{"n": n, "data": "x" * (n % 50)} for n in range(400)]
+        expected = [msgpack.packb(v, use_bin_type=True) for v in values]
+        results: list[list[bytes]] = [[] for _ in range(4)]
+
+        def pack(out: list[bytes]) -> None:
+            for v in values:
+                out.append(serial.dumps(v))
+
+        threads = [threading.Thread(target=pack, args=(out,)) for out in results]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(results, [expected] * 4)
 
     def test_serialErrorIsValueError(self) -> None:
         """
