@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import task
@@ -732,8 +733,8 @@ class ReturnCounter(EventListenerProtocol):
 
     def __init__(
         self,
-        onReturn: Any,
-        onEvent: Any,
+        onReturn: Callable[[str], None],
+        onEvent: Callable[[str, dict[str, Any]], None],
         maxFrame: int = 104857600,
     ) -> None:
         super().__init__(["salt/job/"], onEvent, maxFrame)
