@@ -74,7 +74,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -295,7 +295,13 @@ class SharedPublications:
         self._loads: dict[tuple[bytes, int, bytes], dict[str, Any]] = {}
         self.opened = 0
 
-    def open(self, realOpen: Any, cipher: crypt.AesCipher, kid: int, blob: bytes) -> Any:
+    def open(
+        self,
+        realOpen: Callable[[crypt.AesCipher, int, bytes], Any],
+        cipher: crypt.AesCipher,
+        kid: int,
+        blob: bytes,
+    ) -> Any:
         """
         @param realOpen: the minion's own C{_openPublication}, used when
             this publication was not opened in this process yet.
