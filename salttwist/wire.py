@@ -7,6 +7,8 @@ them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from salttwist import serial
 from salttwist.symmetric import AES_KEY_BYTES
 from salttwist.symmetric import sha256 as _sha256
@@ -264,17 +266,25 @@ def publicationAcksMessage(rids: list[int]) -> bytes:
     return b"acks:" + b"".join(rid.to_bytes(8, "big") for rid in rids)
 
 
-def acknowledgingFramePrefix(prefix: bytes, rids: list[int]) -> bytes:
+def acknowledgingFramePrefixes(prefix: bytes) -> Callable[[list[int]], bytes]:
     """
-    L{publicationFramePrefix}'s C{prefix} turned into the prefix of
-    C{{"pub": blob, "kid": kid, "ack": rids, "mac": m}}: one subscriber's
-    publication that also acknowledges the returns C{rids} it sent on its
-    req session (see L{salttwist.master.core.Master.holdingReplies}).
+    L{publicationFramePrefix}'s C{prefix} made into a function that gives,
+    for request ids C{rids}, the prefix of C{{"pub": blob, "kid": kid,
+    "ack": rids, "mac": m}}: one subscriber's publication that also
+    acknowledges the returns C{rids} it sent on its req session (see
+    L{salttwist.master.core.Master.holdingReplies}). The publication's
+    prefix is checked and cut once, not once per subscriber.
+
+    @raise ValueError: if C{prefix} is not a publication frame prefix.
     """
     if prefix[0] != 0x83 or not prefix.endswith(_MAC_TAIL):
         raise ValueError("not a publication frame prefix")
-    body = prefix[1 : -len(_MAC_TAIL)]
-    return b"\x84" + body + _ACK_KEY + serial.dumps(rids) + _MAC_TAIL
+    start = b"\x84" + prefix[1 : -len(_MAC_TAIL)] + _ACK_KEY
+
+    def acknowledgingFramePrefix(rids: list[int]) -> bytes:
+        return start + serial.dumps(rids) + _MAC_TAIL
+
+    return acknowledgingFramePrefix
 
 
 def publicationAcks(value: object) -> list[int]:

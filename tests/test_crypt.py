@@ -370,18 +370,19 @@ class PublicationFrameTests(SynchronousTestCase):
 
     def test_acknowledgingPrefix(self) -> None:
         """
-        L{wire.acknowledgingFramePrefix} turns a publication prefix into one
-        whose frame also carries C{ack}, for request id lists of every
+        L{wire.acknowledgingFramePrefixes} turns a publication prefix into
+        one whose frame also carries C{ack}, for request id lists of every
         encoded size; anything but a publication prefix is refused.
         """
         for rids in ([1], [1, 2**7, 2**16, 2**40], list(range(1, wire.MAX_PUBLICATION_ACKS + 1))):
             for blob, kid in ((b"", 0), (os.urandom(70000), 2**40)):
                 mac = os.urandom(wire.PUBLICATION_MAC_BYTES)
-                prefix = wire.acknowledgingFramePrefix(wire.publicationFramePrefix(blob, kid), rids)
+                withAcks = wire.acknowledgingFramePrefixes(wire.publicationFramePrefix(blob, kid))
+                prefix = withAcks(rids)
                 frame = serial.loads(prefix + mac)
                 self.assertEqual(frame, {"pub": blob, "kid": kid, "ack": rids, "mac": mac})
         with self.assertRaises(ValueError):
-            wire.acknowledgingFramePrefix(serial.dumps({"pub": b"", "kid": 0}), [1])
+            wire.acknowledgingFramePrefixes(serial.dumps({"pub": b"", "kid": 0}))
 
     def test_acknowledgementsMessage(self) -> None:
         """

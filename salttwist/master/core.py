@@ -1283,6 +1283,7 @@ class Master:
         blob = cached[1].encrypt(serial.dumps(load), wire.publicationAad(kid))
         prefix = wire.publicationFramePrefix(blob, kid)
         macMessage = wire.publicationMacMessage(kid, crypt.sha256(blob))
+        acknowledgingPrefix = wire.acknowledgingFramePrefixes(prefix)
         # Each minion's acknowledgements held back go with its publication:
         # in the frame itself if it asked for that and they all fit, else
         # on its req connection right after. Either way it reads them in the
@@ -1299,7 +1300,7 @@ class Master:
             )
             if rids:
                 subscriber.sendString(
-                    wire.acknowledgingFramePrefix(prefix, rids)
+                    acknowledgingPrefix(rids)
                     + mac.mac(macMessage + wire.publicationAcksMessage(rids))  # type: ignore[union-attr]
                 )
             else:

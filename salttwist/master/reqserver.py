@@ -262,7 +262,7 @@ class ReqServerProtocol(FrameProtocol):
     def takeHeldAcknowledgements(self) -> list[int]:
         """
         Take the replies held back for a publication to carry (see
-        L{salttwist.wire.acknowledgingFramePrefix}), if every one is a plain
+        L{salttwist.wire.acknowledgingFramePrefixes}), if every one is a plain
         acknowledgement C{{"ret": True, "rid": n}}: they are then not sent
         on this connection.
 
