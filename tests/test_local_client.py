@@ -317,8 +317,23 @@ class KeptConnectionTests(SynchronousTestCase):
 
         self.patch(client, "_login", login)
         d = Deferred.fromCoroutine(client.publish("*", "test.ping", []))
-        self.failureResultOf(d, MasterUnavailable)
+        failure = self.failureResultOf(d, MasterUnavailable)
+        self.assertEqual(str(failure.value), "the connection to the master was lost")
         self.assertTrue(lost.transport.closed)
+
+    def test_lostDuringRequest(self) -> None:
+        """
+        A request whose connection is lost before the master answered (a
+        runner here, on the shared channel) fails with L{MasterUnavailable},
+        which every command reports, not with Twisted's C{ConnectionLost}.
+        """
+        client = self.client(keepConnected=True)
+        self.successResultOf(Deferred.fromCoroutine(client.publish("*", "test.ping", [])))
+        [(_, req, _)] = self.connections
+        req.request = lambda payload: fail(ConnectionLost("gone"))  # type: ignore[method-assign]
+        d = Deferred.fromCoroutine(client.runner("manage.up", []))
+        failure = self.failureResultOf(d, MasterUnavailable)
+        self.assertEqual(str(failure.value), "the connection to the master was lost")
 
     def test_keptPublishSharesTheChannel(self) -> None:
         """

@@ -173,6 +173,24 @@ class _ReturnCollector:
             gather._finish(False)
 
 
+#: What a command says when its connection to the master goes away.
+CONNECTION_LOST = "the connection to the master was lost"
+
+
+async def sessionRequest(req: ReqClientProtocol, payload: dict[str, Any]) -> dict[str, Any]:
+    """
+    Send one request on the authenticated session C{req}.
+
+    @raise MasterUnavailable: if the connection is lost before the answer
+        (as every command reports an unreachable master).
+    @raise RequestError: if the master refused the request.
+    """
+    try:
+        return await req.request(payload)
+    except ConnectionLost as e:
+        raise MasterUnavailable(CONNECTION_LOST) from e
+
+
 class _Channel:
     """
     The event bus subscription and the authenticated req session of a
@@ -217,11 +235,12 @@ class _Channel:
         """
         Send one request on the session.
 
-        @raise MasterUnavailable: if the channel is closed.
+        @raise MasterUnavailable: if the channel is closed, or its
+            connection is lost before the answer.
         """
         if self.closed:
-            raise MasterUnavailable("the connection to the master was lost")
-        return await self.req.request(payload)
+            raise MasterUnavailable(CONNECTION_LOST)
+        return await sessionRequest(self.req, payload)
 
 
 class LocalClient:
@@ -465,9 +484,7 @@ class LocalClient:
                 return await self._publish(channel, tgt, tgtType, fun, arg)
         req = await self._login()
         try:
-            return await req.request(publishRequest(tgt, tgtType, fun, arg, currentUser()))
-        except ConnectionLost as e:
-            raise MasterUnavailable("the connection to the master was lost") from e
+            return await sessionRequest(req, publishRequest(tgt, tgtType, fun, arg, currentUser()))
         finally:
             req.transport.loseConnection()
 
