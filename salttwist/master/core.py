@@ -625,9 +625,9 @@ class Master:
         for proto in due:
             if holders.pop(proto, None) is not None:
                 proto.sendHeld()
-        for since in holders.values():
-            self._replyTimer = self.clock.callLater(since + ACK_DELAY - now, self._sendDueReplies)
-            break
+        oldest = next(iter(holders.values()), None)
+        if oldest is not None:
+            self._replyTimer = self.clock.callLater(oldest + ACK_DELAY - now, self._sendDueReplies)
 
     def sendHeldReplies(self) -> None:
         """
