@@ -589,8 +589,12 @@ def _masterPort(options: argparse.Namespace) -> int:
 
 def _runShard(options: argparse.Namespace) -> int:
     """
-    Run this process's share of the swarm under the reactor.
+    Run this process's share of the swarm under the reactor (the
+    daemons' own, L{salttwist.leanreactor}).
     """
+    from salttwist.leanreactor import installLeanReactor
+
+    installLeanReactor()
     from twisted.internet import reactor
     from twisted.internet.task import LoopingCall
 

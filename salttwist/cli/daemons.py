@@ -124,6 +124,12 @@ def _run(
     importDeferWithoutAsyncio()
     if options.daemon:
         os.makedirs(os.path.dirname(config["pidfile"]) or ".", mode=0o755, exist_ok=True)
+    # Twisted's epoll reactor with a leaner dispatch (before twistd
+    # installs the default; after withoutTLS and the defer import above,
+    # as it imports the reactor's modules): see salttwist.leanreactor.
+    from salttwist.leanreactor import installLeanReactor
+
+    installLeanReactor()
     from twisted.application import app
 
     sys.argv = twistdArgs(plugin, options, config)

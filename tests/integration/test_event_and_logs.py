@@ -158,6 +158,11 @@ class LogFileTests(TestCase):
         rotated = [json.loads(line) for line in read(logPath + ".1").splitlines()]
         current = [json.loads(line) for line in read(logPath).splitlines()]
         self.assertIn("salttwist master ready", " ".join(r["message"] for r in rotated))
+        # The daemons run Twisted's epoll reactor with the lean dispatch.
+        self.assertIn(
+            "reactor class: salttwist.leanreactor.LeanEPollReactor.",
+            [r["message"] for r in rotated],
+        )
         self.assertEqual(current[0]["message"], f"log file {logPath} reopened")
         self.assertEqual(current[0]["level"], "info")
         self.assertEqual(set(current[0]), {"time", "level", "name", "message", "pid"})
