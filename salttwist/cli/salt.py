@@ -102,12 +102,12 @@ def buildParser() -> argparse.ArgumentParser:
         "--batch-wait",
         type=float,
         default=0.0,
-        help="Seconds to wait after a batch finishes before starting the next.",
+        help="Seconds a minion's place in the batch stays empty after it returns.",
     )
     parser.add_argument(
         "--failhard",
         action="store_true",
-        help="With --batch-size: stop after a batch in which a minion failed.",
+        help="With --batch-size: start no more minions once one failed.",
     )
     parser.add_argument(
         "--gather-job-timeout",
@@ -350,10 +350,11 @@ async def _runBatches(
 ) -> Any:
     """
     Salt's batch mode (L{salttwist.client.batch.runBatches}): find the
-    targeted minions that answer C{test.ping}, then run the job on C{-b} of
-    them at a time, announcing each batch, waiting C{--batch-wait} seconds
-    between batches and, with C{--failhard}, stopping after a batch in which
-    a minion failed.
+    targeted minions that answer C{test.ping}, then run the job on at most
+    C{-b} of them at a time, a sliding window: each minion that returns
+    gives its place to the next (after C{--batch-wait} seconds), each new
+    job announced as Salt does; with C{--failhard}, no minion starts after
+    one failed.
     """
     from salttwist.client.batch import runBatches
 
@@ -382,7 +383,7 @@ async def _runBatches(
         onReturn=onReturn,
     )
     if stopped:
-        sys.stderr.write("Minion failed in this batch: --failhard stops here.\n")
+        sys.stderr.write("A minion failed: --failhard stopped the batch run.\n")
     return combined
 
 

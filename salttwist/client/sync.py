@@ -439,15 +439,16 @@ class LocalClient(_Facade):
         **kwargs: Any,
     ) -> Generator[dict[str, Any], None, None]:
         """
-        Run C{fun} on the minions of C{tgt} that answer C{test.ping},
-        C{batch} of them at a time (C{10}, C{"10"} or C{"25%"}), as
-        C{salttwist -b} does, yielding C{{minion: return}} as returns arrive
-        (L{batchReturn}) and C{{minion: {}}} for a minion of a batch that did
-        not return. The first batch starts when the first item is asked for.
+        Run C{fun} on the minions of C{tgt} that answer C{test.ping}, at
+        most C{batch} of them at a time (C{10}, C{"10"} or C{"25%"}) in a
+        sliding window, as C{salttwist -b} does, yielding
+        C{{minion: return}} as returns arrive (L{batchReturn}) and
+        C{{minion: {}}} for a minion that did not return. The first
+        minions start when the first item is asked for.
 
         @param kwargs: C{timeout}, C{gather_job_timeout}; C{batch_wait}
-            (seconds between batches); C{failhard} (stop after a batch in
-            which a minion failed).
+            (seconds a returned minion's place stays empty); C{failhard}
+            (start no minion after one failed).
         @raise ValueError: if C{batch} is not a size or percentage.
         """
         from salttwist.client.batch import parseBatch, runBatches
