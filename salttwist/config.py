@@ -598,13 +598,10 @@ def _applyRootDir(config: dict[str, Any], options: Mapping[str, _Option]) -> Non
 #: brings them. Setting one to a value other than its default logs a warning,
 #: so nobody believes a setting took effect when it did not.
 NOT_YET_IMPLEMENTED: dict[str, dict[str, str]] = {
-    "master": {
-        "log_level_logfile": "use log_level",
-    },
+    "master": {},
     "minion": {
         "publish_port": "the minion learns it from the master",
         "acceptance_wait_time_max": "acceptance_wait_time is used as is",
-        "log_level_logfile": "use log_level",
     },
 }
 

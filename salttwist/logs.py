@@ -61,6 +61,8 @@ _LEVEL_NAMES = {
 }
 
 LEVEL_ENV = "SALTTWIST_LOG_LEVEL"
+#: The log file's level (Salt's C{log_level_logfile}); L{LEVEL_ENV} if unset.
+FILE_LEVEL_ENV = "SALTTWIST_LOG_FILE_LEVEL"
 FILE_ENV = "SALTTWIST_LOG_FILE"
 #: C{"1"}: log to standard output as well as to the file of L{FILE_ENV}.
 CONSOLE_ENV = "SALTTWIST_LOG_CONSOLE"
@@ -80,12 +82,20 @@ def saltLevel(name: object) -> LogLevel:
 
 def infoLogged(config: dict[str, Any]) -> bool:
     """
-    @return: whether this process logs info lines: its level is the one
-        C{salttwist-master}/C{salttwist-minion} put in L{LEVEL_ENV} (from
-        C{-l} or C{log_level}), else C{config}'s C{log_level}.
+    @return: whether this process logs info lines anywhere: on the console
+        at the level C{salttwist-master}/C{salttwist-minion} put in
+        L{LEVEL_ENV} (from C{-l} or C{log_level}), else C{config}'s
+        C{log_level}; in the log file of L{FILE_ENV}, if any, at
+        L{FILE_LEVEL_ENV}'s level (see L{observerFactory}).
     """
     level = os.environ.get(LEVEL_ENV) or config.get("log_level") or "warning"
-    return saltLevel(level) <= LogLevel.info
+    path = os.environ.get(FILE_ENV, "-")
+    levels = []
+    if path == "-" or os.environ.get(CONSOLE_ENV) == "1":
+        levels.append(level)
+    if path != "-":
+        levels.append(os.environ.get(FILE_LEVEL_ENV) or level)
+    return any(saltLevel(name) <= LogLevel.info for name in levels)
 
 
 def formatJsonLine(event: dict[str, Any]) -> str:
@@ -214,9 +224,10 @@ def sighupHandler(
 
 def observerFactory() -> ILogObserver:
     """
-    The twistd C{--logger} hook: the level, file, console and format come
-    from the environment set by C{salttwist-master}/C{salttwist-minion}.
-    With a log file, SIGHUP reopens it.
+    The twistd C{--logger} hook: the levels (console and file), file,
+    console and format come from the environment set by
+    C{salttwist-master}/C{salttwist-minion}. With a log file, SIGHUP
+    reopens it.
     """
     path = os.environ.get(FILE_ENV, "-")
     level = os.environ.get(LEVEL_ENV, "warning")
@@ -225,7 +236,8 @@ def observerFactory() -> ILogObserver:
         return filteredObserver(sys.stdout, level, jsonLines)
     stream = ReopenableFile(path)
     signal.signal(signal.SIGHUP, sighupHandler(stream))
-    observers = [filteredObserver(stream, level, jsonLines)]
+    fileLevel = os.environ.get(FILE_LEVEL_ENV) or level
+    observers = [filteredObserver(stream, fileLevel, jsonLines)]
     if os.environ.get(CONSOLE_ENV) == "1":
         observers.append(filteredObserver(sys.stdout, level, jsonLines))
     return LogPublisher(*observers) if len(observers) > 1 else observers[0]

@@ -384,11 +384,11 @@ class UnknownOptionTests(_ConfigDirMixin, SynchronousTestCase):
         default logs nothing.
         """
         observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
-        configDir = self.makeConfigDir(master="log_level_logfile: debug\n")
-        loadMasterConfig(configDir)
+        configDir = self.makeConfigDir(minion="id: m1\nacceptance_wait_time_max: 30\n")
+        loadMinionConfig(configDir)
         warnings = [formatEvent(e) for e in observer if e["log_level"] == LogLevel.warn]
         self.assertEqual(len(warnings), 1)
-        self.assertIn("'log_level_logfile'", warnings[0])
+        self.assertIn("'acceptance_wait_time_max'", warnings[0])
         self.assertIn("not implemented yet", warnings[0])
 
     def test_knownOptionsDoNotWarn(self) -> None:

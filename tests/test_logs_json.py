@@ -24,6 +24,7 @@ from salttwist.config import loadMasterConfig, loadMinionConfig
 from salttwist.logs import (
     CONSOLE_ENV,
     FILE_ENV,
+    FILE_LEVEL_ENV,
     FORMAT_ENV,
     LEVEL_ENV,
     ReopenableFile,
@@ -265,6 +266,25 @@ class ObserverFactoryTests(SynchronousTestCase):
             self.assertIn("to both", f.read())
         self.assertIn("to both", self.stdout.getvalue())
 
+    def test_fileLevel(self) -> None:
+        """
+        The log file has a level of its own (C{log_level_logfile}): info
+        lines go to the file, not to a console at C{warning}; without it the
+        file has the console's level.
+        """
+        path = os.path.join(self.dir, "log")
+        env = {FILE_ENV: path, CONSOLE_ENV: "1", LEVEL_ENV: "warning"}
+        observer = self.observe(**env, **{FILE_LEVEL_ENV: "info"})
+        Logger(namespace="t", observer=observer).info("detail")
+        with open(path) as f:
+            self.assertIn("detail", f.read())
+        self.assertEqual(self.stdout.getvalue(), "")
+        other = os.path.join(self.dir, "other")
+        observer = self.observe(**{**env, FILE_ENV: other})
+        Logger(namespace="t", observer=observer).info("detail")
+        with open(other) as f:
+            self.assertEqual(f.read(), "")
+
 
 class DaemonLogEnvironmentTests(SynchronousTestCase):
     """
@@ -298,7 +318,13 @@ class DaemonLogEnvironmentTests(SynchronousTestCase):
         """
         self.assertEqual(
             self.chosen(),
-            {LEVEL_ENV: "info", FORMAT_ENV: "json", FILE_ENV: "-", CONSOLE_ENV: "1"},
+            {
+                LEVEL_ENV: "info",
+                FILE_LEVEL_ENV: "info",
+                FORMAT_ENV: "json",
+                FILE_ENV: "-",
+                CONSOLE_ENV: "1",
+            },
         )
 
     def test_foregroundLogFile(self) -> None:
@@ -310,6 +336,18 @@ class DaemonLogEnvironmentTests(SynchronousTestCase):
         env = self.chosen("--log-file", path, "-l", "debug")
         self.assertEqual((env[FILE_ENV], env[CONSOLE_ENV], env[LEVEL_ENV]), (path, "1", "debug"))
         self.assertTrue(os.path.isdir(os.path.dirname(path)))
+
+    def test_fileLevel(self) -> None:
+        """
+        The file's level is C{--log-file-level}, else the config's
+        C{log_level_logfile}, else the console's level (C{-l} or
+        C{log_level}), as Salt's.
+        """
+        self.assertEqual(self.chosen("-l", "error")[FILE_LEVEL_ENV], "error")
+        self.config["log_level_logfile"] = "debug"
+        self.assertEqual(self.chosen("-l", "error")[FILE_LEVEL_ENV], "debug")
+        env = self.chosen("--log-file-level", "critical")
+        self.assertEqual((env[LEVEL_ENV], env[FILE_LEVEL_ENV]), ("info", "critical"))
 
     def test_daemon(self) -> None:
         """
@@ -348,6 +386,23 @@ class InfoLoggedTests(SynchronousTestCase):
             ({}, {"log_level": "warning"}, False),
             ({}, {}, False),
             ({}, {"log_level": "nonsense"}, False),
+            # A daemon logs to its file only, at the file's level.
+            (
+                {FILE_ENV: "f", CONSOLE_ENV: "0", LEVEL_ENV: "info", FILE_LEVEL_ENV: "error"},
+                {},
+                False,
+            ),
+            (
+                {FILE_ENV: "f", CONSOLE_ENV: "0", LEVEL_ENV: "error", FILE_LEVEL_ENV: "info"},
+                {},
+                True,
+            ),
+            # In the foreground with a file: either level.
+            (
+                {FILE_ENV: "f", CONSOLE_ENV: "1", LEVEL_ENV: "info", FILE_LEVEL_ENV: "error"},
+                {},
+                True,
+            ),
         ]
         for environ, config, expected in cases:
             self.patch(os, "environ", environ)

@@ -33,7 +33,14 @@ from salttwist._startup import (
 from salttwist.cli import addCommonArguments
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
 from salttwist.daemon import StartupError, resolveUser
-from salttwist.logs import CONSOLE_ENV, FILE_ENV, FORMAT_ENV, LEVEL_ENV, SALT_LEVELS
+from salttwist.logs import (
+    CONSOLE_ENV,
+    FILE_ENV,
+    FILE_LEVEL_ENV,
+    FORMAT_ENV,
+    LEVEL_ENV,
+    SALT_LEVELS,
+)
 
 #: The garbage collector's thresholds of each daemon, where Python's
 #: defaults are not kept (a minion holds few objects: it keeps them).
@@ -55,6 +62,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         choices=sorted(SALT_LEVELS),
         default=None,
         help="Console log level (default: the config's log_level).",
+    )
+    parser.add_argument(
+        "--log-file-level",
+        choices=sorted(SALT_LEVELS),
+        default=None,
+        help=(
+            "Log file level (default: the config's log_level_logfile, else the console log level)."
+        ),
     )
     parser.add_argument(
         "-u",
@@ -185,6 +200,9 @@ def _setLogEnvironment(options: argparse.Namespace, config: dict[str, Any]) -> N
     directory.
     """
     os.environ[LEVEL_ENV] = options.log_level or config["log_level"]
+    os.environ[FILE_LEVEL_ENV] = (
+        options.log_file_level or config["log_level_logfile"] or os.environ[LEVEL_ENV]
+    )
     os.environ[FORMAT_ENV] = "json" if config["log_fmt_json"] else "text"
     logFile = options.log_file or (config["log_file"] if options.daemon else None)
     if logFile:
