@@ -396,6 +396,8 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "preauth_timeout": _Option(60, _checkPositiveNumber),
     "max_auth_in_flight": _Option(10000, _integer(1)),
     "auth_rate_burst": _Option(100, _integer(1)),
+    "minion_event_rate_limit": _Option(100, _checkNumber),
+    "minion_event_rate_burst": _Option(1000, _integer(1)),
     "max_minions_pre": _Option(10000, _COUNT),
 }
 

@@ -521,6 +521,18 @@ class BadValueTests(_ConfigDirMixin, SynchronousTestCase):
         self.assertIn("'verbose'", message)
         self.assertBadValue("master", "log_level_logfile: 3\n", "log_level_logfile", "debug")
 
+    def test_badEventRate(self) -> None:
+        """
+        The minion event rate is a number >= 0 and its burst a whole number
+        >= 1.
+        """
+        self.assertBadValue(
+            "master", "minion_event_rate_limit: -1\n", "minion_event_rate_limit", ">= 0"
+        )
+        self.assertBadValue(
+            "master", "minion_event_rate_burst: 0\n", "minion_event_rate_burst", ">= 1"
+        )
+
     def test_portOutOfRange(self) -> None:
         """
         Ports above 65535, or negative, are refused.

@@ -18,6 +18,7 @@ from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.master.core import MAX_EVENT_DATA_BYTES, MAX_EVENT_TAG, minionTagProblem
+from salttwist.master.ratelimit import EventRateLimiter
 from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,
@@ -217,6 +218,38 @@ class MinionEventTests(MasterTestCase):
             self.fire("myco/bigger", "x" * MAX_EVENT_DATA_BYTES)
         self.assertIn(f"more than {MAX_EVENT_DATA_BYTES}", str(caught.exception))
         self.assertEqual(len(self.events), 1)
+
+    def test_rateLimited(self) -> None:
+        """
+        Each minion fires at most C{minion_event_rate_limit} events per
+        second after a burst of C{minion_event_rate_burst} (by default 100
+        and 1,000); past that its events are refused with the rule, logged
+        once a minute, and other minions are not affected.
+        """
+        self.assertEqual((self.master.eventRate.rate, self.master.eventRate.burst), (100, 1000))
+        self.master.eventRate = EventRateLimiter(2, 3, self.master.clock)
+        for _ in range(3):
+            self.fire("myco/x", {})
+        for _ in range(2):
+            with self.assertRaises(ValueError) as caught:
+                self.fire("myco/x", {})
+        self.assertEqual(
+            str(caught.exception),
+            "event refused: minion m1 fires more than 2 events/s (burst 3, "
+            "minion_event_rate_limit)",
+        )
+        self.assertEqual(len(self.loggedContaining("events refused: minion m1")), 1)
+        self.fire("myco/x", {}, minionId="m2")
+        self.master.clock.advance(0.5)
+        self.fire("myco/x", {})
+        self.assertRaises(ValueError, self.fire, "myco/x", {})
+        self.assertEqual(len(self.nonMasterEvents()), 5)
+        self.master.clock.advance(60)
+        for _ in range(3):
+            self.fire("myco/y", {})
+        self.assertRaises(ValueError, self.fire, "myco/y", {})
+        self.assertEqual(len(self.nonMasterEvents()), 8)
+        self.assertEqual(len(self.loggedContaining("events refused: minion m1")), 2)
 
     def test_overTheWire(self) -> None:
         """

@@ -35,7 +35,7 @@ from salttwist.master.grainscache import GrainsCache
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.master.maintenance import RequestStats
-from salttwist.master.ratelimit import LOG_INTERVAL, AuthRateLimiter
+from salttwist.master.ratelimit import LOG_INTERVAL, AuthRateLimiter, EventRateLimiter
 from salttwist.pki.autosign import buildAutosignPolicy
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
 from salttwist.runners import RunnerContext, WorkerPlacement, loadRunners, workerPlacement
@@ -193,6 +193,12 @@ class Master:
         #: Per-address token buckets checked before any authentication work.
         self.authRate = AuthRateLimiter(
             config.get("auth_rate_limit", 10), config.get("auth_rate_burst", 100), clock
+        )
+        #: Per-minion token buckets for the events minions fire on the bus.
+        self.eventRate = EventRateLimiter(
+            config.get("minion_event_rate_limit", 100),
+            config.get("minion_event_rate_burst", 1000),
+            clock,
         )
         #: The most keys in C{minions_pre} (0: no cap).
         self.maxMinionsPre: int = config.get("max_minions_pre", 10000)
@@ -931,11 +937,17 @@ class Master:
         master in Salt's shape: C{id} is always the session's minion id
         (whatever the load claims), C{tag}, C{data} (the minion's, at most
         L{MAX_EVENT_DATA_BYTES} serialised) and C{cmd}; the bus adds
-        C{_stamp}. A refusal is logged and answered with the rule it broke.
+        C{_stamp}. Each minion fires at most C{minion_event_rate_limit}
+        events per second (after a burst of C{minion_event_rate_burst}).
+        A refusal is logged and answered with the rule it broke (a minion
+        over its rate is logged once a minute, see L{EventRateLimiter}).
         """
         minionId = proto.minionId
         assert minionId is not None
         tag, data = load.get("tag"), load.get("data")
+        overRate = self.eventRate.take(minionId)
+        if overRate is not None:
+            raise ValueError(f"event refused: {overRate}")
         problem = minionTagProblem(minionId, tag)
         if problem is None:
             try:

@@ -1,10 +1,17 @@
 # -*- test-case-name: tests.adversarial.test_wire -*-
 """
-A per-source-address token bucket for C{_auth} requests (issue 7).
+Token buckets that bound what one source may make the master do:
 
-Checked before any RSA or disk work. Addresses are grouped as an attacker
-gets them: one IPv4 address, or one IPv6 /64 (a host usually holds a whole
-/64). Memory is bounded: a bucket that has refilled is worth nothing and is
+  - L{AuthRateLimiter}: C{_auth} requests per source address (issue 7),
+    checked before any RSA or disk work. Addresses are grouped as an
+    attacker gets them: one IPv4 address, or one IPv6 /64 (a host usually
+    holds a whole /64).
+  - L{EventRateLimiter}: events each minion fires on the master's bus
+    (C{_minion_event}), so that one compromised minion cannot flood every
+    subscriber's queue until the events of others (returns a C{salttwist}
+    command waits for) are dropped.
+
+Memory is bounded: a bucket that has refilled is worth nothing and is
 dropped, and at most C{maxPeers} buckets are kept (the least recently used
 goes first).
 """
@@ -68,9 +75,9 @@ class _Bucket:
         self.logged: float | None = None
 
 
-class AuthRateLimiter:
+class _TokenBuckets:
     """
-    Token buckets per source address.
+    Token buckets by key, refilled with time.
 
     @param rate: tokens added per second (0 turns the limit off).
     @param burst: the most tokens a bucket holds (requests at once).
@@ -112,6 +119,41 @@ class AuthRateLimiter:
                 break
             del buckets[key]
 
+    def _bucket(self, key: str) -> _Bucket:
+        now = float(self.clock.seconds())
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = _Bucket(self.burst, now)
+        else:
+            self._buckets.move_to_end(key)
+            self._refill(bucket, now)
+        self._expire(now)
+        return bucket
+
+    def _refused(self, bucket: _Bucket) -> int | None:
+        """
+        Count a refusal of C{bucket}'s source.
+
+        @return: the refusals since the last time this returned a number,
+            at most once per L{LOG_INTERVAL} seconds (time to log a line);
+            otherwise L{None}.
+        """
+        bucket.refused += 1
+        now = bucket.updated
+        if bucket.logged is not None and now - bucket.logged < LOG_INTERVAL:
+            return None
+        refused, bucket.logged, bucket.refused = bucket.refused, now, 0
+        return refused
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+
+class AuthRateLimiter(_TokenBuckets):
+    """
+    Token buckets per source address, for C{_auth} requests.
+    """
+
     def allow(self, peerName: str) -> bool:
         """
         May a request from C{peerName} go on? Yes while its address has a
@@ -124,22 +166,19 @@ class AuthRateLimiter:
         """
         if not self.enabled:
             return True
-        bucket = self._bucket(peerName)
+        bucket = self._bucket(peerKey(peerName))
         if bucket.tokens > 0:
             return True
-        bucket.refused += 1
-        now = bucket.updated
-        if bucket.logged is None or now - bucket.logged >= LOG_INTERVAL:
+        refused = self._refused(bucket)
+        if refused is not None:
             self.log.warn(
                 "authentications from {addr} refused: over {rate}/s (burst {burst}); "
                 "{n} refused since the last such line",
                 addr=peerKey(peerName),
                 rate=self.rate,
                 burst=int(self.burst),
-                n=bucket.refused,
+                n=refused,
             )
-            bucket.logged = now
-            bucket.refused = 0
         return False
 
     def charge(self, peerName: str) -> None:
@@ -153,20 +192,39 @@ class AuthRateLimiter:
         """
         if not self.enabled:
             return
-        bucket = self._bucket(peerName)
+        bucket = self._bucket(peerKey(peerName))
         bucket.tokens = max(-self.burst, bucket.tokens - 1)
 
-    def _bucket(self, peerName: str) -> _Bucket:
-        now = float(self.clock.seconds())
-        key = peerKey(peerName)
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets[key] = _Bucket(self.burst, now)
-        else:
-            self._buckets.move_to_end(key)
-            self._refill(bucket, now)
-        self._expire(now)
-        return bucket
 
-    def __len__(self) -> int:
-        return len(self._buckets)
+class EventRateLimiter(_TokenBuckets):
+    """
+    Token buckets per minion id, for the events minions fire on the
+    master's bus (C{minion_event_rate_limit}, C{minion_event_rate_burst}).
+    """
+
+    def take(self, minionId: str) -> str | None:
+        """
+        Spend one of C{minionId}'s tokens for an event.
+
+        @return: L{None} if the event may go on the bus; otherwise why not
+            (the minion is over its rate; logged at most once per minion
+            per minute, with the number refused since).
+        """
+        if not self.enabled:
+            return None
+        bucket = self._bucket(minionId)
+        if bucket.tokens >= 1:
+            bucket.tokens -= 1
+            return None
+        problem = (
+            f"minion {minionId} fires more than {self.rate:g} events/s "
+            f"(burst {int(self.burst)}, minion_event_rate_limit)"
+        )
+        refused = self._refused(bucket)
+        if refused is not None:
+            self.log.warn(
+                "events refused: {problem}; {n} refused since the last such line",
+                problem=problem,
+                n=refused,
+            )
+        return problem
