@@ -412,6 +412,7 @@ _MINION_OPTIONS: dict[str, _Option] = {
     "recon_max": _Option(10000, _COUNT),
     "recon_randomize": _Option(True, _checkBool),
     "random_reauth_delay": _Option(10, _checkNumber),
+    "single_connection": _Option(False, _checkBool),
     "master_finger": _Option("", _checkString),
     "grains": _Option({}, _checkMapping),
     "autosign_grains": _Option([], _checkStringList),

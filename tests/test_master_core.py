@@ -55,6 +55,8 @@ INTENDED_HANDLERS = {
     "minionReturn",
     "minionGrains",
     "minionEvent",
+    "sessionSubscribe",
+    "sessionUnsubscribe",
     "clientPublish",
     "clientRunner",
 }
@@ -380,7 +382,13 @@ class DispatchTests(MasterTestCase):
         self.assertEqual(CLEAR_FUNCS, {"_auth": "clearAuth", "_client_auth": "clearClientAuth"})
         self.assertEqual(
             MINION_FUNCS,
-            {"_return": "minionReturn", "_grains": "minionGrains", "_minion_event": "minionEvent"},
+            {
+                "_return": "minionReturn",
+                "_grains": "minionGrains",
+                "_minion_event": "minionEvent",
+                "_subscribe": "sessionSubscribe",
+                "_unsubscribe": "sessionUnsubscribe",
+            },
         )
         self.assertEqual(
             TRANSIENT_FUNCS, {"_return": "minionReturn", "_minion_event": "minionEvent"}
@@ -1366,6 +1374,136 @@ class PubSubscriptionTests(MasterTestCase):
         self.assertEqual(answer, "subscribed")
         self.assertTrue(first.lost.called)
         self.assertIs(self.master.subscribers["m1"], server)
+
+
+class SessionSubscriptionTests(MasterTestCase):
+    """
+    Tests for subscriptions on a minion's req session (C{_subscribe}, the
+    minion's C{single_connection}, L{Master.sessionSubscribe}).
+    """
+
+    def sessionSubscribe(
+        self, minionId: str = "m1"
+    ) -> tuple[ReqClientProtocol, ReqServerProtocol, bytes, list[dict[str, Any]]]:
+        """
+        Authenticate C{minionId} and subscribe on its session.
+
+        @return: the client, the master's protocol, the session key and
+            the list the client's publications are appended to.
+        """
+        client, server, sessionKey = self.authMinion(minionId)
+        received: list[dict[str, Any]] = []
+        reply = self.successResultOf(self.request(client, {"cmd": "_subscribe", "acks": True}))
+        client.onPublication = received.append
+        token = crypt.deriveKey(sessionKey, wire.PUB_TOKEN_CONTEXT)
+        self.assertEqual(reply["ret"], "subscribed")
+        self.assertTrue(
+            crypt.hmacEqual(
+                reply["mac"],
+                crypt.hmacSha256(
+                    token, wire.pubSubscribedMessage(server.challenge, minionId, reply["now"])
+                ),
+            )
+        )
+        return client, server, sessionKey, received
+
+    def sendReturn(self, client: ReqClientProtocol) -> Deferred:
+        """
+        Send C{m1}'s return of a job L{JID} targeting it.
+        """
+        self.master.jobs.add(JID, {"jid": JID, "fun": "test.ping"}, ["m1"])
+        d = client.request(
+            {"cmd": "_return", "id": "m1", "jid": JID, "fun": "test.ping", "return": True}
+        )
+        self.net.flush()
+        return d
+
+    def test_publicationsOnTheSession(self) -> None:
+        """
+        The session becomes the minion's subscriber: publications come on
+        its connection, MACed with a key from the session's pub token and
+        the req connection's challenge, and C{salt/minion/<id>/start} is
+        fired.
+        """
+        _, server, sessionKey, received = self.sessionSubscribe()
+        self.assertIs(self.master.subscribers["m1"], server)
+        self.assertEqual(
+            [tag for tag, _ in self.eventsTagged("salt/minion/")], ["salt/minion/m1/start"]
+        )
+        self.successResultOf(self.master.publish({"jid": "1" * 20, "fun": "test.ping", "tgt": "*"}))
+        self.net.flush()
+        [frame] = received
+        assertPublicationMac(
+            self, frame, expectedPublicationMac(sessionKey, server.challenge, "m1")
+        )
+
+    def test_acknowledgementsInPublications(self) -> None:
+        """
+        The acknowledgement of a return sent on the session comes in the
+        next publication on that same connection.
+        """
+        client, server, sessionKey, received = self.sessionSubscribe()
+        returned = self.sendReturn(client)
+        self.assertNoResult(returned)
+        self.successResultOf(self.master.publish({"jid": "2" * 20, "fun": "test.ping", "tgt": "*"}))
+        self.net.flush()
+        self.assertEqual(received[-1]["ack"], [2])
+        client.acknowledged(received[-1]["ack"])
+        self.assertEqual(self.successResultOf(returned)["ret"], True)
+
+    def test_unsubscribe(self) -> None:
+        """
+        C{_unsubscribe} ends the subscription, and the replies held for the
+        next publication are sent at once; the session stays.
+        """
+        client, server, _, received = self.sessionSubscribe()
+        returned = self.sendReturn(client)
+        self.assertNoResult(returned)
+        unsubscribed = client.request({"cmd": "_unsubscribe"})
+        self.net.flush()
+        self.assertEqual(self.successResultOf(returned)["ret"], True)
+        self.assertEqual(self.successResultOf(unsubscribed)["ret"], True)
+        self.assertEqual(self.master.subscribers, {})
+        self.assertIs(self.master.sessions["m1"], server)
+
+    def test_onlyTheCurrentSession(self) -> None:
+        """
+        A session that is not the minion's current one (replaced by a
+        newer authentication) cannot subscribe; a transient session or a
+        client session cannot call C{_subscribe} at all.
+        """
+        self.assertRaises(
+            ValueError, self.master.sessionSubscribe, ReqServerProtocol(self.master), {}
+        )
+        client, _ = self.authClient()
+        self.assertIn("_subscribe", self.requestError(client, {"cmd": "_subscribe"}))
+        self.assertEqual(self.master.subscribers, {})
+
+    def test_sessionEndEndsSubscription(self) -> None:
+        """
+        When the session's connection closes, its subscription ends with it.
+        """
+        client, _, _, _ = self.sessionSubscribe()
+        client.transport.loseConnection()
+        self.net.flush()
+        self.assertEqual(self.master.subscribers, {})
+        self.assertEqual(self.master.sessions, {})
+
+    def test_pubSubscriptionReplacesButKeepsSession(self) -> None:
+        """
+        A pub-connection subscription made with the same session replaces
+        the session subscription without closing the session; a session
+        subscription closes a pub connection it replaces.
+        """
+        client, server, sessionKey, _ = self.sessionSubscribe()
+        pub, pubServer, _, answer = self.subscribe("m1", sessionKey)
+        self.assertEqual(answer, "subscribed")
+        self.assertIs(self.master.subscribers["m1"], pubServer)
+        self.assertFalse(client.lost.called)
+        self.successResultOf(self.request(client, {"cmd": "_subscribe"}))
+        self.assertIs(self.master.subscribers["m1"], server)
+        self.assertTrue(pub.lost.called)
+        self.assertFalse(client.lost.called)
 
 
 class JobRegistryTests(SynchronousTestCase):

@@ -43,7 +43,13 @@ class MinionTestCase(SynchronousTestCase):
     """
     A master on a L{MasterMinionNetwork}, helpers to add minions to it, and
     the log events of the test.
+
+    @cvar minionOptions: options every minion of the test gets (the
+        C{SingleConnection...} subclasses run a class's tests with
+        C{single_connection}).
     """
+
+    minionOptions: dict[str, Any] = {}
 
     def setUp(self) -> None:
         """
@@ -75,6 +81,7 @@ class MinionTestCase(SynchronousTestCase):
             "recon_randomize": False,
             "random_reauth_delay": 0,
         }
+        options.update(self.minionOptions)
         options.update(overrides)
         config = loadMinionConfig(root, overrides=options)
         os.makedirs(config["pki_dir"], mode=0o700)
@@ -98,6 +105,14 @@ class MinionTestCase(SynchronousTestCase):
         self.successResultOf(ready)
         self.assertEqual(minion.state, "ready")
         return minion
+
+    def connectionPorts(self) -> list[int]:
+        """
+        @return: the ports a minion of this test connects to, in order.
+        """
+        if self.minionOptions.get("single_connection"):
+            return [REQ_PORT]
+        return [REQ_PORT, PUB_PORT]
 
     def pinnedPath(self, minion: Minion) -> str:
         """
@@ -669,7 +684,7 @@ class ReconnectTests(MinionTestCase):
         self.assertEqual(len(self.net.attempts), attempts)
         self.net.advance(0.1)
         self.assertIsNone(self.successResultOf(ready))
-        self.assertEqual(self.net.attempts[attempts:], [REQ_PORT, PUB_PORT])
+        self.assertEqual(self.net.attempts[attempts:], self.connectionPorts())
         self.assertIn("m1", self.master.sessions)
         self.assertIn("m1", self.master.subscribers)
         self.assertTrue(self.logged("lost the connection to the master"))
@@ -951,11 +966,12 @@ class ReconnectTests(MinionTestCase):
         minion = self.readyMinion()
         frames: list[dict[str, Any]] = []
         reqFrames: list[dict[str, Any]] = []
-        assert minion.pub is not None and minion.req is not None
-        onPublication = minion.pub.onPublication
-        minion.pub.onPublication = lambda frame: (frames.append(frame), onPublication(frame))  # type: ignore[assignment, misc]
-        frameReceived = minion.req.frameReceived
-        minion.req.frameReceived = lambda frame: (reqFrames.append(frame), frameReceived(frame))  # type: ignore[method-assign, func-returns-value]
+        assert minion.req is not None
+        subscription: Any = minion.pub or minion.req
+        onPublication = subscription.onPublication
+        subscription.onPublication = lambda frame: (frames.append(frame), onPublication(frame))
+        sessionFrame = minion.req._sessionFrame
+        minion.req._sessionFrame = lambda frame: (reqFrames.append(frame), sessionFrame(frame))  # type: ignore[method-assign, func-returns-value]
         self.publish("test.ping", [])
         [rid] = minion.req._waiting
         second = self.publish("test.ping", [])
@@ -1021,6 +1037,75 @@ class ReconnectTests(MinionTestCase):
         self.assertEqual(self.returns(), [])
         self.assertEqual(self.returnsOnDisk(minion), [])
         self.assertEqual(len(minion.pendingReturns), 0)
+
+    def test_stopWhileConnecting(self) -> None:
+        """
+        A minion stopped while its req connection is being made closes that
+        connection when it arrives, and its greeting's failure is handled
+        (no "Unhandled error in Deferred").
+        """
+        minion = self.makeMinion()
+        pending: Deferred[Any] = Deferred()
+        made: list[Any] = []
+
+        def slowConnect(host: str, port: int, factory: Any) -> Deferred[Any]:
+            made.append(factory)
+            return pending
+
+        minion.connectTCP = slowConnect  # type: ignore[assignment]
+        minion.start()
+        minion.stop()
+        proto = made[0].buildProtocol(None)
+        from twisted.internet.testing import StringTransport
+
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        pending.callback(proto)
+        self.assertTrue(transport.disconnecting)
+        proto.connectionLost(None)
+        self.assertIsNone(minion.req)
+        self.assertEqual(minion.state, "stopped")
+
+    def test_randomReauthDelay(self) -> None:
+        """
+        After losing an established connection the minion waits its back-off
+        plus a random 0..random_reauth_delay seconds, so a master restart
+        does not bring every minion back in the same second.
+        """
+        minion = self.readyMinion(random_reauth_delay=30)
+        delays: list[float] = []
+        real = self.net.reactor.callLater
+
+        def recordingCallLater(delay: float, f: Any, *a: Any, **kw: Any) -> Any:
+            delays.append(delay)
+            return real(delay, f, *a, **kw)
+
+        self.patch(self.net.reactor, "callLater", recordingCallLater)
+        self.net.closeAll()
+        self.net.flush()
+        self.assertEqual(len(delays), 1)
+        self.assertTrue(1.0 <= delays[0] <= 31.0, delays)
+        self.assertEqual(minion.state, "waiting")
+
+    def test_stopCancelsRetry(self) -> None:
+        """
+        A stopped minion does not retry.
+        """
+        minion = self.readyMinion()
+        self.net.closeAll()
+        minion.stop()
+        attempts = len(self.net.attempts)
+        self.net.advance(60)
+        self.assertEqual(len(self.net.attempts), attempts)
+        self.assertEqual(minion.state, "stopped")
+
+
+class PubConnectionTests(MinionTestCase):
+    """
+    The pub connection of a minion without C{single_connection}, made after
+    its req connection authenticated, against a req connection lost
+    meanwhile.
+    """
 
     def holdFirstPubConnection(self, minion: Minion) -> list[tuple[Deferred, str, int, Any]]:
         """
@@ -1098,67 +1183,6 @@ class ReconnectTests(MinionTestCase):
         self.net.flush()
         self.assertEqual(self.net.pumps, [])
         self.assertEqual(self.master.subscribers, {})
-
-    def test_stopWhileConnecting(self) -> None:
-        """
-        A minion stopped while its req connection is being made closes that
-        connection when it arrives, and its greeting's failure is handled
-        (no "Unhandled error in Deferred").
-        """
-        minion = self.makeMinion()
-        pending: Deferred[Any] = Deferred()
-        made: list[Any] = []
-
-        def slowConnect(host: str, port: int, factory: Any) -> Deferred[Any]:
-            made.append(factory)
-            return pending
-
-        minion.connectTCP = slowConnect  # type: ignore[assignment]
-        minion.start()
-        minion.stop()
-        proto = made[0].buildProtocol(None)
-        from twisted.internet.testing import StringTransport
-
-        transport = StringTransport()
-        proto.makeConnection(transport)
-        pending.callback(proto)
-        self.assertTrue(transport.disconnecting)
-        proto.connectionLost(None)
-        self.assertIsNone(minion.req)
-        self.assertEqual(minion.state, "stopped")
-
-    def test_randomReauthDelay(self) -> None:
-        """
-        After losing an established connection the minion waits its back-off
-        plus a random 0..random_reauth_delay seconds, so a master restart
-        does not bring every minion back in the same second.
-        """
-        minion = self.readyMinion(random_reauth_delay=30)
-        delays: list[float] = []
-        real = self.net.reactor.callLater
-
-        def recordingCallLater(delay: float, f: Any, *a: Any, **kw: Any) -> Any:
-            delays.append(delay)
-            return real(delay, f, *a, **kw)
-
-        self.patch(self.net.reactor, "callLater", recordingCallLater)
-        self.net.closeAll()
-        self.net.flush()
-        self.assertEqual(len(delays), 1)
-        self.assertTrue(1.0 <= delays[0] <= 31.0, delays)
-        self.assertEqual(minion.state, "waiting")
-
-    def test_stopCancelsRetry(self) -> None:
-        """
-        A stopped minion does not retry.
-        """
-        minion = self.readyMinion()
-        self.net.closeAll()
-        minion.stop()
-        attempts = len(self.net.attempts)
-        self.net.advance(60)
-        self.assertEqual(len(self.net.attempts), attempts)
-        self.assertEqual(minion.state, "stopped")
 
 
 class RotationTests(MinionTestCase):
@@ -1411,3 +1435,69 @@ class TargetingTests(MinionTestCase):
             {"tgt": "web* and ( m1", "tgt_type": "compound", "fun": "test.ping"},
         )
         self.assertIn("position", str(error))
+
+
+class SingleConnectionJobTests(JobTests):
+    """
+    L{JobTests} with minions that receive their publications on the req
+    connection (C{single_connection}).
+    """
+
+    minionOptions = {"single_connection": True}
+
+
+class SingleConnectionVettingTests(PublicationVettingTests):
+    """
+    L{PublicationVettingTests} with C{single_connection}.
+    """
+
+    minionOptions = {"single_connection": True}
+
+
+class SingleConnectionReconnectTests(ReconnectTests):
+    """
+    L{ReconnectTests} with C{single_connection}.
+    """
+
+    minionOptions = {"single_connection": True}
+
+
+class SingleConnectionRotationTests(RotationTests):
+    """
+    L{RotationTests} with C{single_connection}.
+    """
+
+    minionOptions = {"single_connection": True}
+
+
+class SingleConnectionTests(MinionTestCase):
+    """
+    A minion with C{single_connection} holds one connection to its master.
+    """
+
+    minionOptions = {"single_connection": True}
+
+    def test_oneConnection(self) -> None:
+        """
+        The minion connects to C{master_port} only; the master's subscriber
+        for it is its req session, which gets its jobs and acknowledges its
+        returns in the next publication.
+        """
+        minion = self.readyMinion()
+        self.assertEqual(self.net.attempts, [REQ_PORT])
+        self.assertEqual(len(self.net.pumps), 1)
+        self.assertIsNone(minion.pub)
+        self.assertIs(self.master.subscribers["m1"], self.master.sessions["m1"])
+        self.publish("test.ping")
+        self.assertEqual(len(minion._unacknowledged), 1)
+        self.publish("test.ping")
+        self.assertEqual(len(self.returns()), 2)
+        self.assertEqual(len(minion._unacknowledged), 1)
+
+    def test_defaultTwoConnections(self) -> None:
+        """
+        Without the option (Salt's way), the minion connects to both ports.
+        """
+        self.readyMinion(single_connection=False)
+        self.assertEqual(self.net.attempts, [REQ_PORT, PUB_PORT])
+        self.assertEqual(len(self.net.pumps), 2)

@@ -111,6 +111,29 @@ class ReqClientTests(SynchronousTestCase):
         self.proto.dataReceived(frame(server.seal({"cmd": "rotate"})))
         self.assertEqual(pushed, [{"cmd": "rotate"}])
 
+    def test_publicationsOnceSubscribed(self) -> None:
+        """
+        Once the minion subscribed on its session (C{onPublication} set),
+        the master's clear publication and rotation frames go to
+        C{onPublication}, between sealed replies; before that, such a frame
+        is a protocol violation that closes the connection.
+        """
+        self.assertEqual(self.proto.challenge, b"c" * 32)
+        server = self.startSession()
+        received: list[dict[str, Any]] = []
+        self.proto.onPublication = received.append
+        d = self.proto.request({"cmd": "_return"})
+        [sent] = [server.open(f) for f in frames(self.transport.value())]
+        publication = {"pub": b"blob", "kid": 1, "mac": b"m" * 32}
+        self.proto.dataReceived(frame(publication) + frame({"rotate": b"r", "kid": 2}))
+        self.proto.dataReceived(frame(server.seal({"rid": sent["rid"], "ret": True})))
+        self.assertEqual(received, [publication, {"rotate": b"r", "kid": 2}])
+        self.assertEqual(self.successResultOf(d)["ret"], True)
+        self.assertFalse(self.transport.disconnecting)
+        self.proto.onPublication = None
+        self.proto.dataReceived(frame(publication))
+        self.assertTrue(self.transport.disconnecting)
+
     def test_unknownRidCloses(self) -> None:
         """
         A reply to a request that was never made closes the connection.

@@ -156,7 +156,10 @@ class Master:
     @ivar sessions: authenticated minion req sessions by minion id.
     @ivar transients: the transient sessions (C{salttwist-call}) of each
         minion id, oldest first; they never replace or close C{sessions}.
-    @ivar subscribers: pub-channel subscribers by minion id.
+    @ivar subscribers: the connection each subscribed minion receives its
+        publications on, by minion id: its pub connection, or its req
+        session's own for a minion with C{single_connection}
+        (L{sessionSubscribe}).
     """
 
     log = Logger()
@@ -186,7 +189,7 @@ class Master:
         self.publishPort: int = config["publish_port"]
         self.sessions: dict[str, ReqServerProtocol] = {}
         self.transients: dict[str, dict[ReqServerProtocol, None]] = {}
-        self.subscribers: dict[str, PubServerProtocol] = {}
+        self.subscribers: dict[str, PubServerProtocol | ReqServerProtocol] = {}
         self.grainsCache = grainsCache or GrainsCache(None, runBlocking)
         self.jobCache = jobCache
         self._authInFlight = 0
@@ -670,21 +673,63 @@ class Master:
             crypt.deriveKey(token, wire.publicationMacContext(proto.challenge, validId))
         )
         proto.session = session
-        old = self.subscribers.get(validId)
-        self.subscribers[validId] = proto
-        if old is not None and old is not proto:
-            old.transport.loseConnection()
-        self.bus.fire(
-            f"salt/minion/{validId}/start",
-            {
-                "id": validId,
-                "cmd": "_minion_event",
-                "data": f"Minion {validId} started at {time.ctime()}",
-            },
-        )
+        self._addSubscriber(validId, proto)
         return validId
 
-    def subscribedFrame(self, proto: PubServerProtocol) -> dict[str, Any]:
+    def sessionSubscribe(self, proto: ReqServerProtocol, load: dict[str, Any]) -> dict[str, Any]:
+        """
+        C{_subscribe}: a minion with C{single_connection} asks for its
+        publications on this req session's connection instead of a pub
+        connection. The session itself is the proof; the publications'
+        MAC key derives from the session's pub token and this connection's
+        challenge, as on a pub connection. With C{"acks": True}, the
+        acknowledgements of its returns come with its publications.
+
+        @return: the confirmation of L{subscribedFrame}.
+        @raise ValueError: if this is not the minion's current session.
+        """
+        minionId = proto.minionId
+        key = proto.sessionKey
+        if minionId is None or key is None or self.sessions.get(minionId) is not proto:
+            raise ValueError("only a minion's current session can subscribe")
+        token = crypt.deriveKey(key, wire.PUB_TOKEN_CONTEXT)
+        proto.publicationMac = crypt.HmacSha256(
+            crypt.deriveKey(token, wire.publicationMacContext(proto.challenge, minionId))
+        )
+        proto.carriesAcknowledgements = load.get("acks") is True
+        self._addSubscriber(minionId, proto)
+        return self.subscribedFrame(proto)
+
+    def sessionUnsubscribe(self, proto: ReqServerProtocol, load: dict[str, Any]) -> dict[str, Any]:
+        """
+        C{_unsubscribe}: a stopping minion with C{single_connection} takes
+        no more jobs (as closing its pub connection says otherwise); the
+        replies held for its next publication are sent now.
+        """
+        if self.subscribers.get(proto.minionId) is proto:  # type: ignore[arg-type]
+            self.unsubscribe(proto)
+        return {"ret": True}
+
+    def _addSubscriber(self, minionId: str, proto: PubServerProtocol | ReqServerProtocol) -> None:
+        """
+        Make C{proto} the connection C{minionId}'s publications go to,
+        closing a pub connection it replaces, and fire Salt's
+        C{salt/minion/<id>/start}.
+        """
+        old = self.subscribers.get(minionId)
+        self.subscribers[minionId] = proto
+        if old is not None and old is not proto and old is not self.sessions.get(minionId):
+            old.transport.loseConnection()
+        self.bus.fire(
+            f"salt/minion/{minionId}/start",
+            {
+                "id": minionId,
+                "cmd": "_minion_event",
+                "data": f"Minion {minionId} started at {time.ctime()}",
+            },
+        )
+
+    def subscribedFrame(self, proto: PubServerProtocol | ReqServerProtocol) -> dict[str, Any]:
         """
         The confirmation of a subscription: the master's clock now, MACed
         with the minion's pub token, so the minion refuses any publication
@@ -699,10 +744,11 @@ class Master:
         )
         return {"ret": "subscribed", "now": now, "mac": mac}
 
-    def unsubscribe(self, proto: PubServerProtocol) -> None:
+    def unsubscribe(self, proto: PubServerProtocol | ReqServerProtocol) -> None:
         """
-        A pub connection closed. The replies its session holds back for a
-        next publication are sent now: none will come on this connection (a
+        A pub connection closed (or a minion with C{single_connection}
+        unsubscribed). The replies its session holds back for a next
+        publication are sent now: none will come on this connection (a
         stopping minion leaves the pub channel while it waits for the
         acknowledgements of its last returns).
         """

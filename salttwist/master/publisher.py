@@ -21,6 +21,11 @@ C{{"pub": blob, "kid": n, "ack": [rid, ...], "mac": m}} with the MAC over
 those request ids too (L{salttwist.wire.publicationAcksMessage}): it reads
 them in the wake-up the publication causes, and the master seals and writes
 nothing more for them.
+
+A minion with C{single_connection} does not connect here: it subscribes
+inside its req session (L{salttwist.master.core.Master.sessionSubscribe}),
+and the same frames, MACed with the req connection's challenge, are written
+on that connection.
 """
 
 from __future__ import annotations

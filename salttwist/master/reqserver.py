@@ -19,6 +19,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 
 from salttwist import wire
+from salttwist.symmetric import HmacSha256
 from salttwist.transport.framing import FrameProtocol, QuietFactory, writeNow
 from salttwist.transport.reqclient import PROTOCOL_VERSION
 from salttwist.transport.session import SessionCipher, SessionError, sessionBlob
@@ -35,6 +36,8 @@ MINION_FUNCS = {
     "_return": "minionReturn",
     "_grains": "minionGrains",
     "_minion_event": "minionEvent",
+    "_subscribe": "sessionSubscribe",
+    "_unsubscribe": "sessionUnsubscribe",
 }
 #: Commands a minion's transient session (C{salttwist-call}) may send: a
 #: return with jid C{req}, and events.
@@ -69,6 +72,11 @@ class ReqServerProtocol(FrameProtocol):
     minionId: str | None = None
     clientUser: str | None = None
     clientAcl: bool = False
+    #: Set when the minion subscribed on this connection (C{_subscribe},
+    #: a minion with C{single_connection}): the master then writes its
+    #: publications here, as on a L{PubServerProtocol}.
+    publicationMac: HmacSha256 | None = None
+    carriesAcknowledgements = False
 
     def __init__(self, master: Master) -> None:
         self._master = master
@@ -280,6 +288,14 @@ class ReqServerProtocol(FrameProtocol):
             return []
         self._held = []
         return rids
+
+    @property
+    def session(self) -> ReqServerProtocol:
+        """
+        The session a subscription on this connection proves: its own (as
+        L{PubServerProtocol.session} is the req session it proved).
+        """
+        return self
 
     @property
     def sessionKey(self) -> bytes | None:

@@ -178,6 +178,9 @@ class Minion:
         #: Logger.info still builds and routes its event, a measurable
         #: share of a job's CPU.
         self.logJobs = infoLogged(config)
+        #: Publications come on the req connection (the C{single_connection}
+        #: option), not on a pub connection of their own.
+        self.singleConnection = bool(config.get("single_connection", False))
         #: The returns of this run the master has not acknowledged yet.
         self._unacknowledged: dict[StoredReturn, dict[str, Any]] = {}
         #: The delayed call that writes the unacknowledged returns that are
@@ -289,11 +292,16 @@ class Minion:
         Close the pub connection of a minion that stops (it takes no job
         any more) and keep the req connection: the master sends the
         acknowledgements it held back for this subscription's next
-        publication as soon as it sees the subscription end.
+        publication as soon as it sees the subscription end. With
+        C{single_connection}, the minion says so on its session
+        (C{_unsubscribe}) instead; a publication already on its way still
+        brings acknowledgements, and runs nothing (L{_stopping}).
         """
         pub, self.pub = self.pub, None
         if pub is not None and pub.transport is not None:
             pub.transport.loseConnection()
+        elif self.singleConnection and self.state == "ready" and self.req is not None:
+            self.req.request({"cmd": "_unsubscribe"}).addErrback(lambda _: None)
 
     def _acknowledgementsSettled(self) -> None:
         """
@@ -421,25 +429,38 @@ class Minion:
         self._kid = accepted.kid
         self._pubKeys = {self._kid: crypt.AesCipher(accepted.publicationKey)}
         self._rotateCipher = crypt.AesCipher(crypt.deriveKey(sessionKey, wire.ROTATE_CONTEXT))
-        pub = await self.connectTCP(
-            self.masterHost, publishPort, quietFactory(lambda: PubClientProtocol(maxFrame))
-        )
-        if generation != self._generation:
-            # The req connection was lost while this one was being made; a
-            # newer attempt may already own self.pub. Nobody will wait for
-            # this connection's greeting, so its failure is expected.
-            pub.hello.addErrback(lambda _: None)
-            pub.transport.loseConnection()
-            return
-        self.pub = pub
-        pub.lost.addCallback(self._connectionLost, generation, pub)
-        pubChallenge = await self._answer(pub.hello)
         token = crypt.deriveKey(sessionKey, wire.PUB_TOKEN_CONTEXT)
-        mac = crypt.hmacSha256(token, wire.pubSubscribeMessage(pubChallenge, self.id))
-        answer = await self._answer(pub.subscribe(self.id, mac))
-        if answer != "subscribed":
-            raise AttemptFailed(f"the master refused the pub subscription ({answer!r})")
-        masterTime = pub.confirmation.get("now")
+        if self.singleConnection:
+            # Publications on this connection (see the option in etc/minion).
+            assert req.challenge is not None
+            subscription: Any = req
+            pubChallenge = req.challenge
+            try:
+                confirmation = await self._answer(req.request({"cmd": "_subscribe", "acks": True}))
+            except RequestError as e:
+                raise AttemptFailed(f"the master refused the subscription ({e})") from e
+        else:
+            pub = await self.connectTCP(
+                self.masterHost, publishPort, quietFactory(lambda: PubClientProtocol(maxFrame))
+            )
+            if generation != self._generation:
+                # The req connection was lost while this one was being made; a
+                # newer attempt may already own self.pub. Nobody will wait for
+                # this connection's greeting, so its failure is expected.
+                pub.hello.addErrback(lambda _: None)
+                pub.transport.loseConnection()
+                return
+            self.pub = subscription = pub
+            pub.lost.addCallback(self._connectionLost, generation, pub)
+            pubChallenge = await self._answer(pub.hello)
+            mac = crypt.hmacSha256(token, wire.pubSubscribeMessage(pubChallenge, self.id))
+            confirmation = {"ret": await self._answer(pub.subscribe(self.id, mac))}
+            confirmation.update(pub.confirmation)
+        if confirmation.get("ret") != "subscribed":
+            raise AttemptFailed(
+                f"the master refused the pub subscription ({confirmation.get('ret')!r})"
+            )
+        masterTime = confirmation.get("now")
         expected = (
             crypt.hmacSha256(
                 token,
@@ -448,7 +469,7 @@ class Minion:
             if isinstance(masterTime, float)
             else b""
         )
-        if not crypt.hmacEqual(expected, pub.confirmation.get("mac")):  # type: ignore[arg-type]
+        if not crypt.hmacEqual(expected, confirmation.get("mac")):  # type: ignore[arg-type]
             raise AttemptFailed("the master's subscription confirmation did not verify")
         # Nothing published before this subscription was meant for this
         # connection: a recorded publication replayed after a restart is
@@ -459,7 +480,7 @@ class Minion:
         self._publicationMac = crypt.HmacSha256(
             crypt.deriveKey(token, wire.publicationMacContext(pubChallenge, self.id))
         )
-        pub.onPublication = self._publicationReceived
+        subscription.onPublication = self._publicationReceived
         self.state = "ready"
         self._failures = 0
         self.log.info("minion {id} authenticated and subscribed to its master", id=self.id)

@@ -8,6 +8,12 @@ reads one clear-text reply; after that, if the reply opened a session, every
 frame is sealed by a L{SessionCipher}. Session requests carry a C{rid}; the
 reply to each carries the same C{rid}, and frames without one are pushes from
 the master.
+
+A minion that subscribed on its session (C{_subscribe}, its
+C{single_connection} option) also receives its publications here: the
+master's clear C{{"pub": ...}} and C{{"rotate": ...}} frames, each with its
+own MAC or sealing, which go to L{ReqClientProtocol.onPublication} as they
+would come on a pub connection.
 """
 
 from __future__ import annotations
@@ -33,15 +39,22 @@ class ReqClientProtocol(FrameProtocol):
     One req-channel connection to the master.
 
     @ivar hello: fires with the master's challenge.
+    @ivar challenge: that challenge, once it came.
     @ivar lost: fires when the connection ends.
     @ivar onPush: called with each unsolicited session payload.
+    @ivar onPublication: called with each publication frame, once the
+        minion subscribed on this connection; until then such a frame is a
+        protocol violation.
     """
+
+    challenge: bytes | None = None
 
     def __init__(self, maxFrame: int = 104857600) -> None:
         self._maxFrame = maxFrame
         self.hello: Deferred[bytes] = Deferred()
         self.lost: Deferred[None] = Deferred()
         self.onPush: Callable[[dict[str, Any]], None] | None = None
+        self.onPublication: Callable[[dict[str, Any]], None] | None = None
         self._clearWaiter: Deferred[dict[str, Any]] | None = None
         self._session: SessionCipher | None = None
         self._nextRid = 1
@@ -49,12 +62,17 @@ class ReqClientProtocol(FrameProtocol):
 
     def frameReceived(self, message: dict[str, Any]) -> None:
         if self._session is not None:
-            self._sessionFrame(message)
+            onPublication = self.onPublication
+            if onPublication is not None and "enc" not in message:
+                onPublication(message)
+            else:
+                self._sessionFrame(message)
         elif not self.hello.called:
             challenge = message.get("challenge")
             if message.get("cmd") != "hello" or not isinstance(challenge, bytes):
                 self.protocolViolation("the master did not greet with a challenge")
                 return
+            self.challenge = challenge
             self.hello.callback(challenge)
         elif self._clearWaiter is not None:
             waiter, self._clearWaiter = self._clearWaiter, None
