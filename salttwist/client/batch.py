@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred, ensureDeferred
-from twisted.python.failure import Failure
-
 if TYPE_CHECKING:
     # Imported when a batch runs: the command line reads batch sizes with
-    # this module before it needs the client.
+    # this module before it needs the client (or Twisted: the plain
+    # command runs without it, see salttwist.client.direct).
+    from twisted.internet.defer import Deferred
+    from twisted.python.failure import Failure
+
     from salttwist.client.local import JobResult
 
 #: A batch size: C{(number, isPercentage)}.
@@ -156,6 +157,8 @@ class _SlidingWindow:
     ) -> None:
         from collections import deque
 
+        from twisted.internet.defer import Deferred
+
         self.reactor = reactor
         self.queue = deque(minions)
         self.size = size
@@ -211,6 +214,8 @@ class _SlidingWindow:
         self.running.update(chunk)
         if self.onBatch is not None:
             self.onBatch(chunk)
+        from twisted.internet.defer import ensureDeferred
+
         job = ensureDeferred(self.runJob(chunk, self.returned))
         if not job.called:
             self.jobs.add(job)
@@ -245,6 +250,8 @@ class _SlidingWindow:
         self.checkDone()
 
     def jobEnded(self, result: Any, job: Deferred[Any], chunk: list[str]) -> None:
+        from twisted.python.failure import Failure
+
         self.jobs.discard(job)
         if isinstance(result, Failure):
             if self.failure is None:
