@@ -614,6 +614,7 @@ def _runShard(options: argparse.Namespace) -> int:
         idPrefix=options.id_prefix,
         keysize=options.keysize,
         returnBytes=options.return_bytes,
+        configOverrides={"single_connection": True} if options.single_connection else None,
     )
     status = LoopingCall(lambda: _writeStatus(statusPath, swarm.status()))
     gc.collect()
@@ -672,6 +673,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--return-bytes", type=int, default=64, help="Default size of swarm.payload (64)."
     )
+    parser.add_argument(
+        "--single-connection",
+        action="store_true",
+        help="Minions with single_connection: one connection each, to ret_port.",
+    )
     parser.add_argument("--shard", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--shards", type=int, default=1, help=argparse.SUPPRESS)
     return parser
@@ -728,6 +734,7 @@ def main(argv: list[str] | None = None) -> int:
         *(["--port", str(options.port)] if options.port else []),
         *(["--ports-file", options.ports_file] if options.ports_file else []),
         *(["--go-file", options.go_file] if options.go_file else []),
+        *(["--single-connection"] if options.single_connection else []),
     ]
     children = [
         subprocess.Popen(

@@ -29,6 +29,7 @@ from salttwist.swarm import (
     readKeyPair,
     readStatus,
 )
+from salttwist.swarm import _parser as swarmParser
 from tests.integration.harness import Cluster, seedKeyPair, waitFor
 
 
@@ -313,5 +314,46 @@ class SwarmTests(TestCase):
             self.assertEqual(swarm.status()["auths"], 3)
         finally:
             protocols = [p for m in swarm.minions for p in (m.req, m.pub) if p is not None]
+            swarm.stop()
+            await gatherResults([p.lost for p in protocols])
+
+    async def test_singleConnection(self) -> None:
+        """
+        With C{--single-connection} (C{single_connection} in every simulated
+        minion's config), each minion holds its req connection only and
+        still answers jobs.
+        """
+        from twisted.internet import reactor
+
+        self.assertTrue(
+            swarmParser().parse_args(["--port", "1", "--single-connection"]).single_connection
+        )
+        cluster = Cluster(self)
+        keysDir = os.path.join(cluster.baseDir, "keys")
+        ensureKeys(keysDir, 2, workers=1)
+        seedKeyPair(cluster.masterPkiDir, "master", "master")
+        await cluster.startMaster()
+        assert cluster.ports is not None
+        ids = [(i, minionIdFor("s-", i)) for i in range(2)]
+        acceptKeys(cluster.masterPkiDir, keysDir, ids, 2048)
+        swarm = Swarm(
+            reactor,
+            os.path.join(cluster.baseDir, "swarm"),
+            keysDir,
+            [0, 1],
+            "127.0.0.1",
+            cluster.ports["ret_port"],
+            idPrefix="s-",
+            configOverrides={"single_connection": True},
+        )
+        swarm.start()
+        try:
+            await waitFor(lambda: swarm.status()["ever_ready"] == 2, "two ready minions")
+            self.assertEqual([m.pub for m in swarm.minions], [None, None])
+            client = LocalClient(cluster.masterConfig(), reactor)
+            result = await client.run("*", "test.ping", [], timeout=10)
+            self.assertEqual(sorted(result.returns), [minionId for _, minionId in ids])
+        finally:
+            protocols = [m.req for m in swarm.minions if m.req is not None]
             swarm.stop()
             await gatherResults([p.lost for p in protocols])
