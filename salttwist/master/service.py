@@ -103,7 +103,7 @@ class MasterService(MultiService):
             )
         self.bus = LocalEventBus()
         runBlocking = runBlocking or threadRunner(reactor)
-        grainsCache = GrainsCache(os.path.join(config["cachedir"], "grains"), runBlocking)
+        grainsCache = GrainsCache(os.path.join(config["cachedir"], "grains.cache"), runBlocking)
         grainsCache.load()
         if jobCache is None:
             jobCachePath = os.path.join(config["cachedir"], JOB_CACHE_FILE)
