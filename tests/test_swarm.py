@@ -11,6 +11,7 @@ import json
 import os
 import resource
 import time
+from typing import Any
 
 from twisted.internet.defer import gatherResults
 from twisted.trial.unittest import SynchronousTestCase, TestCase
@@ -259,6 +260,37 @@ class SwarmTests(TestCase):
         self.assertEqual(ensureKeys(keysDir, 2, workers=1), 0)
         self.assertNotEqual(readKeyPair(keysDir, 0)[1], readKeyPair(keysDir, 1)[1])
 
+    async def masterAndSwarm(
+        self, prefix: str, count: int, **options: Any
+    ) -> tuple[Cluster, Swarm, list[tuple[int, str]]]:
+        """
+        Start a real master and build (not start) a swarm of C{count}
+        minions whose keys it accepted.
+
+        @return: the cluster, the swarm and the minions' indexes and ids.
+        """
+        from twisted.internet import reactor
+
+        cluster = Cluster(self)
+        keysDir = os.path.join(cluster.baseDir, "keys")
+        ensureKeys(keysDir, count, workers=1)
+        seedKeyPair(cluster.masterPkiDir, "master", "master")
+        await cluster.startMaster()
+        assert cluster.ports is not None
+        ids = [(i, minionIdFor(prefix, i)) for i in range(count)]
+        acceptKeys(cluster.masterPkiDir, keysDir, ids, 2048)
+        swarm = Swarm(
+            reactor,
+            os.path.join(cluster.baseDir, "swarm"),
+            keysDir,
+            list(range(count)),
+            "127.0.0.1",
+            cluster.ports["ret_port"],
+            idPrefix=prefix,
+            **options,
+        )
+        return cluster, swarm, ids
+
     async def test_swarmAgainstRealMaster(self) -> None:
         """
         Minions of a swarm authenticate to a real master with their own
@@ -268,24 +300,7 @@ class SwarmTests(TestCase):
         """
         from twisted.internet import reactor
 
-        cluster = Cluster(self)
-        keysDir = os.path.join(cluster.baseDir, "keys")
-        ensureKeys(keysDir, 3, workers=1)
-        seedKeyPair(cluster.masterPkiDir, "master", "master")
-        await cluster.startMaster()
-        assert cluster.ports is not None
-        ids = [(i, minionIdFor("t-", i)) for i in range(3)]
-        acceptKeys(cluster.masterPkiDir, keysDir, ids, 2048)
-        swarm = Swarm(
-            reactor,
-            os.path.join(cluster.baseDir, "swarm"),
-            keysDir,
-            [0, 1, 2],
-            "127.0.0.1",
-            cluster.ports["ret_port"],
-            idPrefix="t-",
-            returnBytes=10,
-        )
+        cluster, swarm, ids = await self.masterAndSwarm("t-", 3, returnBytes=10)
         started = time.time()
         swarm.start()
         try:
@@ -328,23 +343,8 @@ class SwarmTests(TestCase):
         self.assertTrue(
             swarmParser().parse_args(["--port", "1", "--single-connection"]).single_connection
         )
-        cluster = Cluster(self)
-        keysDir = os.path.join(cluster.baseDir, "keys")
-        ensureKeys(keysDir, 2, workers=1)
-        seedKeyPair(cluster.masterPkiDir, "master", "master")
-        await cluster.startMaster()
-        assert cluster.ports is not None
-        ids = [(i, minionIdFor("s-", i)) for i in range(2)]
-        acceptKeys(cluster.masterPkiDir, keysDir, ids, 2048)
-        swarm = Swarm(
-            reactor,
-            os.path.join(cluster.baseDir, "swarm"),
-            keysDir,
-            [0, 1],
-            "127.0.0.1",
-            cluster.ports["ret_port"],
-            idPrefix="s-",
-            configOverrides={"single_connection": True},
+        cluster, swarm, ids = await self.masterAndSwarm(
+            "s-", 2, configOverrides={"single_connection": True}
         )
         swarm.start()
         try:
