@@ -54,13 +54,6 @@ def batchSize(spec: BatchSpec, count: int) -> int:
     return number
 
 
-def failedReturns(result: JobResult) -> bool:
-    """
-    @return: whether a minion of C{result} returned a non-zero retcode.
-    """
-    return any((data.get("retcode") or 0) != 0 for data in result.returns.values())
-
-
 async def runBatches(
     client: Any,
     reactor: Any,
