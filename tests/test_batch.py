@@ -158,6 +158,29 @@ class SlidingWindowTests(SynchronousTestCase):
         self.assertEqual(len(self.successResultOf(d)[0].returns), 5)
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
+    def test_batchWaitPerPlace(self) -> None:
+        """
+        C{batchWait} holds each freed place on its own, as Salt's
+        C{--batch-wait} ("after each job is done before freeing the
+        slot"): the next minion starts that long after a return, while the
+        rest of its job still runs.
+        """
+        d = self.runBatches(2, batchWait=2.0)
+        self.client.jobs[0].returned("m1")
+        self.clock.advance(1.0)
+        self.assertEqual(len(self.client.jobs), 1)
+        self.clock.advance(1.0)
+        self.assertEqual(self.client.started(), [["m1", "m2"], ["m3"]])
+        while not d.called:
+            for job in self.client.jobs:
+                for minionId in job.minions:
+                    if minionId not in job.returns:
+                        job.returned(minionId)
+                if not job.ended.called:
+                    job.end()
+            self.clock.advance(2.0)
+        self.assertEqual(len(self.successResultOf(d)[0].returns), 5)
+
     def test_failhard(self) -> None:
         """
         With C{failhard}, no minion starts after a non-zero retcode; the
