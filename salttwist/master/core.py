@@ -669,11 +669,8 @@ class Master:
         if not crypt.hmacEqual(expected, mac):  # type: ignore[arg-type]
             self.log.warn("pub subscription for {id} refused: bad proof", id=validId)
             return None
-        proto.publicationMac = crypt.HmacSha256(
-            crypt.deriveKey(token, wire.publicationMacContext(proto.challenge, validId))
-        )
         proto.session = session
-        self._addSubscriber(validId, proto)
+        self._addSubscriber(validId, proto, token)
         return validId
 
     def sessionSubscribe(self, proto: ReqServerProtocol, load: dict[str, Any]) -> dict[str, Any]:
@@ -692,12 +689,8 @@ class Master:
         key = proto.sessionKey
         if minionId is None or key is None or self.sessions.get(minionId) is not proto:
             raise ValueError("only a minion's current session can subscribe")
-        token = crypt.deriveKey(key, wire.PUB_TOKEN_CONTEXT)
-        proto.publicationMac = crypt.HmacSha256(
-            crypt.deriveKey(token, wire.publicationMacContext(proto.challenge, minionId))
-        )
         proto.carriesAcknowledgements = load.get("acks") is True
-        self._addSubscriber(minionId, proto)
+        self._addSubscriber(minionId, proto, crypt.deriveKey(key, wire.PUB_TOKEN_CONTEXT))
         return self.subscribedFrame(proto)
 
     def sessionUnsubscribe(self, proto: ReqServerProtocol, load: dict[str, Any]) -> dict[str, Any]:
@@ -710,12 +703,18 @@ class Master:
             self.unsubscribe(proto)
         return {"ret": True}
 
-    def _addSubscriber(self, minionId: str, proto: PubServerProtocol | ReqServerProtocol) -> None:
+    def _addSubscriber(
+        self, minionId: str, proto: PubServerProtocol | ReqServerProtocol, token: bytes
+    ) -> None:
         """
-        Make C{proto} the connection C{minionId}'s publications go to,
-        closing a pub connection it replaces, and fire Salt's
+        Make C{proto} the connection C{minionId}'s publications go to, with
+        their MAC keyed from the session's pub C{token} and C{proto}'s
+        challenge; close a pub connection it replaces, and fire Salt's
         C{salt/minion/<id>/start}.
         """
+        proto.publicationMac = crypt.HmacSha256(
+            crypt.deriveKey(token, wire.publicationMacContext(proto.challenge, minionId))
+        )
         old = self.subscribers.get(minionId)
         self.subscribers[minionId] = proto
         if old is not None and old is not proto and old is not self.sessions.get(minionId):
