@@ -233,19 +233,15 @@ class FrameProtocol(Int32StringReceiver):
         """
         if len(string) >= 2**32:
             raise StringTooLongError(f"frame of {len(string)} bytes is over the 4-byte prefix")
-        write = writeNow if self.directWrites else _bufferedWrite
-        if len(string) <= _JOIN_LIMIT:
-            write(self.transport, _HEADER.pack(len(string)) + string)
-        else:
-            # A big frame is not copied to prepend its header.
-            write(self.transport, _HEADER.pack(len(string)))
-            write(self.transport, string)
+        self.sendSealed(_HEADER.pack(len(string)), string)
 
     def sendSealed(self, head: bytes, blob: bytes) -> None:
         """
-        Send one frame already encoded in two parts (see
+        Send one frame already encoded in two parts, its header C{head} and
+        the rest C{blob} (as L{sendString} does, and see
         L{salttwist.transport.session.SessionCipher.sealFrameParts}): joined
-        when small, as L{sendString} does, else one after the other.
+        when small, else one after the other, so that a big frame is not
+        copied to join them.
         """
         write = writeNow if self.directWrites else _bufferedWrite
         if len(blob) <= _JOIN_LIMIT:
