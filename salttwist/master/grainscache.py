@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
@@ -147,15 +147,15 @@ class GrainsCache:
         live = sum(self._liveBytes.values())
         return self._fileBytes > max(COMPACT_MIN_BYTES, COMPACT_RATIO * live)
 
-    def _liveRecords(self) -> list[bytes]:
+    def _liveRecords(self, leaveOut: Container[str] = ()) -> list[bytes]:
         """
         @return: the records that count: the current grains of each
-            minion whose grains are on disk.
+            minion whose grains are on disk (but those of C{leaveOut}).
         """
         return [
             packRecord(minionId, serial.dumps(self.grains[minionId]))
             for minionId in self._onDisk
-            if minionId in self.grains
+            if minionId in self.grains and minionId not in leaveOut
         ]
 
     def update(self, minionId: str, grains: dict[str, Any]) -> Deferred[None]:
@@ -198,11 +198,11 @@ class GrainsCache:
 
     def _enqueue(self, minionId: str, data: bytes | None) -> Deferred[None]:
         """
-        Write C{data} as C{minionId}'s row (remove it if L{None}) with the
-        next batch, replacing what that batch would have done to it.
+        Write C{data} as C{minionId}'s record (a removal if L{None}) with
+        the next batch, replacing what that batch would have done to it.
 
-        @return: a L{Deferred} that fires once the batch is done, or fails
-            with the error of this file.
+        @return: a L{Deferred} that fires once the batch is written, or
+            fails with its error.
         """
         self._queued[minionId] = data
         waiter: Deferred[None] = Deferred()
@@ -232,11 +232,7 @@ class GrainsCache:
         self._fileBytes += sum(map(len, records))
         if self._compactDue():
             # Every minion's current grains: those on disk, and this batch's.
-            records = [
-                packRecord(minionId, serial.dumps(self.grains[minionId]))
-                for minionId in self._onDisk
-                if minionId in self.grains and minionId not in batch
-            ]
+            records = self._liveRecords(leaveOut=batch)
             records += [packRecord(m, data) for m, data in batch.items() if data is not None]
             self._fileBytes = sum(map(len, records))
             d = self._runBlocking(rewriteRecords, self._path, records)
