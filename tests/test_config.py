@@ -476,6 +476,9 @@ class BadValueTests(_ConfigDirMixin, SynchronousTestCase):
         C{1} is not accepted where a boolean is needed.
         """
         self.assertBadValue("master", "auto_accept: 1\n", "auto_accept", "a boolean")
+        self.assertBadValue(
+            "minion", "single_connection: maybe\n", "single_connection", "a boolean"
+        )
 
     def test_intIsNotString(self) -> None:
         """

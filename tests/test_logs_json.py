@@ -11,6 +11,7 @@ import io
 import json
 import os
 import signal
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -348,6 +349,18 @@ class DaemonLogEnvironmentTests(SynchronousTestCase):
         self.assertEqual(self.chosen("-l", "error")[FILE_LEVEL_ENV], "debug")
         env = self.chosen("--log-file-level", "critical")
         self.assertEqual((env[LEVEL_ENV], env[FILE_LEVEL_ENV]), ("info", "critical"))
+
+    def test_badFileLevel(self) -> None:
+        """
+        A C{--log-file-level} that is not one of Salt's levels is a usage
+        error naming the valid ones.
+        """
+        stderr = io.StringIO()
+        self.patch(sys, "stderr", stderr)
+        parser = daemons._parser("salttwist-master")
+        self.assertRaises(SystemExit, parser.parse_args, ["--log-file-level", "loud"])
+        self.assertIn("--log-file-level: invalid choice: 'loud'", stderr.getvalue())
+        self.assertIn("warning", stderr.getvalue())
 
     def test_daemon(self) -> None:
         """
