@@ -1076,6 +1076,21 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _inFlight(text: str) -> int:
+    """
+    C{--in-flight}: a whole number of jobs, 1 or more, or 0 for the default.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number of jobs >= 1 (0: the default), not {text!r}"
+        )
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000", help="Swarm sizes (default 100,1000).")
@@ -1086,7 +1101,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--throughput-seconds", type=float, default=10.0)
     parser.add_argument(
         "--in-flight",
-        type=int,
+        type=_inFlight,
         default=0,
         help="Unfinished jobs kept in the throughput phase (default: 8, fewer for more "
         "minions, so the returns in flight stay within the event queue of the benchmark's "

@@ -7,6 +7,8 @@ hands every other event on decoded.
 
 from __future__ import annotations
 
+import io
+import sys
 from typing import Any
 
 from twisted.internet.testing import StringTransport
@@ -70,3 +72,26 @@ class ReturnCounterTests(SynchronousTestCase):
         self.assertEqual(returns, [JID, JID])
         self.assertEqual([t for t, _ in events], [f"salt/job/{JID}/new", "salt/event/dropped"])
         self.assertEqual(events[1][1]["dropped"], 3)
+
+
+class OptionTests(SynchronousTestCase):
+    """
+    The benchmark's own options refuse what they cannot use.
+    """
+
+    def test_inFlight(self) -> None:
+        """
+        C{--in-flight} takes 0 (the default) or a number of jobs; a negative
+        or non-numeric value is a usage error naming the option.
+        """
+        bench = loadScript("benchmarks", "bench.py")
+        self.assertEqual(bench._parser().parse_args(["--in-flight", "3"]).in_flight, 3)
+        self.assertEqual(bench._parser().parse_args([]).in_flight, 0)
+        stderr = io.StringIO()
+        self.patch(sys, "stderr", stderr)
+        for bad in ("-1", "many"):
+            self.assertRaises(SystemExit, bench._parser().parse_args, ["--in-flight", bad])
+            self.assertIn(
+                "argument --in-flight: must be a whole number of jobs >= 1", stderr.getvalue()
+            )
+            self.assertIn(repr(bad), stderr.getvalue())
