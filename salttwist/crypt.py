@@ -12,6 +12,7 @@ thread or worker.
 from __future__ import annotations
 
 import base64
+import functools
 import os
 
 from cryptography.exceptions import InvalidSignature
@@ -92,9 +93,17 @@ def loadPrivateKey(pem: bytes, ownKey: bool = False) -> rsa.RSAPrivateKey:
     return key
 
 
+#: Parsed public keys kept by L{loadPublicKey} and L{canonicalPublicPem},
+#: by their PEM bytes: a minion meets one master key at every
+#: authentication (its reply and the pinned copy), and a process of
+#: simulated minions meets it once per minion.
+PUBLIC_KEY_CACHE = 64
+
+
 def loadPublicKey(pem: bytes) -> rsa.RSAPublicKey:
     """
-    Parse and vet a PEM public key.
+    Parse and vet a PEM public key. The last L{PUBLIC_KEY_CACHE} keys that
+    passed are kept (a key object is immutable); a refused one never is.
 
     @raise CryptError: if it is malformed, not RSA, smaller than
         L{MIN_RSA_BITS}, larger than L{MAX_RSA_BITS}, or has a public exponent
@@ -102,6 +111,11 @@ def loadPublicKey(pem: bytes) -> rsa.RSAPublicKey:
     """
     if not isinstance(pem, bytes) or len(pem) > 16384:
         raise CryptError("public key must be PEM bytes of at most 16 KiB")
+    return _parsePublicKey(bytes(pem))
+
+
+@functools.lru_cache(maxsize=PUBLIC_KEY_CACHE)
+def _parsePublicKey(pem: bytes) -> rsa.RSAPublicKey:
     try:
         key = serialization.load_pem_public_key(pem)
     except (ValueError, TypeError) as e:
@@ -120,9 +134,17 @@ def loadPublicKey(pem: bytes) -> rsa.RSAPublicKey:
 def canonicalPublicPem(pem: bytes) -> bytes:
     """
     Parse, vet and re-serialise a public key, so that two encodings of one key
-    compare equal and nothing but the key itself is ever stored.
+    compare equal and nothing but the key itself is ever stored. Kept as
+    L{loadPublicKey} keeps keys.
     """
-    return publicKeyToPem(loadPublicKey(pem))
+    if not isinstance(pem, bytes) or len(pem) > 16384:
+        raise CryptError("public key must be PEM bytes of at most 16 KiB")
+    return _canonicalPem(bytes(pem))
+
+
+@functools.lru_cache(maxsize=PUBLIC_KEY_CACHE)
+def _canonicalPem(pem: bytes) -> bytes:
+    return publicKeyToPem(_parsePublicKey(pem))
 
 
 def fingerprint(pem: bytes) -> str:

@@ -196,6 +196,28 @@ class LoadPublicKeyTests(SynchronousTestCase):
         """
         self.assertRaises(CryptError, crypt.loadPublicKey, PEM + b"\n" * 16384)
 
+    def test_keptOnceParsed(self) -> None:
+        """
+        A key loaded again is the object parsed the first time, and its
+        canonical PEM is computed once; another key is parsed for itself.
+        """
+        other = _publicPem(rsa.generate_private_key(public_exponent=65537, key_size=2048))
+        self.assertIs(crypt.loadPublicKey(PEM), crypt.loadPublicKey(bytes(bytearray(PEM))))
+        self.assertIsNot(crypt.loadPublicKey(other), crypt.loadPublicKey(PEM))
+        self.assertIs(crypt.canonicalPublicPem(other), crypt.canonicalPublicPem(other))
+        self.assertEqual(crypt.canonicalPublicPem(other), other)
+
+    def test_refusedNeverKept(self) -> None:
+        """
+        A refused key is refused again, with the same message, every time
+        it is given: only keys that passed are kept.
+        """
+        weak = _publicPem(rsa.generate_private_key(public_exponent=3, key_size=2048))
+        first = self.assertRaises(CryptError, crypt.loadPublicKey, weak)
+        second = self.assertRaises(CryptError, crypt.canonicalPublicPem, weak)
+        self.assertEqual(str(first), str(second))
+        self.assertRaises(CryptError, crypt.canonicalPublicPem, "not bytes")  # type: ignore[arg-type]
+
 
 class FingerprintTests(SynchronousTestCase):
     """
