@@ -490,6 +490,11 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
             "--duration",
             "3600",
             *(["--single-connection"] if options.single_connection else []),
+            *(
+                []
+                if options.first_contact
+                else ["--pin-master", os.path.join(master.config["pki_dir"], "master.pub")]
+            ),
         ],
     )
 
@@ -1134,6 +1139,15 @@ def _parser() -> argparse.ArgumentParser:
         help=(
             "Simulated minions with single_connection: one connection each (to ret_port), "
             "so the master needs one file descriptor per minion instead of two."
+        ),
+    )
+    parser.add_argument(
+        "--first-contact",
+        action="store_true",
+        help=(
+            "Auth storm of minions that never met this master: each pins the master's key "
+            "(writes minion_master.pub) during the storm. By default they hold it already, "
+            "as after a master restart."
         ),
     )
     parser.add_argument(

@@ -85,6 +85,7 @@ from salttwist._startup import MASTER_GC_THRESHOLDS
 from salttwist.blocking import runSynchronously
 from salttwist.config import loadMinionConfig
 from salttwist.minion import service as minionService
+from salttwist.minion.auth import MASTER_PUB_FILE
 from salttwist.minion.core import Minion
 from salttwist.modules import onReactor
 from salttwist.pki.keystore import ACCEPTED, FilesystemKeyStore
@@ -346,7 +347,14 @@ class Swarm:
         keysize: int = 2048,
         returnBytes: int = 0,
         configOverrides: dict[str, Any] | None = None,
+        masterPub: bytes | None = None,
     ) -> None:
+        """
+        @param masterPub: the master's public key, pinned in every minion
+            before it starts (C{minion_master.pub}), as minions that have
+            met this master before hold it; without it each minion pins
+            the key at its first authentication, as a new minion does.
+        """
         self.reactor = reactor
         self.minions: list[Minion] = []
         self.returnBytes = returnBytes
@@ -375,6 +383,7 @@ class Swarm:
                         masterPort,
                         keysize,
                         configOverrides or {},
+                        masterPub,
                     )
                 )
 
@@ -388,6 +397,7 @@ class Swarm:
         masterPort: int,
         keysize: int,
         overrides: dict[str, Any],
+        masterPub: bytes | None = None,
     ) -> Minion:
         minionRoot = os.path.join(root, minionId)
         options = {
@@ -405,6 +415,9 @@ class Swarm:
         _writePrivate(os.path.join(config["pki_dir"], "minion.pem"), private)
         with open(os.path.join(config["pki_dir"], "minion.pub"), "wb") as f:
             f.write(public)
+        if masterPub is not None:
+            with open(os.path.join(config["pki_dir"], MASTER_PUB_FILE), "wb") as f:
+                f.write(masterPub)
         minion = minionService.buildMinion(config, self.reactor)
         # Authentication's RSA runs inline, not in the thread pool: the GIL
         # serialises it anyway, and the thread hops cost about as much CPU.
@@ -580,6 +593,21 @@ def _beginLogging() -> None:
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
 
 
+def _readMasterPub(path: str | None) -> bytes | None:
+    """
+    @return: the canonical PEM of the master key in C{path}, or L{None}
+        without one.
+    @raise SystemExit: it is not a public key a minion would accept.
+    """
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return crypt.canonicalPublicPem(f.read())
+    except (OSError, crypt.CryptError) as e:
+        raise SystemExit(f"salttwist-swarm: --pin-master {path}: {e}") from e
+
+
 def _masterPort(options: argparse.Namespace) -> int:
     if options.port:
         return options.port
@@ -615,6 +643,7 @@ def _runShard(options: argparse.Namespace) -> int:
         keysize=options.keysize,
         returnBytes=options.return_bytes,
         configOverrides={"single_connection": True} if options.single_connection else None,
+        masterPub=_readMasterPub(options.pin_master),
     )
     status = LoopingCall(lambda: _writeStatus(statusPath, swarm.status()))
     gc.collect()
@@ -678,6 +707,15 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Minions with single_connection: one connection each, to ret_port.",
     )
+    parser.add_argument(
+        "--pin-master",
+        metavar="MASTER_PUB",
+        help=(
+            "Pin this master public key (the master's pki_dir/master.pub) in every minion "
+            "first, as minions that have met the master before (a storm after a master "
+            "restart); by default each pins it at its first authentication."
+        ),
+    )
     parser.add_argument("--shard", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--shards", type=int, default=1, help=argparse.SUPPRESS)
     return parser
@@ -691,6 +729,7 @@ def main(argv: list[str] | None = None) -> int:
     options = _parser().parse_args(argv)
     if options.shard is not None:
         return _runShard(options)
+    _readMasterPub(options.pin_master)
     raiseFileLimit()
     start = time.monotonic()
     made = ensureKeys(options.keys_dir, options.minions, options.keysize)
@@ -735,6 +774,7 @@ def main(argv: list[str] | None = None) -> int:
         *(["--ports-file", options.ports_file] if options.ports_file else []),
         *(["--go-file", options.go_file] if options.go_file else []),
         *(["--single-connection"] if options.single_connection else []),
+        *(["--pin-master", options.pin_master] if options.pin_master else []),
     ]
     children = [
         subprocess.Popen(

@@ -19,6 +19,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from salttwist import crypt, serial, swarm, wire
 from salttwist.client.local import LocalClient
 from salttwist.events.fire import fireMasterEvent
+from salttwist.minion.auth import MASTER_PUB_FILE
 from salttwist.swarm import (
     SharedPublications,
     SharedVerification,
@@ -31,6 +32,7 @@ from salttwist.swarm import (
     readStatus,
 )
 from salttwist.swarm import _parser as swarmParser
+from salttwist.swarm import main as swarmMain
 from tests.integration.harness import Cluster, seedKeyPair, waitFor
 
 
@@ -327,6 +329,39 @@ class SwarmTests(TestCase):
                 lambda: swarm.status()["kids"] == {str(int(kid) + 1): 3}, "the rotated key"
             )
             self.assertEqual(swarm.status()["auths"], 3)
+        finally:
+            protocols = [p for m in swarm.minions for p in (m.req, m.pub) if p is not None]
+            swarm.stop()
+            await gatherResults([p.lost for p in protocols])
+
+    async def test_pinnedMaster(self) -> None:
+        """
+        With C{--pin-master}, every minion holds the master's key before
+        it starts (as after a master restart) and authenticates against
+        it; a file that is no public key is refused, naming it.
+        """
+        pubPath = self.mktemp()
+        with open(pubPath, "wb") as f:
+            f.write(b"no key")
+        e = self.assertRaises(
+            SystemExit, swarmMain, ["--port", "1", "--pin-master", pubPath, "-n", "0"]
+        )
+        self.assertIn(f"--pin-master {pubPath}", str(e))
+        # The key pair masterAndSwarm gives the master.
+        masterPub = seedKeyPair(self.mktemp(), "master", "master")
+        cluster, swarm, ids = await self.masterAndSwarm("p-", 2, masterPub=masterPub)
+        pinned = [os.path.join(m.config["pki_dir"], MASTER_PUB_FILE) for m in swarm.minions]
+        for path in pinned:
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(), masterPub)
+        inodes = [os.stat(path).st_ino for path in pinned]
+        swarm.start()
+        try:
+            await waitFor(lambda: swarm.status()["ever_ready"] == 2, "two ready minions")
+            self.assertEqual(swarm.status()["auths"], 2)
+            self.assertEqual(swarm.status()["attempt_failures"], 0)
+            # Checked against, not written again.
+            self.assertEqual([os.stat(path).st_ino for path in pinned], inodes)
         finally:
             protocols = [p for m in swarm.minions for p in (m.req, m.pub) if p is not None]
             swarm.stop()
