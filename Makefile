@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test lint demo bench bench-salt clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ demo: $(STAMP)
 # more with e.g. make bench BENCH_ARGS='--sizes 100,1000,5000'.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
+
+# Beside Salt 3008.5, which run.py installs into .salt-venv the first time;
+# e.g. make bench-salt VS_SALT_ARGS='--minions 1,20,50'.
+bench-salt: $(STAMP)
+	$(BIN)/python benchmarks/vs_salt/run.py $(VS_SALT_ARGS)
 
 clean:
 	rm -rf $(VENV) _trial_temp* .demo

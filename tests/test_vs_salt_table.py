@@ -33,3 +33,69 @@ class TableTests(SynchronousTestCase):
         self.assertEqual(len(jobs), 2)
         self.assertIn("5.018", jobs[0])
         self.assertIn("0.407", jobs[1])
+
+
+class InstallSaltTests(SynchronousTestCase):
+    """
+    C{run.py} installs Salt into a virtualenv of its own when it has none
+    (the install itself, minutes from PyPI, was run by hand: see the
+    benchmarks' README).
+    """
+
+    def setUp(self) -> None:
+        self.run = loadScript("benchmarks", "vs_salt", "run.py")
+
+    def test_steps(self) -> None:
+        """
+        A new virtualenv made by the given Python, then Salt's series with
+        its dependencies, then the release itself without them (a plain
+        install of the series may resolve to an older release).
+        """
+        steps = self.run.saltInstallSteps("/v", "/usr/bin/python3", "3008.5")
+        self.assertEqual(steps[0], ["/usr/bin/python3", "-m", "venv", "/v"])
+        pip = ["/v/bin/python", "-m", "pip", "install", "-q"]
+        self.assertEqual(
+            steps[1:],
+            [
+                [*pip, "--upgrade", "pip"],
+                [*pip, "salt==3008.*"],
+                [*pip, "--no-deps", "salt==3008.5"],
+            ],
+        )
+
+    def test_present(self) -> None:
+        """
+        A virtualenv with C{salt-master} is used as it is.
+        """
+        venv = self.mktemp()
+        os.makedirs(os.path.join(venv, "bin"))
+        open(os.path.join(venv, "bin", "salt-master"), "w").close()
+        self.assertIsNone(self.run.ensureSalt(venv, install=False))
+        self.assertIsNone(self.run.ensureSalt(venv))
+        self.assertEqual(os.listdir(venv), ["bin"])
+
+    def test_notInstalling(self) -> None:
+        """
+        With C{--no-install-salt} a missing Salt is an error that says so,
+        and C{main} stops with status 2 before starting anything.
+        """
+        venv = self.mktemp()
+        problem = self.run.ensureSalt(venv, install=False)
+        self.assertIn("--no-install-salt", problem)
+        self.assertFalse(os.path.exists(venv))
+        code = self.run.main(
+            ["--systems", "salt", "--salt-venv", venv, "--no-install-salt", "--no-save"]
+        )
+        self.assertEqual(code, 2)
+
+    def test_otherDirectoryLeftAlone(self) -> None:
+        """
+        A directory that exists, holds something and has no Salt is not
+        turned into a virtualenv: the message asks for another one.
+        """
+        venv = self.mktemp()
+        os.makedirs(venv)
+        open(os.path.join(venv, "notes.txt"), "w").close()
+        problem = self.run.ensureSalt(venv)
+        self.assertIn("not a virtualenv with Salt", problem)
+        self.assertEqual(os.listdir(venv), ["notes.txt"])

@@ -70,7 +70,10 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 RESULTS = os.path.join(REPO, "benchmarks", "results")
-DEFAULT_SALT_VENV = "/work/salt-venv"
+DEFAULT_SALT_VENV = os.path.join(REPO, ".salt-venv")
+#: The Salt release measured, installed from PyPI when C{--salt-venv} has
+#: none (see L{saltInstallSteps}).
+SALT_VERSION = "3008.5"
 DEFAULT_SALTTWIST_VENV = os.path.join(REPO, ".venv")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STOP_GRACE = 15.0
@@ -78,6 +81,52 @@ POLL = 0.2
 #: Environment variables that would change which config a command reads or
 #: how a daemon logs; the children never see them.
 _STRIPPED_ENV = ("SALT_CONFIG_DIR", "SALTTWIST_CONFIG_DIR")
+
+
+# -- installing Salt -----------------------------------------------------------
+
+
+def saltInstallSteps(venv: str, python: str, version: str = SALT_VERSION) -> list[list[str]]:
+    """
+    The commands that put Salt C{version} from PyPI into a new virtualenv
+    C{venv} made by C{python}. A plain C{pip install salt==3008.*} resolves
+    to an older 3008 release when the newest one pins a C{certifi} that pip
+    cannot have yet; so the series is installed first, with its
+    dependencies, then the release itself over it without them.
+    """
+    pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "-q"]
+    series = version.split(".")[0]
+    return [
+        [python, "-m", "venv", venv],
+        [*pip, "--upgrade", "pip"],
+        [*pip, f"salt=={series}.*"],
+        [*pip, "--no-deps", f"salt=={version}"],
+    ]
+
+
+def ensureSalt(venv: str, version: str = SALT_VERSION, install: bool = True) -> str | None:
+    """
+    Make sure C{venv} holds Salt, installing C{version} from PyPI into it
+    first when it has no C{salt-master} (a new virtualenv of its own: never
+    salttwist's, never in the repository's history; C{.salt-venv} is
+    ignored by git).
+
+    @return: L{None} when Salt is there, else why it is not.
+    """
+    if os.path.exists(os.path.join(venv, "bin", "salt-master")):
+        return None
+    if not install:
+        return f"no salt-master in {venv}/bin (and --no-install-salt)"
+    if os.path.exists(venv) and os.listdir(venv):
+        return f"{venv} exists and is not a virtualenv with Salt: give another --salt-venv"
+    python = shutil.which("python3") or sys.executable
+    print(f"installing Salt {version} from PyPI into {venv}", flush=True)
+    for argv in saltInstallSteps(venv, python, version):
+        result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if result.returncode != 0:
+            output = result.stdout.decode(errors="replace")[-2000:]
+            return f"{' '.join(argv)} failed ({result.returncode}):\n{output}"
+    return None
 
 
 # -- /proc --------------------------------------------------------------------
@@ -1392,7 +1441,17 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description="Measure salttwist beside Salt on this machine (see README.md)."
     )
-    p.add_argument("--salt-venv", default=DEFAULT_SALT_VENV, help="Salt's virtualenv")
+    p.add_argument(
+        "--salt-venv",
+        default=DEFAULT_SALT_VENV,
+        help=f"Salt's virtualenv (default .salt-venv in the checkout; made, with Salt "
+        f"{SALT_VERSION} from PyPI, when it does not exist)",
+    )
+    p.add_argument(
+        "--no-install-salt",
+        action="store_true",
+        help="stop with an error instead of installing Salt when --salt-venv has none",
+    )
     p.add_argument(
         "--salttwist-venv", default=DEFAULT_SALTTWIST_VENV, help="salttwist's virtualenv"
     )
@@ -1465,6 +1524,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     systems: dict[str, System] = {}
     for name in options.systems.split(","):
+        if name == "salt":
+            problem = ensureSalt(options.salt_venv, install=not options.no_install_salt)
+            if problem is not None:
+                sys.stderr.write(f"salt: {problem}\n")
+                return 2
         systems[name] = known[name]()
         if not os.path.exists(systems[name].bin(systems[name].master)):
             sys.stderr.write(f"{name}: no {systems[name].master} in {systems[name].binDir}\n")
