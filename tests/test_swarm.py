@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import resource
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -33,7 +35,30 @@ from salttwist.swarm import (
 )
 from salttwist.swarm import _parser as swarmParser
 from salttwist.swarm import main as swarmMain
+from tests._scripts import ROOT, loadScript
 from tests.integration.harness import Cluster, seedKeyPair, waitFor
+
+
+class ScriptTests(SynchronousTestCase):
+    """
+    C{benchmarks/swarm.py} is the C{salttwist-swarm} command.
+    """
+
+    def test_sameCommand(self) -> None:
+        """
+        The script runs L{salttwist.swarm.main}, from any directory.
+        """
+        self.assertIs(loadScript("benchmarks", "swarm.py").main, swarm.main)
+        elsewhere = self.mktemp()
+        os.makedirs(elsewhere)
+        result = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "benchmarks", "swarm.py"), "--help"],
+            cwd=elsewhere,
+            capture_output=True,
+            timeout=60,
+        )
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(b"salttwist-swarm", result.stdout)
 
 
 class StatusTests(SynchronousTestCase):
