@@ -56,6 +56,10 @@ def newAesKey() -> bytes:
     return os.urandom(AES_KEY_BYTES)
 
 
+#: A ciphertext larger than this is sliced as a view rather than copied.
+BIG_CIPHERTEXT = 65536
+
+
 @dataclass(frozen=True)
 class AesCipher:
     """
@@ -81,13 +85,17 @@ class AesCipher:
         nonce = os.urandom(NONCE_BYTES)
         return nonce + self._aead.encrypt(nonce, plaintext, aad)
 
-    def decrypt(self, blob: bytes, aad: bytes = b"") -> bytes:
+    def decrypt(self, blob: bytes | memoryview, aad: bytes = b"") -> bytes:
         """
+        @param blob: bytes, or a view of bytes (a big blob is not copied to
+            take its nonce off; see L{BIG_CIPHERTEXT}).
         @raise CryptError: if C{blob} is short, tampered with or made with
             another key or C{aad}.
         """
-        if not isinstance(blob, bytes) or len(blob) < NONCE_BYTES + 16:
+        if not isinstance(blob, (bytes, memoryview)) or len(blob) < NONCE_BYTES + 16:
             raise CryptError("ciphertext too short")
+        if len(blob) > BIG_CIPHERTEXT and isinstance(blob, bytes):
+            blob = memoryview(blob)
         try:
             return self._aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
         except InvalidTag as e:

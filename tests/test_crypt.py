@@ -321,6 +321,22 @@ class AesCipherTests(SynchronousTestCase):
         self.assertRaises(CryptError, self.cipher.decrypt, b"\x00" * 27)
         self.assertRaises(CryptError, self.cipher.decrypt, "x" * 40)
 
+    def test_views(self) -> None:
+        """
+        A blob may be given as a view of bytes, small or big; a big one
+        tampered with still fails, and a bytearray is refused.
+        """
+        big = os.urandom(3 * 65536)
+        for plaintext in (b"hello", big):
+            blob = self.cipher.encrypt(plaintext, b"aad")
+            self.assertEqual(self.cipher.decrypt(memoryview(blob), b"aad"), plaintext)
+            self.assertEqual(self.cipher.decrypt(memoryview(b"!" + blob)[1:], b"aad"), plaintext)
+        blob = bytearray(self.cipher.encrypt(big))
+        blob[-1] ^= 1
+        self.assertRaises(CryptError, self.cipher.decrypt, bytes(blob))
+        self.assertRaises(CryptError, self.cipher.decrypt, memoryview(bytes(blob)))
+        self.assertRaises(CryptError, self.cipher.decrypt, bytearray(self.cipher.encrypt(b"x")))
+
     def test_badKey(self) -> None:
         """
         An AES key must be exactly 32 bytes.

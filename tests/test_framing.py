@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import tracemalloc
 from typing import Any
 
 from twisted.internet.protocol import Protocol
@@ -121,6 +122,51 @@ class FrameProtocolTests(SynchronousTestCase):
         self.assertEqual(len(self.proto.frames[0]["return"]), 5_000_000)
         self.assertEqual(self.proto.frames[1], {"n": 1})
         self.assertEqual(self.proto._unprocessed, b"")
+
+    def test_bufferFreedForTheLastFrame(self) -> None:
+        """
+        A frame that ends what was received is handed on with nothing left
+        buffered, so a big frame's bytes are not held twice while it is
+        handled (a frame with another behind it in the same read is handed
+        on from the buffer as it is).
+        """
+        buffered: list[int] = []
+        realStringReceived = self.proto.stringReceived
+
+        def stringReceived(data: bytes) -> None:
+            buffered.append(len(self.proto._buffer))
+            realStringReceived(data)
+
+        self.proto.stringReceived = stringReceived  # type: ignore[method-assign]
+        self.proto.setMaxFrame(10 * 1024 * 1024)
+        big = encode({"return": b"x" * 1_000_000})
+        small = encode({"n": 1})
+        for start in range(0, len(big), 65536):
+            self.proto.dataReceived(big[start : start + 65536])
+        self.proto.dataReceived(small + big)
+        self.assertEqual(buffered, [0, len(small) + len(big), 0])
+        self.assertEqual(len(self.proto.frames), 3)
+
+    def test_bigFramePeakMemory(self) -> None:
+        """
+        Receiving a 4 MB frame in 64 KiB reads and decoding it takes at most
+        about twice its size at the peak: the buffer, then one copy of the
+        frame (not the buffer, a slice of it and a copy of the slice) while
+        it is decoded without the buffer.
+        """
+        self.proto.setMaxFrame(10 * 1024 * 1024)
+        size = 4_000_000
+        frame = encode({"r": b"x" * size})
+        reads = [frame[start : start + 65536] for start in range(0, len(frame), 65536)]
+        del frame
+        tracemalloc.start()
+        self.addCleanup(tracemalloc.stop)
+        base = tracemalloc.get_traced_memory()[0]
+        for data in reads:
+            self.proto.dataReceived(data)
+        peak = tracemalloc.get_traced_memory()[1] - base
+        self.assertEqual(len(self.proto.frames[0]["r"]), size)
+        self.assertLess(peak, 2.5 * size)
 
     def test_goodFrame(self) -> None:
         """

@@ -10,7 +10,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from salttwist import crypt, serial
 from salttwist.crypt import AesCipher
 from salttwist.transport.frames import HEADER
-from salttwist.transport.session import SessionCipher, SessionError, sessionBlob
+from salttwist.transport.session import BIG_BLOB, SessionCipher, SessionError, sessionBlob
 
 
 class SessionCipherTests(SynchronousTestCase):
@@ -223,6 +223,20 @@ class SessionFrameBytesTests(SynchronousTestCase):
         ]
         for data in others:
             self.assertIsNone(sessionBlob(data), data[:12])
+
+    def test_bigBlobIsAView(self) -> None:
+        """
+        The blob of a frame over L{BIG_BLOB} bytes is a view of the frame's
+        bytes, not a copy, and opens as bytes would; a small one is bytes.
+        """
+        encoded = serial.dumps(self.client.seal({"data": b"x" * (BIG_BLOB + 1)}))
+        blob = sessionBlob(encoded)
+        self.assertIsInstance(blob, memoryview)
+        self.assertIs(blob.obj, encoded)
+        self.assertEqual(self.server.openBlob(blob), {"data": b"x" * (BIG_BLOB + 1)})
+        small = sessionBlob(serial.dumps(self.client.seal({"n": 1})))
+        self.assertIsInstance(small, bytes)
+        self.assertEqual(self.server.openBlob(small), {"n": 1})
 
     def test_sessionBlobLongLengthForm(self) -> None:
         """

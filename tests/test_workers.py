@@ -1053,6 +1053,23 @@ class BigBytesTests(SynchronousTestCase):
             amp.TooLong, amp.AmpBox(payload=b"y" * (amp.MAX_VALUE_LENGTH + 1)).serialize
         )
 
+    def test_piecesAreViews(self) -> None:
+        """
+        A value over one key's size is spread as views of it, not copies:
+        the box's wire bytes are the only other copy made.
+        """
+        value = os.urandom(3 * amp.MAX_VALUE_LENGTH + 1)
+        box = amp.AmpBox()
+        BigBytes().toBox(b"payload", box, {"payload": value}, None)
+        self.assertEqual(len(box), 4)
+        self.assertTrue(all(isinstance(v, memoryview) and v.obj is value for v in box.values()))
+        wire = box.serialize()
+        self.assertIsInstance(wire, bytes)
+        strings = amp.parseString(wire)[0]
+        objects: dict[str, Any] = {}
+        BigBytes().fromBox(b"payload", strings, objects, None)
+        self.assertEqual(objects["payload"], value)
+
     def test_optionalAbsent(self) -> None:
         """
         An optional L{BigBytes} may be absent.

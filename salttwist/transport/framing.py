@@ -157,8 +157,19 @@ class FrameProtocol(Int32StringReceiver):
             end = offset + 4 + length
             if len(buffer) < end:
                 break
-            packet = bytes(buffer[offset + 4 : end])
+            if length > _JOIN_LIMIT:
+                # One copy of a big frame's bytes, not two (a bytearray
+                # slice, then bytes of it).
+                with memoryview(buffer) as view:
+                    packet = bytes(view[offset + 4 : end])
+            else:
+                packet = bytes(buffer[offset + 4 : end])
             offset = end
+            if offset == len(buffer):
+                # All handed on: the buffer is not kept while the frame is
+                # handled (for a 50 MB return, 50 MB less at the peak).
+                buffer.clear()
+                offset = 0
             self.stringReceived(packet)
         if offset:
             del buffer[:offset]

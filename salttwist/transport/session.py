@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from salttwist import serial
-from salttwist.symmetric import AesCipher, CryptError
+from salttwist.symmetric import BIG_CIPHERTEXT, AesCipher, CryptError
 from salttwist.transport.frames import HEADER
 
 #: How msgpack (L{salttwist.serial.dumps}) starts a session frame: a map of
@@ -33,13 +33,19 @@ def _binHeader(size: int) -> bytes:
     return bytes((_BIN32,)) + size.to_bytes(4, "big")
 
 
-def sessionBlob(data: bytes) -> bytes | None:
+#: A blob larger than this is sliced as a view rather than copied
+#: (L{sessionBlob}, L{salttwist.symmetric.AesCipher.decrypt}).
+BIG_BLOB = BIG_CIPHERTEXT
+
+
+def sessionBlob(data: bytes) -> bytes | memoryview | None:
     """
     The sealed blob of an encoded session frame, read without decoding the
     frame: C{data} must be exactly the msgpack C{{"enc": <bin>}} that
     L{SessionCipher.seal}'s frame serialises to, with nothing after it.
 
-    @return: the blob, or L{None} for anything else (which the caller then
+    @return: the blob (a view of C{data} when it is over L{BIG_BLOB}
+        bytes), or L{None} for anything else (which the caller then
         decodes as any other frame, to accept or refuse it as before).
     """
     if len(data) < 7 or not data.startswith(_FRAME_START):
@@ -58,6 +64,9 @@ def sessionBlob(data: bytes) -> bytes | None:
         return None
     if start + size != len(data):
         return None
+    if size > BIG_BLOB:
+        # A view, not a copy: the blob is only decrypted.
+        return memoryview(data)[start:]
     return data[start:]
 
 
@@ -129,7 +138,7 @@ class SessionCipher:
             raise SessionError("expected an encrypted session frame")
         return self.openBlob(blob)
 
-    def openBlob(self, blob: bytes) -> dict[str, Any]:
+    def openBlob(self, blob: bytes | memoryview) -> dict[str, Any]:
         """
         @return: the payload of the session frame C{{"enc": blob}} (see
             L{open} and L{sessionBlob}).

@@ -59,9 +59,15 @@ class BigBytes(amp.Argument):
             raise PayloadTooLarge(
                 f"{name.decode('ascii')} is {len(value)} bytes, over {MAX_PAYLOAD_BYTES}"
             )
-        strings[name] = value[:_CHUNK]
+        if len(value) <= _CHUNK:
+            strings[name] = value
+            return
+        # Views, not copies: the box joins them into its wire bytes anyway
+        # (a 50 MB payload is not held a third time in 64 KiB pieces).
+        view = memoryview(value)
+        strings[name] = view[:_CHUNK]
         for index, offset in enumerate(range(_CHUNK, len(value), _CHUNK), start=1):
-            strings[b"%s.%d" % (name, index)] = value[offset : offset + _CHUNK]
+            strings[b"%s.%d" % (name, index)] = view[offset : offset + _CHUNK]
 
     def fromBox(
         self, name: bytes, strings: dict[bytes, bytes], objects: dict[str, Any], proto: Any
