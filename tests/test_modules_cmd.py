@@ -27,6 +27,7 @@ from salttwist.modules import (
     cmd,
     loadFunctions,
 )
+from salttwist.modules._process import runCommand
 
 
 def kw(**kwargs: Any) -> dict[str, Any]:
@@ -65,6 +66,19 @@ class CmdTests(TestCase):
         """
         result = await self.job("cmd.run", "echo out; echo err >&2; exit 3")
         self.assertEqual(result, {"return": "out\nerr", "retcode": 3, "success": False})
+
+    async def test_oneStreamKeptOnce(self) -> None:
+        """
+        When only one stream has output, the interleaved output is that
+        stream's string itself, not a second copy of a command's whole
+        output; with both, it interleaves them.
+        """
+        for command, stream in (("echo out", "stdout"), ("echo err >&2", "stderr")):
+            ret = await runCommand(self.context, command)
+            self.assertEqual(ret["output"], ret[stream])
+            self.assertIs(ret["output"], ret[stream])
+        ret = await runCommand(self.context, "echo a; sleep 0.05; echo b >&2; sleep 0.05; echo c")
+        self.assertEqual((ret["stdout"], ret["stderr"], ret["output"]), ("a\nc", "b", "a\nb\nc"))
 
     async def test_cancelKillsProcessTree(self) -> None:
         """

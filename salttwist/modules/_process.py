@@ -186,9 +186,13 @@ class _Collector(ProcessProtocol):
         if code is None:
             # Killed by a signal: negative, as subprocess reports it.
             code = -(status.signal or 0)
-        self.done.callback(
-            (self.pid, code, b"".join(self.out), b"".join(self.err), b"".join(self.merged))
-        )
+        out, err = b"".join(self.out), b"".join(self.err)
+        # With one stream silent the interleaved output is the other one:
+        # the same object, not a second copy (nor, see shape, a second
+        # decoded string) of a command's whole output.
+        merged = out if not err else err if not out else b"".join(self.merged)
+        self.out, self.err, self.merged = [], [], []
+        self.done.callback((self.pid, code, out, err, merged))
 
     def kill(self) -> None:
         """
@@ -365,12 +369,19 @@ def runCommand(
             }
         else:
             pid, code, out, err, merged = result
+            stdout, stderr = _decode(out, rstrip), _decode(err, rstrip)
+            if merged is out:
+                output = stdout
+            elif merged is err:
+                output = stderr
+            else:
+                output = _decode(merged, rstrip)
             ret = {
                 "pid": pid,
                 "retcode": 0 if code in retcodesOk else code,
-                "stdout": _decode(out, rstrip),
-                "stderr": _decode(err, rstrip),
-                "output": _decode(merged, rstrip),
+                "stdout": stdout,
+                "stderr": stderr,
+                "output": output,
             }
         ret["jobRetcode"] = 0 if ignore_retcode else ret["retcode"]
         _logOutput(level, argv[0] if not useShell else display, ret, ignore_retcode)
