@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 __all__ = [
     "AES_KEY_BYTES",
     "NONCE_BYTES",
+    "TAG_BYTES",
     "AesCipher",
     "CryptError",
     "HmacSha256",
@@ -39,6 +40,8 @@ __all__ = [
 ]
 
 NONCE_BYTES = 12
+#: The GCM tag that ends every ciphertext.
+TAG_BYTES = 16
 AES_KEY_BYTES = 32
 _SHA256 = hashes.SHA256()
 
@@ -85,6 +88,15 @@ class AesCipher:
         nonce = os.urandom(NONCE_BYTES)
         return nonce + self._aead.encrypt(nonce, plaintext, aad)
 
+    def encryptParts(self, plaintext: bytes, aad: bytes = b"") -> tuple[bytes, bytes]:
+        """
+        L{encrypt} in its two parts, the nonce and the ciphertext with its
+        tag, which joined are what L{encrypt} returns: a big ciphertext can
+        be sent after its nonce without being copied to join them.
+        """
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce, self._aead.encrypt(nonce, plaintext, aad)
+
     def decrypt(self, blob: bytes | memoryview, aad: bytes = b"") -> bytes:
         """
         @param blob: bytes, or a view of bytes (a big blob is not copied to
@@ -92,7 +104,7 @@ class AesCipher:
         @raise CryptError: if C{blob} is short, tampered with or made with
             another key or C{aad}.
         """
-        if not isinstance(blob, (bytes, memoryview)) or len(blob) < NONCE_BYTES + 16:
+        if not isinstance(blob, (bytes, memoryview)) or len(blob) < NONCE_BYTES + TAG_BYTES:
             raise CryptError("ciphertext too short")
         if len(blob) > BIG_CIPHERTEXT and isinstance(blob, bytes):
             blob = memoryview(blob)

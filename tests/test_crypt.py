@@ -321,6 +321,16 @@ class AesCipherTests(SynchronousTestCase):
         self.assertRaises(CryptError, self.cipher.decrypt, b"\x00" * 27)
         self.assertRaises(CryptError, self.cipher.decrypt, "x" * 40)
 
+    def test_encryptParts(self) -> None:
+        """
+        L{AesCipher.encryptParts} gives a fresh nonce and the ciphertext
+        that, joined, decrypt as L{AesCipher.encrypt}'s blob does.
+        """
+        nonce, sealed = self.cipher.encryptParts(b"hello", b"aad")
+        self.assertEqual(len(nonce), crypt.NONCE_BYTES)
+        self.assertEqual(self.cipher.decrypt(nonce + sealed, b"aad"), b"hello")
+        self.assertNotEqual(self.cipher.encryptParts(b"hello", b"aad")[0], nonce)
+
     def test_views(self) -> None:
         """
         A blob may be given as a view of bytes, small or big; a big one

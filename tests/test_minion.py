@@ -402,6 +402,29 @@ class JobTests(MinionTestCase):
         self.assertIs(ret["success"], False)
         self.assertIn("cannot be sent", ret["return"])
 
+    def test_textReturns(self) -> None:
+        """
+        ASCII text and bytes are sent as they are (without being encoded
+        once more to check them); text that cannot be UTF-8 (a lone
+        surrogate) is still caught and answered as unsendable.
+        """
+        minion = self.readyMinion()
+        values = {
+            "test.ascii": "a" * 70000,
+            "test.bytes": b"\xff" * 10,
+            "test.utf8": "\u00e9t\u00e9",
+        }
+        for name, value in values.items():
+            minion.executor.functions[name] = lambda value=value: value
+            self.publish(name)
+            ret = self.returns()[-1]
+            self.assertEqual((ret["return"], ret["retcode"]), (value, 0))
+        minion.executor.functions["test.surrogate"] = lambda: "a\udc80"
+        self.publish("test.surrogate")
+        ret = self.returns()[-1]
+        self.assertEqual(ret["retcode"], 1)
+        self.assertIn("cannot be sent", ret["return"])
+
     def test_notTargeted(self) -> None:
         """
         A publication whose target does not match the minion is ignored.

@@ -224,6 +224,19 @@ class SessionFrameBytesTests(SynchronousTestCase):
         for data in others:
             self.assertIsNone(sessionBlob(data), data[:12])
 
+    def test_partsLeaveTheCiphertextAlone(self) -> None:
+        """
+        L{SessionCipher.sealFrameParts} puts the blob's nonce with the
+        headers, so the second part is the ciphertext and tag exactly as
+        AES-GCM made them; joined, they are one frame that opens.
+        """
+        payload = {"data": b"x" * 300000}
+        head, sealed = self.client.sealFrameParts(payload)
+        self.assertEqual(len(sealed), len(serial.dumps(payload)) + 16)
+        self.assertEqual(len(head), 4 + 10 + 12)
+        frame = serial.loads((head + sealed)[4:])
+        self.assertEqual(self.server.open(frame), payload)
+
     def test_bigBlobIsAView(self) -> None:
         """
         The blob of a frame over L{BIG_BLOB} bytes is a view of the frame's

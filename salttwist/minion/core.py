@@ -691,7 +691,16 @@ class Minion:
     def _jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> None:
         value = result["return"]
         try:
-            if not (value is True or value is False or value is None):
+            # Whether it can be sent at all: msgpack takes any bytes and any
+            # ASCII text as they are, so a command's big output is not
+            # encoded once more just to find that out.
+            if not (
+                value is True
+                or value is False
+                or value is None
+                or type(value) is bytes
+                or (type(value) is str and value.isascii())
+            ):
                 serial.dumps(value)
         except serial.SerialError as e:
             result = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from salttwist import serial
-from salttwist.symmetric import BIG_CIPHERTEXT, AesCipher, CryptError
+from salttwist.symmetric import BIG_CIPHERTEXT, NONCE_BYTES, TAG_BYTES, AesCipher, CryptError
 from salttwist.transport.frames import HEADER
 
 #: How msgpack (L{salttwist.serial.dumps}) starts a session frame: a map of
@@ -116,16 +116,24 @@ class SessionCipher:
 
     def sealFrameParts(self, payload: dict[str, Any]) -> tuple[bytes, bytes]:
         """
-        L{sealFrame} in two parts, the length header and map header, then
-        the sealed blob: a big payload's frame can be sent without copying
-        its blob to join them.
+        L{sealFrame} in two parts: the length header, the map header and the
+        blob's nonce, then the rest of the blob (the ciphertext and its
+        tag): a big payload's frame can be sent without copying its
+        ciphertext to join them.
         """
-        blob = self.seal(payload)["enc"]
-        body = _FRAME_START + _binHeader(len(blob))
-        size = len(body) + len(blob)
+        plaintext = serial.dumps(payload)
+        blobSize = NONCE_BYTES + len(plaintext) + TAG_BYTES
+        start = _FRAME_START + _binHeader(blobSize)
+        size = len(start) + blobSize
         if size >= 2**32:
+            # Refused before it takes a place in the sequence.
             raise serial.SerialError(f"frame of {size} bytes is over the 4-byte prefix")
-        return HEADER.pack(size) + body, blob
+        aad = self._sendLabel + self._sendSeq.to_bytes(8, "big")
+        nonce, sealed = self._cipher.encryptParts(plaintext, aad)
+        self._sendSeq += 1
+        # The blob is nonce + sealed; the nonce goes with the headers, so
+        # a big payload's ciphertext is never copied to join them.
+        return HEADER.pack(size) + start + nonce, sealed
 
     def open(self, frame: dict[str, Any]) -> dict[str, Any]:
         """
