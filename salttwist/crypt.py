@@ -109,9 +109,17 @@ def loadPublicKey(pem: bytes) -> rsa.RSAPublicKey:
         L{MIN_RSA_BITS}, larger than L{MAX_RSA_BITS}, or has a public exponent
         other than 65537.
     """
+    return _parsePublicKey(_publicPemBytes(pem))
+
+
+def _publicPemBytes(pem: object) -> bytes:
+    """
+    @return: C{pem} as plain bytes (a cache key), if it may be a public key.
+    @raise CryptError: it is not bytes, or over 16 KiB (refused unparsed).
+    """
     if not isinstance(pem, bytes) or len(pem) > 16384:
         raise CryptError("public key must be PEM bytes of at most 16 KiB")
-    return _parsePublicKey(bytes(pem))
+    return bytes(pem)
 
 
 @functools.lru_cache(maxsize=PUBLIC_KEY_CACHE)
@@ -137,9 +145,7 @@ def canonicalPublicPem(pem: bytes) -> bytes:
     compare equal and nothing but the key itself is ever stored. Kept as
     L{loadPublicKey} keeps keys.
     """
-    if not isinstance(pem, bytes) or len(pem) > 16384:
-        raise CryptError("public key must be PEM bytes of at most 16 KiB")
-    return _canonicalPem(bytes(pem))
+    return _canonicalPem(_publicPemBytes(pem))
 
 
 @functools.lru_cache(maxsize=PUBLIC_KEY_CACHE)
