@@ -88,6 +88,22 @@ class InstallSaltTests(SynchronousTestCase):
         )
         self.assertEqual(code, 2)
 
+    def test_failedInstallRemoved(self) -> None:
+        """
+        A step that fails is named with its exit status and output, and
+        the half-made virtualenv is removed, so that a rerun installs again
+        instead of refusing a directory that is not a virtualenv with Salt.
+        """
+        python = os.path.abspath(self.mktemp())
+        with open(python, "w") as f:
+            f.write('#!/bin/sh\nmkdir -p "$3"\ntouch "$3/half"\necho no room left >&2\nexit 4\n')
+        os.chmod(python, 0o755)
+        venv = self.mktemp()
+        problem = self.run.ensureSalt(venv, python=python)
+        self.assertIn(f"{python} -m venv {venv} failed (4)", problem)
+        self.assertIn("no room left", problem)
+        self.assertFalse(os.path.exists(venv))
+
     def test_otherDirectoryLeftAlone(self) -> None:
         """
         A directory that exists, holds something and has no Salt is not

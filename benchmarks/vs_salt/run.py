@@ -104,13 +104,18 @@ def saltInstallSteps(venv: str, python: str, version: str = SALT_VERSION) -> lis
     ]
 
 
-def ensureSalt(venv: str, version: str = SALT_VERSION, install: bool = True) -> str | None:
+def ensureSalt(
+    venv: str, version: str = SALT_VERSION, install: bool = True, python: str | None = None
+) -> str | None:
     """
     Make sure C{venv} holds Salt, installing C{version} from PyPI into it
     first when it has no C{salt-master} (a new virtualenv of its own: never
     salttwist's, never in the repository's history; C{.salt-venv} is
-    ignored by git).
+    ignored by git). An install that fails removes what it made, so that
+    the next run starts it again.
 
+    @param python: the Python that makes the virtualenv (default:
+        C{python3} on C{PATH}, else this one).
     @return: L{None} when Salt is there, else why it is not.
     """
     if os.path.exists(os.path.join(venv, "bin", "salt-master")):
@@ -119,13 +124,18 @@ def ensureSalt(venv: str, version: str = SALT_VERSION, install: bool = True) -> 
         return f"no salt-master in {venv}/bin (and --no-install-salt)"
     if os.path.exists(venv) and os.listdir(venv):
         return f"{venv} exists and is not a virtualenv with Salt: give another --salt-venv"
-    python = shutil.which("python3") or sys.executable
+    python = python or shutil.which("python3") or sys.executable
     print(f"installing Salt {version} from PyPI into {venv}", flush=True)
     for argv in saltInstallSteps(venv, python, version):
         result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if result.returncode != 0:
+            # It was absent or empty: nothing but this install is lost.
+            shutil.rmtree(venv, ignore_errors=True)
             output = result.stdout.decode(errors="replace")[-2000:]
-            return f"{' '.join(argv)} failed ({result.returncode}):\n{output}"
+            return (
+                f"{' '.join(argv)} failed ({result.returncode}); removed {venv}, "
+                f"run again to retry:\n{output}"
+            )
     return None
 
 
