@@ -6,12 +6,44 @@ its own reactor), against a temporary minion config.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
 
 from twisted.internet.utils import getProcessOutputAndValue
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from salttwist.cli.call import buildParser
+
+
+class BuildParserTests(SynchronousTestCase):
+    """
+    L{buildParser} reads C{salt-call}'s command line.
+    """
+
+    def setUp(self) -> None:
+        """
+        Capture standard error, where C{argparse} writes.
+        """
+        self.stderr = io.StringIO()
+        self.patch(sys, "stderr", self.stderr)
+
+    def test_noFunctionNamesOnlyIt(self) -> None:
+        """
+        A command line without a function is a usage error (exit 2) that
+        names the function alone: its arguments are optional, and without
+        them the list is empty.
+        """
+        e = self.assertRaises(SystemExit, buildParser().parse_args, ["--local"])
+        self.assertEqual(e.code, 2)
+        self.assertTrue(
+            self.stderr.getvalue().endswith(
+                "error: the following arguments are required: function\n"
+            ),
+            self.stderr.getvalue(),
+        )
+        self.assertEqual(buildParser().parse_args(["test.ping"]).arg, [])
 
 
 class CallTests(TestCase):

@@ -127,6 +127,20 @@ class BuildParserTests(OutputTestCase):
         e = self.assertRaises(SystemExit, buildParser().parse_args, [])
         self.assertEqual(e.code, 2)
 
+    def test_noFunctionNamesOnlyIt(self) -> None:
+        """
+        The usage error names the function alone: its arguments are
+        optional, and without them the list is empty.
+        """
+        self.assertRaises(SystemExit, buildParser().parse_args, [])
+        self.assertTrue(
+            self.stderr.getvalue().endswith(
+                "error: the following arguments are required: function\n"
+            ),
+            self.stderr.getvalue(),
+        )
+        self.assertEqual(buildParser().parse_args(["manage.up"]).arg, [])
+
     def test_badOutputter(self) -> None:
         """
         Only the known outputters are taken.

@@ -240,6 +240,37 @@ class BuildParserTests(SynchronousTestCase):
         e = self.assertRaises(SystemExit, buildParser().parse_args, ["*"])
         self.assertEqual(e.code, 2)
 
+    def test_missingFunctionNamesOnlyIt(self) -> None:
+        """
+        The usage error of a target without a function names the function
+        alone: the function's arguments are optional.
+        """
+        self.assertRaises(SystemExit, buildParser().parse_args, ["*"])
+        self.assertTrue(
+            self.stderr.getvalue().endswith(
+                "error: the following arguments are required: function\n"
+            ),
+            self.stderr.getvalue(),
+        )
+
+    def test_missingTargetAndFunction(self) -> None:
+        """
+        A bare command names the target and the function as missing, not
+        the arguments.
+        """
+        e = self.assertRaises(SystemExit, buildParser().parse_args, [])
+        self.assertEqual(e.code, 2)
+        self.assertIn(
+            "error: the following arguments are required: target, function\n",
+            self.stderr.getvalue(),
+        )
+
+    def test_noArguments(self) -> None:
+        """
+        A function without arguments parses to an empty argument list.
+        """
+        self.assertEqual(buildParser().parse_args(["*", "test.ping"]).arg, [])
+
 
 class FakeReact:
     """

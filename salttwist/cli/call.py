@@ -53,7 +53,9 @@ def buildParser() -> argparse.ArgumentParser:
     parser.add_argument("--out-indent", type=int, default=None, help="Indent for json/yaml.")
     parser.add_argument("--no-color", action="store_true", help="Never colour the output.")
     parser.add_argument("function")
-    parser.add_argument("arg", nargs="*")
+    # A default makes argparse treat the arguments as optional: without it a
+    # missing function is reported as "function, arg".
+    parser.add_argument("arg", nargs="*", default=[])
     return parser
 
 

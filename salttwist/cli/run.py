@@ -80,7 +80,9 @@ def buildParser() -> argparse.ArgumentParser:
         help="Colour the output even when it is not a terminal.",
     )
     parser.add_argument("function")
-    parser.add_argument("arg", nargs="*")
+    # A default makes argparse treat the arguments as optional: without it a
+    # missing function is reported as "function, arg".
+    parser.add_argument("arg", nargs="*", default=[])
     return parser
 
 
