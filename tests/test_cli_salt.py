@@ -653,6 +653,150 @@ class ProgressTests(_RunJobBase):
         self.assertNotIn("Progress", self.stderr.getvalue())
 
 
+class FakeTerminal(io.StringIO):
+    """
+    A stream that says it is a terminal, such as the one standard output
+    and standard error share in an interactive shell.
+    """
+
+    def isatty(self) -> bool:
+        """
+        @return: C{True}.
+        """
+        return True
+
+
+def screen(text: str) -> list[str]:
+    """
+    The lines a terminal shows after receiving C{text}: C{\\r} returns to
+    the start of the line, which later characters overwrite, and C{ESC [K}
+    erases from the cursor to the end of the line.
+    """
+    lines = [""]
+    column = 0
+    i = 0
+    while i < len(text):
+        if text.startswith("\x1b[K", i):
+            lines[-1] = lines[-1][:column]
+            i += 3
+            continue
+        char = text[i]
+        if char == "\r":
+            column = 0
+        elif char == "\n":
+            lines.append("")
+            column = 0
+        else:
+            line = lines[-1]
+            lines[-1] = line[:column] + char + line[column + 1 :]
+            column += 1
+        i += 1
+    return lines
+
+
+class ProgressOutputTests(_RunJobBase):
+    """
+    C{--progress} takes its bar off the line before anything else is
+    printed, and draws it again below, so a return never shares the bar's
+    line.
+    """
+
+    def bar(self, done: int, total: int) -> str:
+        """
+        @return: the bar's text at C{done} of C{total} returns.
+        """
+        filled = 30 * done // total
+        return (
+            f"Progress: [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} returns"
+            f" ({100 * done // total}%)"
+        )
+
+    def twoReturns(self) -> None:
+        """
+        Make the job return from C{db1} and C{db2}.
+        """
+        self.fakeRun(
+            JobResult(
+                "1" * 20,
+                ["db1", "db2"],
+                returns={"db1": {"return": True, "retcode": 0}, "db2": {"return": True}},
+            )
+        )
+
+    def test_terminalErasesBar(self) -> None:
+        """
+        On a terminal that standard output and standard error share, the
+        bar's line is erased (C{\\r}, C{ESC [K}) before each return is
+        printed and the bar is drawn again under it: the screen ends with
+        the returns, then the full bar.
+        """
+        terminal = FakeTerminal()
+        self.patch(sys, "stdout", terminal)
+        self.patch(sys, "stderr", terminal)
+        self.twoReturns()
+        code = self.successResultOf(self.runJob(["--progress", "--out", "json", "*", "test.ping"]))
+        self.assertEqual(code, 0)
+        self.assertEqual(
+            screen(terminal.getvalue()),
+            ['{"db1": true}', '{"db2": true}', self.bar(2, 2), ""],
+        )
+        self.assertIn("\r\x1b[K{", terminal.getvalue())
+
+    def test_notTerminalEndsBarLine(self) -> None:
+        """
+        Off a terminal nothing can be erased: the bar's line is ended
+        before a return is printed, so no return lands on it.
+        """
+        shared = io.StringIO()
+        self.patch(sys, "stdout", shared)
+        self.patch(sys, "stderr", shared)
+        self.twoReturns()
+        self.successResultOf(self.runJob(["--progress", "--out", "json", "*", "test.ping"]))
+        self.assertEqual(
+            screen(shared.getvalue()),
+            [self.bar(0, 2), '{"db1": true}', self.bar(1, 2), '{"db2": true}', self.bar(2, 2), ""],
+        )
+        self.assertNotIn("\x1b", shared.getvalue())
+
+    def test_missingMinionsAfterBar(self) -> None:
+        """
+        Minions that did not return are listed under the finished bar, not
+        on its line.
+        """
+        terminal = FakeTerminal()
+        self.patch(sys, "stdout", terminal)
+        self.patch(sys, "stderr", terminal)
+        self.fakeRun(
+            JobResult("1" * 20, ["db1", "db2"], returns={"db1": {"return": True}}, missing=["db2"])
+        )
+        self.successResultOf(self.runJob(["--progress", "--out", "json", "*", "test.ping"]))
+        lines = screen(terminal.getvalue())
+        self.assertEqual(lines[:2], ['{"db1": true}', self.bar(1, 2)])
+        self.assertTrue(lines[2].startswith('{"db2": '), lines)
+
+    def test_errorAfterBar(self) -> None:
+        """
+        An error after the bar was drawn (the master went away) is printed
+        on a line of its own.
+        """
+        from salttwist.client.base import MasterUnavailable
+
+        terminal = FakeTerminal()
+        self.patch(sys, "stdout", terminal)
+        self.patch(sys, "stderr", terminal)
+
+        async def run(client: Any, *args: Any, onPublished: Any = None, **kw: Any) -> JobResult:
+            onPublished("1" * 20, ["db1"])
+            raise MasterUnavailable("the master went away")
+
+        self.patch(local.LocalClient, "run", run)
+        code = self.successResultOf(self.runJob(["--progress", "*", "test.ping"]))
+        self.assertEqual(code, 2)
+        self.assertEqual(
+            screen(terminal.getvalue()), [self.bar(0, 1), "Error: the master went away", ""]
+        )
+
+
 class BatchTests(_RunJobBase):
     """
     C{-b}: run on a few minions at a time.
@@ -731,6 +875,29 @@ class BatchTests(_RunJobBase):
             1,
         )
         self.assertEqual(len(calls), 2)
+
+    def test_progressOnTerminal(self) -> None:
+        """
+        With C{--progress} on a terminal, neither the announcement of a
+        batch nor the C{--failhard} message is printed on the bar's line:
+        the screen ends with one bar, the last.
+        """
+        terminal = FakeTerminal()
+        self.patch(sys, "stdout", terminal)
+        self.patch(sys, "stderr", terminal)
+        self.scriptRuns(failing={"web2"})
+        self.successResultOf(
+            self.runJob(
+                ["--progress", "-b", "2", "--failhard", "--out", "json", "web*", "cmd.run", "ls"]
+            )
+        )
+        lines = screen(terminal.getvalue())
+        self.assertIn("Executing run on ['web1', 'web2']", lines)
+        self.assertIn("A minion failed: --failhard stopped the batch run.", lines)
+        self.assertEqual(
+            [line for line in lines if "Progress" in line],
+            ["Progress: [" + "#" * 12 + "." * 18 + "] 2/5 returns (40%)"],
+        )
 
     def test_badBatchSize(self) -> None:
         """

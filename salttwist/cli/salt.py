@@ -213,11 +213,14 @@ def _yamlify(word: str) -> Any:
 
 
 class _Printer:
-    def __init__(self, options: argparse.Namespace) -> None:
+    def __init__(self, options: argparse.Namespace, progress: ProgressBar | None = None) -> None:
         self.options = options
         self.stream: Any = sys.stdout
+        #: The bar to take off its line around each write to the console.
+        self.progress = progress
         if options.out_file:
             self.stream = open(options.out_file, "a" if options.out_file_append else "w")  # noqa: SIM115
+            self.progress = None
         self.color = options.force_color or (
             not options.no_color
             and options.out == "nested"
@@ -282,8 +285,11 @@ class _Printer:
     def _write(self, text: str) -> None:
         if self.options.out == "quiet":
             return
-        self.stream.write(text)
-        self.stream.flush()
+        if self.progress is None:
+            self.stream.write(text)
+            self.stream.flush()
+        else:
+            self.progress.printAround(self.stream, text)
 
     def close(self) -> None:
         if self.stream is not sys.stdout:
@@ -294,6 +300,11 @@ class ProgressBar:
     """
     C{--progress}: one line on standard error, redrawn as returns arrive,
     e.g. C{Progress: [#######.............] 7/20 returns (35%)}.
+
+    Anything else printed while the bar is shown goes through
+    L{printAround}, so that it never lands on the bar's line: on a
+    terminal the line is erased first and the bar drawn again below;
+    elsewhere (a file, a pipe) the bar's line is ended instead.
     """
 
     width = 30
@@ -302,38 +313,89 @@ class ProgressBar:
         self.stream = stream
         self.total = 0
         self.done = 0
+        self._terminal = _isTerminal(stream)
+        #: Whether the bar is on the current line, with nothing after it.
+        self._shown = False
+        self._finished = False
+        self._text = ""
 
     def expect(self, count: int) -> None:
         """
         Add C{count} minions to the number of returns expected.
         """
         self.total += count
-        self._draw()
+        self.show()
 
-    def advance(self) -> None:
+    def advance(self, draw: bool = True) -> None:
         """
         One more minion returned.
+
+        @param draw: whether to draw the bar now; L{False} when the caller
+            prints the return next (L{printAround} draws it after).
         """
         self.done += 1
-        self._draw()
+        if draw:
+            self.show()
 
-    def finish(self) -> None:
+    def clear(self) -> None:
         """
-        End the progress line.
+        Take the bar off its line before other output: erase the line on a
+        terminal (carriage return, then C{ESC [K}), else end it.
         """
-        if self.total:
-            self.stream.write("\n")
-            self.stream.flush()
+        if not self._shown:
+            return
+        self.stream.write("\r\x1b[K" if self._terminal else "\n")
+        self.stream.flush()
+        self._shown = False
 
-    def _draw(self) -> None:
-        if not self.total:
+    def show(self) -> None:
+        """
+        Draw the bar, unless it is already shown as it is or was finished.
+        """
+        if not self.total or self._finished:
             return
         done = min(self.done, self.total)
         filled = self.width * done // self.total
         percent = 100 * done // self.total
         bar = "#" * filled + "." * (self.width - filled)
-        self.stream.write(f"\rProgress: [{bar}] {done}/{self.total} returns ({percent}%)")
+        text = f"Progress: [{bar}] {done}/{self.total} returns ({percent}%)"
+        if self._shown and text == self._text:
+            return
+        self.stream.write(f"\r{text}")
         self.stream.flush()
+        self._shown = True
+        self._text = text
+
+    def printAround(self, stream: Any, text: str) -> None:
+        """
+        Write C{text} to C{stream} (standard output or error) off the bar's
+        line, then draw the bar again under it while the job runs.
+        """
+        self.clear()
+        stream.write(text)
+        stream.flush()
+        self.show()
+
+    def finish(self) -> None:
+        """
+        End the progress line, leaving the bar as it last was; the bar is
+        not drawn again. Safe to call more than once.
+        """
+        if self._shown:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._shown = False
+        self._finished = True
+
+
+def _isTerminal(stream: Any) -> bool:
+    """
+    @return: whether C{stream} is a terminal (a closed stream is not).
+    """
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def _failedReturns(result: Any) -> bool:
@@ -366,7 +428,7 @@ async def _runBatches(
 
     def starting(chunk: list[str]) -> None:
         if options.out != "quiet":
-            sys.stdout.write(f"\nExecuting run on {chunk}\n\n")
+            _say(progress, sys.stdout, f"\nExecuting run on {chunk}\n\n")
 
     combined, stopped = await runBatches(
         client,
@@ -385,8 +447,19 @@ async def _runBatches(
         onReturn=onReturn,
     )
     if stopped:
-        sys.stderr.write("A minion failed: --failhard stopped the batch run.\n")
+        _say(progress, sys.stderr, "A minion failed: --failhard stopped the batch run.\n")
     return combined
+
+
+def _say(progress: ProgressBar | None, stream: Any, text: str) -> None:
+    """
+    Write C{text} to C{stream}, off the line of the progress bar if there
+    is one (L{ProgressBar.printAround}).
+    """
+    if progress is None:
+        stream.write(text)
+    else:
+        progress.printAround(stream, text)
 
 
 async def runJob(
@@ -403,8 +476,8 @@ async def runJob(
     from salttwist.client.base import MasterUnavailable
     from salttwist.transport.errors import RequestError
 
-    printer = _Printer(options)
     progress = ProgressBar(sys.stderr) if options.progress else None
+    printer = _Printer(options, progress)
 
     def published(jid: str, minions: list[str]) -> None:
         if options.verbose:
@@ -413,9 +486,12 @@ async def runJob(
             progress.expect(len(minions))
 
     def returned(minionId: str, data: dict[str, Any]) -> None:
+        if progress is not None:
+            # Counted first: printing the return draws the bar again below.
+            progress.advance(draw=False)
         printer.returned(minionId, data)
         if progress is not None:
-            progress.advance()
+            progress.show()
 
     if client is None:
         from salttwist.client.local import LocalClient
@@ -456,9 +532,13 @@ async def runJob(
                 gatherJobTimeout=gatherTimeout,
             )
     except MasterUnavailable as e:
+        if progress is not None:
+            progress.finish()
         sys.stderr.write(f"Error: {e}\n")
         return EX_UNAVAILABLE
     except RequestError as e:
+        if progress is not None:
+            progress.finish()
         sys.stderr.write(f"Error: the master refused the job: {e}\n")
         return EX_UNAVAILABLE
     finally:
