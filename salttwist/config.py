@@ -33,12 +33,27 @@ __all__ = [
 ]
 
 
+#: The warnings this process has logged, as (format, fields) keys: see
+#: L{_warn}.
+_warned: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+
+
 def _warn(format: str, **fields: Any) -> None:
     """
-    Log a warning. Twisted's logger is imported here, on first use: a
-    command that reads a clean config (the C{salttwist} command's direct
-    path) does not import Twisted at all.
+    Log a warning, once per process: the same warning (same format and
+    fields, so the same file and option) is not logged again. A daemon's
+    config is loaded twice at start, by its command (C{salttwist-master},
+    C{salttwist-minion}, for a plain error message before twistd starts)
+    and by its twistd plugin's options, and each warning must appear once.
+
+    Twisted's logger is imported here, on first use: a command that reads
+    a clean config (the C{salttwist} command's direct path) does not import
+    Twisted at all.
     """
+    key = (format, tuple(sorted((name, repr(value)) for name, value in fields.items())))
+    if key in _warned:
+        return
+    _warned.add(key)
     from twisted.logger import Logger
 
     Logger(namespace=__name__).warn(format, **fields)

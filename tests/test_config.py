@@ -12,6 +12,7 @@ from twisted.internet.testing import EventLoggingObserver
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
+from salttwist import config as configModule
 from salttwist.config import (
     MASTER_DEFAULTS,
     MINION_DEFAULTS,
@@ -390,6 +391,28 @@ class UnknownOptionTests(_ConfigDirMixin, SynchronousTestCase):
         self.assertEqual(len(warnings), 1)
         self.assertIn("'acceptance_wait_time_max'", warnings[0])
         self.assertIn("not implemented yet", warnings[0])
+
+    def test_warningsOncePerProcess(self) -> None:
+        """
+        Loading the same config again in one process (the daemon commands
+        check it, then their twistd plugin loads it) does not log its
+        warnings again; another warning is still logged.
+        """
+        self.patch(configModule, "_warned", set())
+        observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        configDir = self.makeConfigDir(minion="frobnicate: 3\nacceptance_wait_time_max: 30\n")
+        loadMinionConfig(configDir)
+        loadMinionConfig(configDir)
+        warnings = [formatEvent(e) for e in observer if e["log_level"] == LogLevel.warn]
+        self.assertEqual(len(warnings), 2, warnings)
+        self.assertIn("'frobnicate'", warnings[0])
+        self.assertIn("'acceptance_wait_time_max'", warnings[1])
+        self.writeFile(configDir, "minion.d/extra.conf", "frobnicate: 4\nzap: 1\n")
+        loadMinionConfig(configDir)
+        warnings = [formatEvent(e) for e in observer if e["log_level"] == LogLevel.warn]
+        self.assertEqual(len(warnings), 4, warnings)
+        self.assertIn("extra.conf: unknown option 'frobnicate'", warnings[2])
+        self.assertIn("extra.conf: unknown option 'zap'", warnings[3])
 
     def test_knownOptionsDoNotWarn(self) -> None:
         """
