@@ -624,18 +624,47 @@ NOT_YET_IMPLEMENTED: dict[str, dict[str, str]] = {
 }
 
 
+def _severalMasters(value: Any) -> str | None:
+    """
+    The minion's C{master}: a list of several masters is read, but only the
+    first is used (Salt's failover and multi-master do not exist yet).
+
+    @return: the note of the warning, or L{None} for one master.
+    """
+    if isinstance(value, list) and len(value) > 1:
+        return f"there is no failover yet: only the first, {value[0]!r}, is used"
+    return None
+
+
+#: Options of which some values are read and checked but not implemented
+#: yet: each maps to a function of the value that returns the note of the
+#: warning, or L{None} for a value that is implemented.
+NOT_YET_IMPLEMENTED_VALUES: dict[str, dict[str, Callable[[Any], str | None]]] = {
+    "master": {},
+    "minion": {"master": _severalMasters},
+}
+
+
 def _warnNotImplemented(
     config: Mapping[str, Any], daemon: str, options: Mapping[str, _Option]
 ) -> None:
     defaults = _defaults(options)
-    for name, note in NOT_YET_IMPLEMENTED[daemon].items():
-        if config.get(name) != defaults.get(name):
-            _warn(
-                "{conf}: option {name!r} is accepted but not implemented yet ({note})",
-                conf=config["conf_file"],
-                name=name,
-                note=note,
-            )
+    notes = [
+        (name, note)
+        for name, note in NOT_YET_IMPLEMENTED[daemon].items()
+        if config.get(name) != defaults.get(name)
+    ]
+    for name, noteOf in NOT_YET_IMPLEMENTED_VALUES[daemon].items():
+        note = noteOf(config.get(name))
+        if note is not None:
+            notes.append((name, note))
+    for name, note in notes:
+        _warn(
+            "{conf}: option {name!r} is accepted but not implemented yet ({note})",
+            conf=config["conf_file"],
+            name=name,
+            note=note,
+        )
 
 
 def _loadConfig(

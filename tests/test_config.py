@@ -414,6 +414,25 @@ class UnknownOptionTests(_ConfigDirMixin, SynchronousTestCase):
         self.assertIn("extra.conf: unknown option 'frobnicate'", warnings[2])
         self.assertIn("extra.conf: unknown option 'zap'", warnings[3])
 
+    def test_severalMastersWarn(self) -> None:
+        """
+        A list of more than one master is accepted with a "not implemented
+        yet" warning naming C{master} and the master used, the first: there
+        is no failover yet. One master, as a string or in a list, logs
+        nothing.
+        """
+        observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        configDir = self.makeConfigDir(minion="master:\n  - m1\n  - m2\n")
+        self.assertEqual(loadMinionConfig(configDir)["master"], ["m1", "m2"])
+        warnings = [formatEvent(e) for e in observer if e["log_level"] == LogLevel.warn]
+        self.assertEqual(len(warnings), 1, warnings)
+        self.assertIn(os.path.join(configDir, "minion"), warnings[0])
+        self.assertIn("option 'master' is accepted but not implemented yet", warnings[0])
+        self.assertIn("only the first, 'm1', is used", warnings[0])
+        for text in ("master: m1\n", "master: [m1]\n"):
+            loadMinionConfig(self.makeConfigDir(minion=text))
+        self.assertEqual(len([e for e in observer if e["log_level"] == LogLevel.warn]), 1)
+
     def test_knownOptionsDoNotWarn(self) -> None:
         """
         A file of known options logs no warning.
