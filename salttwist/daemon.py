@@ -2,8 +2,9 @@
 """
 What the master and the minion share when they start: their private
 directories, the runtime file that tells local tools the ports a daemon
-actually listens on (so a config with port 0 works), and the switch to the
-C{user} option's user once the sockets are bound.
+actually listens on (so a config with port 0 works), the switch to the
+C{user} option's user once the sockets are bound, and a clean stop on
+SIGTERM or SIGINT with exit status 0.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import json
 import os
 import pwd
 import re
+import signal
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from twisted.internet.error import ReactorNotRunning
 from twisted.logger import Logger
 from twisted.python import util
 
@@ -258,3 +261,30 @@ def dropPrivileges(
     chown(runAs, directories, files)
     switchUID(runAs.uid, runAs.gid)
     _log.info("running as user {user} (uid {uid})", user=runAs.name, uid=runAs.uid)
+
+
+def exitCleanlyOnSignals(reactor: Any) -> None:
+    """
+    From now on, SIGTERM and SIGINT stop C{reactor} (the services stop
+    cleanly, as with twistd's own handlers) without leaving the signal
+    behind as the reason to exit: twistd's handlers make it kill its own
+    process with that signal again once stopped (exit status 143 for
+    SIGTERM), where Salt's daemons exit with 0 after a clean stop.
+
+    Call it once the reactor runs (it replaces the handlers the reactor
+    installed when it started): C{reactor.callWhenRunning(exitCleanlyOnSignals,
+    reactor)}.
+    """
+
+    def stop() -> None:
+        try:
+            reactor.stop()
+        except ReactorNotRunning:
+            pass  # a second signal while stopping
+
+    def handler(number: int, frame: object) -> None:
+        _log.info("Received {signal}, shutting down.", signal=signal.Signals(number).name)
+        reactor.callFromThread(stop)
+
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, handler)

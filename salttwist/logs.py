@@ -222,6 +222,41 @@ def sighupHandler(
     return handler
 
 
+def logEnvironment(
+    config: dict[str, Any],
+    level: str | None = None,
+    fileLevel: str | None = None,
+    logFile: str | None = None,
+    daemon: bool = False,
+) -> dict[str, str]:
+    """
+    The environment that tells L{observerFactory} where and how a daemon
+    logs; what is not given comes from C{config}.
+
+    @param level: the console level (default: C{log_level}).
+    @param fileLevel: the log file's level (default: C{log_level_logfile},
+        else the console level).
+    @param logFile: the log file, C{-} (or L{None}) for standard output
+        alone; a log file's directory is created.
+    @param daemon: whether the daemon runs in the background (then it logs
+        to no console).
+    """
+    level = level or config["log_level"]
+    env = {
+        LEVEL_ENV: level,
+        FILE_LEVEL_ENV: fileLevel or config["log_level_logfile"] or level,
+        FORMAT_ENV: "json" if config["log_fmt_json"] else "text",
+        FILE_ENV: "-",
+        CONSOLE_ENV: "0" if daemon else "1",
+    }
+    if logFile and logFile != "-":
+        # Absolute: SIGHUP reopens it by name, whatever the directory then.
+        logFile = os.path.abspath(logFile)
+        os.makedirs(os.path.dirname(logFile), mode=0o755, exist_ok=True)
+        env[FILE_ENV] = logFile
+    return env
+
+
 def observerFactory() -> ILogObserver:
     """
     The twistd C{--logger} hook: the levels (console and file), file,

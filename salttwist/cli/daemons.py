@@ -33,14 +33,8 @@ from salttwist._startup import (
 from salttwist.cli import addCommonArguments
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
 from salttwist.daemon import StartupError, resolveUser
-from salttwist.logs import (
-    CONSOLE_ENV,
-    FILE_ENV,
-    FILE_LEVEL_ENV,
-    FORMAT_ENV,
-    LEVEL_ENV,
-    SALT_LEVELS,
-)
+from salttwist.logs import SALT_LEVELS, logEnvironment
+from salttwist.tapoptions import OBSERVER_FACTORY
 
 #: The garbage collector's thresholds of each daemon, where Python's
 #: defaults are not kept (a minion holds few objects: it keeps them).
@@ -95,7 +89,7 @@ def twistdArgs(plugin: str, options: argparse.Namespace, config: dict[str, Any])
     """
     @return: the twistd command line that runs C{plugin} as asked.
     """
-    args = ["twistd", "--logger", "salttwist.logs.observerFactory"]
+    args = ["twistd", "--logger", OBSERVER_FACTORY]
     if options.daemon:
         args += ["--pidfile", config["pidfile"]]
     else:
@@ -199,20 +193,15 @@ def _setLogEnvironment(options: argparse.Namespace, config: dict[str, Any]) -> N
     and how to log (see the module's docstring); create the log file's
     directory.
     """
-    os.environ[LEVEL_ENV] = options.log_level or config["log_level"]
-    os.environ[FILE_LEVEL_ENV] = (
-        options.log_file_level or config["log_level_logfile"] or os.environ[LEVEL_ENV]
+    os.environ.update(
+        logEnvironment(
+            config,
+            level=options.log_level,
+            fileLevel=options.log_file_level,
+            logFile=options.log_file or (config["log_file"] if options.daemon else None),
+            daemon=options.daemon,
+        )
     )
-    os.environ[FORMAT_ENV] = "json" if config["log_fmt_json"] else "text"
-    logFile = options.log_file or (config["log_file"] if options.daemon else None)
-    if logFile:
-        # Absolute: SIGHUP reopens it by name, whatever the directory then.
-        logFile = os.path.abspath(logFile)
-        os.makedirs(os.path.dirname(logFile), mode=0o755, exist_ok=True)
-        os.environ[FILE_ENV] = logFile
-    else:
-        os.environ[FILE_ENV] = "-"
-    os.environ[CONSOLE_ENV] = "0" if options.daemon else "1"
 
 
 def _runApp(config: Any, gcThresholds: tuple[int, int, int] | None = None) -> None:

@@ -7,40 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.python import usage
-
-from salttwist.cli import defaultConfigDir
-from salttwist.config import ConfigError, loadMinionConfig
-from salttwist.daemon import StartupError, resolveUser
+from salttwist.config import loadMinionConfig
+from salttwist.daemon import StartupError, exitCleanlyOnSignals
+from salttwist.tapoptions import DaemonOptions, daemonParameters
 
 
-class Options(usage.Options):
+class Options(DaemonOptions):
     """
     Options of C{twistd salttwist-minion}.
     """
 
-    synopsis = "[-c CONFIG_DIR] [-u USER]"
     longdesc = "Run a salttwist minion: connect to the master and run its jobs."
-    optParameters = [
-        ["config-dir", "c", defaultConfigDir(), "Directory holding the 'minion' config file."],
-        ["user", "u", None, "Run as this user once the sockets are bound (the user option)."],
-    ]
-
-    def __init__(self) -> None:
-        super().__init__()
-        # The environment is read when the command runs, not when imported.
-        self["config-dir"] = defaultConfigDir()
-
-    def postOptions(self) -> None:
-        """
-        Load and check the configuration before twistd daemonizes.
-        """
-        try:
-            overrides = {"user": self["user"]} if self["user"] else None
-            self["config"] = loadMinionConfig(self["config-dir"], overrides)
-            self["runAs"] = resolveUser(self["config"]["user"])
-        except (ConfigError, StartupError) as e:
-            raise usage.UsageError(str(e)) from e
+    optParameters = daemonParameters("minion")
+    loadConfig = staticmethod(loadMinionConfig)
 
 
 def makeService(options: Options, reactor: Any = None) -> Any:
@@ -58,4 +37,5 @@ def makeService(options: Options, reactor: Any = None) -> Any:
     except StartupError as e:
         raise SystemExit(f"salttwist-minion: {e}") from e
     service.runAs = options.get("runAs")
+    reactor.callWhenRunning(exitCleanlyOnSignals, reactor)
     return service

@@ -2,9 +2,11 @@
 """
 Run real salttwist daemons and commands for the integration tests.
 
-Every process is started from the console scripts next to C{sys.executable}
-(the virtualenv's C{bin} directory), with that directory first on C{PATH},
-on 127.0.0.1 with ports chosen by the OS. A L{Cluster} stops every daemon it
+Every process is started from the console scripts of salttwist as users
+install it (a wheel built from the checkout, installed into a fresh
+virtualenv: see L{tests._installed}), with that virtualenv's C{bin}
+directory first on C{PATH} and without C{PYTHONPATH}, on 127.0.0.1 with
+ports chosen by the OS. A L{Cluster} stops every daemon it
 started when its test ends: SIGTERM, then SIGKILL if it has not exited after
 L{STOP_GRACE} seconds; only those processes, by their pid.
 
@@ -18,7 +20,6 @@ import json
 import os
 import shutil
 import stat
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -39,11 +40,7 @@ from salttwist.config import loadMasterConfig, loadMinionConfig
 from salttwist.events.client import EventListenerProtocol, listenEvents
 from salttwist.master.service import EVENT_PUB_SOCKET, PORTS_FILE
 from salttwist.pki.keystore import ACCEPTED, PENDING, FilesystemKeyStore
-
-BIN_DIR = os.path.dirname(os.path.abspath(sys.executable))
-"""
-Where the console scripts of the virtualenv running the tests are.
-"""
+from tests._installed import installedCopy
 
 DEADLINE = 20.0
 """
@@ -89,19 +86,33 @@ def _reactor() -> Any:
 
 def binPath(name: str) -> str:
     """
-    @return: the path of console script C{name} of the test virtualenv.
+    @return: the path of console script C{name} of the installed copy.
     """
-    return os.path.join(BIN_DIR, name)
+    return os.path.join(installedCopy().bin, name)
+
+
+def installedPython() -> str:
+    """
+    @return: the interpreter of the installed copy, for programs that use
+        salttwist's Python API.
+    """
+    return installedCopy().python
 
 
 def childEnvironment() -> dict[str, str]:
     """
-    The environment of every child: ours, with the virtualenv's C{bin} first
-    on C{PATH}, unbuffered output, and none of the variables the daemon
-    wrappers use to pass their log settings to twistd.
+    The environment of every child: ours, with the installed copy's C{bin}
+    first on C{PATH}, unbuffered output, no C{PYTHONPATH} (the children
+    import the installed copy, never the checkout), and none of the
+    variables the daemon wrappers use to pass their log settings to twistd.
     """
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SALTTWIST_LOG_")}
-    env["PATH"] = os.pathsep.join([BIN_DIR, *filter(None, env.get("PATH", "").split(os.pathsep))])
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("SALTTWIST_LOG_") and key != "PYTHONPATH"
+    }
+    binDir = installedCopy().bin
+    env["PATH"] = os.pathsep.join([binDir, *filter(None, env.get("PATH", "").split(os.pathsep))])
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -503,13 +514,18 @@ class Cluster:
         assert self.master is not None
         await self.master.stop()
 
-    def startMinion(self, minionId: str, **options: Any) -> DaemonProcess:
+    def startMinion(
+        self, minionId: str, command: Sequence[str] = ("salttwist-minion",), **options: Any
+    ) -> DaemonProcess:
         """
         Write minion C{minionId}'s config (if it has none) and start it.
+
+        @param command: how: C{salttwist-minion} by default, or e.g.
+            C{("twistd", "-n", "salttwist-minion")}; C{-c DIR} follows.
         """
         if not os.path.exists(os.path.join(self.minionDir(minionId), "minion")):
             self.writeMinionConfig(minionId, **options)
-        process = self.spawn(minionId, ["salttwist-minion", "-c", self.minionDir(minionId)])
+        process = self.spawn(minionId, [*command, "-c", self.minionDir(minionId)])
         self.minions[minionId] = process
         return process
 
@@ -536,11 +552,21 @@ class Cluster:
         self._watchers.append(watcher)
         return watcher
 
-    async def startReady(self, minionIds: Sequence[str] = ("minion1", "minion2")) -> None:
+    async def startReady(
+        self,
+        minionIds: Sequence[str] = ("minion1", "minion2"),
+        twistd: bool = False,
+        **minionOptions: Any,
+    ) -> None:
         """
         Start the master and C{minionIds}, their keys already accepted, and
         wait until each minion has authenticated and subscribed (the master
         fires C{salt/minion/<id>/start}).
+
+        @param twistd: start them as C{twistd -n salttwist-master} and
+            C{twistd -n --pidfile FILE salttwist-minion} (each minion's
+            twistd its own pidfile) instead of the commands.
+        @param minionOptions: for the minions' configs.
 
         The key pairs are put in place before the daemons start, which saves
         generating them and waiting for the pending key to be retried;
@@ -551,11 +577,27 @@ class Cluster:
         for minionId in minionIds:
             publicPem = seedKeyPair(self.minionPkiDir(minionId), "minion", minionId)
             store.putKey(ACCEPTED, minionId, publicPem)
-        await self.startMaster()
+        if twistd:
+            await self.startMaster(["twistd", "-n", "salttwist-master", "-c", self.masterDir])
+        else:
+            await self.startMaster()
         watcher = await self.watchEvents()
         for minionId in minionIds:
-            self.startMinion(minionId)
+            self.startMinion(
+                minionId,
+                self.twistdCommand(minionId) if twistd else ("salttwist-minion",),
+                **minionOptions,
+            )
         await self.waitForStart(watcher, minionIds)
+
+    def twistdCommand(self, minionId: str) -> tuple[str, ...]:
+        """
+        @return: C{twistd} running minion C{minionId} in the foreground, with
+            a pidfile in its directory (twistd's default, C{twistd.pid} in
+            the working directory, is the master's).
+        """
+        pidfile = os.path.join(self.minionDir(minionId), "twistd.pid")
+        return ("twistd", "-n", "--pidfile", pidfile, "salttwist-minion")
 
     async def waitForPending(self, minionIds: Sequence[str]) -> None:
         """

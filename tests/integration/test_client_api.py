@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import Any
 
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
-from tests.integration.harness import Cluster, childEnvironment
+from tests.integration.harness import Cluster, childEnvironment, installedPython
 
 MINIONS = ("minion1", "minion2")
 
@@ -122,7 +121,8 @@ task.react(lambda reactor: defer.Deferred.fromCoroutine(main(reactor)))
 
 async def runProgram(script: str, *args: str, cwd: str | None = None) -> Any:
     """
-    Run C{script} (after L{_PRELUDE}) with this interpreter and C{args}.
+    Run C{script} (after L{_PRELUDE}) with the installed copy's interpreter
+    and C{args}.
 
     @return: the JSON value it printed.
     @raise AssertionError: if it failed or printed something else.
@@ -130,7 +130,7 @@ async def runProgram(script: str, *args: str, cwd: str | None = None) -> Any:
     from twisted.internet import reactor
 
     out, err, code = await getProcessOutputAndValue(
-        sys.executable,
+        installedPython(),
         ["-c", _PRELUDE + script, *args],
         env=childEnvironment(),
         path=cwd,

@@ -401,22 +401,30 @@ class MasterProcessTests(IntegrationTestCase):
 
     async def test_twistdPlugin(self) -> None:
         """
-        C{twistd -n salttwist-master -c DIR} runs the master too (it writes
-        its ports file), and SIGTERM stops it cleanly: it removes the ports
-        file and shuts down. twistd itself then ends the process with the
-        signal it received, which is how twistd reports a stop by signal.
+        C{twistd -n salttwist-master -c DIR} and C{twistd -n
+        salttwist-minion -c DIR} run the daemons as the commands do: they
+        log at the config's C{log_level} (the master at C{warning} prints
+        none of twistd's or its own info lines, the minion at C{info} no
+        debug lines), they run jobs, and SIGTERM stops each cleanly with
+        exit status 0 (twistd's own handlers would make it 143).
         """
         cluster = self.cluster
-        master = await cluster.startMaster(
-            ["twistd", "-n", "salttwist-master", "-c", cluster.masterDir]
-        )
+        cluster.writeMasterConfig(log_level="warning")
+        await cluster.startReady(["minion1"], twistd=True, log_level="info")
+        master, minion = cluster.master, cluster.minions["minion1"]
+        assert master is not None
+        result = await cluster.salt("--out", "json", "minion1", "test.ping")
+        self.assertEqual(json.loads(result.out), {"minion1": True}, cluster.explain(result))
+        await minion.stop()
         await master.stop()
         portsFile = os.path.join(cluster.sockDir, PORTS_FILE)
         self.assertFalse(os.path.exists(portsFile), cluster.logs())
-        self.assertIn("Server Shut Down.", master.output(), cluster.logs())
-        self.assertIn(
-            (master.exitCode, master.signal), [(0, None), (None, signal.SIGTERM)], cluster.logs()
-        )
+        for process in (master, minion):
+            self.assertEqual((process.exitCode, process.signal), (0, None), cluster.logs())
+        for quiet in ("#info]", "#debug]", "starting up", "salttwist master ready", "AMP"):
+            self.assertNotIn(quiet, master.output(), cluster.logs())
+        self.assertIn("#info]", minion.output(), cluster.logs())
+        self.assertNotIn("#debug]", minion.output(), cluster.logs())
 
     async def test_sigtermStopsMaster(self) -> None:
         """

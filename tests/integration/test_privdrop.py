@@ -11,12 +11,11 @@ import json
 import os
 import pwd
 import stat
-import sys
 
 from twisted.trial.unittest import SkipTest
 
 from salttwist.daemon import RunAs, unsearchableParent
-from tests.integration.harness import makeTraversable, waitFor
+from tests.integration.harness import installedPython, makeTraversable, waitFor
 from tests.integration.test_end_to_end import IntegrationTestCase
 
 
@@ -103,7 +102,7 @@ class PrivilegeDropTests(IntegrationTestCase):
         The master's worker processes, spawned after the switch, run as
         nobody too.
         """
-        interpreter = os.path.realpath(sys.executable)
+        interpreter = os.path.realpath(installedPython())
         runAs = RunAs("nobody", self.nobody.pw_uid, self.nobody.pw_gid)
         blocked = unsearchableParent(interpreter, runAs)
         if blocked is not None or not os.stat(interpreter).st_mode & stat.S_IXOTH:
