@@ -14,7 +14,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.internet.testing import EventLoggingObserver
-from twisted.logger import LogLevel, globalLogPublisher
+from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 from twisted.trial.unittest import TestCase
 
 from salttwist.master.service import threadRunner
@@ -432,6 +432,46 @@ class CmdTests(TestCase):
         self.assertEqual(len(failed), 1)
         outputs = [e for e in events if e.get("stdout") == "bad-out"]
         self.assertEqual([e["log_level"] for e in outputs], [LogLevel.error])
+
+    async def test_failureLogsWholeCommand(self) -> None:
+        """
+        A failed command is logged whole, in Salt's words (C{Command '...'
+        failed with return code: N}): not only its first word.
+        """
+        events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        await cmd.run(self.context, "test -e /no/such/file-st && echo yes")
+        await cmd.run(self.context, ["sh", "-c", "exit 3", "x y"], python_shell=False)
+        failed = [formatEvent(e) for e in events if "failed" in e["log_format"]]
+        self.assertEqual(
+            failed,
+            [
+                "Command 'test -e /no/such/file-st && echo yes' failed with return code: 1",
+                "Command \"sh -c 'exit 3' 'x y'\" failed with return code: 3",
+            ],
+        )
+
+    async def test_failureLogSafe(self) -> None:
+        """
+        The command in the failure line is quoted with its control
+        characters escaped, so it is one line that cannot forge others,
+        and a very long command is cut; with C{output_loglevel=quiet}
+        (the way to keep a command holding secrets out of the log) it is
+        not logged at all.
+        """
+        events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        await cmd.run(self.context, "true\nfalse # \x1b[31mred")
+        await cmd.run(self.context, "false " + "x" * 3000)
+        await cmd.run(self.context, "false secret-st", output_loglevel="quiet")
+        failed = [formatEvent(e) for e in events if "failed" in e["log_format"]]
+        self.assertEqual(len(failed), 2, failed)
+        self.assertEqual(
+            failed[0], "Command 'true\\nfalse # \\x1b[31mred' failed with return code: 1"
+        )
+        self.assertNotIn("\n", failed[0])
+        self.assertLess(len(failed[1]), 1100)
+        self.assertIn("x" * 900, failed[1])
+        self.assertIn("[2006 more characters]", failed[1])
+        self.assertFalse([e for e in events if "secret-st" in formatEvent(e)])
 
     async def test_outputLoglevelInvalid(self) -> None:
         """

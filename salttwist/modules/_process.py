@@ -384,13 +384,40 @@ def runCommand(
                 "output": output,
             }
         ret["jobRetcode"] = 0 if ignore_retcode else ret["retcode"]
-        _logOutput(level, argv[0] if not useShell else display, ret, ignore_retcode)
+        _logOutput(level, display, ret, ignore_retcode)
         return ret
 
     return done.addCallback(shape)
 
 
+#: The longest command a failure line shows; the rest is counted.
+LOGGED_COMMAND_LIMIT = 1000
+
+
+def _loggedCommand(cmd: str) -> str:
+    """
+    @return: C{cmd} as a failure line shows it: whole, unless longer than
+        L{LOGGED_COMMAND_LIMIT} characters, then cut with a count of the
+        rest. The line quotes it with C{!r}, which escapes newlines and
+        control characters, so the line stays one line that cannot forge
+        others or drive a terminal.
+    """
+    if len(cmd) <= LOGGED_COMMAND_LIMIT:
+        return cmd
+    return f"{cmd[:LOGGED_COMMAND_LIMIT]}... [{len(cmd) - LOGGED_COMMAND_LIMIT} more characters]"
+
+
 def _logOutput(level: LogLevel | None, cmd: str, ret: dict[str, Any], ignoreRetcode: bool) -> None:
+    """
+    Log a finished command's output at C{level} (nothing if L{None}: Salt's
+    C{output_loglevel=quiet}); a failed command, with its output, at error
+    at least.
+
+    @param cmd: the whole command as typed (a list joined with shell
+        quoting). A failure line shows it whole, where Salt shows only its
+        first word: C{output_loglevel=quiet} keeps a command that holds a
+        secret out of the log.
+    """
     if level is None:
         return
     if ret["retcode"] != 0 and not ignoreRetcode:
@@ -399,7 +426,7 @@ def _logOutput(level: LogLevel | None, cmd: str, ret: dict[str, Any], ignoreRetc
             level = LogLevel.error
         log.error(
             "Command {cmd!r} failed with return code: {retcode}",
-            cmd=cmd.split()[0] if cmd.split() else cmd,
+            cmd=_loggedCommand(cmd),
             retcode=ret["retcode"],
         )
     if ret["stdout"]:

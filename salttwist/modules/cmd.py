@@ -91,6 +91,8 @@ def run(
       C{"<cmd> : Timed out after <n> seconds"} with retcode 1.
     - C{output_loglevel}: the minion log level for the command's output
       (C{debug} by default; C{quiet} logs nothing, not even the command).
+      A failed command is logged whole at C{error}, with its return code
+      and output: use C{quiet} for a command that holds a secret.
     - C{reset_system_locale}: C{True} (default) sets the C{LC_*} variables to
       C{C} so commands answer in English.
     - C{ignore_retcode}: the job succeeds whatever the command's exit code.
