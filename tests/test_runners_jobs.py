@@ -32,6 +32,7 @@ from salttwist.interfaces import IJobCache
 from salttwist.jid import JidGenerator, isJid
 from salttwist.master.core import Master, runSynchronously
 from salttwist.master.keys import MasterKeys
+from salttwist.minion.jobs import RunningJob
 from salttwist.pki.keystore import ACCEPTED, InMemoryKeyStore
 from salttwist.runners import jobs
 
@@ -627,8 +628,8 @@ class ExitSuccessTests(RunnerTestCase):
 
 class ActiveTests(RunnerTestCase):
     """
-    C{jobs.active} lists the jobs connected minions are still running, from
-    the master's own knowledge.
+    C{jobs.active} asks every minion with C{saltutil.running} and lists the
+    jobs the connected ones report running.
     """
 
     def setUp(self) -> None:
@@ -639,65 +640,233 @@ class ActiveTests(RunnerTestCase):
         for minionId in ("minion1", "minion2"):
             self.master.subscribers[minionId] = FakeSubscriber()  # type: ignore[assignment]
 
-    def test_running(self) -> None:
+    def startActive(self, user: str | None = None) -> tuple[Deferred[dict[str, Any]], str]:
         """
-        A job whose connected minions have not all returned is active: the
-        connected ones still running are listed with pid C{None}, the ones
-        that returned under C{Returned}.
+        Run C{jobs.active} as C{salttwist-run} does, up to where it waits
+        for the minions.
+
+        @return: the runner's reply to come, and the jid of the
+            C{saltutil.running} job it published.
         """
-        jid = self.publish("test.sleep", [10])
-        self.returnFrom("minion2", jid, True)
+        load: dict[str, Any] = {"fun": "jobs.active", "arg": []}
+        if user is not None:
+            load["user"] = user
+        d = self.master.clientRunner(None, load)  # type: ignore[arg-type]
+        asked = [j for j in self.master.jobs.recent() if j.load["fun"] == "saltutil.running"]
+        self.assertTrue(asked, "jobs.active published no saltutil.running")
+        return d, asked[-1].jid
+
+    def running(self, *jids: str) -> list[dict[str, Any]]:
+        """
+        What a minion running the jobs C{jids} answers C{saltutil.running}:
+        the minion's own L{RunningJob.info} of each.
+        """
+        answer = []
+        for jid in jids:
+            job = self.master.jobs.get(jid)
+            assert job is not None
+            answer.append(RunningJob(job.load, Deferred(), 0).info())
+        return answer
+
+    def answer(self, asked: str, answers: dict[str, Any]) -> None:
+        """
+        Deliver each minion's return to the C{saltutil.running} job C{asked}.
+        """
+        for minionId, value in answers.items():
+            self.returnFrom(minionId, asked, value)
+
+    def test_asks(self) -> None:
+        """
+        C{jobs.active} publishes C{saltutil.running} to every minion (C{*}),
+        as the user who runs it, and waits for the connected ones to answer.
+        """
+        d, asked = self.startActive(user="bob")
+        job = self.master.jobs.get(asked)
+        assert job is not None
         self.assertEqual(
-            self.run_("jobs.active"),
+            {key: job.load[key] for key in ("fun", "arg", "tgt", "tgt_type", "user")},
+            {"fun": "saltutil.running", "arg": [], "tgt": "*", "tgt_type": "glob", "user": "bob"},
+        )
+        self.assertEqual(len(self.master.subscribers["minion1"].frames), 1)  # type: ignore[union-attr]
+        self.assertNoResult(d)
+        self.returnFrom("minion1", asked, [])
+        self.assertNoResult(d)
+        self.returnFrom("minion2", asked, [])
+        self.assertEqual(self.successResultOf(d)["return"], {})
+
+    def test_runningPastTimeout(self) -> None:
+        """
+        A job published longer ago than the master's C{timeout} is listed
+        while a minion reports it running, in Salt's shape: C{Running} each
+        reporting minion with its pid, C{Returned} the minions that
+        returned.
+        """
+        jid = self.publish("test.sleep", [60])
+        self.returnFrom("minion2", jid, True)
+        self.master.clock.advance(30)
+        d, asked = self.startActive()
+        self.answer(asked, {"minion1": self.running(jid), "minion2": []})
+        self.assertEqual(
+            self.successResultOf(d)["return"],
             {
                 jid: {
                     "Function": "test.sleep",
-                    "Arguments": [10],
+                    "Arguments": [60],
                     "Target": "*",
                     "Target-type": "glob",
                     "User": "alice",
                     "StartTime": "2026, Nov 22 01:02:03.456789",
-                    "Running": [{"minion1": None}],
+                    "Running": [{"minion1": os.getpid()}],
                     "Returned": ["minion2"],
                 }
             },
         )
 
-    def test_finished(self) -> None:
+    def test_notReported(self) -> None:
         """
-        Once every connected minion returned, the job is no longer active,
-        even though a minion that is down never answered.
+        A job no minion reports running is not listed, however recent and
+        whoever has not returned for it.
         """
-        jid = self.publish("test.ping")
-        self.returnFrom("minion1", jid, True)
-        self.returnFrom("minion2", jid, True)
-        self.assertEqual(self.run_("jobs.active"), {})
+        self.publish("test.sleep", [60])
+        d, asked = self.startActive()
+        self.answer(asked, {"minion1": [], "minion2": []})
+        self.assertEqual(self.successResultOf(d)["return"], {})
 
-    def test_timedOut(self) -> None:
+    def test_severalMinions(self) -> None:
         """
-        A job published the master's C{timeout} seconds ago or earlier is
-        no longer listed.
+        Every minion reporting a job is listed under C{Running}, by id.
         """
         jid = self.publish("test.sleep", [60])
-        self.master.clock.advance(4.9)
-        self.assertEqual(list(self.run_("jobs.active")), [jid])
-        self.master.clock.advance(0.1)
-        self.assertEqual(self.run_("jobs.active"), {})
-
-    def test_timeoutOption(self) -> None:
-        """
-        The master's C{timeout} option sets that age.
-        """
-        self.master = makeMaster(self, timeout=30)
-        self.master.subscribers["minion1"] = FakeSubscriber()  # type: ignore[assignment]
-        jid = self.publish("test.sleep", [60])
-        self.master.clock.advance(29)
-        self.assertEqual(list(self.run_("jobs.active")), [jid])
+        d, asked = self.startActive()
+        self.answer(asked, {"minion2": self.running(jid), "minion1": self.running(jid)})
+        pid = os.getpid()
+        reported = self.successResultOf(d)["return"]
+        self.assertEqual(reported[jid]["Running"], [{"minion1": pid}, {"minion2": pid}])
+        self.assertEqual(reported[jid]["Returned"], [])
 
     def test_several(self) -> None:
         """
-        Several active jobs are listed oldest first.
+        Several running jobs are listed oldest first.
         """
         first = self.publish("test.sleep", [10])
         second = self.publish("test.sleep", [20], "minion2")
-        self.assertEqual(list(self.run_("jobs.active")), [first, second])
+        d, asked = self.startActive()
+        self.answer(asked, {"minion1": self.running(first), "minion2": self.running(second, first)})
+        self.assertEqual(list(self.successResultOf(d)["return"]), [first, second])
+
+    def test_goneMinion(self) -> None:
+        """
+        A minion that is not connected is not waited for, and one that does
+        not answer is waited for the master's C{timeout} seconds only: the
+        jobs it may still be running are not listed. The runner then stops
+        listening for answers.
+        """
+        jid = self.publish("test.sleep", [60])
+        bus = self.master.bus
+        assert isinstance(bus, LocalEventBus)
+        subscriptions = bus.subscriptionCount()
+        d, asked = self.startActive()
+        self.returnFrom("minion2", asked, [])
+        self.master.clock.advance(4.9)
+        self.assertNoResult(d)
+        self.master.clock.advance(0.1)
+        self.assertEqual(self.successResultOf(d)["return"], {})
+        self.assertEqual(bus.subscriptionCount(), subscriptions)
+        self.assertEqual(self.master.clock.getDelayedCalls(), [])
+        # A late answer is taken as a return and changes nothing.
+        self.returnFrom("minion1", asked, self.running(jid))
+
+    def test_timeoutOption(self) -> None:
+        """
+        The master's C{timeout} option sets how long the answers are awaited.
+        """
+        self.master = makeMaster(self, timeout=30)
+        self.master.subscribers["minion1"] = FakeSubscriber()  # type: ignore[assignment]
+        d, asked = self.startActive()
+        self.master.clock.advance(29)
+        self.assertNoResult(d)
+        self.master.clock.advance(1)
+        self.assertEqual(self.successResultOf(d)["return"], {})
+
+    def test_noneConnected(self) -> None:
+        """
+        With no minion connected there is no one to wait for: nothing runs.
+        """
+        self.publish("test.sleep", [60])
+        self.master.subscribers.clear()
+        self.assertEqual(self.run_("jobs.active"), {})
+
+    def test_notAList(self) -> None:
+        """
+        An answer that is not a list of jobs (an error, from a minion without
+        C{saltutil.running}) and entries without a valid jid are skipped.
+        """
+        jid = self.publish("test.sleep", [60])
+        d, asked = self.startActive()
+        self.answer(
+            asked,
+            {
+                "minion1": "'saltutil.running' is not available.",
+                "minion2": [{"jid": "nope", "pid": 1}, "junk", *self.running(jid)],
+            },
+        )
+        self.assertEqual(
+            self.successResultOf(d)["return"][jid]["Running"], [{"minion2": os.getpid()}]
+        )
+
+    def test_unknownJob(self) -> None:
+        """
+        A job the master does not remember (it restarted since, say) is
+        described by the minion's answer, and its C{Returned} comes from the
+        job cache.
+        """
+        jid = "20261122000000000001"
+        self.successResultOf(self.cache.storeReturn(jid, "minion2", {"return": True}))
+        d, asked = self.startActive()
+        self.answer(
+            asked,
+            {
+                "minion1": [
+                    {
+                        "jid": jid,
+                        "fun": "cmd.run",
+                        "arg": ["sleep 100"],
+                        "tgt": "minion*",
+                        "tgt_type": "glob",
+                        "user": "carol",
+                        "pid": 4321,
+                        "ret": "",
+                    }
+                ],
+                "minion2": [],
+            },
+        )
+        self.assertEqual(
+            self.successResultOf(d)["return"],
+            {
+                jid: {
+                    "Function": "cmd.run",
+                    "Arguments": ["sleep 100"],
+                    "Target": "minion*",
+                    "Target-type": "glob",
+                    "User": "carol",
+                    "StartTime": "2026, Nov 22 00:00:00.000001",
+                    "Running": [{"minion1": 4321}],
+                    "Returned": ["minion2"],
+                }
+            },
+        )
+
+    def test_cancelled(self) -> None:
+        """
+        Cancelling the runner ends its wait: no timer is left and it stops
+        listening for answers.
+        """
+        bus = self.master.bus
+        assert isinstance(bus, LocalEventBus)
+        subscriptions = bus.subscriptionCount()
+        d, _ = self.startActive()
+        d.cancel()
+        self.failureResultOf(d)
+        self.assertEqual(bus.subscriptionCount(), subscriptions)
+        self.assertEqual(self.master.clock.getDelayedCalls(), [])

@@ -1248,7 +1248,7 @@ class Master:
         if placement is not None and self._runnerMayUseWorker(placement, args, kwargs):
             d = Deferred.fromCoroutine(self._runnerInWorker(fun, placement, args, kwargs))
         else:
-            d = maybeDeferred(function, RunnerContext(self), *args, **kwargs)
+            d = maybeDeferred(function, RunnerContext(self, user), *args, **kwargs)
         return d.addCallbacks(done, failed)
 
     def _jobCachePath(self) -> str | None:

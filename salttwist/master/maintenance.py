@@ -93,9 +93,10 @@ def workerStats(master: Master) -> dict[str, Any]:
 
 def jobsInFlight(master: Master) -> int:
     """
-    @return: how many jobs are running, by the rule of C{jobs.active}: a
-        job published less than C{timeout} seconds ago that a connected
-        minion it targeted has not answered yet.
+    @return: how many jobs are running, as far as the master knows without
+        asking the minions (C{jobs.active} asks them): a job published
+        less than C{timeout} seconds ago that a connected minion it
+        targeted has not answered yet.
     """
     now = master.clock.seconds()
     timeout = float(master.config["timeout"])

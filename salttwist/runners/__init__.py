@@ -18,9 +18,9 @@ job cache is marked with L{inWorker} and, when the master has worker
 processes, runs in one of them (L{salttwist.master.runnertasks}) with a
 L{RunnerContext} built there: its C{master} has C{config}, a read-only
 C{jobCache} and a synchronous C{runBlocking}, nothing else. The others
-(C{manage.*} and C{jobs.active}, which read the master's live sessions and
-job registry) run in the master process, as every runner does when it has
-no workers.
+(C{manage.*}, which read the master's live sessions, and C{jobs.active},
+which publishes a job to the minions) run in the master process, as every
+runner does when it has no workers.
 """
 
 from __future__ import annotations
@@ -88,9 +88,12 @@ class RunnerContext:
     """
     What a runner may use: the running L{Master} (its job cache, key store,
     sessions, subscribers, grains cache, event bus, config and clock).
+
+    @ivar user: who runs the runner; the jobs it publishes are that user's.
     """
 
     master: Master
+    user: str = "root"
 
 
 def loadRunners(modules: tuple[str, ...] | None = None) -> dict[str, Callable[..., Any]]:

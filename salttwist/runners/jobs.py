@@ -19,24 +19,31 @@ work unchanged:
 C{StartTime} is derived from the jid, in Salt's format
 (C{2026, Nov 22 01:02:03.456789}), as Salt's C{jid_to_time} does.
 
-Differences from Salt, all because the master answers from what it knows
-rather than by asking the minions:
+C{jobs.active} asks the minions, as Salt's does: it publishes
+C{saltutil.running} to every minion (C{*}), waits up to the master's
+C{timeout} for the connected ones to answer, and lists each job some minion
+reports running, however long ago it was published. A minion that is gone
+does not answer, so the jobs it was running are not listed.
 
-    - C{jobs.active} does not publish C{saltutil.running}: a job is active
-      when it was published less than the master's C{timeout} seconds ago
-      and a targeted minion that is connected has not returned yet. The pid
-      of each running minion is not known, so it is C{None} (which Salt
-      also shows when a minion does not report one). A job running longer
-      than C{timeout} is not listed.
+Differences from Salt:
+
+    - C{jobs.active} waits only for the minions connected to the master
+      (Salt's client waits C{timeout} for every accepted minion), so it
+      answers as soon as they have. Each C{Running} pid is the minion's own
+      process: jobs run inside it. A job's C{Function}, C{Arguments},
+      C{Target} and C{User} are the master's record of it when the master
+      has one (Salt takes them from the minion's answer, which it also uses
+      here for a job the master does not remember).
     - C{start_time} and C{end_time} are parsed without C{dateutil}: ISO 8601
       (C{2026-03-16 19:00}, with or without a time zone), Salt's own
       C{StartTime} format (C{2026, Mar 16 19:00}, seconds optional), a jid,
       or POSIX seconds. A time without a zone is local time, like jids.
     - There is one job cache, so C{ext_source} is not taken.
 
-All but C{jobs.active} (the master's live job registry) run in a worker
-process when the master has them (see L{salttwist.runners.inWorker}); being
-reads, they are retried once if that worker dies.
+All but C{jobs.active} (which publishes a job and waits for the minions to
+answer) run in a worker process when the master has them (see
+L{salttwist.runners.inWorker}); being reads, they are retried once if that
+worker dies.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from twisted.internet.defer import Deferred
 
 from salttwist.jid import isJid
 from salttwist.runners import inWorker
@@ -66,6 +75,9 @@ _SALT_TIME = re.compile(
 
 _NO_JOB = "Cannot contact returner or no job with this jid"
 _NO_RETURN = "Minion did not return"
+
+#: What C{jobs.active} asks every minion.
+RUNNING = "saltutil.running"
 
 
 # Formatting ----------------------------------------------------------------
@@ -227,16 +239,70 @@ async def _loadJob(
 # Runners -------------------------------------------------------------------
 
 
+async def _askRunning(context: RunnerContext, timeout: float) -> dict[str, Any]:
+    """
+    Publish C{saltutil.running} to every minion, as Salt's C{jobs.active}
+    does, and gather the answers of the connected ones.
+
+    @param timeout: the most seconds to wait for them.
+    @return: each answering minion's return, by minion id; a minion that did
+        not answer within C{timeout} is left out.
+    """
+    master = context.master
+    reply = await master.clientPublish(
+        None,  # type: ignore[arg-type]  # the master itself, as its reactor publishes
+        {"fun": RUNNING, "arg": [], "tgt": "*", "tgt_type": "glob", "user": context.user},
+    )
+    jid, waiting = reply.get("jid"), set(reply.get("connected") or ())
+    if not jid or not waiting:
+        return {}
+    answers: dict[str, Any] = {}
+    allAnswered: Deferred[None] = Deferred()
+
+    def answered(tag: str, data: dict[str, Any]) -> None:
+        minionId = data.get("id")
+        if minionId in waiting:
+            waiting.discard(minionId)
+            answers[minionId] = data.get("return")
+            if not waiting and not allAnswered.called:
+                allAnswered.callback(None)
+
+    # No return can have come yet: the job was only written to the minions'
+    # connections, and the reactor has not run since.
+    subscription = master.bus.subscribe([f"salt/job/{jid}/ret/"], answered)
+    allAnswered.addTimeout(timeout, master.clock, onTimeoutCancel=lambda result, timeout: None)
+    try:
+        await allAnswered
+    finally:
+        subscription.stop()
+    return answers
+
+
+async def _returned(context: RunnerContext, jid: str) -> list[str]:
+    """
+    @return: the minions that have returned for job C{jid}, sorted: as the
+        master's job registry knows, else as its job cache does.
+    """
+    master = context.master
+    job = master.jobs.get(jid)
+    if job is not None:
+        return sorted(job.returned)
+    if master.jobCache is None:
+        return []
+    return sorted(await master.jobCache.getReturns(jid))
+
+
 async def active(context: RunnerContext) -> dict[str, dict[str, Any]]:
     """
     Return a report on all actively running jobs from a job id centric
     perspective.
 
-    A job is active when it was published less than the master's C{timeout}
-    seconds ago and a connected minion it targeted has not returned yet
-    (Salt asks the minions with C{saltutil.running}; the master answers from
-    what it knows). C{Running} lists those minions, each with pid C{None};
-    C{Returned} the minions that have returned.
+    Every minion is asked which jobs it is running (C{saltutil.running});
+    the answers of the connected minions are awaited for at most the
+    master's C{timeout} seconds. Each job some minion reports is listed,
+    oldest first, with C{Running}, the minions running it (each with its
+    pid), and C{Returned}, those that have returned. A job nobody reports
+    running, however recent, is not listed.
 
     CLI Example:
 
@@ -245,21 +311,25 @@ async def active(context: RunnerContext) -> dict[str, dict[str, Any]]:
         salttwist-run jobs.active
     """
     master = context.master
-    now = master.clock.seconds()
-    timeout = float(master.config["timeout"])
+    answers = await _askRunning(context, float(master.config["timeout"]))
     report: dict[str, dict[str, Any]] = {}
-    for job in master.jobs.recent():
-        published = job.load.get("ts")
-        if not isinstance(published, (int, float)) or now - published >= timeout:
+    for minionId, running in sorted(answers.items()):
+        if not isinstance(running, list):
+            # An error, from a minion without saltutil.running say.
             continue
-        running = sorted(m for m in job.minions - job.returned if m in master.subscribers)
-        if not running:
-            continue
-        entry = _formatJid(job.jid, job.load)
-        entry["Running"] = [{minionId: None} for minionId in running]
-        entry["Returned"] = sorted(job.returned)
-        report[job.jid] = entry
-    return report
+        for data in running:
+            if not isinstance(data, dict) or not isJid(data.get("jid")):
+                continue
+            jid = data["jid"]
+            entry = report.get(jid)
+            if entry is None:
+                known = master.jobs.get(jid)
+                entry = report[jid] = _formatJid(jid, known.load if known is not None else data)
+                entry["Running"] = []
+            entry["Running"].append({minionId: data.get("pid")})
+    for jid, entry in report.items():
+        entry["Returned"] = await _returned(context, jid)
+    return dict(sorted(report.items()))
 
 
 @inWorker(idempotent=True, needsJobCache=True)

@@ -20,6 +20,7 @@ from tests.integration.harness import (
     CommandResult,
     DaemonProcess,
     runCommand,
+    sleep,
     waitFor,
 )
 
@@ -137,6 +138,85 @@ class JobsRunnerTests(RunTestCase):
         self.assertEqual(await self.runJson("salt.cmd", "test.echo", "hello"), "hello")
         self.assertEqual(await self.runJson("salt.cmd", "cmd.run", "echo hi"), "hi")
         self.assertTrue((await self.runJson("salt.cmd", "grains.get", "id")).endswith("_master"))
+
+
+class ActiveJobsTests(RunTestCase):
+    """
+    C{salttwist-run jobs.active} lists the jobs the minions say they are
+    running (C{saltutil.running}), however long they have been running.
+    """
+
+    async def publishSleep(self, seconds: int) -> str:
+        """
+        Run C{salttwist minion1 test.sleep SECONDS --async}.
+
+        @return: the job's jid.
+        """
+        published = await self.cluster.salt("minion1", "test.sleep", str(seconds), "--async")
+        self.assertEqual(published.code, 0, self.cluster.explain(published))
+        match = re.fullmatch(r"Executed command with job ID: (\d{20})\n", published.out)
+        assert match is not None, str(published)
+        return match.group(1)
+
+    async def waitUntilNotActive(self, jid: str) -> None:
+        """
+        Run C{jobs.active} until it no longer lists C{jid}.
+        """
+        reports: list[Any] = []
+
+        async def gone() -> bool:
+            reports.append(await self.runJson("jobs.active"))
+            return jid not in reports[-1]
+
+        await waitFor(gone, f"jobs.active to stop listing {jid}", context=lambda: str(reports[-1:]))
+
+    async def test_longJob(self) -> None:
+        """
+        A job still running past the master's C{timeout} (5 s) is listed in
+        Salt's shape with the pid of the minion running it; once it has
+        returned it is not.
+        """
+        jid = await self.publishSleep(10)
+        started = time.monotonic()
+        await sleep(6)
+        active = await self.runJson("jobs.active")
+        self.assertLess(time.monotonic() - started, 10, "too slow to see the job running")
+        self.assertEqual(list(active), [jid], self.cluster.explain())
+        job = active[jid]
+        self.assertRegex(job.pop("StartTime"), START_TIME)
+        self.assertEqual(
+            job,
+            {
+                "Function": "test.sleep",
+                "Arguments": [10],
+                "Target": "minion1",
+                "Target-type": "glob",
+                "User": job["User"],
+                "Running": [{"minion1": self.cluster.minions["minion1"].pid}],
+                "Returned": [],
+            },
+        )
+        await self.waitUntilNotActive(jid)
+        self.assertEqual(await self.runJson("jobs.lookup_jid", jid), {"minion1": True})
+        self.assertEqual(await self.runJson("jobs.active"), {})
+
+    async def test_goneMinion(self) -> None:
+        """
+        The job of a minion that is killed while it runs it is no longer
+        listed.
+        """
+        jid = await self.publishSleep(60)
+        listed: list[Any] = []
+
+        async def running() -> bool:
+            listed.append(await self.runJson("jobs.active"))
+            return jid in listed[-1]
+
+        await waitFor(running, f"jobs.active to list {jid}", context=lambda: str(listed[-1:]))
+        killed = self.cluster.minions["minion1"]
+        killed.sendSignal("KILL")
+        await killed.ended
+        await self.waitUntilNotActive(jid)
 
 
 class ManageRunnerTests(RunTestCase):
