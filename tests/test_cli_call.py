@@ -78,6 +78,22 @@ class CallTests(TestCase):
         out, err, code = await self.call("test.ping")
         self.assertEqual((out, code), ("local:\n    True\n", 0), err)
 
+    async def test_keyFinger(self) -> None:
+        """
+        C{--local key.finger} prints the fingerprint of the minion's public
+        key in its C{pki_dir}, the one C{salttwist-key -f} shows on the
+        master.
+        """
+        from salttwist.crypt import fingerprint
+        from tests.test_cli_key import PEM_A
+
+        pkiDir = os.path.join(self.configDir, "etc/salttwist/pki/minion")
+        os.makedirs(pkiDir)
+        with open(os.path.join(pkiDir, "minion.pub"), "wb") as f:
+            f.write(PEM_A)
+        out, err, code = await self.call("--local", "key.finger")
+        self.assertEqual((out, code), (f"local:\n    {fingerprint(PEM_A)}\n", 0), err)
+
     async def test_grainsAndJson(self) -> None:
         """
         Config grains and core grains are there; C{--out json} works.

@@ -39,6 +39,7 @@ MODULES = (
     "pkg",
     "saltutil",
     "event",
+    "key",
 )
 
 
