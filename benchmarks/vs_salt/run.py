@@ -42,6 +42,17 @@ every phase, and the CPU the master and the minions spent per job (which
 does not depend on the load) beside the wall times. Each sample's outcome
 is checked (every minion returned C{True}) and the failures are counted.
 
+Every timed phase of both systems, and every cluster's start, waits first
+for the machine to be quiet (L{QuietWait}): all CPUs together busy less
+than C{--quiet-cores} plus C{--quiet-per-minion} for each minion daemon
+running, over a window of C{--quiet-window} seconds (C{/proc/stat}),
+window after window for at most C{--quiet-timeout} seconds. The wait
+after a cluster has started is the one before its first phase, so a
+cluster still busy starting is not measured. The seconds waited and the
+cores busy in the last window go beside each phase's figures; a phase
+that never had a quiet window still runs, and is marked as not quiet in
+the JSON and the table.
+
 The script uses the standard library only and imports neither system: each
 is driven through its own commands and its own virtualenv's Python. It
 stops every process it started, by pid (and the children they forked, by
@@ -150,37 +161,181 @@ def loadAverage() -> list[float]:
         return [float(x) for x in f.read().split()[:3]]
 
 
-def machineCpu() -> tuple[int, int]:
+def readProcStat() -> str:
     """
-    @return: busy and total jiffies of all CPUs since boot (C{/proc/stat}).
+    @return: the first line of C{/proc/stat}: the jiffies of all CPUs.
     """
     with open("/proc/stat") as f:
-        values = [int(x) for x in f.readline().split()[1:]]
+        return f.readline()
+
+
+def machineCpu(readStat: Callable[[], str] = readProcStat) -> tuple[int, int]:
+    """
+    @param readStat: returns the text of C{/proc/stat} (its first line, the
+        C{cpu} line, is read).
+    @return: busy and total jiffies of all CPUs since boot: busy is user,
+        nice, system, irq, softirq and steal; idle and iowait are not.
+    """
+    values = [int(x) for x in readStat().splitlines()[0].split()[1:]]
     idle = values[3] + values[4]
     total = sum(values[:8])
     return total - idle, total
+
+
+def busyCores(before: tuple[int, int], after: tuple[int, int], cpus: int | None = None) -> float:
+    """
+    @param before: L{machineCpu} at the start of a window.
+    @param after: L{machineCpu} at its end.
+    @param cpus: the number of cores (default: this machine's).
+    @return: the cores busy on average over the window, rounded to 0.01.
+    """
+    elapsed = max(1, after[1] - before[1])
+    return round((after[0] - before[0]) / elapsed * (cpus or os.cpu_count() or 1), 2)
+
+
+class QuietWait:
+    """
+    The rule every timed phase of both systems starts by: wait until the
+    machine is quiet, that is until all its CPUs together were busy (see
+    L{machineCpu}; ours and other users') less than C{cores} cores, plus
+    C{perMinion} for each minion daemon running, on average over one
+    window of C{window} seconds. The windows follow one another; after
+    C{timeout} seconds the phase starts anyway, and is marked as not quiet.
+
+    The allowance per minion is for a cluster's own idle work, which
+    the phase will have beside it whenever it runs: 20 idle Salt minions
+    keep about 0.16 of a core busy and 50 about 0.44 (2026-11-22), so a
+    flat limit of 0.2 would never be met by Salt's larger clusters.
+
+    @ivar cores: the limit with no minion running.
+    @ivar perMinion: what the limit grows by for each minion running.
+    @ivar window: the seconds of one window.
+    @ivar timeout: the seconds after which the phase runs anyway.
+    """
+
+    def __init__(
+        self,
+        cores: float = 0.2,
+        window: float = 5.0,
+        timeout: float = 120.0,
+        perMinion: float = 0.01,
+        cpus: int | None = None,
+        readStat: Callable[[], str] = readProcStat,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
+        """
+        @param cpus: the number of cores (default: this machine's).
+        @param readStat: returns the text of C{/proc/stat}.
+        @param clock: seconds, monotonic.
+        @param sleep: waits the seconds it is given.
+        """
+        self.cores = cores
+        self.window = window
+        self.timeout = timeout
+        self.perMinion = perMinion
+        self._cpus = cpus
+        self._readStat = readStat
+        self._clock = clock
+        self._sleep = sleep
+
+    @classmethod
+    def fromOptions(cls, options: argparse.Namespace) -> QuietWait:
+        """
+        @return: the rule set by C{--quiet-cores}, C{--quiet-per-minion},
+            C{--quiet-window} and C{--quiet-timeout}.
+        """
+        return cls(
+            cores=options.quiet_cores,
+            window=options.quiet_window,
+            timeout=options.quiet_timeout,
+            perMinion=options.quiet_per_minion,
+        )
+
+    def wait(self, minions: int = 0) -> dict[str, Any]:
+        """
+        Measure windows one after the other until one is quiet or
+        C{timeout} has passed (at least one window, always).
+
+        @param minions: the minion daemons running now (of every cluster).
+        @return: C{quiet} (whether the last window was), C{quiet_wait_s}
+            (the seconds waited, the last window included),
+            C{quiet_busy_cores} (the cores busy in the last window),
+            C{quiet_limit_cores} and C{quiet_windows}.
+        """
+        limit = round(self.cores + self.perMinion * minions, 3)
+        started = self._clock()
+        before = machineCpu(self._readStat)
+        windows = 0
+        while True:
+            self._sleep(self.window)
+            after = machineCpu(self._readStat)
+            windows += 1
+            busy = busyCores(before, after, self._cpus)
+            waited = self._clock() - started
+            if busy < limit or waited >= self.timeout:
+                return {
+                    "quiet": busy < limit,
+                    "quiet_wait_s": round(waited, 1),
+                    "quiet_busy_cores": busy,
+                    "quiet_limit_cores": limit,
+                    "quiet_windows": windows,
+                }
+            before = after
+
+
+def waitQuiet(quiet: QuietWait, minions: int = 0) -> dict[str, Any]:
+    """
+    Wait for the machine to be quiet (L{QuietWait.wait}) and say what the
+    wait found.
+
+    @param minions: the minion daemons running now.
+    @return: what L{QuietWait.wait} returned.
+    """
+    found = quiet.wait(minions)
+    state = "quiet" if found["quiet"] else "NOT quiet (running anyway)"
+    print(
+        f"    {state} after {found['quiet_wait_s']:g} s: "
+        f"{found['quiet_busy_cores']:.2f} cores busy (limit {found['quiet_limit_cores']:g})",
+        flush=True,
+    )
+    return found
 
 
 class Phase:
     """
     What the machine did while one phase ran: the 1-minute load average
     before and after (it lags: a minute's exponential average) and the
-    cores busy on average over the phase (everything: ours and others').
+    cores busy on average over the phase (everything: ours and others');
+    and, when it started by L{QuietWait}, what that wait found.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: dict[str, Any] | None = None) -> None:
+        """
+        @param quiet: what L{QuietWait.wait} returned before the phase.
+        """
+        self.quiet = quiet or {}
         self.load = loadAverage()
         self.cpu = machineCpu()
 
+    @classmethod
+    def whenQuiet(cls, quiet: QuietWait, minions: int = 0) -> Phase:
+        """
+        Start a phase once the machine is quiet (L{waitQuiet}).
+
+        @param minions: the minion daemons running now.
+        """
+        return cls(waitQuiet(quiet, minions))
+
     def end(self) -> dict[str, Any]:
         """
-        @return: C{load1_before_after} and C{machine_busy_cores}.
+        @return: the quiet wait's figures (see L{QuietWait.wait}), if any,
+            then C{load1_before_after} and C{machine_busy_cores}.
         """
-        busy, total = machineCpu()
-        elapsed = max(1, total - self.cpu[1])
         return {
+            **self.quiet,
             "load1_before_after": [self.load[0], loadAverage()[0]],
-            "machine_busy_cores": round((busy - self.cpu[0]) / elapsed * (os.cpu_count() or 1), 2),
+            "machine_busy_cores": busyCores(self.cpu, machineCpu()),
         }
 
 
@@ -826,10 +981,11 @@ def ratio(slow: Any, fast: Any) -> float | None:
 
 
 def measureCliStartup(
-    systems: dict[str, System], options: argparse.Namespace, root: str
+    systems: dict[str, System], options: argparse.Namespace, root: str, quiet: QuietWait
 ) -> dict[str, Any]:
     """
-    C{--version} and C{*-call --local test.ping} wall times.
+    C{--version} and C{*-call --local test.ping} wall times, each figure's
+    samples started once the machine is quiet.
     """
     callDirs = {}
     for name, system in systems.items():
@@ -869,7 +1025,7 @@ def measureCliStartup(
 
         for name in systems:
             sample(name)  # untimed: compiles bytecode, warms the page cache
-        phase = Phase()
+        phase = Phase.whenQuiet(quiet)
         samples = interleaved(list(systems), options.repeats, sample)
         machine = phase.end()
         results[label] = {
@@ -879,12 +1035,20 @@ def measureCliStartup(
     return results
 
 
-def measureIdle(clusters: dict[str, Cluster], seconds: float) -> dict[str, Any]:
+def minionsUp(clusters: dict[str, Cluster]) -> int:
     """
-    CPU of each cluster (master and minion process trees) while idle.
+    @return: the minion daemons of C{clusters}, for L{QuietWait.wait}.
     """
+    return sum(c.n for c in clusters.values())
+
+
+def measureIdle(clusters: dict[str, Cluster], seconds: float, quiet: QuietWait) -> dict[str, Any]:
+    """
+    CPU of each cluster (master and minion process trees) while idle, once
+    the machine is quiet.
+    """
+    phase = Phase.whenQuiet(quiet, minionsUp(clusters))
     before = {name: treeCpu(c.pids()) for name, c in clusters.items()}
-    phase = Phase()
     time.sleep(seconds)
     machine = phase.end()
     return {
@@ -896,9 +1060,12 @@ def measureIdle(clusters: dict[str, Cluster], seconds: float) -> dict[str, Any]:
     }
 
 
-def measureCliPing(clusters: dict[str, Cluster], options: argparse.Namespace) -> dict[str, Any]:
+def measureCliPing(
+    clusters: dict[str, Cluster], options: argparse.Namespace, quiet: QuietWait
+) -> dict[str, Any]:
     """
-    C{'*' test.ping} wall time, each a fresh CLI process.
+    C{'*' test.ping} wall time, each a fresh CLI process, the samples
+    started once the machine is quiet.
     """
 
     def sample(name: str) -> dict[str, Any]:
@@ -906,7 +1073,7 @@ def measureCliPing(clusters: dict[str, Cluster], options: argparse.Namespace) ->
 
     for name in clusters:
         sample(name)
-    phase = Phase()
+    phase = Phase.whenQuiet(quiet, minionsUp(clusters))
     samples = interleaved(list(clusters), options.repeats, sample)
     machine = phase.end()
     results = {}
@@ -919,11 +1086,15 @@ def measureCliPing(clusters: dict[str, Cluster], options: argparse.Namespace) ->
 
 
 def measureJobs(
-    clusters: dict[str, Cluster], options: argparse.Namespace, apis: dict[str, list[str]]
+    clusters: dict[str, Cluster],
+    options: argparse.Namespace,
+    apis: dict[str, list[str]],
+    quiet: QuietWait,
 ) -> dict[str, Any]:
     """
     C{--rounds} loops of C{--jobs} jobs through each system's Python client
-    (each loop a fresh process), interleaved.
+    (each loop a fresh process), interleaved, started once the machine is
+    quiet.
     """
     labels = [(name, api) for name in clusters for api in apis[name]]
 
@@ -949,7 +1120,7 @@ def measureJobs(
             figures["minions_cpu_ms_per_job"] = round(1000 * minionCpu / jobs, 2)
         return figures
 
-    phase = Phase()
+    phase = Phase.whenQuiet(quiet, minionsUp(clusters))
     samples = interleaved([f"{n}:{a}" for n, a in labels], options.rounds, sample)
     machine = phase.end()
     results: dict[str, Any] = {}
@@ -1086,10 +1257,13 @@ def firstJobSample(cluster: Cluster, index: int, options: argparse.Namespace) ->
     return figures
 
 
-def measureFirstJob(clusters: dict[str, Cluster], options: argparse.Namespace) -> dict[str, Any]:
+def measureFirstJob(
+    clusters: dict[str, Cluster], options: argparse.Namespace, quiet: QuietWait
+) -> dict[str, Any]:
     """
     C{--firstjob-repeats} new minions per cluster, one at a time (see
-    L{firstJobSample}), the systems' samples interleaved.
+    L{firstJobSample}), the systems' samples interleaved, started once the
+    machine is quiet.
     """
     counts = dict.fromkeys(clusters, 0)
 
@@ -1097,7 +1271,7 @@ def measureFirstJob(clusters: dict[str, Cluster], options: argparse.Namespace) -
         counts[name] += 1
         return firstJobSample(clusters[name], counts[name], options)
 
-    phase = Phase()
+    phase = Phase.whenQuiet(quiet, minionsUp(clusters))
     samples = interleaved(list(clusters), options.firstjob_repeats, sample)
     machine = phase.end()
     results: dict[str, Any] = {}
@@ -1127,10 +1301,14 @@ def runClusters(
     root: str,
     processes: Processes,
     apis: dict[str, list[str]],
+    quiet: QuietWait,
 ) -> dict[str, Any]:
     """
     Everything measured with N minions, for the clusters of C{systems} up
-    at once (their samples interleaved when there are several).
+    at once (their samples interleaved when there are several). Each
+    cluster starts, and each phase after, once the machine is quiet
+    (C{quiet}); the first phase's wait is the one that lets a cluster's
+    start settle.
     """
     clusters = {
         name: Cluster(system, os.path.join(root, f"{name}-{n}"), n, processes)
@@ -1138,30 +1316,42 @@ def runClusters(
     }
     label = "+".join(clusters)
     try:
-        ready = {}
+        ready: dict[str, float] = {}
+        readyQuiet: dict[str, dict[str, Any]] = {}
         for name, cluster in clusters.items():
             print(f"  starting {name}: master and {n} minions", flush=True)
+            up = {other: clusters[other] for other in ready}
+            readyQuiet[name] = waitQuiet(quiet, minionsUp(up))
             cluster.start(options.ready_timeout)
             ready[name] = round(cluster.readySeconds or 0.0, 2)
             print(f"    all {n} answer test.ping after {ready[name]} s", flush=True)
         time.sleep(options.settle)
-        out: dict[str, Any] = {"ready_s": ready, "load": {label: {"start": loadAverage()}}}
-        out["idle"] = measureIdle(clusters, options.idle_seconds)
+        out: dict[str, Any] = {
+            "ready_s": ready,
+            "ready_quiet": readyQuiet,
+            "load": {label: {"start": loadAverage()}},
+        }
+        print(f"  idle CPU ({options.idle_seconds:g} s)", flush=True)
+        out["idle"] = measureIdle(clusters, options.idle_seconds, quiet)
         print("  CLI '*' test.ping", flush=True)
-        out["cli_ping"] = measureCliPing(clusters, options)
+        out["cli_ping"] = measureCliPing(clusters, options, quiet)
         print(
             f"  {options.rounds} x {options.jobs} jobs (at most {options.jobs_seconds:g} s) "
             "through the Python clients",
             flush=True,
         )
-        out["jobs"] = measureJobs(clusters, options, apis)
-        out["memory"] = {name: c.memory() for name, c in clusters.items()}
+        out["jobs"] = measureJobs(clusters, options, apis, quiet)
+        print("  memory", flush=True)
+        phase = Phase.whenQuiet(quiet, minionsUp(clusters))
+        memory = {name: c.memory() for name, c in clusters.items()}
+        machine = phase.end()
+        out["memory"] = {name: {**figures, **machine} for name, figures in memory.items()}
         if options.firstjob_repeats > 0:
             print(
                 f"  {options.firstjob_repeats} new minion(s): start to first job, SIGTERM to exit",
                 flush=True,
             )
-            out["first_job"] = measureFirstJob(clusters, options)
+            out["first_job"] = measureFirstJob(clusters, options, quiet)
         out["load"][label]["end"] = loadAverage()
         return out
     finally:
@@ -1176,16 +1366,17 @@ def runMinions(
     root: str,
     processes: Processes,
     apis: dict[str, list[str]],
+    quiet: QuietWait,
 ) -> dict[str, Any]:
     """
     Everything measured with N minions per system: one system's cluster at
     a time (the default), or with C{--together} both at once.
     """
     if options.together:
-        return runClusters(systems, n, options, root, processes, apis)
+        return runClusters(systems, n, options, root, processes, apis, quiet)
     merged: dict[str, Any] = {}
     for name, system in systems.items():
-        out = runClusters({name: system}, n, options, root, processes, apis)
+        out = runClusters({name: system}, n, options, root, processes, apis, quiet)
         for key, value in out.items():
             merged.setdefault(key, {}).update(value)
     return merged
@@ -1267,20 +1458,81 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _notQuiet(node: Any) -> bool:
+    """
+    @return: whether C{node}, a phase's figures, says the phase ran
+        without a quiet window (see L{QuietWait.wait}).
+    """
+    return _get(node, "quiet") is False
+
+
 def table(results: dict[str, Any]) -> str:
     """
     @return: the figures as a readable table: Salt, salttwist, and the
         ratio (how many times better salttwist is; below 1 it is worse).
+        Under each phase, how long it waited for the machine to be quiet
+        and the cores busy then; a figure whose phase never had a quiet
+        window is marked C{*} and listed under the table.
     """
     lines = [
         f"salttwist vs {results['versions'].get('salt', 'salt')}  {results['date']}  "
         f"{results['cpus']} cores  load at start {results['load_at_start']}",
-        "",
-        f"{'':46} {'salt':>10} {'salttwist':>10} {'ratio':>7}  failures",
     ]
+    options = results.get("options", {})
+    if "quiet_cores" in options:
+        lines.append(
+            f"each phase waited for quiet: all CPUs busy under {options['quiet_cores']:g} cores "
+            f"+ {options['quiet_per_minion']:g} per minion over {options['quiet_window']:g} s, "
+            f"at most {options['quiet_timeout']:g} s"
+        )
+    lines += ["", f"{'':46} {'salt':>10} {'salttwist':>10} {'ratio':>7}  failures"]
+    #: The phases that ran without a quiet window, for the footnote.
+    notQuiet: list[str] = []
+    quietRows = 0
 
-    def row(label: str, salt: Any, twist: Any, better: Any, failures: str = "") -> None:
-        lines.append(f"{label:46} {_fmt(salt):>10} {_fmt(twist):>10} {_fmt(better):>7}  {failures}")
+    def row(
+        label: str,
+        salt: Any,
+        twist: Any,
+        better: Any,
+        failures: str = "",
+        phases: tuple[Any, Any] = (None, None),
+    ) -> None:
+        """
+        One figure of each system; C{phases} are the figures of the
+        phase each was measured in, to mark those that were not quiet.
+        """
+        cells = [
+            _fmt(salt) + ("*" if _notQuiet(phases[0]) else ""),
+            _fmt(twist) + ("*" if _notQuiet(phases[1]) else ""),
+        ]
+        lines.append(f"{label:46} {cells[0]:>10} {cells[1]:>10} {_fmt(better):>7}  {failures}")
+
+    def quietRow(where: str, salt: Any, twist: Any) -> None:
+        """
+        The quiet wait before one phase, of each system: the seconds
+        waited and the cores busy in the last window (C{*}: not quiet).
+        Results from before the rule have none: no row.
+        """
+        nonlocal quietRows
+        cells = []
+        for name, node in (("salt", salt), ("salttwist", twist)):
+            if _get(node, "quiet") is None:
+                cells.append("-")
+                continue
+            cell = f"{node['quiet_wait_s']:.0f}s {node['quiet_busy_cores']:.2f}"
+            if _notQuiet(node):
+                cell += "*"
+                notQuiet.append(
+                    f"  {name}, {where}: {node['quiet_busy_cores']:.2f} cores busy "
+                    f"(limit {node['quiet_limit_cores']:g}) after {node['quiet_wait_s']:g} s"
+                )
+            cells.append(cell)
+        if cells != ["-", "-"]:
+            quietRows += 1
+            lines.append(
+                f"{'    waited for quiet (s, busy cores)':46} {cells[0]:>10} {cells[1]:>10}"
+            )
 
     def failures(node: Any) -> str:
         counts = [str(_get(node, name, "failures")) for name in ("salt", "salttwist")]
@@ -1292,13 +1544,16 @@ def table(results: dict[str, Any]) -> str:
         ("call_local_ping", "*-call --local test.ping (s, median)"),
     ):
         node = cli.get(label, {})
+        phases = (node.get("salt"), node.get("salttwist"))
         row(
             text,
             _get(node, "salt", "median_s"),
             _get(node, "salttwist", "median_s"),
             node.get("ratio_salt_over_salttwist"),
             failures(node),
+            phases,
         )
+        quietRow(text.split(" (")[0], *phases)
     for n, run in results.get("runs", {}).items():
         loads = "; ".join(
             f"{name} {v.get('start', ['-'])[0]} -> {v.get('end', ['-'])[0]}"
@@ -1306,28 +1561,44 @@ def table(results: dict[str, Any]) -> str:
         )
         lines.append(f"-- {n} minion(s); 1-min load average {loads}")
         ready = run.get("ready_s", {})
-        row("  start to all answering (s)", ready.get("salt"), ready.get("salttwist"), None)
+        readyQuiet = run.get("ready_quiet", {})
+        phases = (readyQuiet.get("salt"), readyQuiet.get("salttwist"))
+        row(
+            "  start to all answering (s)",
+            ready.get("salt"),
+            ready.get("salttwist"),
+            None,
+            phases=phases,
+        )
+        quietRow(f"{n} minion(s), start", *phases)
         idle = run.get("idle", {})
+        phases = (idle.get("salt"), idle.get("salttwist"))
         row(
             "  idle CPU, master + minions (%)",
             _get(idle, "salt", "cpu_pct"),
             _get(idle, "salttwist", "cpu_pct"),
             None,
+            phases=phases,
         )
         row(
             "  machine busy cores then (all users)",
             _get(idle, "salt", "machine_busy_cores"),
             _get(idle, "salttwist", "machine_busy_cores"),
             None,
+            phases=phases,
         )
+        quietRow(f"{n} minion(s), idle CPU", *phases)
         ping = run.get("cli_ping", {})
+        phases = (ping.get("salt"), ping.get("salttwist"))
         row(
             "  CLI '*' test.ping (s, median)",
             _get(ping, "salt", "median_s"),
             _get(ping, "salttwist", "median_s"),
             ping.get("ratio_salt_over_salttwist"),
             failures(ping),
+            phases,
         )
+        quietRow(f"{n} minion(s), CLI '*' test.ping", *phases)
         jobs = run.get("jobs", {})
         concurrency = results.get("options", {}).get("concurrency")
         for label, text in (
@@ -1346,27 +1617,44 @@ def table(results: dict[str, Any]) -> str:
             if twist.get("available") is False:
                 lines.append(f"{text:46} {'(no sync facade in this checkout)':>30}")
                 continue
+            phases = (salt, twist)
             row(
                 text,
                 salt.get("jobs_per_s_median"),
                 twist.get("jobs_per_s_median"),
                 twist.get("ratio_over_salt"),
                 f"{salt.get('failed_jobs')}/{twist.get('failed_jobs')} jobs",
+                phases,
             )
             row(
                 "    per job latency (s, median)",
                 salt.get("latency_median_s"),
                 twist.get("latency_median_s"),
                 ratio(salt.get("latency_median_s"), twist.get("latency_median_s")),
+                phases=phases,
             )
             for key, text in (
                 ("master_cpu_ms_per_job", "    master CPU ms / job"),
                 ("minions_cpu_ms_per_job", "    all minions' CPU ms / job"),
                 ("client_cpu_ms_per_job", "    client CPU ms / job"),
             ):
-                row(text, salt.get(key), twist.get(key), ratio(salt.get(key), twist.get(key)))
+                row(
+                    text,
+                    salt.get(key),
+                    twist.get(key),
+                    ratio(salt.get(key), twist.get(key)),
+                    phases=phases,
+                )
+        # One phase ran all of a system's job loops: one wait each.
+        twistJobs = [v for k, v in jobs.items() if k.startswith("salttwist:") and "quiet" in v]
+        quietRow(
+            f"{n} minion(s), jobs through the clients",
+            jobs.get("salt:cmd"),
+            twistJobs[0] if twistJobs else None,
+        )
         memory = run.get("memory", {})
         ratios = memory.get("ratio_salt_over_salttwist", {})
+        phases = (memory.get("salt"), memory.get("salttwist"))
         for key, text, path in (
             ("master_tree_rss", "  master RSS, process tree (MB)", ("master", "tree_rss_mb")),
             ("master_tree_pss", "  master PSS, process tree (MB)", ("master", "tree_pss_mb")),
@@ -1386,15 +1674,19 @@ def table(results: dict[str, Any]) -> str:
                 _get(memory, "salt", *path),
                 _get(memory, "salttwist", *path),
                 ratios.get(key),
+                phases=phases,
             )
         row(
             "  master processes",
             _get(memory, "salt", "master", "processes"),
             _get(memory, "salttwist", "master", "processes"),
             None,
+            phases=phases,
         )
+        quietRow(f"{n} minion(s), memory", *phases)
         firstJob = run.get("first_job", {})
         ratios = firstJob.get("ratio_salt_over_salttwist", {})
+        phases = (firstJob.get("salt"), firstJob.get("salttwist"))
         for figure, text in (
             ("spawn_to_start_event", "  new minion: spawn to start event (s, median)"),
             ("spawn_to_first_job", "  new minion: spawn to first job (s, median)"),
@@ -1413,10 +1705,24 @@ def table(results: dict[str, Any]) -> str:
                 "/".join(
                     str(_get(firstJob, name, figure, "failures")) for name in ("salt", "salttwist")
                 ),
+                phases,
             )
+        if firstJob:
+            quietRow(f"{n} minion(s), new minions", *phases)
     lines.append("")
     lines.append("ratio: salt / salttwist for times and memory, salttwist / salt for jobs/s;")
     lines.append("above 1, salttwist is faster or smaller.")
+    if quietRows:
+        lines.append(
+            "waited for quiet: the seconds a phase waited for a quiet window, that one "
+            "included, and"
+        )
+        lines.append("the cores busy (all CPUs, all users) in its last window.")
+    if notQuiet:
+        lines.append(
+            "* not quiet: no window was quiet within --quiet-timeout; the phase ran anyway:"
+        )
+        lines += notQuiet
     return "\n".join(lines)
 
 
@@ -1514,7 +1820,37 @@ def parser() -> argparse.ArgumentParser:
         "the first, untimed run of each command compiles)",
     )
     p.add_argument("--ready-timeout", type=float, default=600.0)
-    p.add_argument("--settle", type=float, default=5.0, help="seconds to wait once all are up")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="fixed seconds to wait once all minions answer, before the quiet rule (default 0)",
+    )
+    p.add_argument(
+        "--quiet-cores",
+        type=float,
+        default=0.2,
+        help="a phase starts once all CPUs together are busy less than this many cores over "
+        "a window, plus --quiet-per-minion per minion running (default 0.2)",
+    )
+    p.add_argument(
+        "--quiet-per-minion",
+        type=float,
+        default=0.01,
+        help="cores allowed for each minion daemon running, for its idle work (default 0.01)",
+    )
+    p.add_argument(
+        "--quiet-window",
+        type=float,
+        default=5.0,
+        help="seconds of one window of the quiet rule (default 5)",
+    )
+    p.add_argument(
+        "--quiet-timeout",
+        type=float,
+        default=120.0,
+        help="seconds after which a phase starts anyway, marked as not quiet (default 120)",
+    )
     p.add_argument("--idle-seconds", type=float, default=5.0)
     p.add_argument("--date", default=datetime.date.today().isoformat())
     p.add_argument("--output", default=None, help="JSON file (default results/DATE-vs-salt.json)")
@@ -1528,6 +1864,9 @@ def main(argv: list[str] | None = None) -> int:
     Run the benchmark.
     """
     options = parser().parse_args(argv)
+    if options.quiet_window <= 0:
+        sys.stderr.write("--quiet-window must be above 0\n")
+        return 2
     known = {
         "salt": lambda: Salt(options.salt_venv),
         "salttwist": lambda: SaltTwist(options.salttwist_venv),
@@ -1577,6 +1916,12 @@ def main(argv: list[str] | None = None) -> int:
             "CLI start-up samples alternate between the systems; the N-minion clusters "
             "run one at a time unless --together.",
             "ratio: salt/salttwist for times and memory; salttwist/salt for jobs/s.",
+            "quiet: every timed phase of both systems (each cluster's start too) waits "
+            "until all CPUs together were busy less than quiet_cores + quiet_per_minion x "
+            "(minion daemons running) cores over a quiet_window (/proc/stat), at most "
+            "quiet_timeout s; then it runs. Beside each phase: quiet (false: it ran without "
+            "a quiet window), quiet_wait_s, quiet_busy_cores (the last window), "
+            "quiet_limit_cores, quiet_windows; a cluster start's are in ready_quiet.",
             "machine_busy_cores: all CPUs' busy time over the phase (/proc/stat), "
             "ours and other users'; load1 lags (1-minute average).",
             "first_job: a new minion per sample (fresh id, key pre-accepted, no key "
@@ -1593,14 +1938,15 @@ def main(argv: list[str] | None = None) -> int:
         for system in systems.values():
             system.useBytecodeCache(os.path.join(root, "pycache"))
     processes = Processes()
+    quiet = QuietWait.fromOptions(options)
     print(f"root {root}; {', '.join(results['versions'].values())}", flush=True)
     try:
         if not options.skip_cli:
             print("CLI start-up", flush=True)
-            results["cli"] = measureCliStartup(systems, options, root)
+            results["cli"] = measureCliStartup(systems, options, root, quiet)
         for n in sizes:
             print(f"{n} minion(s)", flush=True)
-            results["runs"][str(n)] = runMinions(systems, n, options, root, processes, apis)
+            results["runs"][str(n)] = runMinions(systems, n, options, root, processes, apis, quiet)
     finally:
         processes.stopAll()
         if not options.keep:
