@@ -51,9 +51,11 @@ class InstalledCopy:
     A virtualenv with salttwist installed.
 
     @ivar venv: its directory.
+    @ivar wheel: the wheel installed into it, if it was made here.
     """
 
     venv: str
+    wheel: str | None = None
 
     @property
     def bin(self) -> str:
@@ -112,12 +114,17 @@ def buildWheel(source: str, outdir: str) -> str:
     return os.path.join(outdir, wheels[0])
 
 
-def makeVirtualenv(venv: str, *requirements: str, editable: str | None = None) -> InstalledCopy:
+def makeVirtualenv(
+    venv: str, *requirements: str, editable: str | None = None, python: str | None = None
+) -> InstalledCopy:
     """
     Create a fresh virtualenv at C{venv} and pip install C{requirements}
     into it (and C{-e editable}, if given).
+
+    @param python: the interpreter it is made with; by default the one
+        this virtualenv was made with.
     """
-    base = getattr(sys, "_base_executable", sys.executable)
+    base = python or getattr(sys, "_base_executable", sys.executable)
     run([base, "-m", "venv", venv])
     copy = InstalledCopy(venv)
     pip = [copy.python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
@@ -163,4 +170,5 @@ def installedCopy() -> InstalledCopy:
     outdir = os.path.join(where, "dist")
     os.makedirs(outdir)
     wheel = buildWheel(source, outdir)
-    return makeVirtualenv(os.path.join(where, "venv"), wheel)
+    copy = makeVirtualenv(os.path.join(where, "venv"), wheel)
+    return InstalledCopy(copy.venv, wheel)

@@ -313,14 +313,28 @@ class DaemonProcess(ProcessProtocol):
         await self.ended
 
 
-def spawnDaemon(name: str, argv: Sequence[str], cwd: str | None = None) -> DaemonProcess:
+def spawnDaemon(
+    name: str,
+    argv: Sequence[str],
+    cwd: str | None = None,
+    uid: int | None = None,
+    gid: int | None = None,
+) -> DaemonProcess:
     """
-    Start console script C{argv[0]} of the virtualenv as a daemon process.
+    Start console script C{argv[0]} of the installed copy (or the program
+    at that absolute path) as a daemon process, as user C{uid} and group
+    C{gid} if given.
     """
     process = DaemonProcess(name)
     executable = binPath(argv[0])
     _reactor().spawnProcess(
-        process, executable, [executable, *argv[1:]], env=childEnvironment(), path=cwd
+        process,
+        executable,
+        [executable, *argv[1:]],
+        env=childEnvironment(),
+        path=cwd,
+        uid=uid,
+        gid=gid,
     )
     return process
 
@@ -464,13 +478,15 @@ class Cluster:
 
     # -- daemons -----------------------------------------------------------
 
-    def spawn(self, name: str, argv: Sequence[str]) -> DaemonProcess:
+    def spawn(
+        self, name: str, argv: Sequence[str], uid: int | None = None, gid: int | None = None
+    ) -> DaemonProcess:
         """
-        Start a daemon (C{argv[0]} a console script of the virtualenv) that
-        this cluster stops at the end of the test, and whose output its
-        failure messages show.
+        Start a daemon (C{argv[0]} a console script of the installed copy)
+        that this cluster stops at the end of the test, and whose output
+        its failure messages show; as user C{uid} and group C{gid} if given.
         """
-        process = spawnDaemon(name, argv, cwd=self.baseDir)
+        process = spawnDaemon(name, argv, cwd=self.baseDir, uid=uid, gid=gid)
         self._daemons.append(process)
         return process
 
@@ -488,18 +504,22 @@ class Cluster:
             return None
         return ports if ports.get("pid") == process.pid else None
 
-    async def startMaster(self, argv: Sequence[str] | None = None) -> DaemonProcess:
+    async def startMaster(
+        self, argv: Sequence[str] | None = None, uid: int | None = None, gid: int | None = None
+    ) -> DaemonProcess:
         """
         Start the master (writing the default config if there is none) and
         wait until it has written its ports file.
 
         @param argv: the command line; C{salttwist-master -c DIR} by default.
+        @param uid: the user it runs as from the start, if not this one.
+        @param gid: its group, with C{uid}.
         """
         if not os.path.exists(os.path.join(self.masterDir, "master")):
             self.writeMasterConfig()
         if argv is None:
             argv = ["salttwist-master", "-c", self.masterDir]
-        process = self.spawn("master", argv)
+        process = self.spawn("master", argv, uid=uid, gid=gid)
         self.master = process
         path = os.path.join(self.sockDir, PORTS_FILE)
         self.ports = await waitFor(
