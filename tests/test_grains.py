@@ -72,6 +72,20 @@ class CoreGrainsTests(SynchronousTestCase):
         self.assertEqual(g["pythonversion"], list(sys.version_info))
         self.assertEqual(g["saltversion"], salttwist.__version__)
 
+    def test_versionGrains(self) -> None:
+        """
+        C{salttwistversion} and C{salttwistversioninfo} name salttwist's
+        version; C{saltversion} and C{saltversioninfo}, which Salt's
+        states and targets read, hold the same (the version of the
+        software answering as Salt's minion, not a Salt release).
+        """
+        g = self.grains
+        info = [int(p) if p.isdigit() else p for p in salttwist.__version__.split(".")]
+        self.assertEqual(g["salttwistversion"], salttwist.__version__)
+        self.assertEqual(g["salttwistversioninfo"], info)
+        self.assertEqual(g["saltversion"], g["salttwistversion"])
+        self.assertEqual(g["saltversioninfo"], g["salttwistversioninfo"])
+
     def test_memTotal(self) -> None:
         """
         C{mem_total} is C{MemTotal} in MiB, as Salt computes it.

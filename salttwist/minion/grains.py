@@ -524,6 +524,14 @@ def fqdnGrains() -> dict[str, str]:
     }
 
 
+def _versionInfo(version: str) -> list[int | str]:
+    """
+    @return: C{version} as Salt's C{saltversioninfo}: its dotted parts,
+        numbers as integers.
+    """
+    return [int(p) if p.isdigit() else p for p in version.split(".")]
+
+
 def coreGrains(
     minionId: str, configGrains: dict[str, Any], grainsFile: str | None = None
 ) -> dict[str, Any]:
@@ -549,8 +557,13 @@ def coreGrains(
         "machine_id": _machineId(),
         "pythonversion": list(sys.version_info),
         "pythonexecutable": sys.executable,
+        # Salt's states and targets read saltversion: it holds the version
+        # of the software answering as Salt's minion, salttwist's, which
+        # salttwistversion names plainly.
+        "salttwistversion": salttwist.__version__,
+        "salttwistversioninfo": _versionInfo(salttwist.__version__),
         "saltversion": salttwist.__version__,
-        "saltversioninfo": [int(p) if p.isdigit() else p for p in salttwist.__version__.split(".")],
+        "saltversioninfo": _versionInfo(salttwist.__version__),
     }
     grains.update(osGrains(_osRelease()))
     grains.update(fqdnGrains())

@@ -6,9 +6,7 @@ exercise argument passing, retcodes and errors.
 
 from __future__ import annotations
 
-import platform
 import random
-import sys
 import time
 from typing import Any
 
@@ -16,19 +14,6 @@ from twisted.internet.task import deferLater
 
 import salttwist
 from salttwist.modules import LoaderContext, Retcode, needsContext, onReactor
-
-#: Distributions named in C{test.versions_report}.
-_DEPENDENCIES = (
-    "Twisted",
-    "cryptography",
-    "msgpack",
-    "PyYAML",
-    "zope.interface",
-    "Automat",
-    "attrs",
-    "constantly",
-    "incremental",
-)
 
 
 @onReactor
@@ -58,7 +43,10 @@ def echo(text: Any) -> Any:
 @onReactor
 def version() -> str:
     """
-    Return the salttwist version of the minion.
+    Return the version of salttwist on the minion, as Salt's returns
+    Salt's: a salttwist version, not a Salt release. It is also the
+    C{salttwistversion} grain (and C{saltversion}, which Salt's states
+    read); C{test.versions_report} names it.
 
     CLI Example:
 
@@ -67,67 +55,19 @@ def version() -> str:
     return salttwist.__version__
 
 
-def _distVersion(name: str) -> str:
-    # Imported here: importlib.metadata costs a minion ~50 ms at start.
-    from importlib import metadata
-
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "Not Installed"
-
-
 def versions_report() -> str:
     """
     Return the versions of salttwist, Python, the libraries it uses and
-    the system, as text in the layout of Salt's C{test.versions_report}.
+    the system, as text in the layout of Salt's C{test.versions_report};
+    every command prints the same with C{--versions-report} (C{-V}).
 
     CLI Example:
 
         salttwist '*' test.versions_report
     """
-    sections = [
-        ("Salttwist Version", [("Salttwist", salttwist.__version__)]),
-        ("Python Version", [("Python", sys.version.replace("\n", " "))]),
-        ("Dependency Versions", [(name, _distVersion(name)) for name in _DEPENDENCIES]),
-        (
-            "System Versions",
-            [
-                ("dist", _dist()),
-                ("locale", sys.getdefaultencoding()),
-                ("machine", platform.machine()),
-                ("release", platform.release()),
-                ("system", platform.system()),
-                ("version", _dist(pretty=True)),
-            ],
-        ),
-    ]
-    width = max(len(key) for _, rows in sections for key, _ in rows)
-    lines: list[str] = []
-    for title, rows in sections:
-        if lines:
-            lines.append(" ")
-        lines.append(f"{title}:")
-        lines.extend(f"{key.rjust(width + 2)}: {value}" for key, value in rows)
-    return "\n".join(lines)
+    from salttwist.version import versionsReport
 
-
-def _dist(pretty: bool = False) -> str:
-    try:
-        release = platform.freedesktop_os_release()
-    except OSError:
-        return "Not Installed"
-    if pretty:
-        return release.get("PRETTY_NAME", release.get("NAME", ""))
-    return " ".join(
-        v
-        for v in (
-            release.get("ID", ""),
-            release.get("VERSION_ID", ""),
-            release.get("VERSION_CODENAME", ""),
-        )
-        if v
-    )
+    return versionsReport()
 
 
 @onReactor
