@@ -10,7 +10,9 @@ once hid a wheel without its twistd plugins.
 
 It is made once per test run, on first use, in a temporary directory that
 is removed when the run ends. C{SALTTWIST_INSTALLED_VENV} names an existing
-virtualenv to use instead (it is left alone).
+virtualenv to use instead (it is left alone). It is made with an
+interpreter every user can run, where there is one, since some tests run
+the commands as C{nobody}.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import atexit
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -121,11 +124,10 @@ def makeVirtualenv(
     Create a fresh virtualenv at C{venv} and pip install C{requirements}
     into it (and C{-e editable}, if given).
 
-    @param python: the interpreter it is made with; by default the one
-        this virtualenv was made with.
+    @param python: the interpreter it is made with; by default
+        L{baseInterpreter}.
     """
-    base = python or getattr(sys, "_base_executable", sys.executable)
-    run([base, "-m", "venv", venv])
+    run([python or baseInterpreter(), "-m", "venv", venv])
     copy = InstalledCopy(venv)
     pip = [copy.python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     if requirements:
@@ -133,6 +135,42 @@ def makeVirtualenv(
     if editable is not None:
         run([*pip, "-e", editable], cwd=tempfile.gettempdir())
     return copy
+
+
+def baseInterpreter() -> str:
+    """
+    @return: the interpreter this process's virtualenv was made with.
+    """
+    return getattr(sys, "_base_executable", sys.executable)
+
+
+def everyoneCanRun(path: str) -> bool:
+    """
+    @return: whether every user can reach and run C{path} (the tests run
+        the installed copy as C{nobody} too).
+    """
+    path = os.path.realpath(path)
+    directory = os.path.dirname(path)
+    while True:
+        if not os.stat(directory).st_mode & stat.S_IXOTH:
+            return False
+        if directory == os.path.dirname(directory):
+            break
+        directory = os.path.dirname(directory)
+    return os.path.isfile(path) and bool(os.stat(path).st_mode & stat.S_IXOTH)
+
+
+def publicInterpreter() -> str | None:
+    """
+    @return: an interpreter of this Python version that every user can
+        run: L{baseInterpreter}, or else the system's C{python3} (an
+        interpreter under C{/root}, as pyenv's, is not); L{None} if none.
+    """
+    candidates = [baseInterpreter(), f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"]
+    for candidate in candidates:
+        if os.path.exists(candidate) and everyoneCanRun(candidate):
+            return candidate
+    return None
 
 
 def cleanCopyOfCheckout(destination: str) -> str:
@@ -166,9 +204,11 @@ def installedCopy() -> InstalledCopy:
         return InstalledCopy(os.path.abspath(named))
     where = tempfile.mkdtemp(prefix="salttwist-installed-")
     atexit.register(shutil.rmtree, where, ignore_errors=True)
+    # Other users run it too (publisher_acl, privilege drop tests).
+    os.chmod(where, 0o755)
     source = cleanCopyOfCheckout(os.path.join(where, "source"))
     outdir = os.path.join(where, "dist")
     os.makedirs(outdir)
     wheel = buildWheel(source, outdir)
-    copy = makeVirtualenv(os.path.join(where, "venv"), wheel)
+    copy = makeVirtualenv(os.path.join(where, "venv"), wheel, python=publicInterpreter())
     return InstalledCopy(copy.venv, wheel)

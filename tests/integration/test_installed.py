@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import zipfile
 
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SkipTest, TestCase
 
-from salttwist.daemon import RunAs, unsearchableParent
+from salttwist.daemon import RunAs
 from tests._installed import (
     CHECKOUT,
     PLUGIN_FILES,
@@ -28,12 +28,31 @@ from tests._installed import (
     cleanCopyOfCheckout,
     installedCopy,
     makeVirtualenv,
+    publicInterpreter,
     run,
 )
 from tests.integration.harness import Cluster, makeTraversable
 
 #: The daemons' twistd plugins.
 DAEMON_PLUGINS = ("salttwist-master", "salttwist-minion")
+
+#: Where the README's install command puts the virtualenv, and the source
+#: tree it installs.
+README_VENV = "/opt/salttwist"
+README_SOURCE = "/path/to/salttwist"
+
+
+def readmeInstallCommand() -> str:
+    """
+    @return: the first command of the README's "Running a real deployment"
+        section: how a user installs salttwist.
+    """
+    with open(os.path.join(CHECKOUT, "README.md")) as f:
+        text = f.read()
+    start = text.index("\n## Running a real deployment\n")
+    block = re.search(r"^```sh\n(.*?)^```$", text[start:], re.M | re.S)
+    assert block is not None, "no sh block in the README's deployment section"
+    return block.group(1).strip().splitlines()[0]
 
 
 def twistdPlugins(copy: InstalledCopy) -> str:
@@ -133,12 +152,20 @@ class InstallModesTests(TestCase):
 
     async def test_pipInstallSource(self) -> None:
         """
-        C{pip install /path/to/salttwist}, as the README's deployment
-        section says.
+        The README's install command, typed as written (with a temporary
+        directory for C{/opt/salttwist} and a fresh copy of the checkout
+        for C{/path/to/salttwist}).
         """
         source = self.sourceTree()
-        copy = await deferToThread(self.installInto, source)
-        await self.assertDaemonsStart(copy)
+        where = tempfile.mkdtemp(prefix="salttwist-install-")
+        self.addCleanup(shutil.rmtree, where, ignore_errors=True)
+        venv = os.path.join(where, "opt-salttwist")
+        command = readmeInstallCommand()
+        self.assertIn(README_VENV, command)
+        self.assertIn(README_SOURCE, command)
+        command = command.replace(README_VENV, venv).replace(README_SOURCE, source)
+        await deferToThread(run, ["bash", "-c", command], where)
+        await self.assertDaemonsStart(InstalledCopy(venv))
 
     async def test_pipInstallEditable(self) -> None:
         """
@@ -171,7 +198,9 @@ class ReadOnlySitePackagesTests(TestCase):
         """
         nobody = pwd.getpwnam("nobody")
         runAs = RunAs("nobody", nobody.pw_uid, nobody.pw_gid)
-        python = self.interpreterFor(runAs)
+        python = publicInterpreter()
+        if python is None:
+            raise SkipTest("no Python interpreter that every user can run")
         where = tempfile.mkdtemp(prefix="salttwist-readonly-")
         self.addCleanup(shutil.rmtree, where, ignore_errors=True)
         os.chmod(where, 0o755)
@@ -219,20 +248,3 @@ class ReadOnlySitePackagesTests(TestCase):
         for trouble in ("plugin cache", "dropin", "#error]", "#critical]", "Traceback"):
             self.assertNotIn(trouble, master.output(), cluster.logs())
         self.assertFalse(os.path.exists(cache), "nobody wrote the plugin cache")
-
-    def interpreterFor(self, runAs: RunAs) -> str:
-        """
-        @return: a Python that C{runAs} can run, to make the virtualenv
-            with: the one the tests' virtualenv was made with, or the
-            system's C{/usr/bin/python3} (pyenv's lives under C{/root}).
-        @raise SkipTest: if there is none.
-        """
-        for candidate in (getattr(sys, "_base_executable", sys.executable), "/usr/bin/python3"):
-            path = os.path.realpath(candidate)
-            if (
-                os.path.isfile(path)
-                and unsearchableParent(path, runAs) is None
-                and os.stat(path).st_mode & stat.S_IXOTH
-            ):
-                return path
-        raise SkipTest(f"no interpreter that {runAs.name} can run")
