@@ -22,8 +22,7 @@ from typing import Any, ClassVar
 
 from twisted.python import usage
 
-from salttwist.cli import defaultConfigDir
-from salttwist.config import ConfigError
+from salttwist.config import ConfigError, defaultConfigDir
 from salttwist.daemon import StartupError, resolveUser
 from salttwist.logs import logEnvironment
 

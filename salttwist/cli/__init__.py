@@ -4,28 +4,17 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import salttwist
 from salttwist._startup import deferStartupImports
+from salttwist.config import CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, defaultConfigDir
+
+__all__ = ["CONFIG_DIR_ENV", "DEFAULT_CONFIG_DIR", "addCommonArguments", "defaultConfigDir"]
 
 # Every command is a fresh interpreter: put off what Twisted imports and
 # the commands never use (see salttwist._startup).
 deferStartupImports()
-
-DEFAULT_CONFIG_DIR = "/etc/salttwist"
-#: The environment variable that overrides L{DEFAULT_CONFIG_DIR} (Salt's
-#: C{SALT_CONFIG_DIR}); C{-c} overrides both.
-CONFIG_DIR_ENV = "SALTTWIST_CONFIG_DIR"
-
-
-def defaultConfigDir() -> str:
-    """
-    @return: the config directory used without C{-c}: C{$SALTTWIST_CONFIG_DIR}
-        when set, else L{DEFAULT_CONFIG_DIR}.
-    """
-    return os.environ.get(CONFIG_DIR_ENV) or DEFAULT_CONFIG_DIR
 
 
 class _VersionsReport(argparse.Action):

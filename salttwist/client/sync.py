@@ -35,7 +35,7 @@ from typing import Any
 
 from salttwist.client._bridge import ReactorThread, ReactorThreadError, getReactorThread
 from salttwist.client.local import JobResult, MasterUnavailable
-from salttwist.config import loadMasterConfig, loadMinionConfig
+from salttwist.config import defaultConfigDir, loadMasterConfig, loadMinionConfig
 from salttwist.jid import isJid
 from salttwist.transport.reqclient import RequestError
 
@@ -48,10 +48,6 @@ __all__ = [
     "RunnerClient",
 ]
 
-DEFAULT_CONFIG_DIR = "/etc/salttwist"
-#: Overrides L{DEFAULT_CONFIG_DIR}, as for the commands.
-CONFIG_DIR_ENV = "SALTTWIST_CONFIG_DIR"
-
 
 def configDir(cPath: str | None, daemon: str) -> str:
     """
@@ -59,12 +55,12 @@ def configDir(cPath: str | None, daemon: str) -> str:
 
     @param cPath: the config directory, or the C{master}/C{minion} file in
         it (Salt passes the file, the commands' C{-c} the directory); when
-        L{None}, C{$SALTTWIST_CONFIG_DIR} or L{DEFAULT_CONFIG_DIR}, as the
+        L{None}, C{$SALTTWIST_CONFIG_DIR} or L{salttwist.config.DEFAULT_CONFIG_DIR}, as the
         commands use.
     @param daemon: C{"master"} or C{"minion"}: the file's name.
     """
     if cPath is None:
-        return os.environ.get(CONFIG_DIR_ENV) or DEFAULT_CONFIG_DIR
+        return defaultConfigDir()
     if os.path.basename(os.path.normpath(cPath)) == daemon and not os.path.isdir(cPath):
         return os.path.dirname(os.path.abspath(cPath))
     return cPath
