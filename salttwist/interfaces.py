@@ -6,6 +6,7 @@ Implementations declare them with C{@implementer} and their tests call
 C{verifyObject}, so a fake and a real implementation cannot drift apart.
 """
 
+from twisted.plugin import IPlugin
 from zope.interface import Attribute, Interface
 
 
@@ -185,4 +186,126 @@ class IJobCache(Interface):
         Operations called afterwards fail.
 
         @return: a L{Deferred} firing with L{None} when closed.
+        """
+
+
+class IWorkerPool(Interface):
+    """
+    Runs registered tasks (see L{salttwist.workers.tasks}) away from the
+    reactor thread. Implementations: L{salttwist.workers.pool.WorkerPool}
+    (processes) and L{salttwist.workers.pool.InlineWorkerPool} (in-process,
+    for tests); the errors are in L{salttwist.workers}.
+    """
+
+    def start():
+        """
+        Start the workers.
+
+        @return: a L{Deferred} that fires when every initial worker has
+            started (or failed to start and is being retried); L{run} may be
+            called before it fires, requests then wait in the queue.
+        """
+
+    def run(taskOrName, *args, **kwargs):  # noqa: N805
+        """
+        Run one task.
+
+        @param taskOrName: the task's dotted name, or the decorated function.
+        @param args: msgpack-able positional arguments.
+        @param kwargs: msgpack-able keyword arguments.
+        @return: a L{Deferred} firing with the task's result, or failing with
+            L{salttwist.workers.TaskError}, L{salttwist.workers.WorkerFailed},
+            L{salttwist.workers.QueueFull}, L{salttwist.workers.PoolStopped},
+            L{salttwist.workers.PayloadTooLarge} or
+            L{salttwist.serial.SerialError}.
+        """
+
+    def stop():
+        """
+        Refuse new work, fail queued requests with
+        L{salttwist.workers.PoolStopped}, let running tasks finish within a
+        grace period, then stop the workers.
+
+        @return: a L{Deferred} that fires when every worker has exited.
+        """
+
+    def stats():
+        """
+        @return: a L{dict} with C{size}, C{busy}, C{idle}, C{queued},
+            C{restarts}, C{completed} and C{failed}.
+        """
+
+
+class ITransport(IPlugin):
+    """
+    A way to carry the pub and req channels: server endpoints for the master,
+    client endpoints for minions and the local client (see
+    L{salttwist.transport.interfaces} for the roles and the plugin rules).
+
+    Implementations are module-level objects in a C{twisted/plugins/} module,
+    declared with C{@implementer(ITransport)}; C{transport: NAME} in the
+    master's and the minions' configs picks one by L{name}. Plugin modules
+    are imported by every plugin scan, so they (and this interface's methods
+    until called) must import nothing heavy, such as pyOpenSSL.
+    """
+
+    name = Attribute("The name the C{transport} option selects, such as C{'tcp'}.")
+
+    needsTLS = Attribute(
+        "Whether the transport uses Twisted's TLS support (pyOpenSSL). The CLIs "
+        "start the reactor without pyOpenSSL unless the configured transport "
+        "sets this (see L{salttwist._startup.withoutTLS})."
+    )
+
+    def prepareMaster(config):
+        """
+        Prepare what the master's side needs, once, as the master starts and
+        before it listens: called after the master's key pair exists
+        (C{pki_dir/master.pem}). Blocking is fine (the reactor is not
+        running yet). The TLS transport makes the master's certificate here.
+
+        @param config: the master's configuration.
+        @raise Exception: anything raised stops the master's start with that
+            message.
+        """
+
+    def serverEndpoint(reactor, config, interface, port, role):
+        """
+        Make the endpoint the master listens on for one channel. Called in
+        C{privilegedStartService}, before twistd drops privileges, so reading
+        root-only key files here is fine.
+
+        @param reactor: the reactor to listen with.
+        @param config: the master's configuration.
+        @param interface: the address to bind (the C{interface} option; IPv4
+            or IPv6).
+        @param port: the port (C{publish_port} or C{ret_port}); C{0} means one
+            chosen by the OS, which the endpoint's port must then report
+            through C{getHost().port}.
+        @param role: C{ROLE_PUB} or C{ROLE_REQ}
+            (L{salttwist.transport.interfaces}).
+        @return: an L{IStreamServerEndpoint
+            <twisted.internet.interfaces.IStreamServerEndpoint>}.
+        """
+
+    def clientEndpoint(reactor, config, host, port, role):
+        """
+        Make an endpoint that connects to one of the master's channels.
+        Called for every connection (a minion reconnecting calls it again),
+        so it may read files that change, such as a pinned key.
+
+        The C{Deferred} of the endpoint's C{connect} must fire with the
+        application protocol built from the given factory (as
+        L{wrapClientTLS <twisted.internet.endpoints.wrapClientTLS>} does),
+        whose C{transport} the callers use as usual.
+
+        @param reactor: the reactor to connect with.
+        @param config: the minion's configuration for C{ROLE_PUB} and
+            C{ROLE_REQ}; the master's for C{ROLE_CLIENT}.
+        @param host: the master's host name or address.
+        @param port: the channel's port.
+        @param role: C{ROLE_PUB} or C{ROLE_REQ} (a minion), or C{ROLE_CLIENT}
+            (the local client, on the master's host, to the req channel).
+        @return: an L{IStreamClientEndpoint
+            <twisted.internet.interfaces.IStreamClientEndpoint>}.
         """

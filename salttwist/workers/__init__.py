@@ -35,13 +35,14 @@ Layout:
     L{InlineWorkerPool} (same API, runs tasks in-process, for unit tests of
     code that uses a pool).
 
-This module holds only the errors and L{IWorkerPool}, so that the child,
-which imports it first, stays light.
+This module holds only the errors, so that the child, which imports it
+first, stays light; L{IWorkerPool} is in L{salttwist.interfaces} (and
+still found here).
 """
 
 from __future__ import annotations
 
-from zope.interface import Interface
+from typing import Any
 
 __all__ = [
     "IWorkerPool",
@@ -132,43 +133,14 @@ class PayloadTooLarge(ValueError):
     """
 
 
-class IWorkerPool(Interface):
+def __getattr__(name: str) -> Any:
     """
-    Runs registered tasks (see L{salttwist.workers.tasks}) away from the
-    reactor thread.
+    L{IWorkerPool} moved to L{salttwist.interfaces}; it is still found here,
+    but looked up only when asked for, so that the child, which imports this
+    module first, does not import the interfaces (and L{twisted.plugin}).
     """
+    if name == "IWorkerPool":
+        from salttwist.interfaces import IWorkerPool
 
-    def start():
-        """
-        Start the workers.
-
-        @return: a L{Deferred} that fires when every initial worker has
-            started (or failed to start and is being retried); L{run} may be
-            called before it fires, requests then wait in the queue.
-        """
-
-    def run(taskOrName, *args, **kwargs):  # noqa: N805
-        """
-        Run one task.
-
-        @param taskOrName: the task's dotted name, or the decorated function.
-        @param args: msgpack-able positional arguments.
-        @param kwargs: msgpack-able keyword arguments.
-        @return: a L{Deferred} firing with the task's result, or failing with
-            L{TaskError}, L{WorkerFailed}, L{QueueFull}, L{PoolStopped},
-            L{PayloadTooLarge} or L{salttwist.serial.SerialError}.
-        """
-
-    def stop():
-        """
-        Refuse new work, fail queued requests with L{PoolStopped}, let running
-        tasks finish within a grace period, then stop the workers.
-
-        @return: a L{Deferred} that fires when every worker has exited.
-        """
-
-    def stats():
-        """
-        @return: a L{dict} with C{size}, C{busy}, C{idle}, C{queued},
-            C{restarts}, C{completed} and C{failed}.
-        """
+        return IWorkerPool
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,7 +34,8 @@ from typing import IO, Any
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from salttwist.workers import IWorkerPool, TaskError
+from salttwist.interfaces import IWorkerPool
+from salttwist.workers import TaskError
 from salttwist.workers.tasks import failureAnswer, taskName
 
 

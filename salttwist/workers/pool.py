@@ -52,8 +52,8 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from salttwist import serial
+from salttwist.interfaces import IWorkerPool
 from salttwist.workers import (
-    IWorkerPool,
     PayloadTooLarge,
     PoolStopped,
     QueueFull,
