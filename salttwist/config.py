@@ -262,10 +262,10 @@ def _checkPublisherAcl(value: Any) -> dict:
     """
     Check Salt's C{publisher_acl}: user (or C{group%}) patterns mapped to
     lists of function patterns and C{{target: [functions]}} mappings (see
-    L{salttwist.master.acl}).
+    L{salttwist.aclconfig}).
     """
     # Imported here: most configs have no ACL, and every command loads one.
-    from salttwist.master.acl import checkPublisherAclConfig
+    from salttwist.aclconfig import checkPublisherAclConfig
 
     try:
         return checkPublisherAclConfig(value)
@@ -281,7 +281,7 @@ def _checkPublisherAclBlacklist(value: Any) -> dict:
     Check Salt's C{publisher_acl_blacklist}: C{users} and C{modules} lists
     of patterns.
     """
-    from salttwist.master.acl import checkBlacklistConfig
+    from salttwist.aclconfig import checkBlacklistConfig
 
     try:
         return checkBlacklistConfig(value)

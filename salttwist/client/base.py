@@ -18,7 +18,7 @@ from typing import Any
 
 from salttwist import wire
 from salttwist.files import PORTS_FILE, readRuntimeFile
-from salttwist.rootkey import ROOT_KEY_FILE, readRootKey
+from salttwist.rootkey import ROOT_KEY_FILE, readRootKey, readUserKey, userKeyFile
 from salttwist.symmetric import deriveKey, hmacSha256
 
 __all__ = [
@@ -199,10 +199,6 @@ def readClientKey(cachedir: str, user: str, euid: int | None = None) -> bytes:
                 f"cannot read the master's root key in {cachedir}: "
                 f"run salttwist as the master's user ({e})"
             ) from e
-    # Only a publisher_acl user gets here: the ACL module (several ms of
-    # imports) is not on root's path.
-    from salttwist.master.acl import readUserKey, userKeyFile
-
     try:
         path = userKeyFile(cachedir, user)
     except ValueError as e:

@@ -37,7 +37,6 @@ L{isRegex}.
 
 from __future__ import annotations
 
-import fnmatch
 import grp
 import os
 import pwd
@@ -49,7 +48,15 @@ from typing import Any, Protocol
 
 from twisted.logger import Logger
 
+from salttwist.aclconfig import (
+    GROUP_SUFFIX,
+    checkBlacklistConfig,
+    checkPublisherAclConfig,
+    isRegex,
+    patternMatches,
+)
 from salttwist.files import atomicWrite
+from salttwist.rootkey import USER_NAME, readUserKey, userKeyFile
 from salttwist.targeting import TargetError, TargetMatcher, compileTarget
 
 __all__ = [
@@ -76,22 +83,13 @@ __all__ = [
 
 _log = Logger()
 
-#: The suffix that makes a C{publisher_acl} name a UNIX group.
-GROUP_SUFFIX = "%"
 #: The function every user may publish about its own jobs (Salt whitelists it).
 FIND_JOB = "saltutil.find_job"
-#: User names a key file may be named after: POSIX portable names, plus
-#: upper case and a trailing C{$} (Samba machine accounts). No C{/}, no
-#: leading dot, so a name can never leave C{cachedir}.
-USER_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}\$?\Z")
-#: Characters only a regular expression uses.
-_REGEX_ONLY = frozenset("|()+^$\\{}")
 _GLOB_CHARS = frozenset("*?[")
 _KEY_FILE = re.compile(r"\A\.(?P<user>.+)_key\Z")
 _ROOT_KEY_USER = "root"
 #: How many refused minions a message names before "and N more".
 _MESSAGE_MINIONS = 10
-_BLACKLIST_KEYS = ("users", "modules")
 
 
 class AclRefused(ValueError):
@@ -105,129 +103,11 @@ class AclRefused(ValueError):
 # -- patterns -----------------------------------------------------------------
 
 
-def isRegex(pattern: str) -> bool:
-    """
-    Is C{pattern} a regular expression rather than a shell glob?
-
-    It is when it uses syntax a glob does not have (C{| ( ) + ^ $ \\ { }})
-    or starts with C{.}, which no user or function name does (C{.*}).
-    Otherwise it is a glob, so C{test.*} means the C{test} module only; read
-    as Salt reads it (a regex too), it would also allow C{testinfra.run}.
-    """
-    return pattern.startswith(".") or any(c in _REGEX_ONLY for c in pattern)
-
-
-def patternMatches(pattern: str, value: str) -> bool:
-    """
-    Does C{value} match C{pattern}: a glob (case-sensitive) or, see
-    L{isRegex}, a regular expression that must match the whole value?
-    """
-    if isRegex(pattern):
-        try:
-            return re.fullmatch(pattern, value) is not None
-        except re.error:
-            return False
-    return fnmatch.fnmatchcase(value, pattern)
-
-
 def _isConcreteName(pattern: str) -> bool:
     """
     Does C{pattern} name exactly one user (no glob or regex syntax)?
     """
     return not isRegex(pattern) and not any(c in _GLOB_CHARS for c in pattern)
-
-
-# -- config -------------------------------------------------------------------
-
-
-def _checkPattern(pattern: object, what: str) -> str:
-    if not isinstance(pattern, str) or not pattern:
-        raise ValueError(f"{what} must be a non-empty string, not {pattern!r}")
-    if isRegex(pattern):
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise ValueError(f"{what} {pattern!r} is not a valid regular expression: {e}") from None
-    return pattern
-
-
-def _checkFunctions(value: object, where: str) -> list[str]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list):
-        raise ValueError(f"{where} must be a list of function patterns, not {value!r}")
-    functions = []
-    for index, item in enumerate(value, 1):
-        if isinstance(item, dict):
-            raise ValueError(
-                f"{where}, item {index}: argument restrictions ({{function: {{args: ...}}}})"
-                " are not supported; list function patterns only"
-            )
-        functions.append(_checkPattern(item, f"{where}, item {index}: a function pattern"))
-    return functions
-
-
-def checkPublisherAclConfig(value: object) -> dict[str, list[str | dict[str, list[str]]]]:
-    """
-    Check the C{publisher_acl} option: a mapping of user patterns (C{name%}
-    for a group) to lists whose items are function patterns, or one-key
-    mappings C{{target: [function patterns]}}.
-
-    @return: the value, with a lone function string normalized to a list.
-    @raise ValueError: saying what is wrong and where.
-    """
-    if not isinstance(value, dict):
-        raise ValueError("it is not a mapping")
-    checked: dict[str, list[str | dict[str, list[str]]]] = {}
-    for user, entries in value.items():
-        _checkPattern(user, "a user name")
-        if user == GROUP_SUFFIX:
-            raise ValueError("a group entry needs a name before the '%'")
-        where = f"the entry of {user!r}"
-        if isinstance(entries, str):
-            entries = [entries]
-        if not isinstance(entries, list):
-            raise ValueError(f"{where} must be a list, not {entries!r}")
-        items: list[str | dict[str, list[str]]] = []
-        for index, item in enumerate(entries, 1):
-            if isinstance(item, dict):
-                if len(item) != 1:
-                    raise ValueError(
-                        f"{where}, item {index}: a target restriction must be a mapping with"
-                        f" exactly one target, not {item!r}"
-                    )
-                [(target, functions)] = item.items()
-                if not isinstance(target, str) or not target.strip():
-                    raise ValueError(
-                        f"{where}, item {index}: the target must be a non-empty string,"
-                        f" not {target!r}"
-                    )
-                items.append({target: _checkFunctions(functions, f"{where}, target {target!r}")})
-            else:
-                items.append(_checkPattern(item, f"{where}, item {index}: a function pattern"))
-        checked[user] = items
-    return checked
-
-
-def checkBlacklistConfig(value: object) -> dict[str, list[str]]:
-    """
-    Check the C{publisher_acl_blacklist} option: a mapping with C{users}
-    and/or C{modules}, each a list of patterns.
-
-    @raise ValueError: saying what is wrong.
-    """
-    if not isinstance(value, dict):
-        raise ValueError("it is not a mapping")
-    checked: dict[str, list[str]] = {}
-    for key, patterns in value.items():
-        if key not in _BLACKLIST_KEYS:
-            raise ValueError(f"unknown key {key!r}; the keys are 'users' and 'modules'")
-        if patterns is None:
-            patterns = []
-        if not isinstance(patterns, list):
-            raise ValueError(f"{key!r} must be a list of patterns, not {patterns!r}")
-        checked[key] = [_checkPattern(p, f"a {key!r} pattern") for p in patterns]
-    return checked
 
 
 # -- the system's users -------------------------------------------------------
@@ -611,17 +491,6 @@ class PublisherAcl:
 # -- key files ----------------------------------------------------------------
 
 
-def userKeyFile(cachedir: str, user: str) -> str:
-    """
-    The path of C{user}'s key file, C{cachedir/.<user>_key}.
-
-    @raise ValueError: C{user} is not a name a key file may carry.
-    """
-    if not isinstance(user, str) or not USER_NAME.match(user):
-        raise ValueError(f"{user!r} is not a valid user name for a key file")
-    return os.path.join(cachedir, f".{user}_key")
-
-
 def keyAccounts(
     acl: PublisherAcl, excludeUids: Iterable[int] = (0,)
 ) -> tuple[dict[str, Account], list[str]]:
@@ -729,17 +598,6 @@ def removeStaleKeys(cachedir: str, keep: Iterable[str]) -> list[str]:
             continue
         removed.append(match["user"])
     return removed
-
-
-def readUserKey(cachedir: str, user: str) -> bytes:
-    """
-    Read C{user}'s key (the local client's side).
-
-    @raise OSError: it is missing or unreadable.
-    @raise ValueError: the name is invalid or the file is not a key.
-    """
-    with open(userKeyFile(cachedir, user), "rb") as f:
-        return bytes.fromhex(f.read().decode("ascii").strip())
 
 
 def unreachableDirectory(
