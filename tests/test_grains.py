@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_grains -*-
 """
-Tests for L{salttwist.minion.grains}: the core grains, read from this
+Tests for L{salttwist.grains}: the core grains, read from this
 machine, and the grains file and config layered on them.
 """
 
@@ -16,7 +16,7 @@ from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
 import salttwist
-from salttwist.minion import grains
+from salttwist import grains
 
 
 class CoreGrainsTests(SynchronousTestCase):

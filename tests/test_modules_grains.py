@@ -14,10 +14,10 @@ import yaml
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
+from salttwist.grains import coreGrains, grainsFilePath
 from salttwist.master.core import runSynchronously
 from salttwist.master.service import threadRunner
 from salttwist.minion.executor import Executor
-from salttwist.minion.grains import coreGrains, grainsFilePath
 from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,

@@ -14,7 +14,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from salttwist.minion import grains as coregrains
+from salttwist import grains as coregrains
 from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,

@@ -12,12 +12,11 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from salttwist import crypt
+from salttwist import crypt, grains
 from salttwist.config import loadMasterConfig
 from salttwist.events.bus import LocalEventBus
 from salttwist.master.core import Master, runSynchronously
 from salttwist.master.keys import MasterKeys
-from salttwist.minion import grains
 from salttwist.modules import loadFunctions
 from salttwist.pki.keystore import InMemoryKeyStore
 from salttwist.runners import RunnerContext, loadRunners

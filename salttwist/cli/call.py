@@ -74,8 +74,8 @@ async def callFunction(
     @return: C{{"return", "retcode", "success"}}.
     """
     from salttwist.blocking import threadRunner
+    from salttwist.grains import coreGrains, grainsFilePath
     from salttwist.minion.executor import Executor
-    from salttwist.minion.grains import coreGrains, grainsFilePath
     from salttwist.modules import LoaderContext, loadFunctions
     from salttwist.pki.ids import configuredMinionId
 

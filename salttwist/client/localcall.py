@@ -16,8 +16,8 @@ from typing import Any
 from twisted.internet.defer import Deferred, maybeDeferred
 
 from salttwist.blocking import RunBlocking, threadRunner
+from salttwist.grains import coreGrains, grainsFilePath
 from salttwist.minion.executor import Executor
-from salttwist.minion.grains import coreGrains, grainsFilePath
 from salttwist.modules import LoaderContext, Retcode, loadFunctions
 from salttwist.pki.ids import configuredMinionId
 

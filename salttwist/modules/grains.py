@@ -21,7 +21,7 @@ import yaml
 from twisted.python import threadable
 
 from salttwist.files import atomicWrite
-from salttwist.minion.grains import grainsFilePath
+from salttwist.grains import grainsFilePath
 from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,

@@ -13,8 +13,8 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from salttwist.minion.grains import getFqdn, ipAddresses
-from salttwist.minion.grains import interfaces as _interfaceTable
+from salttwist.grains import getFqdn, ipAddresses
+from salttwist.grains import interfaces as _interfaceTable
 from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,

@@ -15,7 +15,7 @@ import fnmatch
 import signal as signals
 from typing import Any
 
-from salttwist.minion.grains import coreGrains, grainsFilePath
+from salttwist.grains import coreGrains, grainsFilePath
 from salttwist.modules import LoaderContext, SaltInvocationError, needsContext, onReactor
 from salttwist.modules._process import inThread
 

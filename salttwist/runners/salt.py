@@ -41,7 +41,7 @@ def _masterGrains(opts: dict[str, Any]) -> dict[str, Any]:
     The grains of the master's host (blocking: it reads files and may ask
     DNS), with Salt's master id C{<fqdn>_master} unless C{opts} names one.
     """
-    from salttwist.minion.grains import coreGrains, getFqdn
+    from salttwist.grains import coreGrains, getFqdn
 
     minionId = opts.get("id") or f"{getFqdn()}_master"
     return coreGrains(minionId, {})
