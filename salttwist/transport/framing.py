@@ -277,15 +277,31 @@ class QuietFactory(Factory):
     noisy = False
 
 
+class _BuildingFactory(QuietFactory):
+    """
+    A L{QuietFactory} whose protocols are made by a callable, for protocols
+    whose constructors take arguments (L{Factory.forProtocol} passes the
+    same arguments to every protocol, and so would these; this spells it
+    as a method rather than patching C{buildProtocol} on an instance).
+    """
+
+    def __init__(self, build: Callable[[], Protocol]) -> None:
+        """
+        @param build: called with no arguments for each connection.
+        """
+        self._build = build
+
+    def buildProtocol(self, addr: Any) -> Protocol:
+        """
+        @return: a protocol from the callable, its C{factory} set to this.
+        """
+        proto = self._build()
+        proto.factory = self
+        return proto
+
+
 def quietFactory(build: Callable[[], Protocol]) -> QuietFactory:
     """
     @return: a L{QuietFactory} whose protocols are made by C{build()}.
     """
-    factory = QuietFactory()
-    factory.buildProtocol = lambda addr: _attach(build(), factory)  # type: ignore[method-assign]
-    return factory
-
-
-def _attach(proto: Protocol, factory: Factory) -> Protocol:
-    proto.factory = factory
-    return proto
+    return _BuildingFactory(build)
