@@ -14,6 +14,10 @@ from typing import Any
 
 #: The runtime file, in a master's C{sock_dir}, with the ports it listens on.
 PORTS_FILE = "master.ports"
+#: The master's public key a minion pinned, in the minion's C{pki_dir}.
+MASTER_PUB_FILE = "minion_master.pub"
+#: The minion's public key, in its C{pki_dir}.
+MINION_PUB_FILE = "minion.pub"
 
 
 def atomicWrite(path: str, data: bytes, mode: int = 0o600, durable: bool = True) -> None:

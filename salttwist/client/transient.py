@@ -24,7 +24,7 @@ from twisted.internet.defer import Deferred, DeferredLock
 from twisted.logger import Logger
 
 from salttwist import crypt, serial
-from salttwist.minion.auth import (
+from salttwist.pki.credentials import (
     AuthRefused,
     MasterIdentityError,
     MinionCredentials,
@@ -106,18 +106,32 @@ class MasterCaller:
             raise CallerError(self._error)
         return self._session
 
+    def _transportConnector(self) -> ConnectTCP:
+        """
+        @return: how to reach the master's req channel (the only one a
+            transient session uses) with the client endpoints of the
+            C{transport} the config names, as the minion daemon connects.
+        @raise CallerError: the config names no known transport.
+        """
+        from salttwist.transport.interfaces import ROLE_REQ
+        from salttwist.transport.registry import UnknownTransport, findTransport
+
+        try:
+            transport = findTransport(self.config["transport"])
+        except UnknownTransport as e:
+            raise CallerError(str(e)) from e
+        reactor, config = self.reactor, self.config
+
+        def connect(host: str, port: int, factory: Any) -> Deferred:
+            return transport.clientEndpoint(reactor, config, host, port, ROLE_REQ).connect(factory)
+
+        return connect
+
     async def _open(self) -> ReqClientProtocol:
         credentials = await self.runBlocking(self._loadCredentials)
         host, port = self.masterHost, self.config["master_port"]
         if self.connectTCP is None:
-            from salttwist.minion.service import transportConnector
-            from salttwist.transport.registry import UnknownTransport, findTransport
-
-            try:
-                transport = findTransport(self.config["transport"])
-            except UnknownTransport as e:
-                raise CallerError(str(e)) from e
-            self.connectTCP = transportConnector(self.reactor, self.config, transport)
+            self.connectTCP = self._transportConnector()
         try:
             req = await self._answer(
                 self.connectTCP(host, port, reqClientFactory(self.config["max_frame_bytes"]))

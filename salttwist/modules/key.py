@@ -18,16 +18,13 @@ from __future__ import annotations
 import os
 
 from salttwist.crypt import CryptError, fingerprint, loadPublicKey
-from salttwist.minion.auth import MASTER_PUB_FILE
+from salttwist.files import MASTER_PUB_FILE, MINION_PUB_FILE
 from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,
     SaltInvocationError,
     needsContext,
 )
-
-#: The minion's public key in C{pki_dir}.
-MINION_PUB_FILE = "minion.pub"
 
 
 @needsContext

@@ -1,10 +1,11 @@
-# -*- test-case-name: tests.test_minion,tests.test_transient_sessions -*-
+# -*- test-case-name: tests.test_minion,tests.test_transient_sessions,tests.test_auth_reply -*-
 """
 A minion's half of authentication on the req channel, shared by the minion
 daemon (L{salttwist.minion.core.Minion}) and C{salttwist-call}
-(L{salttwist.client.transient}): sign the master's challenge with the minion's
-key, read the answer, check the master's identity against the pinned key (or
-C{master_finger}) and decrypt the keys the master sent.
+(L{salttwist.client.transient}), so it lives below both: sign the master's
+challenge with the minion's key, read the answer, check the master's
+identity against the pinned key (or C{master_finger}) and decrypt the keys
+the master sent.
 
 The blocking parts (RSA, the pinned-key file) are methods of
 L{MinionCredentials}, which L{authenticate} runs through C{runBlocking}.
@@ -15,15 +16,26 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from salttwist import crypt, wire
-from salttwist.transport.reqclient import ReqClientProtocol
+from salttwist.files import MASTER_PUB_FILE
 
-MASTER_PUB_FILE = "minion_master.pub"
+if TYPE_CHECKING:
+    from salttwist.transport.reqclient import ReqClientProtocol
+
+__all__ = [
+    "MASTER_PUB_FILE",
+    "AuthRefused",
+    "AuthReply",
+    "MasterIdentityError",
+    "MinionCredentials",
+    "authenticate",
+]
+
 NONCE_BYTES = 32
 
 

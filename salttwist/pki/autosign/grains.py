@@ -1,0 +1,125 @@
+# -*- test-case-name: tests.test_autosign -*-
+"""
+The grains policy, C{autosign_grains_dir}: a file per grain listing the
+values it may have.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from zope.interface import implementer
+
+from salttwist.blocking import RunBlocking
+from salttwist.interfaces import IAutosignPolicy
+from salttwist.pki.autosign.base import (
+    ACCEPT,
+    AutosignDecision,
+    _contextGrains,
+    _guard,
+    _pending,
+)
+
+
+def _grainText(value: Any) -> str | None:
+    """
+    A grain value as the text it must equal in a grain file: strings as they
+    are, booleans as C{true}/C{false}, finite numbers with L{str}. Other
+    values (lists, maps, null) never match.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return str(value)
+    return None
+
+
+def _readGrainsDir(directory: str) -> dict[str, frozenset[str]] | None:
+    """
+    Read every grain file of C{autosign_grains_dir}, in a thread.
+
+    Files whose names start with C{.} and entries that are not regular files
+    are skipped. Each file lists allowed values, one per line, with
+    surrounding whitespace stripped; blank lines and C{#} lines are ignored.
+
+    @return: the allowed values by grain name, or L{None} if the directory
+        does not exist.
+    @raise OSError: the directory or a file cannot be read.
+    @raise UnicodeDecodeError: a file is not UTF-8.
+    """
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return None
+    allowed: dict[str, frozenset[str]] = {}
+    for name in names:
+        if name.startswith("."):
+            continue
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            continue
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+        values = (line.strip() for line in text.splitlines())
+        allowed[name] = frozenset(v for v in values if v and not v.startswith("#"))
+    return allowed
+
+
+@implementer(IAutosignPolicy)
+class GrainsPolicy:
+    """
+    C{autosign_grains_dir}: accept when, for EVERY grain file in the
+    directory, the minion's value of that grain is listed in the file.
+
+    Paths are only ever built from the directory's own listing: a grain name
+    sent by the minion that is not a file there (C{../../etc/passwd}) is
+    simply never looked at.
+    """
+
+    name = "autosign_grains"
+
+    def __init__(self, directory: str, runBlocking: RunBlocking) -> None:
+        """
+        @param directory: the grains directory; re-read at every decision.
+        @param runBlocking: runs a blocking callable, returning a L{Deferred}.
+        """
+        self.directory = directory
+        self._runBlocking = runBlocking
+
+    def decide(
+        self, minionId: str, pem: bytes, context: dict[str, Any]
+    ) -> Deferred[AutosignDecision]:
+        """
+        See L{IAutosignPolicy.decide}.
+        """
+        return _guard(self.name, self._decide(minionId, context))
+
+    async def _decide(self, minionId: str, context: dict[str, Any]) -> AutosignDecision:
+        try:
+            allowed = await self._runBlocking(_readGrainsDir, self.directory)
+        except (OSError, UnicodeDecodeError) as e:
+            return _pending(self.name, f"autosign_grains_dir {self.directory}: {e}", True)
+        if allowed is None:
+            return _pending(self.name, f"autosign_grains_dir {self.directory} does not exist")
+        if not allowed:
+            return _pending(self.name, f"autosign_grains_dir {self.directory} has no grain files")
+        grains = _contextGrains(context)
+        for name, values in allowed.items():
+            if name not in grains:
+                return _pending(self.name, f"{minionId!r} did not send the grain {name!r}")
+            text = _grainText(grains[name])
+            if text is None or text not in values:
+                return _pending(
+                    self.name, f"the grain {name!r} of {minionId!r} is not listed in its file"
+                )
+        names = ", ".join(sorted(allowed))
+        return AutosignDecision(
+            ACCEPT, self.name, f"{minionId!r} matches every grain file ({names})"
+        )
