@@ -18,7 +18,6 @@ from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 from twisted.trial.unittest import TestCase
 
 from salttwist.master.service import threadRunner
-from salttwist.minion.executor import Executor
 from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,
@@ -28,6 +27,7 @@ from salttwist.modules import (
     loadFunctions,
 )
 from salttwist.modules._process import runCommand
+from salttwist.modules.executor import Executor
 
 
 def kw(**kwargs: Any) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from salttwist.grains import coreGrains, grainsFilePath
 from salttwist.master.core import runSynchronously
 from salttwist.master.service import threadRunner
-from salttwist.minion.executor import Executor
 from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,
@@ -25,6 +24,7 @@ from salttwist.modules import (
     loadFunctions,
 )
 from salttwist.modules import grains as grainsmod
+from salttwist.modules.executor import Executor
 
 
 def makeContext(testCase: SynchronousTestCase, grains: dict[str, Any]) -> LoaderContext:

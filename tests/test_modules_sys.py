@@ -14,8 +14,8 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.master.core import runSynchronously
-from salttwist.minion.executor import Executor
 from salttwist.modules import MODULES, LoaderContext, loadFunctions, needsContext, sysmod
+from salttwist.modules.executor import Executor
 
 
 def _sysctlShow() -> str:

@@ -12,9 +12,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 import salttwist
 from salttwist.master.core import runSynchronously
-from salttwist.minion.executor import Executor
 from salttwist.modules import LoaderContext, Retcode, loadFunctions
 from salttwist.modules import test as testmod
+from salttwist.modules.executor import Executor
 
 
 class TestModuleTests(SynchronousTestCase):

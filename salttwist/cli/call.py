@@ -75,8 +75,8 @@ async def callFunction(
     """
     from salttwist.blocking import threadRunner
     from salttwist.grains import coreGrains, grainsFilePath
-    from salttwist.minion.executor import Executor
     from salttwist.modules import LoaderContext, loadFunctions
+    from salttwist.modules.executor import Executor
     from salttwist.pki.ids import configuredMinionId
 
     minionId = configuredMinionId(config)

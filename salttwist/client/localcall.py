@@ -17,8 +17,8 @@ from twisted.internet.defer import Deferred, maybeDeferred
 
 from salttwist.blocking import RunBlocking, threadRunner
 from salttwist.grains import coreGrains, grainsFilePath
-from salttwist.minion.executor import Executor
 from salttwist.modules import LoaderContext, Retcode, loadFunctions
+from salttwist.modules.executor import Executor
 from salttwist.pki.ids import configuredMinionId
 
 
