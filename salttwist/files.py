@@ -28,13 +28,20 @@ def atomicWrite(path: str, data: bytes, mode: int = 0o600, durable: bool = True)
     after a crash between create and rename where the pid is always 1); it
     is created exclusively without following a symlink, given exactly
     C{mode} whatever the umask, and removed if anything fails. A symlink at
-    C{path} is replaced, never written through.
+    C{path} is replaced, never written through. It starts with a dot, so
+    listings that skip dotfiles never see it.
 
     @param durable: fsync before the rename; a cache that is rebuilt anyway
         can skip that disk wait.
     """
     directory = os.path.dirname(path) or "."
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(8).hex()}.tmp")
+    name = os.path.basename(path)
+    if len(name) > 50:
+        # At most 200 bytes of it, so that the temporary name stays within
+        # NAME_MAX (255 bytes) even when the name itself is that long (a key
+        # file named by a minion id of 255 bytes).
+        name = os.fsdecode(os.fsencode(name)[:200])
+    tmp = os.path.join(directory, f".{name}.{os.urandom(8).hex()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, mode & 0o600)
     try:

@@ -26,6 +26,7 @@ import stat
 from zope.interface import implementer
 
 from salttwist.crypt import canonicalPublicPem
+from salttwist.files import atomicWrite
 from salttwist.interfaces import IKeyStore
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
 
@@ -201,28 +202,9 @@ class FilesystemKeyStore:
         """
         validateMinionId(minionId)
         _checkState(state)
-        data = canonicalPublicPem(pem)
-        tmp = self._tempPath(state, "tmp")
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _PUBLIC_MODE
-        )
-        try:
-            try:
-                # The umask may have narrowed the mode; public keys are 0644.
-                os.fchmod(fd, _PUBLIC_MODE)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self._path(state, minionId))
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        # Public keys are 0644 whatever the umask; the temporary file's name
+        # starts with a dot, so listKeys never reports it.
+        atomicWrite(self._path(state, minionId), canonicalPublicPem(pem), _PUBLIC_MODE)
 
     def moveKey(
         self, minionId: str, fromState: str, toState: str, expected: bytes | None = None
