@@ -22,7 +22,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from salttwist import crypt, wire
-from salttwist.files import MASTER_PUB_FILE
+from salttwist.files import MASTER_PUB_FILE, atomicWrite
 
 if TYPE_CHECKING:
     from salttwist.transport.reqclient import ReqClientProtocol
@@ -162,9 +162,8 @@ class MinionCredentials:
         except ValueError as e:
             raise MasterIdentityError(f"malformed auth reply from the master: {e}") from e
         if pinned is None:
-            with open(self.pinnedPath + ".tmp", "wb") as f:
-                f.write(masterPem)
-            os.replace(self.pinnedPath + ".tmp", self.pinnedPath)
+            # 0644, as the minion's own public key.
+            atomicWrite(self.pinnedPath, masterPem, 0o644)
             self.log.info("pinned the master's public key in {path}", path=self.pinnedPath)
         return AuthReply(publicationKey, sessionKey, port, kid, masterKey)
 
