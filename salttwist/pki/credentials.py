@@ -162,8 +162,10 @@ class MinionCredentials:
         except ValueError as e:
             raise MasterIdentityError(f"malformed auth reply from the master: {e}") from e
         if pinned is None:
-            # 0644, as the minion's own public key.
-            atomicWrite(self.pinnedPath, masterPem, 0o644)
+            # 0644, as the minion's own public key. Not fsynced, as before:
+            # this runs on the reactor thread, for every minion of a swarm
+            # at first contact.
+            atomicWrite(self.pinnedPath, masterPem, 0o644, durable=False)
             self.log.info("pinned the master's public key in {path}", path=self.pinnedPath)
         return AuthReply(publicationKey, sessionKey, port, kid, masterKey)
 
