@@ -83,6 +83,58 @@ class IAutosignPolicy(Interface):
         """
 
 
+class IRunnerMaster(Interface):
+    """
+    What a runner (L{salttwist.runners}) may use of the master, as
+    C{RunnerContext.master}: exactly what the runners read and call, and
+    nothing else, so the runners know no L{salttwist.master} class and a
+    test can hand them a fake.
+
+    In a worker process (L{salttwist.master.runnertasks}) a runner marked
+    C{inWorker} gets a partial provider: C{config}, C{jobCache} (read-only)
+    and C{runBlocking} only.
+    """
+
+    config = Attribute("The master's configuration, a L{dict} of Salt's options.")
+    clock = Attribute("The master's L{IReactorTime <twisted.internet.interfaces.IReactorTime>}.")
+    bus = Attribute("The master's L{IEventBus}.")
+    keyStore = Attribute("The master's L{IKeyStore} of minion keys.")
+    jobCache = Attribute("The master's L{IJobCache}, or L{None} when it keeps none.")
+    jobs = Attribute(
+        "The jobs published lately: C{get(jid)} returns one (with C{load}, the"
+        " published load, and C{returned}, the ids of the minions that returned)"
+        " or L{None}."
+    )
+    grainsCache = Attribute(
+        "The minions' grains as the master last heard them: C{grains}, a mapping"
+        " of minion id to grains."
+    )
+    subscribers = Attribute(
+        "The minions connected now: a mapping of minion id to the protocol of"
+        " its connection (whose C{transport.getPeer()} says where it is)."
+    )
+    workers = Attribute("The master's L{IWorkerPool}, or L{None} before it runs or without one.")
+
+    def runBlocking(f, *args, **kwargs):
+        """
+        Run the blocking C{f(*args, **kwargs)} off the reactor thread.
+
+        @return: a L{Deferred} firing with its result.
+        """
+
+    def clientPublish(proto, load):
+        """
+        Publish a job as a local client does (targeting, ACL, sealing).
+
+        @param proto: the client's session, or L{None} for the master
+            itself (a runner publishing as C{load["user"]}).
+        @param load: the client's C{publish} load: C{fun}, C{arg}, C{tgt},
+            C{tgt_type}, C{user}.
+        @return: a L{Deferred} firing with C{{"jid": ..., "minions": [...],
+            "connected": [...]}}.
+        """
+
+
 class IEventBus(Interface):
     """
     A tagged publish/subscribe bus (Salt's event bus).

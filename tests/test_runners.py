@@ -11,10 +11,12 @@ from typing import Any
 
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface.verify import verifyObject
 
 from salttwist import crypt, grains
 from salttwist.config import loadMasterConfig
 from salttwist.events.bus import LocalEventBus
+from salttwist.interfaces import IRunnerMaster
 from salttwist.master.core import Master, runSynchronously
 from salttwist.master.keys import MasterKeys
 from salttwist.modules import loadFunctions
@@ -74,6 +76,16 @@ class ClientRunnerTests(SynchronousTestCase):
         tags = [tag for tag, _ in self.events]
         self.assertEqual(tags, [f"salt/run/{reply['jid']}/new", f"salt/run/{reply['jid']}/ret"])
         self.assertIs(self.events[1][1]["success"], True)
+
+    def test_runnerMaster(self) -> None:
+        """
+        The master a runner gets has everything of L{IRunnerMaster}, the
+        whole of what runners use.
+        """
+        masters: list[Any] = []
+        self.master.runners["test.grab"] = lambda context: masters.append(context.master)
+        self.successResultOf(self.run_("test.grab"))
+        self.assertTrue(verifyObject(IRunnerMaster, masters[0], tentative=True))
 
     def test_unknown(self) -> None:
         """

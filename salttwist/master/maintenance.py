@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from salttwist.workers.stats import poolStats
+
 if TYPE_CHECKING:
     from salttwist.events.bus import EventPublisherFactory
     from salttwist.master.core import Master
@@ -32,18 +34,6 @@ if TYPE_CHECKING:
 PRESENT_TAG = "salt/presence/present"
 CHANGE_TAG = "salt/presence/change"
 STATS_TAG = "salt/master/stats"
-
-#: The figures of a master without a worker pool (authentication runs in
-#: threads): the same keys as L{salttwist.workers.pool.WorkerPool.stats}.
-_NO_WORKERS = {
-    "size": 0,
-    "busy": 0,
-    "idle": 0,
-    "queued": 0,
-    "restarts": 0,
-    "completed": 0,
-    "failed": 0,
-}
 
 
 class RequestStats:
@@ -85,10 +75,7 @@ def workerStats(master: Master) -> dict[str, Any]:
     checks authentication. Until it is up, or if it cannot start, it does
     not (authentication runs in threads) and every figure is 0.
     """
-    pool = master.workers
-    if pool is None:
-        return {"running": False, **_NO_WORKERS}
-    return {"running": True, **pool.stats()}
+    return poolStats(master.workers)
 
 
 def jobsInFlight(master: Master) -> int:

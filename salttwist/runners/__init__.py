@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from salttwist.master.core import Master
+    from salttwist.interfaces import IRunnerMaster
 
 RUNNERS: tuple[str, ...] = ("jobs", "manage", "salt")
 
@@ -86,13 +86,15 @@ def workerPlacement(function: Callable[..., Any] | None) -> WorkerPlacement | No
 @dataclass
 class RunnerContext:
     """
-    What a runner may use: the running L{Master} (its job cache, key store,
-    sessions, subscribers, grains cache, event bus, config and clock).
+    What a runner may use: the running master as an L{IRunnerMaster
+    <salttwist.interfaces.IRunnerMaster>} (its config, clock, event bus,
+    key store, job cache, job registry, grains cache, subscribers, worker
+    pool, C{runBlocking} and C{clientPublish}), never the master's own class.
 
     @ivar user: who runs the runner; the jobs it publishes are that user's.
     """
 
-    master: Master
+    master: IRunnerMaster
     user: str = "root"
 
 

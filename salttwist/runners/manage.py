@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from salttwist.master.maintenance import workerStats
 from salttwist.pki.keystore import ACCEPTED, STATES
 from salttwist.targeting import TargetError, checkMinions
+from salttwist.workers.stats import poolStats
 
 if TYPE_CHECKING:
     from salttwist.runners import RunnerContext
@@ -319,4 +319,4 @@ async def workers(context: RunnerContext) -> dict[str, Any]:
 
         salttwist-run manage.workers
     """
-    return workerStats(context.master)
+    return poolStats(context.master.workers)
