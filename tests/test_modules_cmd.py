@@ -6,6 +6,7 @@ by the real reactor (each test well under a second).
 
 from __future__ import annotations
 
+import inspect
 import os
 import pwd
 import time
@@ -17,7 +18,7 @@ from twisted.internet.testing import EventLoggingObserver
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 from twisted.trial.unittest import TestCase
 
-from salttwist.master.service import threadRunner
+from salttwist.blocking import threadRunner
 from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,
@@ -550,3 +551,46 @@ class CmdTests(TestCase):
             self.assertFalse(getattr(f, "runsOnReactor", False))
         for f in (cmd.run, cmd.run_all, cmd.run_stdout, cmd.run_stderr, cmd.retcode, cmd.shell):
             self.assertTrue(f.runsOnReactor)
+
+
+class CmdSignatureTests(TestCase):
+    """
+    The C{cmd} functions take L{runCommand}'s options, defined once there,
+    as parameters of plain functions.
+    """
+
+    def test_optionsOfRunCommand(self) -> None:
+        """
+        Each C{cmd} function takes its own leading parameters and then
+        L{runCommand}'s options, in order, with the same defaults;
+        C{cmd.shell} has no C{python_shell}.
+        """
+        options = list(inspect.signature(runCommand).parameters.values())[2:]
+        leading = {"script": ["context", "source", "args"], "shell": ["context", "cmd"]}
+        for name in ("run", "run_all", "run_stdout", "run_stderr", "retcode", "shell", "script"):
+            parameters = list(inspect.signature(getattr(cmd, name)).parameters.values())
+            own = leading.get(name, ["context", "cmd"])
+            expected = [p for p in options if not (name == "shell" and p.name == "python_shell")]
+            self.assertEqual([p.name for p in parameters[: len(own)]], own, name)
+            self.assertEqual(parameters[len(own) :], expected, name)
+
+    def test_badArgumentsAsPython(self) -> None:
+        """
+        A call with an unknown option or too many arguments fails with the
+        L{TypeError} Python gives a function written out, naming the
+        function.
+        """
+        with self.assertRaises(TypeError) as caught:
+            cmd.run(None, "true", nope=1)
+        self.assertEqual(str(caught.exception), "run() got an unexpected keyword argument 'nope'")
+        with self.assertRaises(TypeError) as caught:
+            cmd.shell(None, "true", python_shell=False)
+        self.assertEqual(
+            str(caught.exception), "shell() got an unexpected keyword argument 'python_shell'"
+        )
+        with self.assertRaises(TypeError) as caught:
+            cmd.script(None, *range(18))
+        self.assertEqual(
+            str(caught.exception),
+            "script() takes from 2 to 18 positional arguments but 19 were given",
+        )

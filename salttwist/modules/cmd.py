@@ -13,12 +13,14 @@ Salt.
 
 from __future__ import annotations
 
+import inspect
 import os
 import pwd
 import shlex
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -31,7 +33,7 @@ from salttwist.modules import (
     needsContext,
     onReactor,
 )
-from salttwist.modules._process import DEFAULT_SHELL, inThread, runCommand
+from salttwist.modules._process import inThread, runCommand
 
 
 def _withRetcode(key: str | None) -> Any:
@@ -47,27 +49,70 @@ def _withRetcode(key: str | None) -> Any:
     return shape
 
 
+#: The options every C{cmd} function takes, in order, with their defaults
+#: and types: the parameters of L{runCommand} after C{context} and C{cmd},
+#: the one place they are written out.
+_OPTIONS = tuple(inspect.signature(runCommand).parameters.values())[2:]
+
+
+def _withOptions(omit: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Any]:
+    """
+    Give a C{cmd} function the options of L{runCommand} as parameters.
+
+    The decorated function is written C{f(context, <its own parameters>, *,
+    options)}. The function returned is a plain C{def} of the same name
+    taking C{f}'s own parameters, then every option but those in C{omit},
+    as keywords or by position, with L{runCommand}'s defaults; it calls
+    C{f} with the options' values in the dict C{options}. Being a real
+    C{def} (generated, as L{dataclasses} generates C{__init__}), it accepts
+    exactly what a C{def} written out would: Python checks each call and
+    words a bad one's L{TypeError} (C{"run() got an unexpected keyword
+    argument 'x'"}, as the job's return shows it), and C{sys.argspec} and
+    L{inspect.signature} see every parameter.
+
+    @param omit: options C{f} does not take (C{cmd.shell} has no
+        C{python_shell}).
+    """
+
+    def decorate(f: Callable[..., Any]) -> Any:
+        own = [p for p in inspect.signature(f).parameters.values() if p.name != "options"]
+        options = [p for p in _OPTIONS if p.name not in omit]
+        parameters = [*own, *options]
+        for p in parameters:
+            if p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+                raise TypeError(f"{f.__name__}: {p.name} must be positional or keyword")
+        namespace: dict[str, Any] = {
+            "_f": f,
+            "_defaults": {p.name: p.default for p in parameters},
+        }
+        spelled = [
+            p.name if p.default is inspect.Parameter.empty else f"{p.name}=_defaults[{p.name!r}]"
+            for p in parameters
+        ]
+        passed = ", ".join(f"{p.name!r}: {p.name}" for p in options)
+        source = (
+            f"def {f.__name__}({', '.join(spelled)}):\n"
+            f"    return _f({', '.join(p.name for p in own)}, options={{{passed}}})\n"
+        )
+        # Only names and reprs of names from the signatures above go in.
+        exec(compile(source, f"<cmd.{f.__name__} with its options>", "exec"), namespace)
+        made = namespace[f.__name__]
+        made.__module__ = f.__module__
+        made.__qualname__ = f.__qualname__
+        made.__doc__ = f.__doc__
+        made.__annotations__ = {
+            **{p.name: p.annotation for p in parameters},
+            "return": f.__annotations__["return"],
+        }
+        return made
+
+    return decorate
+
+
 @onReactor
 @needsContext
-def run(
-    context: LoaderContext,
-    cmd: Any,
-    cwd: str | None = None,
-    stdin: str | None = None,
-    runas: str | None = None,
-    shell: str = DEFAULT_SHELL,
-    python_shell: bool | None = None,
-    env: Any = None,
-    clean_env: bool = False,
-    rstrip: bool = True,
-    output_loglevel: str = "debug",
-    timeout: Any = None,
-    reset_system_locale: bool = True,
-    ignore_retcode: bool = False,
-    prepend_path: str | None = None,
-    success_retcodes: Any = None,
-    stdin_raw_newlines: bool = False,
-) -> Deferred:
+@_withOptions()
+def run(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
     Run C{cmd} and return its output: standard output and standard error
     together, in the order they came, as Salt's C{cmd.run} does. The job's
@@ -105,32 +150,13 @@ def run(
         salttwist '*' cmd.run 'cat' stdin='hello'
         salttwist '*' cmd.run 'sleep 100' timeout=5
     """
-    options = dict(locals())
-    del options["context"], options["cmd"]
     return runCommand(context, cmd, **options).addCallback(_withRetcode("output"))
 
 
 @onReactor
 @needsContext
-def run_all(
-    context: LoaderContext,
-    cmd: Any,
-    cwd: str | None = None,
-    stdin: str | None = None,
-    runas: str | None = None,
-    shell: str = DEFAULT_SHELL,
-    python_shell: bool | None = None,
-    env: Any = None,
-    clean_env: bool = False,
-    rstrip: bool = True,
-    output_loglevel: str = "debug",
-    timeout: Any = None,
-    reset_system_locale: bool = True,
-    ignore_retcode: bool = False,
-    prepend_path: str | None = None,
-    success_retcodes: Any = None,
-    stdin_raw_newlines: bool = False,
-) -> Deferred:
+@_withOptions()
+def run_all(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
     Run C{cmd} and return C{{"pid", "retcode", "stdout", "stderr"}}, as
     Salt does; the job's retcode is the command's exit code. Options as
@@ -140,32 +166,13 @@ def run_all(
 
         salttwist '*' cmd.run_all 'ls -l /tmp'
     """
-    options = dict(locals())
-    del options["context"], options["cmd"]
     return runCommand(context, cmd, **options).addCallback(_withRetcode(None))
 
 
 @onReactor
 @needsContext
-def run_stdout(
-    context: LoaderContext,
-    cmd: Any,
-    cwd: str | None = None,
-    stdin: str | None = None,
-    runas: str | None = None,
-    shell: str = DEFAULT_SHELL,
-    python_shell: bool | None = None,
-    env: Any = None,
-    clean_env: bool = False,
-    rstrip: bool = True,
-    output_loglevel: str = "debug",
-    timeout: Any = None,
-    reset_system_locale: bool = True,
-    ignore_retcode: bool = False,
-    prepend_path: str | None = None,
-    success_retcodes: Any = None,
-    stdin_raw_newlines: bool = False,
-) -> Deferred:
+@_withOptions()
+def run_stdout(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
     Run C{cmd} and return its standard output only. Options as for
     C{cmd.run}.
@@ -174,32 +181,13 @@ def run_stdout(
 
         salttwist '*' cmd.run_stdout 'ls -l /tmp'
     """
-    options = dict(locals())
-    del options["context"], options["cmd"]
     return runCommand(context, cmd, **options).addCallback(_withRetcode("stdout"))
 
 
 @onReactor
 @needsContext
-def run_stderr(
-    context: LoaderContext,
-    cmd: Any,
-    cwd: str | None = None,
-    stdin: str | None = None,
-    runas: str | None = None,
-    shell: str = DEFAULT_SHELL,
-    python_shell: bool | None = None,
-    env: Any = None,
-    clean_env: bool = False,
-    rstrip: bool = True,
-    output_loglevel: str = "debug",
-    timeout: Any = None,
-    reset_system_locale: bool = True,
-    ignore_retcode: bool = False,
-    prepend_path: str | None = None,
-    success_retcodes: Any = None,
-    stdin_raw_newlines: bool = False,
-) -> Deferred:
+@_withOptions()
+def run_stderr(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
     Run C{cmd} and return its standard error only. Options as for
     C{cmd.run}.
@@ -208,32 +196,13 @@ def run_stderr(
 
         salttwist '*' cmd.run_stderr 'ls -l /nonexistent'
     """
-    options = dict(locals())
-    del options["context"], options["cmd"]
     return runCommand(context, cmd, **options).addCallback(_withRetcode("stderr"))
 
 
 @onReactor
 @needsContext
-def retcode(
-    context: LoaderContext,
-    cmd: Any,
-    cwd: str | None = None,
-    stdin: str | None = None,
-    runas: str | None = None,
-    shell: str = DEFAULT_SHELL,
-    python_shell: bool | None = None,
-    env: Any = None,
-    clean_env: bool = False,
-    rstrip: bool = True,
-    output_loglevel: str = "debug",
-    timeout: Any = None,
-    reset_system_locale: bool = True,
-    ignore_retcode: bool = False,
-    prepend_path: str | None = None,
-    success_retcodes: Any = None,
-    stdin_raw_newlines: bool = False,
-) -> Deferred:
+@_withOptions()
+def retcode(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
     Run C{cmd} and return its exit code (also the job's retcode, as in
     Salt). Options as for C{cmd.run}.
@@ -242,31 +211,13 @@ def retcode(
 
         salttwist '*' cmd.retcode 'test -f /etc/hosts'
     """
-    options = dict(locals())
-    del options["context"], options["cmd"]
     return runCommand(context, cmd, **options).addCallback(_withRetcode("retcode"))
 
 
 @onReactor
 @needsContext
-def shell(
-    context: LoaderContext,
-    cmd: Any,
-    cwd: str | None = None,
-    stdin: str | None = None,
-    runas: str | None = None,
-    shell: str = DEFAULT_SHELL,
-    env: Any = None,
-    clean_env: bool = False,
-    rstrip: bool = True,
-    output_loglevel: str = "debug",
-    timeout: Any = None,
-    reset_system_locale: bool = True,
-    ignore_retcode: bool = False,
-    prepend_path: str | None = None,
-    success_retcodes: Any = None,
-    stdin_raw_newlines: bool = False,
-) -> Deferred:
+@_withOptions(omit=("python_shell",))
+def shell(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
     Like C{cmd.run}, always through the shell (C{python_shell=True}).
 
@@ -274,8 +225,6 @@ def shell(
 
         salttwist '*' cmd.shell 'echo $HOME; ls /tmp | wc -l'
     """
-    options = dict(locals())
-    del options["context"], options["cmd"]
     return runCommand(context, cmd, python_shell=True, **options).addCallback(
         _withRetcode("output")
     )
@@ -319,25 +268,9 @@ def _stageScript(source: str, runas: str | None) -> tuple[str, str]:
 
 @onReactor
 @needsContext
+@_withOptions()
 def script(
-    context: LoaderContext,
-    source: str,
-    args: str | None = None,
-    cwd: str | None = None,
-    stdin: str | None = None,
-    runas: str | None = None,
-    shell: str = DEFAULT_SHELL,
-    python_shell: bool | None = None,
-    env: Any = None,
-    clean_env: bool = False,
-    rstrip: bool = True,
-    output_loglevel: str = "debug",
-    timeout: Any = None,
-    reset_system_locale: bool = True,
-    ignore_retcode: bool = False,
-    prepend_path: str | None = None,
-    success_retcodes: Any = None,
-    stdin_raw_newlines: bool = False,
+    context: LoaderContext, source: str, args: str | None = None, *, options: dict[str, Any]
 ) -> Deferred:
     """
     Run a script on the minion with the arguments C{args} (a string, split
@@ -356,9 +289,6 @@ def script(
         salttwist '*' cmd.script '#!/bin/sh
         echo hello'
     """
-    options = dict(locals())
-    for name in ("context", "source", "args"):
-        del options[name]
     if not isinstance(source, str) or not source:
         raise SaltInvocationError("source must be a path or a script")
 
@@ -379,7 +309,7 @@ def script(
 
         return d.addBoth(cleanUp)
 
-    d = inThread(context.reactor, _stageScript, source, runas)
+    d = inThread(context.reactor, _stageScript, source, options["runas"])
     return d.addCallback(run).addCallback(_withRetcode(None))
 
 
