@@ -866,8 +866,8 @@ class WriteIntervalTests(SynchronousTestCase):
         On a reactor providing C{IReactorTime} the interval is
         L{WRITE_INTERVAL}; on one that does not (tests' fakes) it is 0.
         """
-        self.assertEqual(self.cache._writeInterval, WRITE_INTERVAL)
-        self.assertEqual(_HeldBackend("unused", _RecordingReactor())._writeInterval, 0)
+        self.assertEqual(self.cache._operations.writeInterval, WRITE_INTERVAL)
+        self.assertEqual(_HeldBackend("unused", _RecordingReactor())._operations.writeInterval, 0)
 
     def test_firstWriteAtOnce(self) -> None:
         """

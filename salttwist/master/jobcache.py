@@ -33,7 +33,6 @@ import functools
 import os
 import re
 import urllib.parse
-from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from threading import Thread
@@ -51,10 +50,34 @@ from zope.interface import implementer
 from salttwist import serial
 from salttwist.interfaces import IJobCache
 from salttwist.jid import isJid
+from salttwist.master.jobcachequeue import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_ROWS,
+    WRITE_INTERVAL,
+    JobCacheClosed,
+    OperationQueue,
+    _Call,
+    _Write,
+)
 from salttwist.pki.ids import validateMinionId
 
 if TYPE_CHECKING:
     import sqlite3
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_ROWS",
+    "PRUNE_INTERVAL",
+    "WRITE_INTERVAL",
+    "BatchingJobCache",
+    "JobCacheClosed",
+    "JobCacheDatabase",
+    "JobCacheError",
+    "OperationQueue",
+    "SQLiteJobCache",
+    "_Call",
+    "_Write",
+]
 
 SCHEMA_VERSION = 1
 """
@@ -64,27 +87,6 @@ The value of C{PRAGMA user_version} for the tables this module creates.
 PRUNE_INTERVAL = 3600.0
 """
 Seconds between two automatic prunes.
-"""
-
-MAX_BATCH_ROWS = 10000
-"""
-The most rows one write transaction holds.
-"""
-
-MAX_BATCH_BYTES = 64 * 1024 * 1024
-"""
-The most serialised bytes one write transaction holds (a single larger row
-still gets a transaction of its own).
-"""
-
-WRITE_INTERVAL = 0.05
-"""
-Seconds at least between the starts of two write batches while writes keep
-coming. Nobody on a job's path waits for its rows (the master fires a
-return's event at once), so a return may wait this long for the rows that
-follow it: 20 minions' returns then cost one transaction, and one round trip
-to the job cache worker, instead of one each. Reads, L{flush} and C{close}
-never wait for it.
 """
 
 _INT64_MIN = -(2**63)
@@ -129,12 +131,6 @@ _INSERT_RETURN = (
 )
 _JOB_COLUMNS = "jid, fun, arg, tgt, tgt_type, user, minions, start_time"
 _GLOB_CHARACTERS = frozenset("*?[")
-
-
-class JobCacheClosed(RuntimeError):
-    """
-    Raised for an operation on a job cache that was closed.
-    """
 
 
 class JobCacheError(RuntimeError):
@@ -303,42 +299,13 @@ class _DatabaseThreadPool(ThreadPool):
     threadFactory = staticmethod(_daemonThread)  # type: ignore[assignment]
 
 
-class _Write:
-    """
-    One queued C{storeJob} or C{storeReturn}: its row and the L{Deferred} of
-    the call.
-    """
-
-    __slots__ = ("isJob", "row", "size", "result")
-
-    def __init__(self, isJob: bool, row: tuple[Any, ...], size: int) -> None:
-        self.isJob = isJob
-        self.row = row
-        self.size = size
-        self.result: Deferred[None] = Deferred()
-
-
-class _Call:
-    """
-    One queued operation that runs alone: the name of a L{JobCacheDatabase}
-    method and its arguments, or, with no name, a barrier that fires once
-    everything queued before it has finished (L{BatchingJobCache.flush}).
-    """
-
-    __slots__ = ("operation", "args", "result")
-
-    def __init__(self, operation: str | None, args: tuple[Any, ...]) -> None:
-        self.operation = operation
-        self.args = args
-        self.result: Deferred[Any] = Deferred()
-
-
 @implementer(IJobCache)
 class BatchingJobCache:
     """
-    The reactor side of a job cache in one SQLite file: argument checks, the
-    queue of operations and the batching of writes, whatever runs the SQL
-    (L{JobCacheDatabase}). Subclasses say where it runs: L{SQLiteJobCache}
+    The reactor side of a job cache in one SQLite file: argument checks and
+    the rows, then the queue of operations and the batching of writes (an
+    L{OperationQueue}, in L{salttwist.master.jobcachequeue}), whatever runs
+    the SQL (L{JobCacheDatabase}). Subclasses say where it runs: L{SQLiteJobCache}
     on a thread, L{salttwist.master.jobcacheworker.WorkerJobCache} in a
     worker process. Operations run one at a time, in the order they were
     called; consecutive writes run as one batch.
@@ -350,6 +317,9 @@ class BatchingJobCache:
     """
 
     log = Logger()
+    #: Whether queued operations run as soon as the backend is started by
+    #: the constructor (L{WorkerJobCache} waits for its C{start}).
+    _runsAtOnce = True
 
     def __init__(
         self,
@@ -382,21 +352,14 @@ class BatchingJobCache:
         self._clock = clock if clock is not None else reactor
         self.keepJobsHours = keepJobsHours
         self._pruneInterval = pruneInterval
-        self.transactionCount = 0
-        self.rowsWritten = 0
-        self._queue: deque[_Write | _Call] = deque()
-        #: How many of the queued items are not writes (reads, barriers,
-        #: the close): while there is one, writes are not held back.
-        self._queuedCalls = 0
         if writeInterval is None:
             writeInterval = WRITE_INTERVAL if IReactorTime.providedBy(reactor) else 0.0
-        self._writeInterval = writeInterval
-        #: When the last write batch started (C{reactor.seconds()}).
-        self._lastBatch = float("-inf")
-        #: The delayed call that starts the writes held back.
-        self._writeTimer: Any = None
-        self._busy = False
-        self._closed = False
+        self._operations = OperationQueue(
+            reactor, self._run, self._batchFailed, writeInterval, running=self._runsAtOnce
+        )
+        # Bound once: storeJob and storeReturn are on the return path.
+        self._write = self._operations.write
+        self._enqueue = self._operations.call
         self._closing: Deferred[None] | None = None
         self._pruning: LoopingCall | None = None
         # Without this, a master stopped without close() would lose the
@@ -571,7 +534,7 @@ class BatchingJobCache:
         when C{keepJobsHours} is C{0} (Salt's "keep forever") or pruning
         already runs.
         """
-        if self._closed or self._pruning is not None or not self.keepJobsHours:
+        if self._operations.closed or self._pruning is not None or not self.keepJobsHours:
             return
         self._pruning = LoopingCall(self._pruneOnce)
         self._pruning.clock = self._clock
@@ -584,13 +547,7 @@ class BatchingJobCache:
             and visible to other connections, such as a runner's. Costs no
             database work.
         """
-        if self._closed:
-            return fail(JobCacheClosed("the job cache is closed"))
-        item = _Call(None, ())
-        self._queue.append(item)
-        self._queuedCalls += 1
-        self._pump()
-        return item.result
+        return self._operations.barrier()
 
     def close(self) -> Deferred[None]:
         """
@@ -604,128 +561,26 @@ class BatchingJobCache:
         self._closing.addCallback(lambda _: d.callback(None))
         return d
 
-    # The queue (reactor thread) -----------------------------------------------
+    @property
+    def transactionCount(self) -> int:
+        """
+        How many write transactions have committed; each holds one batch of
+        C{storeJob}/C{storeReturn} calls.
+        """
+        return self._operations.transactionCount
 
-    def _write(self, isJob: bool, row: tuple[Any, ...], size: int) -> Deferred[None]:
+    @property
+    def rowsWritten(self) -> int:
         """
-        Queue one row for the next write batch.
+        How many C{storeJob}/C{storeReturn} calls those transactions held.
         """
-        if self._closed:
-            return fail(JobCacheClosed("the job cache is closed"))
-        item = _Write(isJob, row, size)
-        self._queue.append(item)
-        # A batch in progress, or writes held back by the timer, take this
-        # one along when they are done: nothing to start now.
-        if not self._busy and (self._writeTimer is None or len(self._queue) >= MAX_BATCH_ROWS):
-            self._pump()
-        return item.result
-
-    def _enqueue(self, operation: str, *args: Any) -> Deferred[Any]:
-        """
-        Queue C{JobCacheDatabase.<operation>(*args)} to run alone.
-        """
-        if self._closed:
-            return fail(JobCacheClosed("the job cache is closed"))
-        item = _Call(operation, args)
-        self._queue.append(item)
-        self._queuedCalls += 1
-        self._pump()
-        return item.result
+        return self._operations.rowsWritten
 
     def _pump(self) -> None:
         """
-        Hand the next operation, or the next batch of consecutive writes, to
-        the database thread unless it is busy, or unless the batch is held
-        back (L{_holdWrites}).
+        Run what is queued, if it may run now.
         """
-        while self._queue and not self._busy:
-            head = self._queue[0]
-            if not isinstance(head, _Call) or head.operation is not None:
-                break
-            # A flush() barrier: everything before it has finished.
-            self._queue.popleft()
-            self._queuedCalls -= 1
-            head.result.callback(None)
-        if self._busy or not self._queue:
-            return
-        head = self._queue[0]
-        if isinstance(head, _Call):
-            assert head.operation is not None
-            self._queue.popleft()
-            self._queuedCalls -= 1
-            self._busy = True
-            d = self._run(head.operation, *head.args)
-            d.addBoth(self._finished, [head])
-            return
-        if self._holdWrites():
-            return
-        if self._writeTimer is not None:
-            if self._writeTimer.active():
-                self._writeTimer.cancel()
-            self._writeTimer = None
-        head = self._queue.popleft()
-        batch = [head]
-        size = head.size
-        while self._queue and len(batch) < MAX_BATCH_ROWS:
-            following = self._queue[0]
-            if not isinstance(following, _Write) or size + following.size > MAX_BATCH_BYTES:
-                break
-            batch.append(self._queue.popleft())
-            size += following.size
-        jobs = [w.row for w in batch if w.isJob]
-        returns = [w.row for w in batch if not w.isJob]
-        self._busy = True
-        if self._writeInterval > 0:
-            self._lastBatch = self._reactor.seconds()
-        d = self._run("writeBatch", jobs, returns)
-        d.addBoth(self._finished, batch)
-
-    def _holdWrites(self) -> bool:
-        """
-        Whether the writes at the head of the queue wait: less than
-        C{writeInterval} seconds since the last write batch started, nothing
-        but writes queued (a read, flush or close behind them must not
-        wait) and less than a full batch of them. If they wait, a delayed
-        call starts them when the interval is over.
-        """
-        if self._writeInterval <= 0 or self._queuedCalls > 0 or len(self._queue) >= MAX_BATCH_ROWS:
-            return False
-        due = self._lastBatch + self._writeInterval
-        now = self._reactor.seconds()
-        if now >= due:
-            return False
-        if self._writeTimer is None or not self._writeTimer.active():
-            self._writeTimer = self._reactor.callLater(due - now, self._writeTimerFired)
-        return True
-
-    def _writeTimerFired(self) -> None:
-        """
-        The writes held back may start now.
-        """
-        self._writeTimer = None
-        self._pump()
-
-    def _finished(self, result: object, items: list[_Write] | list[_Call]) -> None:
-        """
-        An operation or a batch ended: start the next one, then fire the
-        callers' L{Deferred}s with C{result} (the batch's rows share it).
-        """
-        if isinstance(items[0], _Write):
-            if isinstance(result, Failure):
-                self._batchFailed(result, len(items))
-            else:
-                self.transactionCount += 1
-                self.rowsWritten += len(items)
-                result = None
-        self._busy = False
-        # Start the next batch first: the thread writes it while the reactor
-        # runs the callbacks of this one.
-        self._pump()
-        for item in items:
-            if isinstance(result, Failure):
-                item.result.errback(result)
-            else:
-                item.result.callback(result)
+        self._operations.pump()
 
     def _openFailed(self, failure: Failure) -> None:
         """
@@ -766,7 +621,7 @@ class BatchingJobCache:
             self._pruning.stop()
         self._pruning = None
         closing: Deferred[None] = self._enqueue("close")
-        self._closed = True
+        self._operations.closed = True
 
         def stopBackend(result: object) -> object:
             # The backend is idle: its last job was the close.

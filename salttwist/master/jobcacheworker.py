@@ -67,6 +67,8 @@ class WorkerJobCache(BatchingJobCache):
     @ivar pool: the L{IWorkerPool} of the job cache worker.
     """
 
+    _runsAtOnce = False
+
     def __init__(
         self,
         path: str,
@@ -109,7 +111,8 @@ class WorkerJobCache(BatchingJobCache):
         if not self._started and not self._closedBeforeStart:
             self._started = True
             self.pool.start().chainDeferred(self._startResult)
-            self._pump()
+            self._operations.running = True
+            self._operations.pump()
         return self.whenOpen()
 
     def _startBackend(self) -> Deferred[None]:
@@ -129,23 +132,17 @@ class WorkerJobCache(BatchingJobCache):
             error=failure.value,
         )
 
-    def _pump(self) -> None:
+    def _startClosing(self) -> Deferred[None]:
         if self._started:
-            super()._pump()
-            return
-        if not self._closedBeforeStart:
-            return
+            return super()._startClosing()
+        self._closedBeforeStart = True
+        closing = super()._startClosing()
         # Closed before it was started: nothing was opened, nothing runs.
-        while self._queue:
-            item = self._queue.popleft()
+        for item in self._operations.takeAll():
             if isinstance(item, _Call) and item.operation == "close":
                 item.result.callback(None)
             else:
                 item.result.errback(
                     JobCacheClosed("the job cache was closed before it was started")
                 )
-
-    def _startClosing(self) -> Deferred[None]:
-        if not self._started:
-            self._closedBeforeStart = True
-        return super()._startClosing()
+        return closing
