@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from treq.testing import StubTreq
-from twisted.internet.defer import CancelledError, Deferred, fail, maybeDeferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.error import (
     ConnectionRefusedError,
     ProcessDone,
@@ -35,8 +35,11 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
+from salttwist import blocking
+from salttwist.blocking import runSynchronously
 from salttwist.config import loadMasterConfig
 from salttwist.interfaces import IAutosignPolicy
+from salttwist.pki import autosign
 from salttwist.pki.autosign import (
     ACCEPT,
     ENV_GRAINS,
@@ -67,13 +70,6 @@ PEM = (
     b"-----END PUBLIC KEY-----\n"
 )
 CONTEXT: dict[str, Any] = {"peer": "192.0.2.7:51234", "autosign_grains": {"role": "web"}}
-
-
-def runSynchronously(f: Any, *args: Any, **kwargs: Any) -> Deferred:
-    """
-    A C{runBlocking} that runs C{f} at once, on the calling thread.
-    """
-    return maybeDeferred(f, *args, **kwargs)
 
 
 # -- Fakes -------------------------------------------------------------------
@@ -995,6 +991,44 @@ class ThreadRunnerTests(_FilesMixin, SynchronousTestCase):
         """
         run = threadRunner(ThreadedProcessReactor())
         self.assertEqual(self.successResultOf(run(lambda a, b=0: a + b, 2, b=3)), 5)
+
+    def test_threadRunnerIsBlockings(self) -> None:
+        """
+        The package's L{threadRunner} is L{salttwist.blocking.threadRunner},
+        not a copy.
+        """
+        self.assertIs(threadRunner, blocking.threadRunner)
+
+
+class PackageTests(SynchronousTestCase):
+    """
+    L{salttwist.pki.autosign} is a package of a module per kind of policy,
+    seen from outside as the one module it was.
+    """
+
+    def test_classesLiveInThePackage(self) -> None:
+        """
+        Every public class says it belongs to the package, and the class
+        loggers are named as before the split, so log lines do not change.
+        """
+        for name in autosign.__all__:
+            value = getattr(autosign, name)
+            if isinstance(value, type):
+                self.assertEqual(value.__module__, "salttwist.pki.autosign", name)
+        self.assertEqual(
+            AutosignFilePolicy.log.namespace, "salttwist.pki.autosign.AutosignFilePolicy"
+        )
+        self.assertEqual(
+            PolicyProcessRunner.log.namespace, "salttwist.pki.autosign.PolicyProcessRunner"
+        )
+
+    def test_decisionLoggedUnderPackageName(self) -> None:
+        """
+        A final decision is logged in the namespace C{salttwist.pki.autosign}.
+        """
+        events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        decided(self, AutosignDisabledPolicy().decide("web1", PEM, CONTEXT))
+        self.assertEqual([e["log_namespace"] for e in events], ["salttwist.pki.autosign"])
 
 
 # -- Grains --------------------------------------------------------------------
