@@ -20,7 +20,7 @@ from salttwist import crypt, serial, wire
 from salttwist.config import loadMasterConfig
 from salttwist.events.bus import LocalEventBus
 from salttwist.jid import isJid
-from salttwist.master import core
+from salttwist.master import publishing
 from salttwist.master.auth import NONCE_BYTES
 from salttwist.master.core import ACK_DELAY, Master, runSynchronously
 from salttwist.master.jobs import JobRegistry
@@ -398,8 +398,12 @@ class DispatchTests(MasterTestCase):
             ROLE_FUNCS,
             {"minion": MINION_FUNCS, "transient": TRANSIENT_FUNCS, "client": CLIENT_FUNCS},
         )
+        # The master's methods are its rooms' own, bound in the instance.
+        master = self.master
         publicMethods = {
-            name for name, value in inspect.getmembers(Master, callable) if not name.startswith("_")
+            name
+            for name, value in inspect.getmembers(master, inspect.ismethod)
+            if not name.startswith("_")
         }
         self.assertEqual(
             publicMethods,
@@ -695,6 +699,7 @@ class MinionReturnTests(MasterTestCase):
         def broken(proto: object, load: object) -> dict[str, Any]:
             raise RuntimeError("disk on fire")
 
+        original = self.master.minionReturn
         for stats in (False, True):
             self.master.config["master_stats"] = stats
             self.master.minionReturn = broken  # type: ignore[method-assign]
@@ -702,7 +707,7 @@ class MinionReturnTests(MasterTestCase):
             self.assertIn("internal error in _return", error)
             [failure] = self.flushLoggedErrors(RuntimeError)
             self.assertEqual(str(failure.value), "disk on fire")
-        del self.master.minionReturn
+        self.master.minionReturn = original  # type: ignore[method-assign]
         self.assertEqual(
             self.successResultOf(self.request(self.client, self.returnLoad()))["ret"], True
         )
@@ -901,9 +906,9 @@ class ClientPublishTests(MasterTestCase):
         A listing that began before a key change is used for its own
         publication but not remembered: the next publication lists again.
         """
-        generation, ids = self.master._listAcceptedIds()
+        generation, ids = self.master.keyWatch.accepted.list()
         self.master.keyEvent("salt/key", {"act": "accept", "id": "m3"})
-        self.master._keepAcceptedIds(generation, ids)
+        self.master.keyWatch.accepted.keep(generation, ids)
         listings = self.countListings()
         self.publishAll()
         self.assertEqual(len(listings), 1)
@@ -1006,7 +1011,7 @@ class JobPathTests(MasterTestCase):
         through C{runBlocking}.
         """
         self.successResultOf(self.publish())
-        self.patch(core, "INLINE_TARGETING_MAX", 1)
+        self.patch(publishing, "INLINE_TARGETING_MAX", 1)
         self.assertPublishWaitsForRunner()
 
     def test_publishSealsOnTheReactor(self) -> None:
@@ -1102,7 +1107,7 @@ class HeldAcknowledgementTests(MasterTestCase):
         [frame] = self.received
         self.assertEqual(frame["ack"], [1, 2])
         assertPublicationMac(self, frame, self.master.subscribers["m1"].publicationMac)
-        self.assertEqual(self.master._replyHolders, {})
+        self.assertEqual(self.master.sessionsRoom._replyHolders, {})
         self.master.clock.advance(ACK_DELAY)
         self.net.flush()
         self.assertNoResult(first)
@@ -1124,7 +1129,7 @@ class HeldAcknowledgementTests(MasterTestCase):
         assertPublicationMac(self, frame, self.master.subscribers["m1"].publicationMac)
         self.assertNotIn("ack", frame)
         self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
-        self.assertEqual(self.master._replyHolders, {})
+        self.assertEqual(self.master.sessionsRoom._replyHolders, {})
 
     def test_notCarriedForAnotherSession(self) -> None:
         """
@@ -1205,7 +1210,7 @@ class HeldAcknowledgementTests(MasterTestCase):
         self.master.subscribers["m1"].transport.loseConnection()
         self.net.flush()
         self.assertEqual(self.successResultOf(d), {"ret": True, "rid": 1})
-        self.assertEqual(self.master._replyHolders, {})
+        self.assertEqual(self.master.sessionsRoom._replyHolders, {})
         self.assertNotIn("m1", self.master.subscribers)
 
     def test_dueOldestFirst(self) -> None:
@@ -1233,16 +1238,16 @@ class HeldAcknowledgementTests(MasterTestCase):
         self.master.clock.advance(ACK_DELAY / 4)
         again = self.sendReturn("4" * 20)
         self.net.flush()
-        self.assertEqual(list(self.master._replyHolders), [otherServer, self.server])
+        self.assertEqual(list(self.master.sessionsRoom._replyHolders), [otherServer, self.server])
         self.master.clock.advance(ACK_DELAY * 3 / 4)
         self.net.flush()
         self.assertEqual(self.successResultOf(fromOther), {"ret": True, "rid": 1})
         self.assertNoResult(again)
-        self.assertEqual(list(self.master._replyHolders), [self.server])
+        self.assertEqual(list(self.master.sessionsRoom._replyHolders), [self.server])
         self.master.clock.advance(ACK_DELAY / 4)
         self.net.flush()
         self.assertEqual(self.successResultOf(again), {"ret": True, "rid": 3})
-        self.assertEqual(self.master._replyHolders, {})
+        self.assertEqual(self.master.sessionsRoom._replyHolders, {})
 
     def test_connectionLost(self) -> None:
         """
@@ -1252,7 +1257,7 @@ class HeldAcknowledgementTests(MasterTestCase):
         self.server.transport.loseConnection()
         self.net.flush()
         self.failureResultOf(d)
-        self.assertEqual(self.master._replyHolders, {})
+        self.assertEqual(self.master.sessionsRoom._replyHolders, {})
         self.master.clock.advance(ACK_DELAY)
         self.net.flush()
 

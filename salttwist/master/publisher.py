@@ -23,7 +23,7 @@ them in the wake-up the publication causes, and the master seals and writes
 nothing more for them.
 
 A minion with C{single_connection} does not connect here: it subscribes
-inside its req session (L{salttwist.master.core.Master.sessionSubscribe}),
+inside its req session (L{salttwist.master.sessions.Sessions.sessionSubscribe}),
 and the same frames, MACed with the req connection's challenge, are written
 on that connection.
 """
@@ -31,20 +31,21 @@ on that connection.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from zope.interface import implementer
+
+from salttwist.master.interfaces import IMinionSession, IPubChannel, ISubscriber
 from salttwist.symmetric import HmacSha256
 from salttwist.transport.framing import FrameProtocol, QuietFactory
 from salttwist.transport.tcp import keepAlive
 
-if TYPE_CHECKING:
-    from salttwist.master.core import Master
-    from salttwist.master.reqserver import ReqServerProtocol
 
-
+@implementer(ISubscriber)
 class PubServerProtocol(FrameProtocol):
     """
-    One minion's pub-channel connection.
+    One minion's pub-channel connection. It calls only what
+    L{IPubChannel} offers: the master's sessions room.
 
     @ivar minionId: the subscribed minion's id, once it has subscribed.
     @ivar publicationMac: the MAC of this subscription's publications, once
@@ -58,10 +59,10 @@ class PubServerProtocol(FrameProtocol):
 
     minionId: str | None = None
     publicationMac: HmacSha256 | None = None
-    session: ReqServerProtocol | None = None
+    session: IMinionSession | None = None
     carriesAcknowledgements = False
 
-    def __init__(self, master: Master) -> None:
+    def __init__(self, master: IPubChannel) -> None:
         self._master = master
         self.challenge = os.urandom(32)
 
@@ -99,10 +100,11 @@ class PubServerProtocol(FrameProtocol):
 
 class PubServerFactory(QuietFactory):
     """
-    Builds L{PubServerProtocol}s bound to one L{Master}.
+    Builds L{PubServerProtocol}s bound to one L{IPubChannel} (the master,
+    or its sessions room).
     """
 
-    def __init__(self, master: Master) -> None:
+    def __init__(self, master: IPubChannel) -> None:
         self.master = master
 
     def buildProtocol(self, addr: object) -> PubServerProtocol:

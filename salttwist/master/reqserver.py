@@ -6,29 +6,29 @@ Before a session exists only the clear-text allow-list answers:
 L{CLEAR_FUNCS}. After C{_auth} a minion session may call only
 L{MINION_FUNCS} (a transient one, C{_auth} with C{"transient": True}, only
 L{TRANSIENT_FUNCS}); after C{_client_auth} the local client only
-L{CLIENT_FUNCS}. Every name maps to a method of L{Master}; nothing else is
-reachable from the wire.
+L{CLIENT_FUNCS}. Every name maps to a method of L{IReqChannel} (each the
+method of one of the master's rooms); nothing else is reachable from the
+wire.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from salttwist import wire
+from salttwist.master.interfaces import IMinionSession, IReqChannel, ISubscriber
 from salttwist.symmetric import HmacSha256
 from salttwist.transport.framing import FrameProtocol, QuietFactory, writeNow
 from salttwist.transport.reqclient import PROTOCOL_VERSION
 from salttwist.transport.session import SessionCipher, SessionError, sessionBlob
 from salttwist.transport.tcp import keepAlive
 
-if TYPE_CHECKING:
-    from salttwist.master.core import Master
-
-#: Clear-text commands -> Master method. Each returns a Deferred of
+#: Clear-text commands -> L{IReqChannel} method. Each returns a Deferred of
 #: C{(reply, sessionKey or None, role, minionId)}.
 CLEAR_FUNCS = {"_auth": "clearAuth", "_client_auth": "clearClientAuth"}
 #: Commands an authenticated minion session may send.
@@ -54,16 +54,19 @@ HELD_REPLIES = frozenset({"_return"})
 ROLE_FUNCS = {"minion": MINION_FUNCS, "transient": TRANSIENT_FUNCS, "client": CLIENT_FUNCS}
 
 
+@implementer(IMinionSession, ISubscriber)
 class ReqServerProtocol(FrameProtocol):
     """
     One req-channel connection: clear-text authentication, then a session.
 
     @ivar role: C{"minion"}, C{"transient"} (a minion's short-lived
-        session, see L{Master.sessionStarted}) or C{"client"} once
+        session, see L{salttwist.master.sessions.Sessions.sessionStarted})
+        or C{"client"} once
         authenticated.
     @ivar minionId: the authenticated minion's id (minion sessions).
     @ivar clientUser: the local client's user (client sessions): the one
-        whose key it proved, see L{Master.clearClientAuth}.
+        whose key it proved, see
+        L{salttwist.master.admission.Admission.clearClientAuth}.
     @ivar clientAcl: whether that key was a publisher_acl user's, whose
         requests the ACL checks, rather than the root key.
     """
@@ -78,7 +81,7 @@ class ReqServerProtocol(FrameProtocol):
     publicationMac: HmacSha256 | None = None
     carriesAcknowledgements = False
 
-    def __init__(self, master: Master) -> None:
+    def __init__(self, master: IReqChannel) -> None:
         self._master = master
         self.challenge = os.urandom(32)
         self._session: SessionCipher | None = None
@@ -247,7 +250,7 @@ class ReqServerProtocol(FrameProtocol):
         """
         Send one session payload later, with the others held: when the
         master flushes the held replies (with or after its next publication,
-        or L{salttwist.master.core.ACK_DELAY} seconds at the latest), or
+        or L{salttwist.master.sessions.ACK_DELAY} seconds at the latest), or
         before any payload sent at once.
         """
         if self._session is not None and self.transport.connected:
@@ -313,10 +316,10 @@ class ReqServerProtocol(FrameProtocol):
 
 class ReqServerFactory(QuietFactory):
     """
-    Builds L{ReqServerProtocol}s bound to one L{Master}.
+    Builds L{ReqServerProtocol}s bound to one L{IReqChannel}.
     """
 
-    def __init__(self, master: Master) -> None:
+    def __init__(self, master: IReqChannel) -> None:
         self.master = master
 
     def buildProtocol(self, addr: object) -> ReqServerProtocol:

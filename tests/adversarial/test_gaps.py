@@ -417,7 +417,7 @@ class WorkerFloodTests(AttackedMaster):
             self.assertEqual(reply["ret"], "error")
             self.assertTrue(transport.disconnecting)
             self.assertIsNone(proto.role)
-        self.assertEqual(self.master._authInFlight, 0)
+        self.assertEqual(self.master.admission._authInFlight, 0)
         self.assertEqual(self.keyStore.listKeys(PENDING), [])
         self.assertEqual(self.keyStore.listKeys("minions_denied"), [])
         self.master.workers = None
@@ -582,7 +582,7 @@ class PublicationEnvelopeFuzzTests(SynchronousTestCase):
         self.minion.executor.call = lambda fun, arg: (  # type: ignore[method-assign]
             self.ran.append(fun) or {"return": True, "retcode": 0, "success": True}
         )
-        self.kid = self.minion._kid
+        self.kid = self.minion.jobber._kid
         publication = self.net.master.publicationKey
         load = {
             "jid": JID,
@@ -606,16 +606,16 @@ class PublicationEnvelopeFuzzTests(SynchronousTestCase):
         Any map of envelope fields and junk values is dropped: no exception,
         nothing run, the publication key unchanged.
         """
-        self.minion._publicationReceived(frame)
+        self.minion.jobber.publicationReceived(frame)
         self.assertEqual(self.ran, [])
-        self.assertEqual(self.minion._kid, self.kid)
+        self.assertEqual(self.minion.jobber._kid, self.kid)
 
     def test_genuineRuns(self) -> None:
         """
         The genuine publication the mutations start from runs (the control
         for L{test_mutatedGenuine}).
         """
-        self.minion._publicationReceived({"pub": self.blob, "mac": self.mac, "kid": self.kid})
+        self.minion.jobber.publicationReceived({"pub": self.blob, "mac": self.mac, "kid": self.kid})
         self.assertEqual(self.ran, ["cmd.run"])
 
     @FUZZ
@@ -638,5 +638,5 @@ class PublicationEnvelopeFuzzTests(SynchronousTestCase):
             frame["kid"] = data.draw(_scalars.filter(lambda v: v != self.kid))
         else:
             frame[field] = data.draw(_scalars)
-        self.minion._publicationReceived(frame)
+        self.minion.jobber.publicationReceived(frame)
         self.assertEqual(self.ran, [])

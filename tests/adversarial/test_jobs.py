@@ -254,16 +254,14 @@ class PublicationAttackTests(SynchronousTestCase):
         attacker setting the minion's clock floor) makes the minion refuse
         the subscription.
         """
-        from salttwist.master import core
+        original = self.master.subscribedFrame
 
-        original = core.Master.subscribedFrame
-
-        def forged(master: Any, proto: Any) -> dict[str, Any]:
-            frame = original(master, proto)
+        def forged(proto: Any) -> dict[str, Any]:
+            frame = original(proto)
             frame["now"] = frame["now"] - 1000.0
             return frame
 
-        self.patch(core.Master, "subscribedFrame", forged)
+        self.patch(self.master, "subscribedFrame", forged)
         root = os.path.abspath(self.mktemp())
         config = loadMinionConfig(
             root,
@@ -301,7 +299,7 @@ class PublicationAttackTests(SynchronousTestCase):
         self.assertEqual(self.ran, ["test.ping"])
         self.master.rotatePublicationKey("test")
         self.net.flush()
-        self.assertIn(frame["kid"], self.minion._pubKeys)
+        self.assertIn(frame["kid"], self.minion.jobber._pubKeys)
         self.inject(frame)
         resealed = self.seal(load)
         self.inject(dict(resealed, mac=frame["mac"]))
@@ -328,8 +326,8 @@ class PublicationAttackTests(SynchronousTestCase):
         self.net.flush()
         self.assertEqual(ranOther, ["test.ping"])
         self.assertEqual(self.ran, [])
-        self.assertNotIn(self.master.publicationKey.kid, self.minion._pubKeys)
-        self.minion._publicationReceived(self.seal(load, macKey))
+        self.assertNotIn(self.master.publicationKey.kid, self.minion.jobber._pubKeys)
+        self.minion.jobber.publicationReceived(self.seal(load, macKey))
         self.assertEqual(self.ran, [])
 
 

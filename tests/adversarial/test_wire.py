@@ -103,15 +103,25 @@ class ClearNamesTests(AttackedMaster):
 
     def test_everyOtherNameRefused(self) -> None:
         """
-        Every attribute name of L{Master} and of L{ReqServerProtocol} (public,
-        private and dunder), the allow-listed method names themselves, and
-        the names of Salt's ClearFuncs/AESFuncs, sent as clear-text
+        Every attribute name of L{Master} (and of each of its rooms) and of
+        L{ReqServerProtocol} (public, private and dunder), the allow-listed
+        method names themselves, and the names of Salt's ClearFuncs/AESFuncs,
+        sent as clear-text
         commands, are each answered with one error frame and the
         connection is closed; the master fires no event, opens no session
         and stores no key.
         """
         names = set(SALT_NAMES)
-        names |= {name for name, _ in inspect.getmembers(Master)}
+        names |= {name for name, _ in inspect.getmembers(self.master)}
+        for room in (
+            self.master.admission,
+            self.master.sessionsRoom,
+            self.master.keyWatch,
+            self.master.jobPublisher,
+            self.master.minionRequests,
+            self.master.runnerDispatch,
+        ):
+            names |= {name for name, _ in inspect.getmembers(room)}
         names |= {name for name, _ in inspect.getmembers(ReqServerProtocol)}
         names |= set(CLEAR_FUNCS.values())
         names -= set(CLEAR_FUNCS)
@@ -316,7 +326,7 @@ class AuthFloodTests(SynchronousTestCase):
             Clock(),
         )
         held: list[Deferred[Any]] = []
-        self.patch(master, "authenticate", lambda *a: held.append(Deferred()) or held[-1])
+        self.patch(master.admission, "authenticate", lambda *a: held.append(Deferred()) or held[-1])
 
         class Peer:
             challenge = b"c" * 32
@@ -421,7 +431,7 @@ class AuthRateTests(_LimitedMaster):
             calls.append(peer)
             return succeed(AuthOutcome({"ret": "pending"}, "x"))
 
-        self.patch(master, "authenticate", authenticate)
+        self.patch(master.admission, "authenticate", authenticate)
         replies = [
             self.successResultOf(master.clearAuth(_Peer(f"10.0.0.1:{p}"), {}))[0]  # type: ignore[arg-type]
             for p in range(5)
@@ -464,7 +474,7 @@ class AuthRateTests(_LimitedMaster):
 
         master = self.makeMaster(auth_rate_limit=1, auth_rate_burst=3)
         held: list[Deferred[Any]] = []
-        self.patch(master, "authenticate", lambda *a: held.append(Deferred()) or held[-1])
+        self.patch(master.admission, "authenticate", lambda *a: held.append(Deferred()) or held[-1])
         results = [master.clearAuth(_Peer(f"10.0.0.1:{p}"), {}) for p in range(20)]  # type: ignore[arg-type]
         self.assertEqual(len(held), 20)
         for d in held:
@@ -492,12 +502,12 @@ class AuthRateTests(_LimitedMaster):
         from twisted.internet.defer import fail
 
         master = self.makeMaster(auth_rate_limit=0.001, auth_rate_burst=2)
-        working = master.authenticate
-        master.authenticate = lambda *a: fail(RuntimeError("worker crashed"))  # type: ignore[method-assign]
+        working = master.admission.authenticate
+        master.admission.authenticate = lambda *a: fail(RuntimeError("worker crashed"))  # type: ignore[method-assign]
         for p in range(6):
             self.failureResultOf(master.clearAuth(_Peer(f"10.0.0.1:{p}"), {}), RuntimeError)  # type: ignore[arg-type]
-        self.assertEqual(master._authInFlight, 0)
-        master.authenticate = working  # type: ignore[method-assign]
+        self.assertEqual(master.admission._authInFlight, 0)
+        master.admission.authenticate = working  # type: ignore[method-assign]
         self.assertEqual(self.auth(master, "10.0.0.1:7", "new1")["ret"], "pending")
         self.assertEqual(self.auth(master, "10.0.0.1:8", "new2")["ret"], "pending")
 
@@ -579,7 +589,7 @@ class PendingCapTests(_LimitedMaster):
         """
         master = self.makeMaster(max_minions_pre=3, auth_rate_limit=0)
         logged: list[dict[str, Any]] = []
-        self.patch(master, "log", _recordingLogger(logged))
+        self.patch(master.admission, "log", _recordingLogger(logged))
         replies = [self.auth(master, "10.0.0.1:1", f"new{i}") for i in range(6)]
         self.assertEqual([r["ret"] for r in replies], ["pending"] * 3 + ["error"] * 3)
         self.assertIn("max_minions_pre", replies[3]["error"])
@@ -606,7 +616,7 @@ class PendingCapTests(_LimitedMaster):
         for i in range(20):
             self.assertEqual(self.auth(master, "10.0.0.1:1", f"new{i}")["ret"], "pending")
         self.assertEqual(listed, ["minions_pre"])
-        self.assertEqual(master._pendingCount, 20)
+        self.assertEqual(master.admission._pendingCount, 20)
 
     def test_keyEventsMakeRoom(self) -> None:
         """

@@ -1,0 +1,259 @@
+# -*- test-case-name: tests.test_master_core,tests.test_late_returns,tests.test_minion_events -*-
+"""
+The requests of minion sessions: job returns (checked against the job they
+answer, looked up in the job cache for a job this master process did not
+publish, or recorded as a new job for C{salttwist-call}'s jid C{req}),
+grains and events.
+
+This is the return path: a return that is answered at once builds no
+L{Deferred}.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from salttwist import serial
+from salttwist.interfaces import IEventBus, IJobCache
+from salttwist.jid import isJid
+from salttwist.master.grainscache import GrainsCache
+from salttwist.master.interfaces import IJobPublisher, IMinionRequests, IMinionSession
+from salttwist.master.jobs import JobRegistry
+from salttwist.master.publishing import FUNCTION_NAME
+from salttwist.master.ratelimit import EventRateLimiter
+
+#: The jid a minion puts in a return the master did not publish
+#: (C{salttwist-call}); the master gives it a real jid (Salt's C{req}).
+REQ_JID = "req"
+#: The longest tag a minion may fire (as the event pull socket's limit).
+MAX_EVENT_TAG = 512
+#: The most bytes a minion event's data may take, serialised (Salt's
+#: C{max_event_size} default): every bus subscriber may queue it.
+MAX_EVENT_DATA_BYTES = 1048576
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def minionTagProblem(minionId: str, tag: object) -> str | None:
+    """
+    The tag rule for events a minion sends (C{_minion_event}): it must not
+    forge the master's own events. A tag is a string of 1 to
+    L{MAX_EVENT_TAG} characters without control characters; under C{salt/}
+    only C{salt/minion/<the sender's id>/...} is allowed. Every other tag
+    (C{myco/deploy/done}) is the minion's own business.
+
+    @return: L{None} if C{minionId} may fire C{tag}, else why not.
+    """
+    if not isinstance(tag, str) or not tag:
+        return "the tag must be a non-empty string"
+    if len(tag) > MAX_EVENT_TAG:
+        return f"the tag is longer than {MAX_EVENT_TAG} characters"
+    if _CONTROL.search(tag):
+        return "the tag holds control characters"
+    own = f"salt/minion/{minionId}/"
+    if tag.startswith("salt/") and not tag.startswith(own):
+        return f"tags under salt/ are the master's; a minion may only fire {own}... among them"
+    return None
+
+
+@implementer(IMinionRequests)
+class MinionRequests:
+    """
+    The room of minion sessions' requests.
+
+    @ivar jobCache: the job cache, or L{None}.
+    """
+
+    # The master's namespace: log lines read as they always did.
+    log = Logger(namespace="salttwist.master.core.Master")
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        bus: IEventBus,
+        clock: Any,
+        jobs: JobRegistry,
+        grainsCache: GrainsCache,
+        publisher: IJobPublisher,
+        jobCache: IJobCache | None,
+    ) -> None:
+        """
+        @param publisher: records the jobs of C{salttwist-call}'s returns.
+        """
+        self.bus = bus
+        self.jobs = jobs
+        self.grainsCache = grainsCache
+        self._publisher = publisher
+        self.jobCache = jobCache
+        #: Per-minion token buckets for the events minions fire on the bus.
+        self.eventRate = EventRateLimiter(
+            config.get("minion_event_rate_limit", 100),
+            config.get("minion_event_rate_burst", 1000),
+            clock,
+        )
+
+    def minionReturn(
+        self, proto: IMinionSession, load: dict[str, Any]
+    ) -> dict[str, Any] | Deferred[dict[str, Any]]:
+        """
+        C{_return}: a minion returns a job's result. The return must name the
+        session's own id and a job that targeted it, once. A job this master
+        process did not publish (it restarted while the minion held the
+        return) is looked up in the job cache.
+
+        A return with jid C{req} answers no published job: the minion ran a
+        function by itself (C{salttwist-call}). The master makes a jid for
+        it and records the job as well as the return (L{_reqReturn}). A
+        transient session may send only those.
+        """
+        claimed, jid = load.get("id"), load.get("jid")
+        minionId = proto.minionId
+        if claimed != minionId:
+            self.log.warn(
+                "minion {id} sent a return claiming to be {claimed!r}; refused",
+                id=minionId,
+                claimed=claimed,
+            )
+            raise ValueError("the return's id does not match the session")
+        assert minionId is not None
+        if jid == REQ_JID:
+            return self._reqReturn(minionId, load)
+        if getattr(proto, "role", None) == "transient":
+            raise ValueError(f"return refused: a transient session may only return jid {REQ_JID!r}")
+        if not isJid(jid):
+            raise ValueError("return refused: no valid jid")
+        if self.jobs.get(jid) is None and self.jobCache is not None:
+            return Deferred.fromCoroutine(self._lateReturn(minionId, jid, load))
+        self._checkReturn(jid, minionId)
+        return self._acceptReturn(minionId, jid, load)
+
+    def _checkReturn(self, jid: str, minionId: str) -> None:
+        problem = self.jobs.checkReturn(jid, minionId)
+        if problem is not None:
+            self.log.warn("return from {id} refused: {problem}", id=minionId, problem=problem)
+            raise ValueError(f"return refused: {problem}")
+
+    async def _lateReturn(self, minionId: str, jid: str, load: dict[str, Any]) -> dict[str, Any]:
+        assert self.jobCache is not None
+        job = await self.jobCache.getJob(jid)
+        if job is not None and self.jobs.get(jid) is None:
+            returned = await self.jobCache.getReturns(jid)
+            if self.jobs.get(jid) is None:
+                known = self.jobs.add(jid, job, list(job.get("minions") or []))
+                known.returned.update(returned)
+        self._checkReturn(jid, minionId)
+        return self._acceptReturn(minionId, jid, load)
+
+    def _reqReturn(self, minionId: str, load: dict[str, Any]) -> dict[str, Any]:
+        """
+        A return with jid C{req}, as Salt's master handles it: allocate a
+        jid, record the job (C{fun}, C{arg} from C{fun_args}, C{tgt} the
+        minion's id, C{tgt_type} C{list}, C{user}) in the registry and the
+        job cache, fire C{salt/job/<jid>/new}, then take the return as one
+        for that job (C{salt/job/<jid>/ret/<id>}).
+
+        @return: C{{"ret": True, "jid": jid}}.
+        """
+        fun, arg = load.get("fun"), load.get("fun_args", [])
+        if not isinstance(fun, str) or not FUNCTION_NAME.match(fun):
+            raise ValueError(f"return refused: invalid function name {fun!r}")
+        if not isinstance(arg, list):
+            raise ValueError("return refused: fun_args must be a list")
+        # The minion's word for who ran salttwist-call is recorded, but
+        # always beside its id ("alice@web1"), so it can never pass for a
+        # master-side user (publisher_acl's find_job rights, the reactor's
+        # "Reactor", root).
+        claimed = load.get("user")
+        if not isinstance(claimed, str) or not 0 < len(claimed) <= 256 or _CONTROL.search(claimed):
+            claimed = "root"
+        user = f"{claimed}@{minionId}"
+        jid = self._publisher.newJob([minionId], fun, arg, minionId, "list", user)["jid"]
+        self._checkReturn(jid, minionId)
+        return dict(self._acceptReturn(minionId, jid, load), jid=jid)
+
+    def minionEvent(self, proto: IMinionSession, load: dict[str, Any]) -> dict[str, Any]:
+        """
+        C{_minion_event}: a minion fires an event on the master's bus
+        (Salt's C{event.send}/C{event.fire_master}).
+
+        The tag must pass L{minionTagProblem}: no minion may forge the
+        master's events (C{salt/job/...}, C{salt/auth}, C{salt/key}, another
+        minion's C{salt/minion/<id>/...}). The event's data is built by the
+        master in Salt's shape: C{id} is always the session's minion id
+        (whatever the load claims), C{tag}, C{data} (the minion's, at most
+        L{MAX_EVENT_DATA_BYTES} serialised) and C{cmd}; the bus adds
+        C{_stamp}. Each minion fires at most C{minion_event_rate_limit}
+        events per second (after a burst of C{minion_event_rate_burst}).
+        A refusal is logged and answered with the rule it broke (a minion
+        over its rate is logged once a minute, see L{EventRateLimiter}).
+        """
+        minionId = proto.minionId
+        assert minionId is not None
+        tag, data = load.get("tag"), load.get("data")
+        overRate = self.eventRate.take(minionId)
+        if overRate is not None:
+            raise ValueError(f"event refused: {overRate}")
+        problem = minionTagProblem(minionId, tag)
+        if problem is None:
+            try:
+                size = len(serial.dumps(data))
+            except serial.SerialError as e:
+                size, problem = 0, f"the data cannot be serialised: {e}"
+            if size > MAX_EVENT_DATA_BYTES:
+                problem = f"the data takes {size} bytes, more than {MAX_EVENT_DATA_BYTES}"
+        if problem is not None:
+            shown = tag[:80] + "..." if isinstance(tag, str) and len(tag) > 80 else tag
+            self.log.warn(
+                "event {tag!r} from minion {id} refused: {problem}",
+                tag=shown,
+                id=minionId,
+                problem=problem,
+            )
+            raise ValueError(f"event refused: {problem}")
+        assert isinstance(tag, str)
+        claimed = load.get("id")
+        if claimed is not None and claimed != minionId:
+            self.log.warn(
+                "minion {id} sent an event claiming to be {claimed!r}; sent as {id}",
+                id=minionId,
+                claimed=claimed,
+            )
+        self.bus.fire(tag, {"id": minionId, "tag": tag, "data": data, "cmd": "_minion_event"})
+        return {"ret": True}
+
+    def _acceptReturn(self, minionId: str, jid: str, load: dict[str, Any]) -> dict[str, Any]:
+        event = {
+            "cmd": "_return",
+            "id": minionId,
+            "jid": jid,
+            "fun": load.get("fun"),
+            "fun_args": load.get("fun_args", []),
+            "return": load.get("return"),
+            "retcode": load.get("retcode", 0),
+            "success": load.get("success", True),
+        }
+        self.bus.fire(f"salt/job/{jid}/ret/{minionId}", event)
+        if self.jobCache is not None:
+            self._cacheWrite(self.jobCache.storeReturn(jid, minionId, event))
+        return {"ret": True}
+
+    def minionGrains(self, proto: IMinionSession, load: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        """
+        C{_grains}: a minion reports its grains, kept for master-side grain
+        targeting. Only the session's own grains can be set.
+        """
+        assert proto.minionId is not None
+        d = self.grainsCache.update(proto.minionId, load.get("grains"))  # type: ignore[arg-type]
+        return d.addCallback(lambda _: {"ret": True})
+
+    def _cacheWrite(self, d: Deferred[None]) -> None:
+        # The job cache batches writes off the reactor; nobody waits for them,
+        # but a failure must be seen.
+        d.addErrback(self._cacheWriteFailed)
+
+    def _cacheWriteFailed(self, failure: Any) -> None:
+        self.log.failure("job cache write failed", failure)
