@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.test_swarm -*-
 """
 C{make bench}: measure a real C{salttwist-master} process against a swarm of
-simulated minions (L{salttwist.swarm}, in other processes), everything on
+simulated minions (C{benchmarks/swarmlib.py}, in other processes), everything on
 127.0.0.1 with ports chosen by the OS, and print a table; the figures go to
 C{benchmarks/results/<date>-<host>.json}.
 
@@ -65,11 +65,20 @@ from salttwist.events import EVENT_PUB_SOCKET
 from salttwist.events.client import EventListenerProtocol, listenEvents
 from salttwist.events.fire import fireMasterEvent
 from salttwist.pki.keystore import ACCEPTED, FilesystemKeyStore
-from salttwist.swarm import STATUS_INTERVAL, ensureKeys, raiseFileLimit, readStatus
 from salttwist.transport.framing import quietFactory
 
 BIN = os.path.dirname(os.path.abspath(sys.executable))
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from benchmarks.swarmlib import (  # noqa: E402
+    STATUS_INTERVAL,
+    SWARM_SCRIPT,
+    ensureKeys,
+    raiseFileLimit,
+    readStatus,
+)
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 REAL_MINION = "bench-real-minion"
 
@@ -469,8 +478,7 @@ async def swarmRun(options: argparse.Namespace, processes: Processes, root: str,
         f"swarm-{n}",
         [
             sys.executable,
-            "-m",
-            "salttwist.swarm",
+            SWARM_SCRIPT,
             "--minions",
             str(n),
             "--procs",

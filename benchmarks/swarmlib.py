@@ -1,7 +1,9 @@
 # -*- test-case-name: tests.test_swarm -*-
 """
-A swarm of simulated minions for benchmarks (C{salttwist-swarm},
-C{benchmarks/swarm.py}).
+A swarm of simulated minions for benchmarks: the code of the command
+C{benchmarks/swarm.py} (also C{salttwist-swarm} in a checkout's virtualenv,
+L{salttwist.cli.swarm}). It is a benchmark tool, not part of the installed
+package, so it may use the minion's internals.
 
 Each simulated minion is the real minion protocol stack, built with
 L{salttwist.minion.service.buildMinion} from its own configuration, with its
@@ -84,12 +86,14 @@ from salttwist import crypt
 from salttwist._startup import MASTER_GC_THRESHOLDS
 from salttwist.blocking import runSynchronously
 from salttwist.config import loadMinionConfig
+from salttwist.files import MASTER_PUB_FILE
 from salttwist.minion import service as minionService
-from salttwist.minion.auth import MASTER_PUB_FILE
 from salttwist.minion.core import Minion
 from salttwist.modules import onReactor
 from salttwist.pki.keystore import ACCEPTED, FilesystemKeyStore
 
+#: The swarm's command, which each swarm process runs (with C{--shard}).
+SWARM_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "swarm.py")
 #: Seconds between two status files.
 STATUS_INTERVAL = 0.05
 #: Where keys are cached unless C{--keys-dir} says otherwise.
@@ -777,9 +781,7 @@ def main(argv: list[str] | None = None) -> int:
         *(["--pin-master", options.pin_master] if options.pin_master else []),
     ]
     children = [
-        subprocess.Popen(
-            [sys.executable, "-m", "salttwist.swarm", *shardArgs, "--shard", str(shard)]
-        )
+        subprocess.Popen([sys.executable, SWARM_SCRIPT, *shardArgs, "--shard", str(shard)])
         for shard in range(options.procs)
     ]
 
@@ -800,7 +802,3 @@ def main(argv: list[str] | None = None) -> int:
         for path in cleanup:
             shutil.rmtree(path, ignore_errors=True)
     return max(codes, default=0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

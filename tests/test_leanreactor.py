@@ -16,6 +16,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.leanreactor import LeanEPollReactor
+from tests._scripts import ROOT
 
 
 class _Reader:
@@ -164,9 +165,10 @@ class InstallTests(SynchronousTestCase):
         The swarm's processes install it before importing the reactor.
         """
         code = (
-            "import sys\nimport salttwist.swarm\nprint('twisted.internet.reactor' in sys.modules)\n"
+            "import sys\nimport benchmarks.swarmlib\n"
+            "print('twisted.internet.reactor' in sys.modules)\n"
         )
         out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
         ).stdout
         self.assertEqual(out.split(), ["False"])

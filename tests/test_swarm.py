@@ -7,6 +7,7 @@ swarm of simulated minions against a real C{salttwist-master} process on
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import resource
@@ -18,11 +19,8 @@ from typing import Any
 from twisted.internet.defer import gatherResults
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from salttwist import crypt, serial, swarm, wire
-from salttwist.client.local import LocalClient
-from salttwist.events.fire import fireMasterEvent
-from salttwist.minion.auth import MASTER_PUB_FILE
-from salttwist.swarm import (
+from benchmarks import swarmlib as swarm
+from benchmarks.swarmlib import (
     SharedPublications,
     SharedVerification,
     Swarm,
@@ -33,8 +31,13 @@ from salttwist.swarm import (
     readKeyPair,
     readStatus,
 )
-from salttwist.swarm import _parser as swarmParser
-from salttwist.swarm import main as swarmMain
+from benchmarks.swarmlib import _parser as swarmParser
+from benchmarks.swarmlib import main as swarmMain
+from salttwist import crypt, serial, wire
+from salttwist.cli import swarm as swarmCommand
+from salttwist.client.local import LocalClient
+from salttwist.events.fire import fireMasterEvent
+from salttwist.files import MASTER_PUB_FILE
 from tests._scripts import ROOT, loadScript
 from tests.integration.harness import Cluster, seedKeyPair, waitFor
 
@@ -46,7 +49,8 @@ class ScriptTests(SynchronousTestCase):
 
     def test_sameCommand(self) -> None:
         """
-        The script runs L{salttwist.swarm.main}, from any directory.
+        The script runs the swarm's C{main} (C{benchmarks/swarmlib.py}), from
+        any directory.
         """
         self.assertIs(loadScript("benchmarks", "swarm.py").main, swarm.main)
         elsewhere = self.mktemp()
@@ -59,6 +63,38 @@ class ScriptTests(SynchronousTestCase):
         )
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn(b"salttwist-swarm", result.stdout)
+
+    def test_installedCommand(self) -> None:
+        """
+        The installed C{salttwist-swarm} (L{salttwist.cli.swarm}) runs the
+        checkout's script with its arguments, from any directory.
+        """
+        self.assertTrue(
+            os.path.samefile(
+                swarmCommand.SWARM_SCRIPT, os.path.join(ROOT, "benchmarks", "swarm.py")
+            )
+        )
+        elsewhere = self.mktemp()
+        os.makedirs(elsewhere)
+        result = subprocess.run(
+            [sys.executable, "-c", "from salttwist.cli.swarm import main; main(['--help'])"],
+            cwd=elsewhere,
+            capture_output=True,
+            timeout=60,
+        )
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(b"salttwist-swarm", result.stdout)
+
+    def test_noCheckout(self) -> None:
+        """
+        Installed without a checkout (from a wheel), C{salttwist-swarm}
+        exits 2 and says where the swarm is.
+        """
+        self.patch(swarmCommand, "SWARM_SCRIPT", os.path.abspath(self.mktemp()))
+        stderr = io.StringIO()
+        self.patch(sys, "stderr", stderr)
+        self.assertEqual(swarmCommand.main(["--help"]), 2)
+        self.assertIn("benchmarks/swarm.py", stderr.getvalue())
 
 
 class StatusTests(SynchronousTestCase):

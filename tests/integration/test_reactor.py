@@ -2,7 +2,7 @@
 """
 Integration test of the reactor: a real C{salttwist-master} process with a
 C{reactor} for C{salt/minion/*/start}, and twenty simulated minions (the
-real minion stack of L{salttwist.swarm}: their own keys, real
+real minion stack of the benchmark swarm (C{benchmarks/swarmlib.py}): their own keys, real
 authentication, real TCP) that start at once.
 """
 
@@ -15,7 +15,7 @@ import re
 from twisted.internet.defer import gatherResults
 from twisted.trial.unittest import TestCase
 
-from salttwist.swarm import Swarm, acceptKeys, ensureKeys, minionIdFor
+from benchmarks.swarmlib import Swarm, acceptKeys, ensureKeys, minionIdFor
 from tests.integration.harness import (
     Cluster,
     EventWatcher,
