@@ -41,7 +41,13 @@ from zope.interface import implementer
 
 from salttwist.blocking import RunBlocking, runSynchronously  # noqa: F401 (re-exported)
 from salttwist.daemon import StartupError
-from salttwist.interfaces import IAutosignPolicy, IEventBus, IJobCache, IKeyStore
+from salttwist.interfaces import (
+    IAutosignPolicy,
+    IEventBus,
+    IJobCache,
+    IKeyStore,
+    IRunnerMaster,
+)
 from salttwist.jid import JidGenerator
 from salttwist.master.acl import PublisherAcl, SystemUserDatabase
 from salttwist.master.admission import (  # noqa: F401 (re-exported)
@@ -109,7 +115,7 @@ class _Shared:
             setattr(getattr(obj, room), self._name, value)
 
 
-@implementer(IReqChannel, IPubChannel)
+@implementer(IReqChannel, IPubChannel, IRunnerMaster)
 class Master:
     """
     The master: its rooms, built and wired together, and shown as one
