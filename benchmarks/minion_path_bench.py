@@ -137,7 +137,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         "cpu_s": round(cpu, 3),
         "cpu_us_per_job": round(1e6 * cpu / options.jobs, 1),
         "jobs_per_core_second": round(options.jobs / cpu),
-        "returns_sent": len(minion._unacknowledged),
+        "returns_sent": len(minion.returns.unacknowledged),
     }
     if profile is not None:
         out["profile"] = profile

@@ -280,7 +280,7 @@ class SharedVerification:
 
 class SharedPublications:
     """
-    C{Minion._openPublication} for a swarm process: a publication's load is
+    C{Jobber._openPublication} for a swarm process: a publication's load is
     decrypted and decoded once for all the simulated minions of the process
     instead of once each. Every subscriber gets the same sealed load (only
     the MAC differs per subscriber, and each minion checks its own before it
@@ -426,10 +426,10 @@ class Swarm:
         # Authentication's RSA runs inline, not in the thread pool: the GIL
         # serialises it anyway, and the thread hops cost about as much CPU.
         minion.runBlocking = runSynchronously
-        minion.persistAfter = SWARM_PERSIST_AFTER
+        minion.returns.persistAfter = SWARM_PERSIST_AFTER
         minion.executor.functions["swarm.payload"] = self._payloadFunction
-        minion._openPublication = functools.partial(  # type: ignore[method-assign]
-            self.publications.open, minion._openPublication
+        minion.jobber._openPublication = functools.partial(  # type: ignore[method-assign]
+            self.publications.open, minion.jobber._openPublication
         )
         self._instrument(minion)
         return minion
@@ -445,21 +445,22 @@ class Swarm:
         Count authentications, failed attempts, key rotations and returns
         by wrapping the minion's own methods (nothing changes on the wire).
         """
-        rotationReceived = minion._rotationReceived
+        jobber = minion.jobber
+        rotationReceived = jobber._rotationReceived
         attemptFailed = minion._attemptFailed
-        jobDone = minion._jobDone
+        jobDone = jobber.jobDone
 
         def onRotation(frame: dict[str, Any]) -> None:
-            before = minion._kid
+            before = jobber._kid
             rotationReceived(frame)
-            if minion._kid != before and minion._kid is not None:
-                self.kidLastAt[minion._kid] = time.time()
+            if jobber._kid != before and jobber._kid is not None:
+                self.kidLastAt[jobber._kid] = time.time()
 
-        def onAttemptFailed(failure: Any, generation: int) -> None:
+        def onAttemptFailed(failure: Any, attempt: Any = None) -> None:
             self.attemptFailures += 1
             reason = f"{type(failure.value).__name__}: {failure.value}"
             self.failureReasons[reason.replace(minion.id, "<id>")[:160]] += 1
-            attemptFailed(failure, generation)
+            attemptFailed(failure, attempt)
             if minion.id not in self._armed and minion.state == "waiting":
                 self._armReady(minion)
 
@@ -467,9 +468,9 @@ class Swarm:
             self.returns += 1
             jobDone(result, load)
 
-        minion._rotationReceived = onRotation  # type: ignore[method-assign]
+        jobber._rotationReceived = onRotation  # type: ignore[method-assign]
         minion._attemptFailed = onAttemptFailed  # type: ignore[method-assign]
-        minion._jobDone = onJobDone  # type: ignore[method-assign]
+        jobber.jobDone = onJobDone  # type: ignore[method-assign]
 
     def _armReady(self, minion: Minion) -> None:
         # Armed once per connection: after it fires, the minion's next failed
@@ -487,8 +488,9 @@ class Swarm:
             if self.firstReadyAt is None:
                 self.firstReadyAt = now
             self.lastReadyAt = now
-        if minion._kid is not None:
-            self.kidLastAt[minion._kid] = max(self.kidLastAt.get(minion._kid, 0.0), now)
+        kid = minion.jobber._kid
+        if kid is not None:
+            self.kidLastAt[kid] = max(self.kidLastAt.get(kid, 0.0), now)
 
     def start(self) -> None:
         """
@@ -510,7 +512,7 @@ class Swarm:
         """
         @return: the counters, as written to the status file.
         """
-        kids = Counter(m._kid for m in self.minions if m.state == "ready")
+        kids = Counter(m.jobber._kid for m in self.minions if m.state == "ready")
         return {
             "pid": os.getpid(),
             "time": time.time(),

@@ -317,12 +317,12 @@ class JobTests(MinionTestCase):
         """
         self.patch(os, "environ", {})
         quiet = self.readyMinion(log_level="warning")
-        self.assertFalse(quiet.logJobs)
+        self.assertFalse(quiet.jobber.logJobs)
         self.publish("test.ping")
         self.assertEqual(self.logged("running test.ping"), [])
         quiet.stop()
         chatty = self.readyMinion("m1", log_level="info")
-        self.assertTrue(chatty.logJobs)
+        self.assertTrue(chatty.jobber.logJobs)
         jid = self.publish("test.ping")
         self.assertEqual(
             self.logged("running test.ping"), [f"minion m1: running test.ping for job {jid}"]
@@ -641,11 +641,11 @@ class PublicationVettingTests(MinionTestCase):
         for bad in ([], [0], [True], ["1"], [2**63], rid, [1] * (wire.MAX_PUBLICATION_ACKS + 1)):
             assertDropped(self.seal(load, acks=bad, macAcks=[rid]), "acknowledgement")
         self.assertEqual(list(self.minion.req._waiting), [rid])
-        self.assertEqual(len(self.minion._unacknowledged), 1)
+        self.assertEqual(len(self.minion.returns.unacknowledged), 1)
         self.deliver(self.seal(load, acks=[rid, 99], macAcks=[rid, 99]))
         self.assertEqual(self.ran, ["test.ping"])
         self.assertNotIn(rid, self.minion.req._waiting)
-        self.assertEqual(len(self.minion._unacknowledged), 1)
+        self.assertEqual(len(self.minion.returns.unacknowledged), 1)
 
     def test_acknowledgementsOfAClosedSubscription(self) -> None:
         """
@@ -664,10 +664,10 @@ class PublicationVettingTests(MinionTestCase):
         nextSession = ReqClientProtocol()
         waiting: Deferred[Any] = Deferred()
         nextSession._waiting[rid] = waiting
-        self.minion.req = nextSession
-        self.minion._publicationReceived(frame)
+        self.minion.jobber.req = nextSession
+        self.minion.jobber.publicationReceived(frame)
         self.assertNoResult(waiting)
-        self.minion.req = None
+        self.minion.jobber.req = None
 
     def test_clearTextLoad(self) -> None:
         """
@@ -759,14 +759,14 @@ class ReconnectTests(MinionTestCase):
         self.net.advance(2.0)  # second retry, refused
         self.net.advance(2.0)  # the job finishes, five seconds after it started
         self.assertEqual(minion.state, "waiting")
-        self.assertEqual(len(minion.pendingReturns), 1)
+        self.assertEqual(len(minion.returns.pending), 1)
         self.assertEqual(self.returns(), [])
         self.net.advance(2.0)  # third retry, four seconds after the second
         self.assertEqual(minion.state, "ready")
         [ret] = self.returns()
         self.assertEqual(ret["jid"], jid)
         self.assertIs(ret["return"], True)
-        self.assertEqual(len(minion.pendingReturns), 0)
+        self.assertEqual(len(minion.returns.pending), 0)
 
     def returnsOnDisk(self, minion: Minion) -> list[str]:
         """
@@ -813,7 +813,7 @@ class ReconnectTests(MinionTestCase):
         """
         Make the disk work of C{minion}'s returns queue wait for the test.
         """
-        assert minion.returnsQueue is not None
+        assert minion.returns.returnsQueue is not None
         held: list[tuple[Deferred[Any], Any, tuple[Any, ...]]] = []
 
         def hold(function: Any, *args: Any) -> Deferred[Any]:
@@ -821,7 +821,7 @@ class ReconnectTests(MinionTestCase):
             held.append((d, function, args))
             return d
 
-        minion.returnsQueue._runBlocking = hold  # type: ignore[method-assign]
+        minion.returns.returnsQueue._runBlocking = hold  # type: ignore[method-assign]
         return held
 
     def test_acknowledgedReturnNeverWritten(self) -> None:
@@ -838,7 +838,7 @@ class ReconnectTests(MinionTestCase):
         self.assertEqual(ret["jid"], jid)
         # The master acknowledges it within ACK_DELAY.
         self.net.advance(ACK_DELAY)
-        self.net.advance(minion.persistAfter * 2)
+        self.net.advance(minion.returns.persistAfter * 2)
         self.assertEqual(blocking, [])
         self.assertEqual(self.returnsOnDisk(minion), [])
 
@@ -853,7 +853,7 @@ class ReconnectTests(MinionTestCase):
         self.publish("test.ping", [])
         [(payload, answer)] = requests
         self.assertEqual(payload["cmd"], "_return")
-        self.net.advance(minion.persistAfter - 0.1)
+        self.net.advance(minion.returns.persistAfter - 0.1)
         self.assertEqual(self.returnsOnDisk(minion), [])
         self.net.advance(0.1)
         [name] = self.returnsOnDisk(minion)
@@ -866,7 +866,8 @@ class ReconnectTests(MinionTestCase):
         @return: the delayed calls that would write C{minion}'s
             unacknowledged returns to disk.
         """
-        return [c for c in self.net.reactor.getDelayedCalls() if c.func == minion._persistDue]
+        persistDue = minion.returns.persistDue
+        return [c for c in self.net.reactor.getDelayedCalls() if c.func == persistDue]
 
     def test_onePersistTimerForManyReturns(self) -> None:
         """
@@ -882,7 +883,7 @@ class ReconnectTests(MinionTestCase):
             self.assertEqual(len(self.persistTimers(minion)), 1)
             self.net.advance(0.25)
         self.assertEqual(self.returnsOnDisk(minion), [])
-        self.net.advance(minion.persistAfter - 0.75)
+        self.net.advance(minion.returns.persistAfter - 0.75)
         self.assertEqual(len(self.returnsOnDisk(minion)), 1)
         self.net.advance(0.25)
         self.assertEqual(len(self.returnsOnDisk(minion)), 2)
@@ -900,7 +901,7 @@ class ReconnectTests(MinionTestCase):
             self.publish("test.ping", [])
             self.net.advance(ACK_DELAY)
         self.assertLessEqual(len(self.persistTimers(minion)), 1)
-        self.net.advance(minion.persistAfter)
+        self.net.advance(minion.returns.persistAfter)
         self.assertEqual(self.persistTimers(minion), [])
         self.assertEqual(self.returnsOnDisk(minion), [])
 
@@ -913,7 +914,7 @@ class ReconnectTests(MinionTestCase):
         requests = self.holdRequests(minion)
         blocking = self.holdBlocking(minion)
         self.publish("test.ping", [])
-        self.net.advance(minion.persistAfter)
+        self.net.advance(minion.returns.persistAfter)
         d, write, args = blocking.pop(0)
         requests[0][1].callback({"ret": "ok"})
         self.assertEqual(blocking, [])
@@ -969,7 +970,7 @@ class ReconnectTests(MinionTestCase):
         minion = self.readyMinion()
         blocking = self.holdBlocking(minion)
         self.publish("test.ping", [])
-        self.assertEqual(len(minion._unacknowledged), 1)
+        self.assertEqual(len(minion.returns.unacknowledged), 1)
         done = minion.shutdown()
         self.assertNoResult(done)
         self.assertIsNone(minion.pub)
@@ -999,7 +1000,7 @@ class ReconnectTests(MinionTestCase):
         [rid] = minion.req._waiting
         second = self.publish("test.ping", [])
         self.assertEqual(frames[-1]["ack"], [rid])
-        [(stored, ret)] = minion._unacknowledged.items()
+        [(stored, ret)] = minion.returns.unacknowledged.items()
         self.assertEqual(ret["jid"], second)
         self.assertEqual(reqFrames, [])
 
@@ -1053,13 +1054,13 @@ class ReconnectTests(MinionTestCase):
         kept or sent again.
         """
         minion = self.readyMinion()
-        minion._jobDone(
+        minion.returns.jobDone(
             {"return": 1, "retcode": 0, "success": True}, {"jid": "2" * 20, "fun": "x.y"}
         )
         self.net.flush()
         self.assertEqual(self.returns(), [])
         self.assertEqual(self.returnsOnDisk(minion), [])
-        self.assertEqual(len(minion.pendingReturns), 0)
+        self.assertEqual(len(minion.returns.pending), 0)
 
     def test_stopWhileConnecting(self) -> None:
         """
@@ -1243,7 +1244,7 @@ class RotationTests(MinionTestCase):
         self.master.rotatePublicationKey("test")
         self.net.flush()
         kid = self.master.publicationKey.kid
-        self.assertEqual((first._kid, second._kid), (kid, kid))
+        self.assertEqual((first.jobber._kid, second.jobber._kid), (kid, kid))
         self.assertEqual(len(self.net.attempts), attempts)
         self.publish("test.ping")
         self.assertEqual(len(self.returns("m1")), 1)
@@ -1263,16 +1264,16 @@ class RotationTests(MinionTestCase):
         self.net.flush()
         self.assertNotIn("m2", self.master.sessions)
         self.assertNotIn("m2", self.master.subscribers)
-        self.assertEqual(first._kid, self.master.publicationKey.kid)
+        self.assertEqual(first.jobber._kid, self.master.publicationKey.kid)
         # Nobody reconnected (m2's retry waits for the clock, not advanced).
         self.assertEqual(len(self.net.attempts), attempts)
         self.publish("test.ping", tgt="*")
         self.assertEqual(len(self.returns("m1")), 1)
         self.assertEqual(self.returns("m2"), [])
         kid = self.master.publicationKey.kid
-        self.assertNotIn(kid, second._pubKeys)
+        self.assertNotIn(kid, second.jobber._pubKeys)
         blob = self.master.publicationKey.cipher().encrypt(b"x", wire.publicationAad(kid))
-        for cipher in second._pubKeys.values():
+        for cipher in second.jobber._pubKeys.values():
             self.assertRaises(crypt.CryptError, cipher.decrypt, blob, wire.publicationAad(kid))
 
     def test_keyEventTriggersRotation(self) -> None:
@@ -1308,13 +1309,13 @@ class RotationTests(MinionTestCase):
         """
         minion = self.readyMinion("m1")
         session = self.master.sessions["m1"]
-        kid = minion._kid
+        kid = minion.jobber._kid
         assert kid is not None
         wrap = crypt.AesCipher(crypt.deriveKey(session.sessionKey, wire.ROTATE_CONTEXT))
         blob = wrap.encrypt(serial.dumps({"key": os.urandom(32)}), wire.rotationAad(kid))
         self.master.subscribers["m1"].sendFrame({"rotate": blob, "kid": kid})
         self.net.flush()
-        self.assertEqual(minion._kid, kid)
+        self.assertEqual(minion.jobber._kid, kid)
         self.assertTrue(self.logged("dropped a key rotation"))
 
     def test_rotationSealedForAnotherSession(self) -> None:
@@ -1323,13 +1324,13 @@ class RotationTests(MinionTestCase):
         is dropped.
         """
         minion = self.readyMinion("m1")
-        kid = minion._kid
+        kid = minion.jobber._kid
         assert kid is not None
         wrap = crypt.AesCipher(crypt.deriveKey(os.urandom(32), wire.ROTATE_CONTEXT))
         blob = wrap.encrypt(serial.dumps({"key": os.urandom(32)}), wire.rotationAad(kid + 1))
         self.master.subscribers["m1"].sendFrame({"rotate": blob, "kid": kid + 1})
         self.net.flush()
-        self.assertEqual(minion._kid, kid)
+        self.assertEqual(minion.jobber._kid, kid)
         self.assertTrue(self.logged("dropped a key rotation"))
 
 
@@ -1512,10 +1513,10 @@ class SingleConnectionTests(MinionTestCase):
         self.assertIsNone(minion.pub)
         self.assertIs(self.master.subscribers["m1"], self.master.sessions["m1"])
         self.publish("test.ping")
-        self.assertEqual(len(minion._unacknowledged), 1)
+        self.assertEqual(len(minion.returns.unacknowledged), 1)
         self.publish("test.ping")
         self.assertEqual(len(self.returns()), 2)
-        self.assertEqual(len(minion._unacknowledged), 1)
+        self.assertEqual(len(minion.returns.unacknowledged), 1)
 
     def test_defaultTwoConnections(self) -> None:
         """

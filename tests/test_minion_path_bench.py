@@ -29,4 +29,4 @@ class MinionPathBenchTests(SynchronousTestCase):
         self.assertEqual(out["jobs"], 40)
         self.assertEqual(out["returns_sent"], 40)
         self.assertGreater(out["cpu_us_per_job"], 0)
-        self.assertIn("_publicationReceived", out["profile"])
+        self.assertIn("publicationReceived", out["profile"])

@@ -38,13 +38,16 @@ from salttwist.transport.registry import UnknownTransport, findTransport
 def transportConnector(reactor: Any, config: dict[str, Any], transport: ITransport) -> ConnectTCP:
     """
     @return: a function connecting a factory to C{host:port} with
-        C{transport}'s client endpoints. The minion connects to its
-        C{master_port} for the req channel and to the port the master
-        announces for the pub channel, so the port tells the channel.
+        C{transport}'s client endpoints, for the channel the factory says
+        (its C{channel}, see L{salttwist.minion.connection.ChannelFactory});
+        a factory that does not say is for the req channel if C{port} is
+        the C{master_port}.
     """
 
     def connect(host: str, port: int, factory: Factory) -> Deferred:
-        role = ROLE_REQ if port == config["master_port"] else ROLE_PUB
+        role = getattr(factory, "channel", None) or (
+            ROLE_REQ if port == config["master_port"] else ROLE_PUB
+        )
         return transport.clientEndpoint(reactor, config, host, port, role).connect(factory)
 
     return connect
@@ -98,7 +101,7 @@ def buildMinion(
         returnsQueue,
     )
     for name, ret in leftover:
-        minion.pendingReturns.append((name, ret))
+        minion.returns.pending.append((name, ret))
     context.onGrainsChanged = minion.sendGrains
     context.fireMaster = minion.fireMaster
     context.fireLocal = minion.bus.fire
