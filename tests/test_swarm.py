@@ -1,8 +1,8 @@
 # -*- test-case-name: tests.test_swarm -*-
 """
-Tests for L{salttwist.swarm}: its key cache and status files, and a small
-swarm of simulated minions against a real C{salttwist-master} process on
-127.0.0.1.
+Tests for the benchmark swarm (C{benchmarks/swarmlib.py}): its command, its
+key cache and status files, and a small swarm of simulated minions against a
+real C{salttwist-master} process on 127.0.0.1.
 """
 
 from __future__ import annotations
