@@ -31,6 +31,10 @@ Layout:
     C{python -m salttwist.workers.child [taskModule ...]};
   - L{salttwist.workers.protocol}: the parent's C{ProcessProtocol} adapting
     fds 3 and 4 into a transport for AMP;
+  - L{salttwist.workers.lifecycle}: one worker's life (starting, idle,
+    busy, stopping, killed, ended) as an automat machine;
+  - L{salttwist.workers.sizing}: how many workers a pool keeps (its
+    minimum and maximum, idle retirement, the restart back-off);
   - L{salttwist.workers.pool}: L{WorkerPool} (real processes) and
     L{InlineWorkerPool} (same API, runs tasks in-process, for unit tests of
     code that uses a pool).

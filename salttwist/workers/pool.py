@@ -23,14 +23,12 @@ Policy:
   - C{stop()} fails queued requests with L{PoolStopped}, sends L{Shutdown}
     to every worker (a running task is answered first), and SIGKILLs what is
     left after C{shutdownGrace} seconds.
-  - Elastic pools (C{minSize < size}): C{start()} spawns C{minSize} workers.
-    Whenever requests wait and fewer workers are starting than requests
-    wait, more are spawned, up to C{size} workers in all (not while a
-    failed start is being retried). A worker idle for C{idleTimeout}
-    seconds while more than C{minSize} are up is told to shut down (and
-    SIGKILLed if it has not exited C{shutdownGrace} seconds later). Each
-    worker is a process of its own with its modules and keys loaded (tens
-    of MB), so an idle master keeps only C{minSize} of them.
+  - Elastic pools (C{minSize < size}) grow and shrink as
+    L{salttwist.workers.sizing.SizingPolicy} says; a worker told to shut
+    down for idleness is SIGKILLed if it has not exited C{shutdownGrace}
+    seconds later.
+  - Each worker's life (starting, idle, busy, stopping, killed, ended) is
+    an automat machine, L{salttwist.workers.lifecycle.WorkerLife}.
 
 Nothing here waits on wall time or the global reactor: the reactor
 (L{IReactorProcess}) and clock (L{IReactorTime}) are injected.
@@ -62,19 +60,27 @@ from salttwist.workers import (
 )
 from salttwist.workers.child import PARENT_PID_ENV, executeTask
 from salttwist.workers.commands import MAX_PAYLOAD_BYTES, Hello, RunTask, Shutdown
+from salttwist.workers.lifecycle import (
+    LIVE_PHASES,
+    PHASE_IDLE,
+    PHASE_KILLED,
+    PHASE_STARTING,
+    PHASE_STOPPING,
+    Worker,
+)
 from salttwist.workers.protocol import CHILD_FDS, WorkerProcessProtocol
+from salttwist.workers.sizing import RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SizingPolicy
 from salttwist.workers.tasks import taskName
 
+__all__ = [
+    "RESTART_BACKOFF_BASE",
+    "RESTART_BACKOFF_MAX",
+    "InlineWorkerPool",
+    "WorkerPool",
+    "describeExit",
+]
+
 CHILD_MODULE = "salttwist.workers.child"
-
-RESTART_BACKOFF_BASE = 0.5
-RESTART_BACKOFF_MAX = 30.0
-
-_STARTING = "starting"
-_IDLE = "idle"
-_BUSY = "busy"
-_STOPPING = "stopping"
-_KILLED = "killed"
 
 
 class _Request:
@@ -94,47 +100,6 @@ class _Request:
         self.settled = False
         self.attempts = 0
         self.firstFailure: str | None = None
-
-
-class _Worker:
-    """
-    One worker process and what it is doing.
-
-    @ivar state: C{starting} (Hello and init tasks), C{idle}, C{busy},
-        C{stopping} (told to shut down) or C{killed} (SIGKILL sent; its
-        request, if any, already settled).
-    """
-
-    def __init__(self, protocol: WorkerProcessProtocol, initial: bool) -> None:
-        self.protocol = protocol
-        self.initial = initial
-        self.state = _STARTING
-        self.current: _Request | None = None
-        self.timeoutCall: IDelayedCall | None = None
-        self.idleCall: IDelayedCall | None = None
-
-    @property
-    def pid(self) -> int | None:
-        """
-        The process id, once spawned.
-        """
-        return self.protocol.pid
-
-    def cancelTimeout(self) -> None:
-        """
-        Cancel the pending timeout, if any.
-        """
-        if self.timeoutCall is not None and self.timeoutCall.active():
-            self.timeoutCall.cancel()
-        self.timeoutCall = None
-
-    def cancelIdle(self) -> None:
-        """
-        Cancel the pending retirement for idleness, if any.
-        """
-        if self.idleCall is not None and self.idleCall.active():
-            self.idleCall.cancel()
-        self.idleCall = None
 
 
 def describeExit(reason: Failure) -> str:
@@ -209,19 +174,9 @@ class WorkerPool:
         @param idleTimeout: seconds a worker beyond C{minSize} may stay idle
             before it is shut down.
         """
-        if size < 1:
-            raise ValueError("a worker pool needs at least one worker")
-        if minSize is None:
-            minSize = size
-        if not 1 <= minSize <= size:
-            raise ValueError(f"minSize must be from 1 to size ({size}), not {minSize}")
-        if idleTimeout <= 0:
-            raise ValueError(f"idleTimeout must be positive, not {idleTimeout}")
+        self._sizing = SizingPolicy(size, minSize, idleTimeout)
         self._reactor = reactor
         self._clock = clock if clock is not None else reactor
-        self._size = size
-        self._minSize = minSize
-        self._idleTimeout = idleTimeout
         self._spawnArgs = list(spawnArgs or ())
         self._env = dict(env or {})
         self._taskTimeout = taskTimeout
@@ -232,8 +187,8 @@ class WorkerPool:
 
         self._state = "new"
         self._environ: dict[str, str] = {}
-        self._workers: list[_Worker] = []
-        self._byProtocol: dict[WorkerProcessProtocol, _Worker] = {}
+        self._workers: list[Worker] = []
+        self._byProtocol: dict[WorkerProcessProtocol, Worker] = {}
         self._queue: deque[_Request] = deque()
         self._idempotent: frozenset[str] = frozenset()
         self._respawnCalls: list[IDelayedCall] = []
@@ -270,8 +225,8 @@ class WorkerPool:
         self._environ = environ
         self._starting = Deferred()
         starting = self._starting
-        self._initialPending = self._minSize
-        for _ in range(self._minSize):
+        self._initialPending = self._sizing.minSize
+        for _ in range(self._sizing.minSize):
             self._spawn(initial=True)
         return starting
 
@@ -283,7 +238,7 @@ class WorkerPool:
         if not initial and not grown:
             self._restarts += 1
         protocol = WorkerProcessProtocol(self._processEnded)
-        worker = _Worker(protocol, initial)
+        worker = Worker(protocol, initial)
         args = [sys.executable, "-m", CHILD_MODULE, *self._spawnArgs]
         try:
             self._reactor.spawnProcess(
@@ -305,12 +260,12 @@ class WorkerPool:
             errbackArgs=(worker,),
         )
 
-    def _armTimeout(self, worker: _Worker, seconds: float, f: Any, *args: Any) -> None:
+    def _armTimeout(self, worker: Worker, seconds: float, f: Any, *args: Any) -> None:
         worker.cancelTimeout()
         worker.timeoutCall = self._clock.callLater(seconds, f, *args)
 
-    def _helloAnswered(self, response: dict[str, Any], worker: _Worker) -> None:
-        if worker.state != _STARTING:
+    def _helloAnswered(self, response: dict[str, Any], worker: Worker) -> None:
+        if worker.phase != PHASE_STARTING:
             return
         worker.cancelTimeout()
         try:
@@ -324,7 +279,7 @@ class WorkerPool:
         self._idempotent = idempotent
         self._runInitTask(worker, 0)
 
-    def _runInitTask(self, worker: _Worker, index: int) -> None:
+    def _runInitTask(self, worker: Worker, index: int) -> None:
         if index == len(self._initTasks):
             self._workerReady(worker)
             return
@@ -338,8 +293,8 @@ class WorkerPool:
             errbackArgs=(worker,),
         )
 
-    def _initAnswered(self, response: dict[str, Any], worker: _Worker, index: int) -> None:
-        if worker.state != _STARTING:
+    def _initAnswered(self, response: dict[str, Any], worker: Worker, index: int) -> None:
+        if worker.phase != PHASE_STARTING:
             return
         worker.cancelTimeout()
         if response.get("errorType") is not None:
@@ -352,8 +307,8 @@ class WorkerPool:
             return
         self._runInitTask(worker, index + 1)
 
-    def _startCallFailed(self, failure: Failure, worker: _Worker) -> None:
-        if worker.state != _STARTING:
+    def _startCallFailed(self, failure: Failure, worker: Worker) -> None:
+        if worker.phase != PHASE_STARTING:
             return None
         if failure.check(ConnectionClosed):
             # The process ended: _processEnded reports it with its status.
@@ -361,19 +316,19 @@ class WorkerPool:
         self._abortStart(worker, f"broke the AMP protocol ({failure.getErrorMessage()})")
         return None
 
-    def _startTimedOut(self, worker: _Worker) -> None:
-        if worker.state != _STARTING:
+    def _startTimedOut(self, worker: Worker) -> None:
+        if worker.phase != PHASE_STARTING:
             return
         self._abortStart(
             worker, f"did not finish a start-up step within {_seconds(self._startTimeout)}"
         )
 
-    def _abortStart(self, worker: _Worker, reason: str) -> None:
+    def _abortStart(self, worker: Worker, reason: str) -> None:
         self._kill(worker)
         self._startFailed(worker, reason)
 
-    def _workerReady(self, worker: _Worker) -> None:
-        worker.state = _IDLE
+    def _workerReady(self, worker: Worker) -> None:
+        worker.life.ready()
         self._startFailures = 0
         self.log.debug("worker {pid} ready", pid=worker.pid)
         if worker.initial:
@@ -384,7 +339,7 @@ class WorkerPool:
                 starting.callback(None)
         self._dispatch()
 
-    def _startFailed(self, worker: _Worker, reason: str) -> None:
+    def _startFailed(self, worker: Worker, reason: str) -> None:
         """
         A worker did not start, or died while idle: report it, and replace
         it after a back-off.
@@ -403,7 +358,7 @@ class WorkerPool:
             while self._queue:
                 request = self._queue.popleft()
                 self._settle(request, failure=self._noWorker(request.taskName))
-        delay = min(RESTART_BACKOFF_BASE * 2 ** (self._startFailures - 1), RESTART_BACKOFF_MAX)
+        delay = self._sizing.restartDelay(self._startFailures)
         call = self._clock.callLater(delay, self._respawnLater)
         self._respawnCalls.append(call)
 
@@ -416,7 +371,7 @@ class WorkerPool:
         """
         @return: whether some worker is ready, or starting and so may soon be.
         """
-        return any(w.state in (_IDLE, _BUSY, _STARTING) for w in self._workers)
+        return any(w.phase in LIVE_PHASES for w in self._workers)
 
     def _noWorker(self, name: str) -> WorkerFailed:
         return WorkerFailed(
@@ -473,22 +428,22 @@ class WorkerPool:
 
     def _dispatch(self) -> None:
         while self._queue:
-            worker = next((w for w in self._workers if w.state == _IDLE), None)
+            worker = next((w for w in self._workers if w.phase == PHASE_IDLE), None)
             if worker is None:
                 break
             request = self._queue.popleft()
             if not request.settled:
                 self._assign(worker, request)
-        if self._minSize < self._size:
+        if self._sizing.elastic:
             self._grow()
             self._armIdle()
 
-    def _live(self) -> list[_Worker]:
+    def _live(self) -> list[Worker]:
         """
         @return: the workers starting, idle or busy (not those told to stop
             or killed).
         """
-        return [w for w in self._workers if w.state in (_STARTING, _IDLE, _BUSY)]
+        return [w for w in self._workers if w.phase in LIVE_PHASES]
 
     def _grow(self) -> None:
         """
@@ -498,9 +453,8 @@ class WorkerPool:
         if not self._queue or self._state != "running" or self._startFailures:
             return
         live = self._live()
-        starting = sum(1 for w in live if w.state == _STARTING)
-        wanted = min(self._size - len(live), len(self._queue) - starting)
-        for _ in range(wanted):
+        starting = sum(1 for w in live if w.phase == PHASE_STARTING)
+        for _ in range(self._sizing.toSpawn(len(live), starting, len(self._queue))):
             self.log.debug("{n} requests wait: starting another worker", n=len(self._queue))
             self._spawn(initial=False, grown=True)
 
@@ -510,32 +464,32 @@ class WorkerPool:
         without one a retirement timer of C{idleTimeout} seconds (see
         L{_retireIdle}).
         """
-        if self._state != "running" or len(self._live()) <= self._minSize:
+        if self._state != "running" or not self._sizing.mayRetire(len(self._live())):
             return
         for worker in self._workers:
-            if worker.state == _IDLE and worker.idleCall is None:
-                worker.idleCall = self._clock.callLater(self._idleTimeout, self._retireIdle, worker)
+            if worker.phase == PHASE_IDLE and worker.idleCall is None:
+                worker.idleCall = self._clock.callLater(
+                    self._sizing.idleTimeout, self._retireIdle, worker
+                )
 
-    def _retireIdle(self, worker: _Worker) -> None:
+    def _retireIdle(self, worker: Worker) -> None:
         """
         C{worker} has been idle for C{idleTimeout} seconds: tell it to shut
         down if more than C{minSize} workers are up, and kill it if it has
         not exited C{shutdownGrace} seconds later.
         """
         worker.idleCall = None
-        if self._state != "running" or worker.state != _IDLE:
+        if self._state != "running" or worker.phase != PHASE_IDLE:
             return
-        if len(self._live()) <= self._minSize:
+        if not self._sizing.mayRetire(len(self._live())):
             return
         self.log.debug("worker {pid} idle: shutting it down", pid=worker.pid)
-        worker.state = _STOPPING
+        worker.life.retire()
         self._armTimeout(worker, self._shutdownGrace, self._kill, worker)
         worker.protocol.amp.callRemote(Shutdown).addErrback(lambda f: None)
 
-    def _assign(self, worker: _Worker, request: _Request) -> None:
-        worker.cancelIdle()
-        worker.state = _BUSY
-        worker.current = request
+    def _assign(self, worker: Worker, request: _Request) -> None:
+        worker.life.assign(request)
         request.attempts += 1
         self._armTimeout(worker, self._taskTimeout, self._taskTimedOut, worker, request)
         try:
@@ -551,16 +505,10 @@ class WorkerPool:
             errbackArgs=(worker, request),
         )
 
-    def _release(self, worker: _Worker) -> None:
-        worker.cancelTimeout()
-        worker.current = None
-        if worker.state == _BUSY:
-            worker.state = _IDLE
-
-    def _taskAnswered(self, response: dict[str, Any], worker: _Worker, request: _Request) -> None:
+    def _taskAnswered(self, response: dict[str, Any], worker: Worker, request: _Request) -> None:
         if worker.current is not request:
             return
-        self._release(worker)
+        worker.life.release()
         if response.get("errorType") is not None:
             self._settle(
                 request,
@@ -582,7 +530,7 @@ class WorkerPool:
                 self._settle(request, result=result)
         self._dispatch()
 
-    def _taskCallFailed(self, failure: Failure, worker: _Worker, request: _Request) -> None:
+    def _taskCallFailed(self, failure: Failure, worker: Worker, request: _Request) -> None:
         if worker.current is not request:
             return None
         if failure.check(ConnectionClosed):
@@ -591,8 +539,7 @@ class WorkerPool:
             return None
         # The answer was not a valid RunTask answer: trust this worker no
         # further. Not retried: the same request would break the same way.
-        worker.current = None
-        self._kill(worker)
+        worker.life.kill()
         self._replace()
         self._settle(
             request,
@@ -605,12 +552,11 @@ class WorkerPool:
         self._dispatch()
         return None
 
-    def _taskTimedOut(self, worker: _Worker, request: _Request) -> None:
+    def _taskTimedOut(self, worker: Worker, request: _Request) -> None:
         if worker.current is not request:
             return
         worker.timeoutCall = None
-        worker.current = None
-        self._kill(worker)
+        worker.life.kill()
         # Replace first: settling the request runs the caller's callbacks,
         # which should find the pool in a consistent state.
         self._replace()
@@ -661,11 +607,8 @@ class WorkerPool:
             self._completed += 1
             request.deferred.callback(result)
 
-    def _kill(self, worker: _Worker) -> None:
-        worker.cancelTimeout()
-        worker.cancelIdle()
-        worker.state = _KILLED
-        worker.protocol.kill()
+    def _kill(self, worker: Worker) -> None:
+        worker.life.kill()
 
     def _replace(self) -> None:
         if self._state == "running":
@@ -676,14 +619,11 @@ class WorkerPool:
         if worker is None:
             return
         self._workers.remove(worker)
-        worker.cancelTimeout()
-        worker.cancelIdle()
-        state, worker.state = worker.state, _KILLED
-        request, worker.current = worker.current, None
+        phase, request = worker.life.ended()
         what = describeExit(reason)
-        if state == _KILLED:
+        if phase == PHASE_KILLED:
             self.log.debug("worker {pid} {what} after being killed", pid=worker.pid, what=what)
-        elif state == _STOPPING:
+        elif phase == PHASE_STOPPING:
             self.log.debug("worker {pid} {what}", pid=worker.pid, what=what)
             if request is not None:
                 self._settle(request, failure=WorkerFailed(request.taskName, worker.pid, what))
@@ -694,7 +634,7 @@ class WorkerPool:
                 what=what,
                 tail="\n".join(protocol.stderrTail) or "(none)",
             )
-            if state == _STARTING:
+            if phase == PHASE_STARTING:
                 # Its last stderr line is usually the reason (an ImportError).
                 last = f" ({protocol.stderrTail[-1]})" if protocol.stderrTail else ""
                 self._startFailed(worker, f"{what} during start-up{last}")
@@ -738,14 +678,9 @@ class WorkerPool:
                     ),
                 )
             for worker in list(self._workers):
-                worker.cancelIdle()
-                if worker.state in (_KILLED, _STOPPING):
-                    # Killed, or retired for idleness and told already.
-                    continue
-                if worker.state == _STARTING:
-                    worker.cancelTimeout()
-                worker.state = _STOPPING
-                worker.protocol.amp.callRemote(Shutdown).addErrback(lambda f: None)
+                # False when killed, or retired for idleness and told already.
+                if worker.life.retire():
+                    worker.protocol.amp.callRemote(Shutdown).addErrback(lambda f: None)
             self._graceCall = self._clock.callLater(self._shutdownGrace, self._killRemaining)
             if self._starting is not None:
                 starting, self._starting = self._starting, None
@@ -756,10 +691,7 @@ class WorkerPool:
     def _killRemaining(self) -> None:
         self._graceCall = None
         for worker in list(self._workers):
-            if worker.state == _KILLED:
-                continue
-            request, worker.current = worker.current, None
-            self._kill(worker)
+            request = worker.life.kill()
             if request is not None:
                 self._settle(
                     request,
@@ -794,9 +726,9 @@ class WorkerPool:
             reason but cancellation).
         """
         return {
-            "size": self._size,
+            "size": self._sizing.size,
             "busy": sum(1 for w in self._workers if w.current is not None),
-            "idle": sum(1 for w in self._workers if w.state == _IDLE),
+            "idle": sum(1 for w in self._workers if w.phase == PHASE_IDLE),
             "queued": len(self._queue),
             "restarts": self._restarts,
             "completed": self._completed,
