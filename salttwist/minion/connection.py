@@ -30,6 +30,11 @@ from twisted.internet.interfaces import IAddress, IProtocol, IProtocolFactory
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 
+#: The logger name of the minion's log lines (Salt's logger name in the
+#: JSON lines, the prefix of twistd's): L{salttwist.minion.core.Minion}'s,
+#: also for the parts it delegates to.
+MINION_LOG_NAMESPACE = "salttwist.minion.core.Minion"
+
 #: Builds a connection: C{connectTCP(host, port, factory)}.
 ConnectTCP = Callable[[str, int, Factory], Deferred]
 
@@ -158,13 +163,13 @@ class ReconnectPolicy:
     @ivar reason: why the minion retries.
     """
 
-    log = Logger()
-
     def __init__(self, config: dict[str, Any], minionId: str) -> None:
         self.base = config["recon_default"] / 1000.0
         self.cap = max(self.base, config["recon_max"] / 1000.0)
         self.randomize = bool(config["recon_randomize"])
         self.id = minionId
+        # The minion's log lines keep the logger name they always had.
+        self.log = Logger(namespace=MINION_LOG_NAMESPACE, source=self)
         self.failures = 0
         self.retryIn: float | None = None
         self.reason = "lost the connection to the master"

@@ -20,6 +20,7 @@ from twisted.logger import Logger
 
 from salttwist import crypt, serial, wire
 from salttwist.jid import isJid
+from salttwist.minion.connection import MINION_LOG_NAMESPACE
 from salttwist.minion.executor import Executor
 from salttwist.minion.jobs import RunningJob
 from salttwist.minion.replay import ReplayGuard
@@ -39,8 +40,6 @@ class Jobber:
         side's L{ReturnDelivery.jobDone}).
     """
 
-    log = Logger()
-
     def __init__(
         self,
         minionId: str,
@@ -50,6 +49,8 @@ class Jobber:
         logJobs: bool,
     ) -> None:
         self.id = minionId
+        # The minion's log lines keep the logger name they always had.
+        self.log = Logger(namespace=MINION_LOG_NAMESPACE, source=self)
         self.executor = executor
         self.reactor = reactor
         self.jobDone = jobDone

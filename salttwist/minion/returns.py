@@ -20,6 +20,7 @@ from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.logger import Logger
 
 from salttwist import serial
+from salttwist.minion.connection import MINION_LOG_NAMESPACE
 from salttwist.minion.returnsqueue import ReturnsQueue
 from salttwist.transport.reqclient import ReqClientProtocol, RequestError
 
@@ -85,10 +86,10 @@ class ReturnDelivery:
     @ivar persistAfter: seconds before an unacknowledged return is written.
     """
 
-    log = Logger()
-
     def __init__(self, minionId: str, reactor: Any, returnsQueue: ReturnsQueue | None) -> None:
         self.id = minionId
+        # The minion's log lines keep the logger name they always had.
+        self.log = Logger(namespace=MINION_LOG_NAMESPACE, source=self)
         self.reactor = reactor
         self.returnsQueue = returnsQueue
         self.req: ReqClientProtocol | None = None
