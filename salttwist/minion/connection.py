@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from automat import TypeMachineBuilder, pep614
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.interfaces import IAddress, IProtocol, IProtocolFactory
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
@@ -144,7 +144,10 @@ class ChannelEndpoint:
             self._failed(failure.value)
             outer.errback(failure)
 
-        self._connectTCP()(self._host, self._port, wrapper).addCallbacks(made, notMade)  # type: ignore[arg-type]
+        # maybeDeferred: a transport that cannot even try (its endpoint
+        # raises) fails this attempt, not the connection service.
+        connecting = maybeDeferred(self._connectTCP(), self._host, self._port, wrapper)
+        connecting.addCallbacks(made, notMade)
         return outer
 
     def __repr__(self) -> str:

@@ -30,13 +30,6 @@ from twisted.python.failure import Failure
 from salttwist import crypt, wire
 from salttwist.events.bus import LocalEventBus
 from salttwist.logs import infoLogged
-from salttwist.minion.auth import (  # MASTER_PUB_FILE is re-exported
-    MASTER_PUB_FILE,  # noqa: F401
-    AuthRefused,
-    MasterIdentityError,
-    MinionCredentials,
-    authenticate,
-)
 from salttwist.minion.connection import (
     Attempt,
     AttemptFailed,
@@ -46,11 +39,18 @@ from salttwist.minion.connection import (
     ReconnectPolicy,
     newConnectionMachine,
 )
-from salttwist.minion.executor import Executor
 from salttwist.minion.jobber import Jobber
 from salttwist.minion.pubclient import PubClientProtocol
 from salttwist.minion.returns import PERSIST_AFTER, ReturnDelivery, StoredReturn
 from salttwist.minion.returnsqueue import ReturnsQueue
+from salttwist.modules.executor import Executor
+from salttwist.pki.credentials import (  # MASTER_PUB_FILE is re-exported
+    MASTER_PUB_FILE,  # noqa: F401
+    AuthRefused,
+    MasterIdentityError,
+    MinionCredentials,
+    authenticate,
+)
 from salttwist.transport.interfaces import ROLE_PUB, ROLE_REQ
 from salttwist.transport.reqclient import ReqClientProtocol, RequestError
 

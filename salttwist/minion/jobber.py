@@ -21,9 +21,9 @@ from twisted.logger import Logger
 from salttwist import crypt, serial, wire
 from salttwist.jid import isJid
 from salttwist.minion.connection import MINION_LOG_NAMESPACE
-from salttwist.minion.executor import Executor
 from salttwist.minion.jobs import RunningJob
 from salttwist.minion.replay import ReplayGuard
+from salttwist.modules.executor import Executor
 from salttwist.targeting import TargetError, matchMinion
 from salttwist.transport.reqclient import ReqClientProtocol
 

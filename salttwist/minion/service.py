@@ -25,11 +25,11 @@ from salttwist.daemon import (
 )
 from salttwist.events import minionEventSockets
 from salttwist.events.bus import EventPublisherFactory, EventPullFactory
+from salttwist.grains import coreGrains, grainsFilePath
 from salttwist.minion.core import ConnectTCP, Minion
-from salttwist.minion.executor import Executor
-from salttwist.minion.grains import coreGrains, grainsFilePath
 from salttwist.minion.returnsqueue import ReturnsQueue
 from salttwist.modules import LoaderContext, loadFunctions
+from salttwist.modules.executor import Executor
 from salttwist.pki.ids import InvalidMinionId, configuredMinionId, validateMinionId
 from salttwist.transport.interfaces import ROLE_PUB, ROLE_REQ, ITransport
 from salttwist.transport.registry import UnknownTransport, findTransport
