@@ -145,7 +145,6 @@ class Minion:
         #: Publications come on the req connection (the C{single_connection}
         #: option), not on a pub connection of their own.
         self.singleConnection = bool(config.get("single_connection", False))
-        self._stopping = False
         self._readyWaiters: list[Deferred[None]] = []
         master = config["master"]
         self.masterHost: str = master if isinstance(master, str) else master[0]
@@ -222,7 +221,7 @@ class Minion:
         the next start (a duplicate is refused by the master, so each is
         stored once).
         """
-        self._stopping = self.jobber.stopping = self.returns.stopping = True
+        self.jobber.stopping = self.returns.stopping = True
         idle = self.jobber.whenIdle(grace, self.jobber.killRunning)
         if idle is None:
             return self._saveAfterAcknowledgements()
