@@ -30,9 +30,11 @@ from salttwist.master.interfaces import (
     IAdmission,
     IJobPublisher,
     IKeyWatch,
+    IMasterStatus,
     IMinionRequests,
     IMinionSession,
     IPubChannel,
+    IReactorMaster,
     IReqChannel,
     IRunnerDispatch,
     ISessions,
@@ -149,11 +151,14 @@ class RoomInterfaceTests(SynchronousTestCase):
 
     def test_master(self) -> None:
         """
-        L{Master} provides both channel interfaces and L{IRunnerMaster}.
+        L{Master} provides both channel interfaces, L{IRunnerMaster}, and what
+        the periodic reports and Salt's reactor read of it.
         """
         self.assertTrue(verifyObject(IReqChannel, self.master))
         self.assertTrue(verifyObject(IPubChannel, self.master))
         self.assertTrue(verifyObject(IRunnerMaster, self.master))
+        self.assertTrue(verifyObject(IMasterStatus, self.master))
+        self.assertTrue(verifyObject(IReactorMaster, self.master))
 
     def test_handlersAreTheRooms(self) -> None:
         """

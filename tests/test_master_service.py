@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from typing import Any
 
+from twisted.application.internet import StreamServerEndpointService, TimerService
 from twisted.application.service import IService
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.testing import MemoryReactorClock
@@ -22,7 +23,15 @@ from salttwist.config import loadMasterConfig
 from salttwist.daemon import StartupError
 from salttwist.master import tap
 from salttwist.master.core import runSynchronously
-from salttwist.master.service import KEY_RECONCILE_INTERVAL, PORTS_FILE, MasterService
+from salttwist.master.service import (
+    KEY_RECONCILE_INTERVAL,
+    PORTS_FILE,
+    ChannelService,
+    JobCacheService,
+    MasterService,
+    PeriodicService,
+    WorkerPoolService,
+)
 
 
 class _RecordingJobCache:
@@ -79,6 +88,42 @@ class MasterServiceTests(SynchronousTestCase):
             jobCache=_RecordingJobCache(),
             useWorkers=False,
         )
+
+    def test_tree(self) -> None:
+        """
+        The master is a tree of services: the job cache, the worker pool,
+        the periodic work as L{TimerService}s (reconciliation, rotation,
+        presence and statistics, as configured) and the four sockets as
+        L{StreamServerEndpointService}s, in that order.
+        """
+        service = self.makeService(publish_session=60, presence_events=True, master_stats=True)
+        children = list(service)
+        self.assertEqual(
+            [type(child) for child in children],
+            [JobCacheService, *[PeriodicService] * 4, *[ChannelService] * 4],
+        )
+        self.assertIs(children[0].jobCache, service.jobCache)
+        for child in children[1:5]:
+            self.assertIsInstance(child, TimerService)
+        self.assertEqual(
+            [child.step for child in children[1:5]], [KEY_RECONCILE_INTERVAL, 60.0, 60.0, 60.0]
+        )
+        for child in children[5:]:
+            self.assertIsInstance(child, StreamServerEndpointService)
+        self.assertEqual(service.channels, children[5:])
+
+    def test_workerPoolChild(self) -> None:
+        """
+        With workers, the pool is a child of its own, after the job cache.
+        """
+        options = {"root_dir": self.root, "interface": "127.0.0.1", "keysize": 2048}
+        config = loadMasterConfig(self.root, overrides=options)
+        service = MasterService(
+            config, self.reactor, runBlocking=runSynchronously, jobCache=_RecordingJobCache()
+        )
+        pool = list(service)[1]
+        self.assertIsInstance(pool, WorkerPoolService)
+        self.assertIs(pool.pool, service.workers)
 
     def test_listensAndWritesPorts(self) -> None:
         """

@@ -59,7 +59,7 @@ from salttwist.master.admission import (  # noqa: F401 (re-exported)
     AuthResult,
 )
 from salttwist.master.grainscache import GrainsCache
-from salttwist.master.interfaces import IPubChannel, IReqChannel
+from salttwist.master.interfaces import IMasterStatus, IPubChannel, IReactorMaster, IReqChannel
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import MasterKeys
 from salttwist.master.keywatch import AcceptedIds, KeyWatch
@@ -115,7 +115,7 @@ class _Shared:
             setattr(getattr(obj, room), self._name, value)
 
 
-@implementer(IReqChannel, IPubChannel, IRunnerMaster)
+@implementer(IReqChannel, IPubChannel, IRunnerMaster, IMasterStatus, IReactorMaster)
 class Master:
     """
     The master: its rooms, built and wired together, and shown as one

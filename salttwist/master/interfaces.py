@@ -390,3 +390,44 @@ class IReqChannel(Interface):
         """
         C{proto} holds replies back (L{ISessions.holdingReplies}).
         """
+
+
+class IMasterStatus(Interface):
+    """
+    What the master's periodic reports read of it
+    (L{salttwist.master.maintenance}): who is connected, the jobs, the
+    workers, the request figures, and the bus they fire on.
+    """
+
+    bus = Attribute("The master's L{salttwist.interfaces.IEventBus}.")
+    clock = Attribute("The master's clock (L{IReactorTime}).")
+    config = Attribute("The master's config.")
+    jobs = Attribute("The L{salttwist.master.jobs.JobRegistry} of recent jobs.")
+    subscribers = Attribute("The subscribed minions, by id.")
+    sessions = Attribute("The minions' req sessions, by id.")
+    workers = Attribute("The worker pool, or None.")
+    requestStats = Attribute("The L{salttwist.master.maintenance.RequestStats}.")
+
+
+class IReactorMaster(Interface):
+    """
+    What Salt's reactor (L{salttwist.master.reactor.Reactor}) uses of the
+    master: its bus, clock and C{runBlocking}, its runners, and the publish
+    and runner paths a client session uses.
+    """
+
+    bus = Attribute("The master's L{salttwist.interfaces.IEventBus}.")
+    clock = Attribute("The master's clock (L{IReactorTime}).")
+    runBlocking = Attribute("Runs a blocking call off the reactor.")
+    runners = Attribute("The master's runner functions, by name.")
+
+    def clientPublish(proto, load):
+        """
+        Publish a job (L{IJobPublisher.clientPublish}; C{proto} L{None}: the
+        master's own).
+        """
+
+    def clientRunner(proto, load):
+        """
+        Run a runner (L{IRunnerDispatch.clientRunner}; C{proto} L{None}).
+        """

@@ -12,7 +12,7 @@ process and workers fire them.
     L{MasterStats.collect}).
 
 A minion is connected when it holds a live subscription to the pub channel
-(L{Master.subscribers}): exactly the minions a job can reach now, the same
+(L{salttwist.master.core.Master.subscribers}): exactly the minions a job can reach now, the same
 knowledge C{manage.present} answers from. Salt, too, compares the connected
 set once per loop rather than on every connection: a master restart that
 brings back thousands of minions makes one C{change} event, not thousands.
@@ -29,7 +29,7 @@ from salttwist.workers.stats import poolStats
 
 if TYPE_CHECKING:
     from salttwist.events.bus import EventPublisherFactory
-    from salttwist.master.core import Master
+    from salttwist.master.interfaces import IMasterStatus
 
 PRESENT_TAG = "salt/presence/present"
 CHANGE_TAG = "salt/presence/change"
@@ -68,7 +68,7 @@ class RequestStats:
         return stats
 
 
-def workerStats(master: Master) -> dict[str, Any]:
+def workerStats(master: IMasterStatus) -> dict[str, Any]:
     """
     The worker pool's figures (C{size}, C{busy}, C{idle}, C{queued},
     C{restarts}, C{completed}, C{failed}) and C{running}: whether the pool
@@ -78,7 +78,7 @@ def workerStats(master: Master) -> dict[str, Any]:
     return poolStats(master.workers)
 
 
-def jobsInFlight(master: Master) -> int:
+def jobsInFlight(master: IMasterStatus) -> int:
     """
     @return: how many jobs are running, as far as the master knows without
         asking the minions (C{jobs.active} asks them): a job published
@@ -102,7 +102,7 @@ class PresenceEvents:
     Fires Salt's presence events on each call.
     """
 
-    def __init__(self, master: Master) -> None:
+    def __init__(self, master: IMasterStatus) -> None:
         self._master = master
         self._present: set[str] = set()
 
@@ -129,7 +129,7 @@ class MasterStats:
     """
 
     def __init__(
-        self, master: Master, clock: Any, eventPublisher: EventPublisherFactory | None = None
+        self, master: IMasterStatus, clock: Any, eventPublisher: EventPublisherFactory | None = None
     ) -> None:
         self._master = master
         self._clock = clock

@@ -92,7 +92,7 @@ from salttwist import serial
 from salttwist.interfaces import IEventBus
 
 if TYPE_CHECKING:
-    from salttwist.master.core import Master
+    from salttwist.master.interfaces import IReactorMaster
 
 #: The user reactions run jobs and runners as (Salt's C{ReactWrap.event_user});
 #: events carrying it do not react.
@@ -365,7 +365,7 @@ class Reactor(Service):
 
     def __init__(
         self,
-        master: Master,
+        master: IReactorMaster,
         reactorMap: list[dict[str, list[str]]],
         configDir: str,
         workers: int = 10,
@@ -615,7 +615,7 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def buildReactor(config: dict[str, Any], master: Master) -> Reactor | None:
+def buildReactor(config: dict[str, Any], master: IReactorMaster) -> Reactor | None:
     """
     @return: the reactor the master's C{config} asks for, or L{None} when
         C{reactor} is empty.

@@ -1,20 +1,38 @@
 # -*- test-case-name: tests.test_master_service -*-
 """
-The master as a tree of services: the req server, the publisher and the two
-event-bus sockets, built around one L{Master}.
+The master as a tree of services around one L{Master}.
+
+L{MasterService} is the parent (built by L{salttwist.master.tap.makeService});
+each of its children starts and stops one part:
+
+  - L{JobCacheService}: the job cache (its worker, its pruning);
+  - L{WorkerPoolService}: the worker processes, handed to the master once up;
+  - the Salt reactor (C{reactor} option), a L{salttwist.master.reactor.Reactor};
+  - L{PeriodicService}s (L{TimerService}s): key reconciliation, the
+    publication key's rotation, presence and statistics events;
+  - L{ChannelService}s (L{StreamServerEndpointService}s): the pub and req
+    ports and the two event-bus sockets, bound in C{privilegedStartService},
+    before privileges drop.
+
+Readiness (every socket listening, the ports file written once the reactor
+runs) is an explicit L{Deferred}: L{MasterService.whenReady}.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
-from twisted.application.service import MultiService
-from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
+from twisted.application.internet import StreamServerEndpointService, TimerService
+from twisted.application.service import MultiService, Service
+from twisted.internet.defer import Deferred, DeferredList, maybeDeferred, succeed
 from twisted.internet.endpoints import UNIXServerEndpoint
+from twisted.internet.interfaces import IStreamServerEndpoint
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from salttwist.blocking import RunBlocking, threadRunner
 from salttwist.daemon import (
@@ -61,9 +79,199 @@ IDLE_WORKERS = 1
 WORKER_IDLE_TIMEOUT = 30.0
 
 
+#: The log namespace of the master's service tree: its lines read as they
+#: always did, whichever child logs them.
+_LOG_NAMESPACE = "salttwist.master.service.MasterService"
+
+
+@implementer(IStreamServerEndpoint)
+class _ObservedEndpoint:
+    """
+    An endpoint made when it is first listened on (the transport may fail
+    making it), whose outcome goes to L{whenListening} rather than to the
+    service listening on it: the master reports a socket it cannot bind
+    together with the others (L{MasterService.privilegedStartService}).
+
+    @ivar whenListening: fires with the listening port, or fails with why
+        it could not listen; a new one for each L{listen}.
+    """
+
+    def __init__(self, makeEndpoint: Callable[[], Any], ownerOnly: bool = False) -> None:
+        """
+        @param makeEndpoint: makes the endpoint to listen on.
+        @param ownerOnly: bind under an owner-only umask (a UNIX socket,
+            given its mode afterwards: see L{ownerOnlyUmask}).
+        """
+        self._makeEndpoint = makeEndpoint
+        self._ownerOnly = ownerOnly
+        self.whenListening: Deferred[Any] = Deferred()
+
+    def _listen(self, factory: Any) -> Deferred[Any]:
+        if self._ownerOnly:
+            with ownerOnlyUmask():
+                return self._makeEndpoint().listen(factory)  # type: ignore[no-any-return]
+        return self._makeEndpoint().listen(factory)  # type: ignore[no-any-return]
+
+    def listen(self, factory: Any) -> Deferred[Any]:
+        """
+        Listen with C{factory}.
+
+        @return: a L{Deferred} firing with the port, or with L{None} if it
+            could not listen (the reason goes to L{whenListening}).
+        """
+        observed = self.whenListening = Deferred()
+
+        def listening(port: Any) -> Any:
+            observed.callback(port)
+            return port
+
+        def failed(failure: Failure) -> None:
+            observed.errback(failure)
+
+        return maybeDeferred(self._listen, factory).addCallbacks(listening, failed)
+
+
+class ChannelService(StreamServerEndpointService):
+    """
+    One socket of the master (the pub or req port, an event-bus socket):
+    bound in C{privilegedStartService}, closed when stopped.
+    """
+
+    _listened = False
+
+    def __init__(self, endpoint: _ObservedEndpoint, factory: Any) -> None:
+        super().__init__(endpoint, factory)
+        self.observed = endpoint
+
+    def privilegedStartService(self) -> None:
+        """
+        Listen (before privileges drop).
+        """
+        self._listened = True
+        super().privilegedStartService()
+
+    def stopService(self) -> Deferred[None]:
+        """
+        Stop listening, if it listened at all.
+        """
+        if not self._listened:
+            return succeed(None)
+        return super().stopService()  # type: ignore[no-any-return]
+
+
+class PeriodicService(TimerService):
+    """
+    Call C{f} every C{step} seconds on C{clock}, first one step after the
+    start (L{TimerService} calls at once: the master's timers never did,
+    a rotation at start would waste a publication key); a call that fails
+    is logged and the next one still runs.
+    """
+
+    log = Logger(namespace=_LOG_NAMESPACE)
+
+    def __init__(self, step: float, f: Callable[[], Any], clock: Any) -> None:
+        super().__init__(step, self._runOnce)
+        self.clock = clock
+        self._f = f
+
+    def _runOnce(self) -> Deferred[Any]:
+        # A failure is logged and the loop goes on: one bad run must not
+        # stop key reconciliation or rotation for good.
+        return maybeDeferred(self._f).addErrback(
+            lambda failure: self.log.failure("periodic task {f} failed", failure, f=self._f)
+        )
+
+    def startService(self) -> None:
+        """
+        Start calling, the first time one step from now. (As
+        L{TimerService.startService}, which has no C{now} flag; its
+        C{stopService} stops the same loop.)
+        """
+        Service.startService(self)
+        self._loop = LoopingCall(self._runOnce)
+        self._loop.clock = self.clock
+        self._loopFinished = self._loop.start(self.step, now=False)
+        self._loopFinished.addErrback(self._failed)
+
+    def stopService(self) -> Deferred[None]:
+        """
+        Stop calling, if started.
+        """
+        if not self.running:
+            return succeed(None)
+        return super().stopService()  # type: ignore[no-any-return]
+
+
+class WorkerPoolService(Service):
+    """
+    The worker processes: started with the master; once up, they check
+    authentication and run runners (until then, threads and the master do).
+    """
+
+    log = Logger(namespace=_LOG_NAMESPACE)
+
+    def __init__(self, pool: Any, master: Master, size: int) -> None:
+        self.pool = pool
+        self._master = master
+        self._size = size
+
+    def startService(self) -> None:
+        """
+        Start the pool.
+        """
+        super().startService()
+        self.pool.start().addCallbacks(self._workersReady, self._workersFailed)
+
+    def _workersReady(self, _: object) -> None:
+        # Until now authentication ran in threads; from now on in workers.
+        self._master.workers = self.pool
+        self.log.info("up to {n} worker processes check authentication", n=self._size)
+
+    def _workersFailed(self, failure: Any) -> None:
+        self.log.warn(
+            "worker processes could not start ({error}); authentication runs in threads",
+            error=failure.value,
+        )
+
+    def stopService(self) -> Deferred[None]:
+        """
+        Take the pool from the master, then stop it.
+        """
+        super().stopService()
+        self._master.workers = None
+        return self.pool.stop()  # type: ignore[no-any-return]
+
+
+class JobCacheService(Service):
+    """
+    The job cache: its worker (L{WorkerJobCache}) and its pruning start with
+    the master; it is closed when the master stops.
+    """
+
+    def __init__(self, jobCache: Any) -> None:
+        self.jobCache = jobCache
+
+    def startService(self) -> None:
+        """
+        Start the cache's worker, if it has one, and its pruning.
+        """
+        super().startService()
+        if isinstance(self.jobCache, WorkerJobCache):
+            self.jobCache.start()
+        self.jobCache.startPruning()
+
+    def stopService(self) -> Deferred[None]:
+        """
+        Close the cache.
+        """
+        super().stopService()
+        return self.jobCache.close()  # type: ignore[no-any-return]
+
+
 class MasterService(MultiService):
     """
-    The running master.
+    The running master: the parent of its service tree (see the module's
+    docstring).
 
     @param jobCache: the job cache (an L{IJobCache} with C{startPruning});
         by default the SQLite file C{cachedir/jobs.sqlite}, written and
@@ -157,14 +365,11 @@ class MasterService(MultiService):
             from salttwist.master.reactor import buildReactor
 
             self.reactorService = buildReactor(config, self.master)
-        if self.reactorService is not None:
-            self.reactorService.setServiceParent(self)
         #: Serves the bus on C{master_event_pub.ipc} (kept for its figures).
         self.eventPublisher = EventPublisherFactory(self.bus, config["event_queue_max"])
         self._ready: bool | Failure = False
         self._readyWaiters: list[Deferred[None]] = []
         self._ports: list[Any] = []
-        self._loops: list[LoopingCall] = []
         self._acceptedStamp: tuple[int, int] | None = None
         for name in (EVENT_PUB_SOCKET, EVENT_PULL_SOCKET):
             path = os.path.join(config["sock_dir"], name)
@@ -173,40 +378,88 @@ class MasterService(MultiService):
                     f"sock_dir is too deep for a UNIX socket: {path} is over "
                     f"{MAX_UNIX_PATH} bytes; choose a shorter sock_dir"
                 )
+        self._addChildren()
 
-    def startService(self) -> None:
+    def _addChildren(self) -> None:
         """
-        Start the periodic work: key reconciliation every second (so key
-        changes made by any means take effect within a second) and the
-        publication key's rotation every C{publish_session} seconds.
+        Build the tree. Children start in this order and stop in the
+        reverse: the sockets close first, the job cache last.
         """
-        super().startService()
-        if isinstance(self.jobCache, WorkerJobCache):
-            self.jobCache.start()
-        self.jobCache.startPruning()
+        config, reactor, master = self.config, self.reactor, self.master
+        JobCacheService(self.jobCache).setServiceParent(self)
         if self.workers is not None:
-            self.workers.start().addCallbacks(self._workersReady, self._workersFailed)
-        self._startLoop(KEY_RECONCILE_INTERVAL, self._reconcileIfChanged)
-        if self.config["publish_session"] > 0:
-            self._startLoop(
-                float(self.config["publish_session"]),
-                lambda: self.master.rotatePublicationKey("publish_session elapsed"),
-            )
-        self._startReports()
+            WorkerPoolService(self.workers, master, config["worker_threads"]).setServiceParent(self)
+        if self.reactorService is not None:
+            self.reactorService.setServiceParent(self)
+        # Key changes made by any means take effect within a second.
+        PeriodicService(KEY_RECONCILE_INTERVAL, self._reconcileIfChanged, reactor).setServiceParent(
+            self
+        )
+        if config["publish_session"] > 0:
+            PeriodicService(
+                float(config["publish_session"]),
+                lambda: master.rotatePublicationKey("publish_session elapsed"),
+                reactor,
+            ).setServiceParent(self)
+        # The periodic events the config asks for (salttwist.master.maintenance).
+        if config["presence_events"]:
+            PeriodicService(
+                float(config["loop_interval"]), PresenceEvents(master), reactor
+            ).setServiceParent(self)
+        if config["master_stats"]:
+            PeriodicService(
+                float(config["master_stats_event_iter"]),
+                MasterStats(master, reactor, self.eventPublisher),
+                reactor,
+            ).setServiceParent(self)
+        sockDir = config["sock_dir"]
+        #: The sockets, in the order of L{_listening}'s ports: pub, req,
+        #: the bus's publisher and its pull socket.
+        self.channels = [
+            ChannelService(
+                _ObservedEndpoint(lambda: self._channelEndpoint(config["publish_port"], ROLE_PUB)),
+                PubServerFactory(master),
+            ),
+            ChannelService(
+                _ObservedEndpoint(lambda: self._channelEndpoint(config["ret_port"], ROLE_REQ)),
+                ReqServerFactory(master),
+            ),
+            ChannelService(
+                _ObservedEndpoint(
+                    lambda: UNIXServerEndpoint(
+                        reactor,
+                        os.path.join(sockDir, EVENT_PUB_SOCKET),
+                        # publisher_acl users gather their returns from the
+                        # bus, as in Salt; who reaches the socket is then up
+                        # to sock_dir's mode.
+                        mode=0o666 if master.acl.acl else 0o660,
+                        wantPID=True,
+                    ),
+                    ownerOnly=True,
+                ),
+                self.eventPublisher,
+            ),
+            ChannelService(
+                _ObservedEndpoint(
+                    lambda: UNIXServerEndpoint(
+                        reactor, os.path.join(sockDir, EVENT_PULL_SOCKET), mode=0o660, wantPID=True
+                    ),
+                    ownerOnly=True,
+                ),
+                EventPullFactory(self.bus, config["max_frame_bytes"]),
+            ),
+        ]
+        for channel in self.channels:
+            channel.setServiceParent(self)
 
-    def _startReports(self) -> None:
+    def _channelEndpoint(self, port: int, role: str) -> Any:
         """
-        Start the periodic events the config asks for: presence every
-        C{loop_interval} seconds, statistics every C{master_stats_event_iter}
-        seconds (see L{salttwist.master.maintenance}).
+        @return: the endpoint of channel C{role} on C{port}, from the
+            configured transport.
         """
-        if self.config["presence_events"]:
-            self._startLoop(float(self.config["loop_interval"]), PresenceEvents(self.master))
-        if self.config["master_stats"]:
-            self._startLoop(
-                float(self.config["master_stats_event_iter"]),
-                MasterStats(self.master, self.reactor, self.eventPublisher),
-            )
+        return self.transport.serverEndpoint(
+            self.reactor, self.config, self.config["interface"], port, role
+        )
 
     def _reconcileIfChanged(self) -> Deferred[None] | None:
         """
@@ -231,81 +484,23 @@ class MasterService(MultiService):
         self._acceptedStamp = stamp
         return maybeDeferred(self.master.reconcileKeys).addErrback(failed)
 
-    def _workersReady(self, _: object) -> None:
-        # Until now authentication ran in threads; from now on in workers.
-        self.master.workers = self.workers
-        self.log.info(
-            "up to {n} worker processes check authentication", n=self.config["worker_threads"]
-        )
-
-    def _workersFailed(self, failure: Any) -> None:
-        self.log.warn(
-            "worker processes could not start ({error}); authentication runs in threads",
-            error=failure.value,
-        )
-
-    def _startLoop(self, interval: float, f: Any) -> None:
-        def runOnce() -> Deferred:
-            # A failure is logged and the loop goes on: one bad run must not
-            # stop key reconciliation or rotation for good.
-            return maybeDeferred(f).addErrback(
-                lambda failure: self.log.failure("periodic task {f} failed", failure, f=f)
-            )
-
-        loop = LoopingCall(runOnce)
-        loop.clock = self.reactor
-        loop.start(interval, now=False)
-        self._loops.append(loop)
-
     def privilegedStartService(self) -> None:
         """
-        Bind every socket, then switch to L{runAs} if set.
+        Bind every socket (the L{ChannelService} children), then switch to
+        L{runAs} if set.
         """
         super().privilegedStartService()
-        config, reactor = self.config, self.reactor
-        sockDir = config["sock_dir"]
-        listens = [
-            self._listenChannel(config["publish_port"], ROLE_PUB, PubServerFactory(self.master)),
-            self._listenChannel(config["ret_port"], ROLE_REQ, ReqServerFactory(self.master)),
-        ]
-        # Bound owner-only, then given their mode: see ownerOnlyUmask.
-        with ownerOnlyUmask():
-            listens += [
-                UNIXServerEndpoint(
-                    reactor,
-                    os.path.join(sockDir, EVENT_PUB_SOCKET),
-                    # publisher_acl users gather their returns from the bus, as
-                    # in Salt; who reaches the socket is then up to sock_dir's
-                    # mode.
-                    mode=0o666 if self.master.acl.acl else 0o660,
-                    wantPID=True,
-                ).listen(self.eventPublisher),
-                UNIXServerEndpoint(
-                    reactor, os.path.join(sockDir, EVENT_PULL_SOCKET), mode=0o660, wantPID=True
-                ).listen(EventPullFactory(self.bus, config["max_frame_bytes"])),
-            ]
         failed: list[Any] = []
-        DeferredList(listens, fireOnOneErrback=True, consumeErrors=True).addCallbacks(
-            self._listening, self._listenFailed
-        ).addErrback(failed.append)
+        DeferredList(
+            [channel.observed.whenListening for channel in self.channels],
+            fireOnOneErrback=True,
+            consumeErrors=True,
+        ).addCallbacks(self._listening, self._listenFailed).addErrback(failed.append)
         if failed:
             failed[0].raiseException()
         # Bound: now give up root (twistd starts the services, and so the
         # worker processes, only after this method).
-        dropPrivileges(self.runAs, config)
-
-    def _listenChannel(self, port: int, role: str, factory: Any) -> Deferred[Any]:
-        """
-        Listen on C{port} for channel C{role} with the configured transport.
-
-        @return: the L{Deferred} of the listening port; a transport that
-            raises fails it instead.
-        """
-        return maybeDeferred(
-            lambda: self.transport.serverEndpoint(
-                self.reactor, self.config, self.config["interface"], port, role
-            ).listen(factory)
-        )
+        dropPrivileges(self.runAs, self.config)
 
     def whenReady(self) -> Deferred[None]:
         """
@@ -376,22 +571,12 @@ class MasterService(MultiService):
 
     def stopService(self) -> Deferred:
         """
-        Stop listening and close every connection.
+        Close every connection, then stop the children: stop listening,
+        stop the timers and the workers, close the job cache.
         """
-        super().stopService()
-        for loop in self._loops:
-            if loop.running:
-                loop.stop()
-        master = self.master
-        transients = [proto for each in master.transients.values() for proto in each]
-        for proto in [*master.subscribers.values(), *master.sessions.values(), *transients]:
-            proto.transport.loseConnection()
+        self.master.sessionsRoom.closeAll()
         try:
             os.unlink(os.path.join(self.config["sock_dir"], PORTS_FILE))
         except OSError:
             pass
-        stops = [maybeDeferred(port.stopListening) for port in self._ports]
-        self.master.workers = None
-        if self.workers is not None:
-            stops.append(self.workers.stop())
-        return DeferredList([*stops, self.jobCache.close()])
+        return super().stopService()  # type: ignore[no-any-return]

@@ -24,7 +24,10 @@ class Options(DaemonOptions):
 
 def makeService(options: Options, reactor: Any = None) -> Any:
     """
-    Build the master's service tree.
+    Build the master's service tree: a L{MasterService} whose children are
+    the job cache, the worker pool, Salt's reactor, the periodic work
+    (L{TimerService}s) and the sockets (L{StreamServerEndpointService}s,
+    bound before privileges drop); see L{salttwist.master.service}.
     """
     from salttwist.master.service import MasterService
 
