@@ -272,6 +272,18 @@ class IWorkerPool(Interface):
             L{salttwist.serial.SerialError}.
         """
 
+    def call(command, **kwargs):  # noqa: N805
+        """
+        Run the task of a typed command (a
+        L{salttwist.workers.commands.TaskCommand}), as L{run} runs a task
+        named by a string.
+
+        @param command: the command class.
+        @param kwargs: its arguments, of its AMP types.
+        @return: a L{Deferred} firing with the C{result} of its answer
+            (L{None} if it has none), or failing as L{run}'s does.
+        """
+
     def stop():
         """
         Refuse new work, fail queued requests with

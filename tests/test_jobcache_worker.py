@@ -276,12 +276,13 @@ class WorkerFailureTests(SynchronousTestCase):
         observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
 
         class FailingPool(InlineWorkerPool):
-            def run(self, taskOrName: Any, *args: Any, **kwargs: Any) -> Deferred[Any]:
-                if str(taskOrName).endswith(".writeBatch"):
+            def call(self, command: Any, **kwargs: Any) -> Deferred[Any]:
+                if command is jobcachetasks.WriteBatch:
                     from twisted.internet.defer import fail
 
-                    return fail(WorkerFailed(taskOrName, 123, "exited with signal 9", " (retried)"))
-                return super().run(taskOrName, *args, **kwargs)
+                    name = command.commandName.decode()
+                    return fail(WorkerFailed(name, 123, "exited with signal 9", " (retried)"))
+                return super().call(command, **kwargs)
 
         directory = self.mktemp()
         os.mkdir(directory)

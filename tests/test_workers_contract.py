@@ -5,7 +5,8 @@ The contract of L{IWorkerPool}, run against every implementation.
 L{WorkerPoolTests} is what every pool does: provide the interface, run a
 task by name or by function with msgpack-able arguments, report a task's
 exception as L{TaskError}, refuse work before L{IWorkerPool.start} and after
-L{IWorkerPool.stop} with L{PoolStopped}, refuse arguments msgpack cannot
+L{IWorkerPool.stop} with L{PoolStopped}, run typed task commands
+(L{IWorkerPool.call}), refuse arguments msgpack cannot
 encode, and count its work in L{IWorkerPool.stats}. L{RealWorkerPoolTests}
 is what only pools of worker processes do besides: carry payloads over
 AMP's 65,535-byte value limit.
@@ -33,6 +34,7 @@ from zope.interface.verify import verifyObject
 from salttwist.interfaces import IWorkerPool
 from salttwist.serial import SerialError
 from salttwist.workers import PoolStopped, TaskError, tasks
+from salttwist.workers.commands import Echo, RaiseError
 from salttwist.workers.pool import InlineWorkerPool, WorkerPool
 from tests.test_workers import FakeProcessReactor
 
@@ -83,6 +85,38 @@ class WorkerPoolTests:
         value = {"a": [1, 2.5, None, True], "b": b"\x00\xff", "c": "\u00e9"}
         self.assertEqual(await self.settle(pool.run(ECHO, value)), value)  # type: ignore[attr-defined]
         self.assertEqual(await self.settle(pool.run(tasks.echo, value="kw")), "kw")  # type: ignore[attr-defined]
+
+    async def test_call(self) -> None:
+        """
+        C{call} runs the task of a typed command with its arguments and
+        fires with the C{result} of its answer.
+        """
+        pool = await self.started()
+        value = {"a": [1, 2.5, None], "b": b"\x00\xff"}
+        self.assertEqual(await self.settle(pool.call(Echo, value=value)), value)  # type: ignore[attr-defined]
+
+    async def test_callTaskError(self) -> None:
+        """
+        A typed command's task that raises fails the call with L{TaskError}
+        naming the task, the type and the message; the pool goes on.
+        """
+        pool = await self.started()
+        with self.assertRaises(TaskError) as caught:  # type: ignore[attr-defined]
+            await self.settle(pool.call(RaiseError, message="bad input"))
+        error = caught.exception
+        self.assertEqual((error.typeName, error.message), ("ValueError", "bad input"))  # type: ignore[attr-defined]
+        self.assertEqual(await self.settle(pool.call(Echo, value=1)), 1)  # type: ignore[attr-defined]
+
+    async def test_callUnserialisable(self) -> None:
+        """
+        Arguments a typed command cannot serialise fail that call (with
+        L{SerialError} for a value msgpack cannot encode), and the pool goes
+        on.
+        """
+        pool = await self.started()
+        with self.assertRaises(SerialError):  # type: ignore[attr-defined]
+            await self.settle(pool.call(Echo, value=object()))
+        self.assertEqual(await self.settle(pool.call(Echo, value=2)), 2)  # type: ignore[attr-defined]
 
     async def test_taskError(self) -> None:
         """
@@ -169,6 +203,14 @@ class RealWorkerPoolTests(WorkerPoolTests):
     """
     What pools of worker processes (speaking AMP) do besides.
     """
+
+    async def test_bigTypedPayloads(self) -> None:
+        """
+        A typed command's 2 MB argument and result cross intact.
+        """
+        pool = await self.started()
+        blob = os.urandom(2 * 1024 * 1024)
+        self.assertEqual(await self.settle(pool.call(Echo, value=blob)), blob)  # type: ignore[attr-defined]
 
     async def test_bigPayloads(self) -> None:
         """

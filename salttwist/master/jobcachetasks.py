@@ -6,6 +6,9 @@ file once, as its pool's init task, and then runs the SQL of
 L{salttwist.master.jobcache.JobCacheDatabase} for the master: write batches
 and reads, one at a time.
 
+The master calls them with typed AMP commands (L{OPERATIONS}); the init
+task, L{openJobCache}, and the test's L{crashOnNextWrite} run by name.
+
 Every task here is idempotent, so the pool runs it once more on a
 replacement worker when the worker running it dies or hangs: a write batch
 is C{INSERT OR IGNORE} of rows the master made (times included), so writing
@@ -19,9 +22,92 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from twisted.protocols import amp
+
+from salttwist.workers.commands import TASK_ERROR_RESPONSE, Packed, TaskCommand
 from salttwist.workers.tasks import task
 
 _state: dict[str, Any] = {}
+
+
+# The typed commands of the job cache worker (its operations' arguments are
+# known, so they do not go through the generic RunTask).
+
+
+class WriteBatch(TaskCommand):
+    """
+    L{writeBatch}: the rows of C{jobs} and C{returns} (lists of rows).
+    """
+
+    commandName = b"JobCacheWriteBatch"
+    arguments = [(b"jobs", Packed()), (b"returns", Packed())]
+
+
+class GetJob(TaskCommand):
+    """
+    L{getJob}: the job of C{jid}, or L{None}.
+    """
+
+    commandName = b"JobCacheGetJob"
+    arguments = [(b"jid", amp.Unicode())]
+    response = [(b"result", Packed(optional=True)), *TASK_ERROR_RESPONSE]
+
+
+class GetReturns(TaskCommand):
+    """
+    L{getReturns}: the returns of C{jid}, by minion id.
+    """
+
+    commandName = b"JobCacheGetReturns"
+    arguments = [(b"jid", amp.Unicode())]
+    response = [(b"result", Packed(optional=True)), *TASK_ERROR_RESPONSE]
+
+
+class ListJobs(TaskCommand):
+    """
+    L{listJobs}: the jobs matching the (checked) filters, newest first.
+    """
+
+    commandName = b"JobCacheListJobs"
+    arguments = [
+        (b"functions", Packed()),
+        (b"targets", Packed()),
+        (b"start", amp.Float(optional=True)),
+        (b"end", amp.Float(optional=True)),
+        (b"limit", amp.Integer(optional=True)),
+    ]
+    response = [(b"result", Packed(optional=True)), *TASK_ERROR_RESPONSE]
+
+
+class Prune(TaskCommand):
+    """
+    L{prune}: remove the jobs started before C{cutoff}, with their returns.
+    """
+
+    commandName = b"JobCachePrune"
+    arguments = [(b"cutoff", amp.Float())]
+    response = [(b"result", amp.Integer(optional=True)), *TASK_ERROR_RESPONSE]
+
+
+class Close(TaskCommand):
+    """
+    L{close}: close the connection.
+    """
+
+    commandName = b"JobCacheClose"
+    arguments: list[tuple[bytes, amp.Argument]] = []
+
+
+#: Each operation of L{salttwist.master.jobcache.JobCacheDatabase} the
+#: master runs here: its command and the names of its arguments, in order.
+OPERATIONS: dict[str, tuple[type[TaskCommand], tuple[str, ...]]] = {
+    "writeBatch": (WriteBatch, ("jobs", "returns")),
+    "getJob": (GetJob, ("jid",)),
+    "getReturns": (GetReturns, ("jid",)),
+    "listJobs": (ListJobs, ("functions", "targets", "start", "end", "limit")),
+    "prune": (Prune, ("cutoff",)),
+    "close": (Close, ()),
+}
 
 
 def _database() -> Any:
@@ -49,7 +135,7 @@ def openJobCache(path: str) -> str:
     return path
 
 
-@task(idempotent=True)
+@task(idempotent=True, command=WriteBatch)
 def writeBatch(jobs: list[list[Any]], returns: list[list[Any]]) -> None:
     """
     Write one batch of job and return rows in one transaction (see
@@ -63,7 +149,7 @@ def writeBatch(jobs: list[list[Any]], returns: list[list[Any]]) -> None:
         os._exit(70)
 
 
-@task(idempotent=True)
+@task(idempotent=True, command=GetJob)
 def getJob(jid: str) -> dict[str, Any] | None:
     """
     See L{JobCacheDatabase.getJob}.
@@ -71,7 +157,7 @@ def getJob(jid: str) -> dict[str, Any] | None:
     return _database().getJob(jid)
 
 
-@task(idempotent=True)
+@task(idempotent=True, command=GetReturns)
 def getReturns(jid: str) -> dict[str, dict[str, Any]]:
     """
     See L{JobCacheDatabase.getReturns}.
@@ -79,7 +165,7 @@ def getReturns(jid: str) -> dict[str, dict[str, Any]]:
     return _database().getReturns(jid)
 
 
-@task(idempotent=True)
+@task(idempotent=True, command=ListJobs)
 def listJobs(
     functions: list[str] | None,
     targets: list[str] | None,
@@ -93,7 +179,7 @@ def listJobs(
     return _database().listJobs(functions, targets, start, end, limit)
 
 
-@task(idempotent=True)
+@task(idempotent=True, command=Prune)
 def prune(cutoff: float) -> int:
     """
     See L{JobCacheDatabase.prune}.
@@ -101,7 +187,7 @@ def prune(cutoff: float) -> int:
     return _database().prune(cutoff)
 
 
-@task(idempotent=True)
+@task(idempotent=True, command=Close)
 def close() -> None:
     """
     Close the connection (SQLite checkpoints the WAL into the file); a later

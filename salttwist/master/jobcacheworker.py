@@ -40,6 +40,7 @@ from salttwist.master.jobcache import (
     JobCacheClosed,
     _Call,
 )
+from salttwist.master.jobcachetasks import OPERATIONS
 from salttwist.workers.commands import MAX_PAYLOAD_BYTES
 from salttwist.workers.pool import WorkerPool
 
@@ -119,7 +120,8 @@ class WorkerJobCache(BatchingJobCache):
         return self._startResult
 
     def _run(self, operation: str, *args: Any) -> Deferred[Any]:
-        return self.pool.run(f"{JOB_CACHE_TASKS_MODULE}.{operation}", *args)
+        command, names = OPERATIONS[operation]
+        return self.pool.call(command, **dict(zip(names, args, strict=True)))
 
     def _stopBackend(self) -> Deferred[None]:
         return self.pool.stop()

@@ -39,6 +39,7 @@ if __name__ == "__main__" and "twisted.protocols.amp" not in sys.modules:
     holdGarbageCollection()
     importLean("twisted.protocols.amp")
 
+from twisted.internet.defer import succeed  # noqa: E402
 from twisted.internet.interfaces import IAddress, ITransport  # noqa: E402
 from twisted.protocols import amp  # noqa: E402
 from zope.interface import implementer
@@ -80,12 +81,30 @@ class ChildAMP(amp.AMP):
     @Hello.responder
     def hello(self) -> dict[str, Any]:
         """
-        @return: this process's pid and its task registry.
+        @return: this process's pid and its task registry (each task's
+            C{idempotent} flag, and the name of its typed C{command} if it
+            has one).
         """
-        registry = {
-            name: {"idempotent": entry.idempotent} for name, entry in tasks.registered().items()
-        }
+        registry: dict[str, dict[str, Any]] = {}
+        for name, entry in tasks.registered().items():
+            registry[name] = {"idempotent": entry.idempotent}
+            if entry.command is not None:
+                registry[name]["command"] = entry.command.commandName.decode("ascii")
         return {"pid": os.getpid(), "tasks": serial.dumps(registry)}
+
+    def locateResponder(self, name: bytes) -> Any:
+        """
+        Find the responder of C{name}: L{Hello}, L{RunTask} and L{Shutdown}
+        are this class's; a typed task command
+        (L{salttwist.workers.commands.TaskCommand}) is answered by the task
+        registered for it.
+        """
+        responder = super().locateResponder(name)
+        if responder is None:
+            entry = tasks.commandTask(name)
+            if entry is not None:
+                return lambda box: succeed(answerCommand(entry, box, self, self._errorStream))
+        return responder
 
     @RunTask.responder
     def runTask(self, task: str, payload: bytes) -> dict[str, Any]:
@@ -129,6 +148,32 @@ def executeTask(task: str, payload: bytes, errorStream: IO[str] | None = None) -
     except Exception as e:
         return tasks.failureAnswer(e, f"task {task}", errorStream)
     return {"result": encoded}
+
+
+def answerCommand(
+    entry: tasks.Task, box: Any, proto: Any, errorStream: IO[str] | None = None
+) -> Any:
+    """
+    Run the task of a typed command with the arguments in C{box}.
+
+    @return: the answer box: C{result} (when the command has one), or
+        C{errorType} and C{errorMessage} if the arguments could not be
+        read, the task raised, or its result does not fit the command.
+    """
+    command = entry.command
+    try:
+        kwargs = command.parseArguments(box, proto)
+        result = entry.function(**kwargs)
+        if hasattr(result, "__await__") or hasattr(result, "addCallback"):
+            raise TypeError(
+                f"task {entry.name} returned {type(result).__name__}: tasks are synchronous"
+            )
+        answer = {"result": result} if b"result" in dict(command.response) else {}
+        return command.makeResponse(answer, proto)
+    except Exception as e:
+        return command.makeResponse(
+            tasks.failureAnswer(e, f"task {entry.name}", errorStream), proto
+        )
 
 
 def _decodeArguments(payload: bytes) -> tuple[list[Any], dict[str, Any]]:

@@ -1,7 +1,11 @@
 # -*- test-case-name: tests.test_workers -*-
 """
 The AMP commands the pool sends to a worker (all parent to child; the child
-never calls the parent).
+never calls the parent): L{Hello}, L{Shutdown}, the generic L{RunTask}
+(a task named by a string, its arguments in msgpack: for calls that are
+open-ended, such as runners named by their users), and the base of typed
+task commands, L{TaskCommand}, whose arguments and results have AMP types
+of their own (the job cache worker's, in L{salttwist.master.jobcachetasks}).
 
 Payloads larger than AMP's 65,535-byte value limit: arguments and results are
 msgpack bytes (L{salttwist.serial}) carried by L{BigBytes}, which spreads one
@@ -26,6 +30,7 @@ from typing import Any
 
 from twisted.protocols import amp
 
+from salttwist import serial
 from salttwist.workers import PayloadTooLarge
 
 MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
@@ -96,6 +101,87 @@ class BigBytes(amp.Argument):
         objects[key] = b"".join(chunks)
 
 
+class Packed(BigBytes):
+    """
+    A msgpack-able value (L{salttwist.serial}), sent as L{BigBytes}: for
+    the arguments and results of typed task commands whose values are
+    structures (rows, job dicts) rather than one AMP type.
+    """
+
+    def toBox(
+        self, name: bytes, strings: dict[bytes, bytes], objects: dict[str, Any], proto: Any
+    ) -> None:
+        """
+        Encode C{objects[name]} and split it as L{BigBytes} does.
+
+        @raise salttwist.serial.SerialError: if msgpack cannot encode it.
+        """
+        key = name.decode("ascii")
+        if key not in objects and self.optional:
+            return
+        packed = {key: serial.dumps(objects.get(key))}
+        super().toBox(name, strings, packed, proto)
+
+    def fromBox(
+        self, name: bytes, strings: dict[bytes, bytes], objects: dict[str, Any], proto: Any
+    ) -> None:
+        """
+        Join the chunks as L{BigBytes} does and decode them.
+        """
+        super().fromBox(name, strings, objects, proto)
+        key = name.decode("ascii")
+        value = objects.get(key)
+        if value is None:
+            objects.pop(key, None)
+            return
+        objects[key] = serial.loads(value)
+
+
+#: The answer fields of a task that raised: its exception's type name and
+#: message (see L{salttwist.workers.tasks.failureAnswer}).
+TASK_ERROR_RESPONSE: list[tuple[bytes, amp.Argument]] = [
+    (b"errorType", amp.Unicode(optional=True)),
+    (b"errorMessage", amp.Unicode(optional=True)),
+]
+
+
+class TaskCommand(amp.Command):
+    """
+    A typed task command: a task registered with C{@task(command=...)} (see
+    L{salttwist.workers.tasks.task}) whose arguments and result have AMP
+    types of their own, instead of the generic L{RunTask}'s name and
+    msgpack payload. The worker calls the task with the command's
+    arguments as keywords; the answer holds C{result} (if the command's
+    C{response} declares one) or, when the task raised, C{errorType} and
+    C{errorMessage}, as L{RunTask}'s does.
+
+    Subclasses set C{commandName}, C{arguments} and C{response} (with
+    L{TASK_ERROR_RESPONSE} at its end, and C{result} optional).
+    """
+
+    response: list[tuple[bytes, amp.Argument]] = list(TASK_ERROR_RESPONSE)
+
+
+class Echo(TaskCommand):
+    """
+    The built-in C{echo} task as a typed command (for tests and latency
+    measurements): C{value} comes back as C{result}.
+    """
+
+    commandName = b"Echo"
+    arguments = [(b"value", Packed())]
+    response = [(b"result", Packed(optional=True)), *TASK_ERROR_RESPONSE]
+
+
+class RaiseError(TaskCommand):
+    """
+    The built-in C{raiseError} task as a typed command, for tests.
+    """
+
+    commandName = b"RaiseError"
+    arguments = [(b"message", amp.Unicode())]
+
+
 class Hello(amp.Command):
     """
     Sent first to a new worker: it answers once it has imported its task
@@ -121,11 +207,7 @@ class RunTask(amp.Command):
 
     commandName = b"RunTask"
     arguments = [(b"task", amp.Unicode()), (b"payload", BigBytes())]
-    response = [
-        (b"result", BigBytes(optional=True)),
-        (b"errorType", amp.Unicode(optional=True)),
-        (b"errorMessage", amp.Unicode(optional=True)),
-    ]
+    response = [(b"result", BigBytes(optional=True)), *TASK_ERROR_RESPONSE]
 
 
 class Shutdown(amp.Command):

@@ -46,6 +46,7 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.error import ConnectionClosed, ProcessDone, ProcessTerminated
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
+from twisted.protocols import amp
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -57,8 +58,9 @@ from salttwist.workers import (
     QueueFull,
     TaskError,
     WorkerFailed,
+    tasks,
 )
-from salttwist.workers.child import PARENT_PID_ENV, executeTask
+from salttwist.workers.child import PARENT_PID_ENV, answerCommand, executeTask
 from salttwist.workers.commands import MAX_PAYLOAD_BYTES, Hello, RunTask, Shutdown
 from salttwist.workers.lifecycle import (
     LIVE_PHASES,
@@ -85,17 +87,29 @@ CHILD_MODULE = "salttwist.workers.child"
 
 class _Request:
     """
-    One C{run()} call.
+    One C{run()} or C{call()} call.
 
+    @ivar taskName: the task's dotted name, or a typed command's name.
+    @ivar payload: for L{RunTask}, the msgpack C{[args, kwargs]}.
+    @ivar command: L{RunTask}, or the typed command of a C{call()}.
+    @ivar arguments: the keyword arguments of a typed command.
     @ivar settled: the caller's L{Deferred} has fired or was cancelled;
         nothing more may happen to it.
     @ivar attempts: how many workers were given it.
     @ivar firstFailure: why the first attempt failed, once it was retried.
     """
 
-    def __init__(self, taskName: str, payload: bytes) -> None:
+    def __init__(
+        self,
+        taskName: str,
+        payload: bytes,
+        command: type[amp.Command] = RunTask,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
         self.taskName = taskName
         self.payload = payload
+        self.command = command
+        self.arguments = arguments
         self.deferred: Deferred[Any] = Deferred()
         self.settled = False
         self.attempts = 0
@@ -271,7 +285,11 @@ class WorkerPool:
         try:
             registry = serial.loads(response["tasks"])
             idempotent = frozenset(
-                name for name, info in registry.items() if info.get("idempotent") is True
+                name
+                for task, info in registry.items()
+                if info.get("idempotent") is True
+                # A typed command is retried as its task is.
+                for name in (task, info.get("command") or task)
             )
         except (serial.SerialError, AttributeError) as e:
             self._abortStart(worker, f"sent a malformed task registry ({e})")
@@ -400,17 +418,52 @@ class WorkerPool:
                 raise PayloadTooLarge(
                     f"arguments of {name} are {len(payload)} bytes, over {MAX_PAYLOAD_BYTES}"
                 )
-            if self._startFailures and not self._mayServe():
-                raise self._noWorker(name)
-            if len(self._queue) >= self._maxQueue:
-                raise QueueFull(
-                    f"{len(self._queue)} requests already wait for a worker "
-                    f"(maxQueue {self._maxQueue}); {name} refused"
-                )
+            self._checkRoom(name)
         except Exception as e:
             self._failed += 1
             return fail(e)
-        request = _Request(name, payload)
+        return self._submit(_Request(name, payload))
+
+    def call(self, command: type[amp.Command], **kwargs: Any) -> Deferred[Any]:
+        """
+        Run the task of a typed command (see
+        L{salttwist.workers.commands.TaskCommand}) on a worker, with the same
+        queue, timeout and retry as L{run}.
+
+        @param kwargs: the command's arguments.
+        @return: a L{Deferred} with the C{result} of the command's answer
+            (L{None} if it has none), or failing as L{run}'s does; arguments
+            the command cannot serialise fail it with their error.
+        """
+        name = command.commandName.decode("ascii")
+        try:
+            if self._state != "running":
+                raise PoolStopped(f"the worker pool is not running; {name} refused")
+            self._checkRoom(name)
+        except Exception as e:
+            self._failed += 1
+            return fail(e)
+        return self._submit(_Request(name, b"", command, kwargs))
+
+    def _checkRoom(self, name: str) -> None:
+        """
+        @raise WorkerFailed: if no worker can be started.
+        @raise QueueFull: if C{maxQueue} requests wait already.
+        """
+        if self._startFailures and not self._mayServe():
+            raise self._noWorker(name)
+        if len(self._queue) >= self._maxQueue:
+            raise QueueFull(
+                f"{len(self._queue)} requests already wait for a worker "
+                f"(maxQueue {self._maxQueue}); {name} refused"
+            )
+
+    def _submit(self, request: _Request) -> Deferred[Any]:
+        """
+        Queue C{request} and dispatch.
+
+        @return: its L{Deferred}.
+        """
 
         def cancel(d: Deferred[Any]) -> None:
             if request.settled:
@@ -492,12 +545,22 @@ class WorkerPool:
         worker.life.assign(request)
         request.attempts += 1
         self._armTimeout(worker, self._taskTimeout, self._taskTimedOut, worker, request)
-        try:
-            d = worker.protocol.amp.callRemote(
-                RunTask, task=request.taskName, payload=request.payload
-            )
-        except Exception:
-            d = fail()
+        if request.command is RunTask:
+            try:
+                d = worker.protocol.amp.callRemote(
+                    RunTask, task=request.taskName, payload=request.payload
+                )
+            except Exception:
+                d = fail()
+        else:
+            try:
+                d = worker.protocol.amp.callRemote(request.command, **request.arguments)
+            except Exception as e:
+                # The arguments could not be serialised: nothing was sent,
+                # and the worker takes the next request.
+                worker.life.release()
+                self._settle(request, failure=e)
+                return
         d.addCallbacks(
             self._taskAnswered,
             self._taskCallFailed,
@@ -516,6 +579,8 @@ class WorkerPool:
                     request.taskName, response["errorType"], response.get("errorMessage") or ""
                 ),
             )
+        elif request.command is not RunTask:
+            self._settle(request, result=response.get("result"))
         else:
             try:
                 result = serial.loads(response["result"])
@@ -793,6 +858,30 @@ class InlineWorkerPool:
             return fail(e)
         self._completed += 1
         return succeed(result)
+
+    def call(self, command: type[amp.Command], **kwargs: Any) -> Deferred[Any]:
+        """
+        Run the task of a typed command now, its arguments and answer
+        going through the command's AMP types as they do to a worker.
+
+        @return: a fired L{Deferred}.
+        """
+        name = command.commandName.decode("ascii")
+        try:
+            if not self._running:
+                raise PoolStopped(f"the worker pool is not running; {name} refused")
+            entry = tasks.commandTask(command.commandName)
+            if entry is None:
+                raise TaskError(name, "salttwist.workers.UnknownTask", f"no command {name}")
+            box = amp.AmpBox(command.makeArguments(kwargs, None))
+            answer = command.parseResponse(answerCommand(entry, box, None, _Discard()), None)
+            if answer.get("errorType") is not None:
+                raise TaskError(entry.name, answer["errorType"], answer.get("errorMessage") or "")
+        except Exception as e:
+            self._failed += 1
+            return fail(e)
+        self._completed += 1
+        return succeed(answer.get("result"))
 
     def stop(self) -> Deferred[None]:
         """

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 from salttwist.workers import UnknownTask
+from salttwist.workers.commands import Echo, RaiseError
 
 TASK_MODULES_ENV = "SALTTWIST_WORKER_TASKS"
 
@@ -45,23 +46,32 @@ class Task:
     @ivar function: the function.
     @ivar idempotent: whether the pool may run it again after a worker died
         or hung while running it.
+    @ivar command: the typed L{salttwist.workers.commands.TaskCommand} that
+        runs it, or L{None} if it runs only by name (L{RunTask}).
     """
 
     name: str
     function: Callable[..., Any]
     idempotent: bool
+    command: Any = None
 
 
 _registry: dict[str, Task] = {}
+#: The tasks of typed commands, by C{commandName}.
+_commands: dict[bytes, Task] = {}
 
 
-def task(function: F | None = None, *, idempotent: bool = False) -> Any:
+def task(function: F | None = None, *, idempotent: bool = False, command: Any = None) -> Any:
     """
     Register a module-level function as a task, under C{module.name}.
 
     Use as C{@task} or C{@task(idempotent=True)}. The function is returned
     unchanged but for a C{taskName} attribute, so C{pool.run(f, ...)} works
     as well as C{pool.run("module.f", ...)}.
+
+    With C{command}, a L{salttwist.workers.commands.TaskCommand} subclass,
+    the task also answers that typed command (C{pool.call(command, ...)}),
+    called with the command's arguments as keywords.
 
     @raise ValueError: if the function is not defined at module level.
     """
@@ -72,7 +82,10 @@ def task(function: F | None = None, *, idempotent: bool = False) -> Any:
         name = f"{f.__module__}.{f.__name__}"
         # A later definition under the same name (a module reloaded) replaces
         # the earlier one, as rebinding the module attribute would.
-        _registry[name] = Task(name, f, idempotent)
+        entry = Task(name, f, idempotent, command)
+        _registry[name] = entry
+        if command is not None:
+            _commands[command.commandName] = entry
         f.taskName = name  # type: ignore[attr-defined]
         return f
 
@@ -90,6 +103,13 @@ def lookup(name: str) -> Task:
         return _registry[name]
     except KeyError:
         raise UnknownTask(f"no task named {name!r} is registered in this worker") from None
+
+
+def commandTask(commandName: bytes) -> Task | None:
+    """
+    @return: the task of the typed command named C{commandName}, or L{None}.
+    """
+    return _commands.get(commandName)
 
 
 def registered() -> dict[str, Task]:
@@ -162,7 +182,7 @@ def sign(message: bytes) -> bytes:
     return crypt.sign(key, message)
 
 
-@task(idempotent=True)
+@task(idempotent=True, command=Echo)
 def echo(value: Any) -> Any:
     """
     @return: C{value}, for tests and latency measurements.
@@ -195,7 +215,7 @@ def crash(exitCode: int = 70, signalNumber: int | None = None) -> None:
     os._exit(exitCode)
 
 
-@task
+@task(command=RaiseError)
 def raiseError(message: str) -> None:
     """
     Raise L{ValueError} with C{message}, for tests.
