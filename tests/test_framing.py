@@ -10,6 +10,7 @@ import struct
 import tracemalloc
 from typing import Any
 
+from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Protocol
 from twisted.internet.testing import EventLoggingObserver, StringTransport
 from twisted.logger import formatEvent, globalLogPublisher
@@ -506,6 +507,39 @@ class WriteNowTests(SynchronousTestCase):
         self.transport.doWrite()
         self.assertEqual(self.received(), b"late")
 
+    def test_closesAfterDraining(self) -> None:
+        """
+        A connection closed while L{writeNow} has bytes buffered sends them,
+        then closes: the writer it registered as the transport's producer
+        steps aside once the buffer is empty.
+        """
+        big = bytes(range(256)) * 40000
+        writeNow(self.transport, big)
+        self.transport.loseConnection()
+        got = self.received()
+        result = None
+        for _ in range(1000):
+            result = self.transport.doWrite()
+            got += self.received()
+            if result is not None:
+                break
+        self.assertEqual(got, big)
+        self.assertIsInstance(result, ConnectionDone)
+        self.assertIsNone(self.transport.producer)
+
+    def test_otherProducer(self) -> None:
+        """
+        A transport with a producer of its own gets every write through
+        C{transport.write}.
+        """
+        producer = _Producer()
+        self.transport.registerProducer(producer, True)
+        writeNow(self.transport, b"buffered")
+        self.assertEqual(self.received(), b"")
+        self.assertIs(self.transport.producer, producer)
+        self.transport.doWrite()
+        self.assertEqual(self.received(), b"buffered")
+
     def test_protocolsChoose(self) -> None:
         """
         L{FrameProtocol.sendFrame} sends at once by default; a protocol with
@@ -541,6 +575,21 @@ class WriteNowTests(SynchronousTestCase):
         transport = StringTransport()
         writeNow(transport, b"abc")
         self.assertEqual(transport.value(), b"abc")
+
+
+class _Producer:
+    """
+    A push producer of the test's own.
+    """
+
+    def pauseProducing(self) -> None:
+        pass
+
+    def resumeProducing(self) -> None:
+        pass
+
+    def stopProducing(self) -> None:
+        pass
 
 
 class _FakePort:

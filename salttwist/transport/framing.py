@@ -14,9 +14,11 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from twisted.internet.interfaces import IPullProducer
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver, StringTooLongError
+from zope.interface import implementer
 
 from salttwist import serial
 from salttwist.transport.frames import HEADER as _HEADER
@@ -38,6 +40,65 @@ def _directTransportTypes() -> tuple[type, ...]:
     return (tcp.Server, tcp.Client, unix.Server, unix.Client)
 
 
+@implementer(IPullProducer)
+class _DirectWriter:
+    """
+    Knows, through Twisted's public producer API, whether a socket
+    transport's own buffer is empty, so that L{writeNow} may send at once.
+
+    Registered as the transport's (pull) producer, it is told with
+    C{resumeProducing} each time the transport has sent everything it
+    buffered; L{writeNow} marks it busy whenever it hands the transport
+    bytes to buffer. Every write of a connection that uses L{writeNow} goes
+    through it (the frame protocols' do): bytes handed to C{transport.write}
+    directly after it is attached are not seen.
+
+    @ivar idle: whether the transport's buffer is empty.
+    @ivar send: the socket's C{send}.
+    """
+
+    __slots__ = ("idle", "send", "_transport")
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self.send = transport.getHandle().send
+        self.idle = False
+
+    def resumeProducing(self) -> None:
+        """
+        The transport sent all it had buffered. If it was asked to close
+        meanwhile, let it: a registered producer holds the close back
+        until it is unregistered.
+        """
+        self.idle = True
+        if self._transport.disconnecting:
+            self._transport.unregisterProducer()
+
+    def stopProducing(self) -> None:
+        """
+        The connection is gone.
+        """
+        self.idle = False
+
+
+def _attachWriter(transport: Any) -> _DirectWriter | None:
+    """
+    Register a L{_DirectWriter} on C{transport}, once per connection.
+
+    @return: it, or L{None} if another producer is registered (then every
+        write goes through C{transport.write}).
+    """
+    if transport.producer is not None:
+        return None
+    writer = _DirectWriter(transport)
+    transport.registerProducer(writer, False)
+    # Bytes written before it was attached may still be buffered: then the
+    # transport waits to write (IReactorFDSet.getWriters; once per
+    # connection), and the writer is told when they have gone.
+    writer.idle = transport not in transport.reactor.getWriters()
+    return writer
+
+
 def writeNow(transport: Any, data: bytes) -> None:
     """
     Write C{data} to C{transport}, sending it at once when that is safe.
@@ -45,28 +106,31 @@ def writeNow(transport: Any, data: bytes) -> None:
     Twisted's socket transports buffer every write and send it when the
     reactor next finds the socket writable: two C{epoll_ctl} calls and a
     C{doWrite} for each small frame. A TCP or UNIX socket transport with
-    nothing buffered (and no file descriptors queued) gets C{data} with one
+    nothing buffered (as its L{_DirectWriter} knows) gets C{data} with one
     C{send} here; what the socket does not take, and any other transport
     (TLS, in-memory), goes through C{transport.write} as before, so the
     order of the bytes never changes. An error is left for the transport
-    to find and report on its next write.
+    to find and report on its next write. (salttwist sends no file
+    descriptors over UNIX sockets, which would queue beside the buffer.)
     """
     if (
         type(transport) in _directTransportTypes()
         and transport.connected
         and not transport.disconnecting
-        and not transport._writeDisconnected
-        and not transport.dataBuffer
-        and not transport._tempDataBuffer
-        and not getattr(transport, "_sendmsgQueue", None)
     ):
-        try:
-            sent = transport.socket.send(data)
-        except OSError:
-            sent = 0
-        if sent == len(data):
-            return
-        data = data[sent:]
+        writer = transport.producer
+        if writer.__class__ is not _DirectWriter:
+            writer = _attachWriter(transport)
+        if writer is not None:
+            if writer.idle:
+                try:
+                    sent = writer.send(data)
+                except OSError:
+                    sent = 0
+                if sent == len(data):
+                    return
+                data = data[sent:]
+            writer.idle = False
     transport.write(data)
 
 
