@@ -385,3 +385,98 @@ class ReqServerWithFakeRoomTests(SynchronousTestCase):
                 ("sessionEnded", "client"),
             ],
         )
+
+
+@implementer(IMinionSession)
+class FakeSession:
+    """
+    A minion's req session as the sessions room sees it: holds
+    acknowledgements until taken or sent.
+    """
+
+    role = "minion"
+    clientUser = None
+    clientAcl = False
+    challenge = b"c" * 32
+    peerName = "10.0.0.1:1"
+    sessionKey = b"k" * 32
+
+    def __init__(self, minionId: str, held: list[int]) -> None:
+        self.minionId = minionId
+        self.transport = StringTransport()
+        self.held = held
+        self.sent: list[list[int]] = []
+
+    def takeHeldAcknowledgements(self) -> list[int]:
+        held, self.held = self.held, []
+        return held
+
+    def sendHeld(self) -> None:
+        if self.held:
+            self.sent.append(self.held)
+        self.held = []
+
+
+@implementer(ISubscriber)
+class FakeSubscriber:
+    """
+    A connection publications are written to, recording them.
+    """
+
+    challenge = b"s" * 32
+
+    def __init__(self, minionId: str, session: FakeSession, carriesAcknowledgements: bool) -> None:
+        self.minionId = minionId
+        self.session = session
+        self.carriesAcknowledgements = carriesAcknowledgements
+        self.publicationMac = crypt.HmacSha256(os.urandom(32))
+        self.transport = StringTransport()
+        self.strings: list[bytes] = []
+
+    def sendString(self, data: bytes) -> None:
+        self.strings.append(data)
+
+    def sendFrame(self, message: dict[str, Any]) -> None:
+        self.strings.append(serial.dumps(message))
+
+
+verifyClass(IMinionSession, FakeSession)
+verifyClass(ISubscriber, FakeSubscriber)
+
+
+class SessionsWithFakeConnectionsTests(SynchronousTestCase):
+    """
+    The sessions room works on any L{IMinionSession} and L{ISubscriber}: it
+    reaches into no protocol.
+    """
+
+    def test_deliverCarriesHeldAcknowledgements(self) -> None:
+        """
+        L{Sessions.deliver} writes the publication to every subscriber with
+        its own MAC; the acknowledgements a session holds go inside the
+        frame for a subscriber that asked for them, and are sent on the
+        session for one that did not.
+        """
+        from salttwist import wire
+        from salttwist.master.keywatch import AcceptedIds
+
+        room = Sessions(LocalEventBus(), Clock(), AcceptedIds(InMemoryKeyStore()))
+        carrying = FakeSession("m1", [7, 8])
+        plain = FakeSession("m2", [9])
+        for session, carries in ((carrying, True), (plain, False)):
+            room.sessions[session.minionId] = session
+            room.subscribers[session.minionId] = FakeSubscriber(session.minionId, session, carries)
+            room.holdingReplies(session)
+        blob = os.urandom(40)
+        prefix = wire.publicationFramePrefix(blob, 1)
+        macMessage = wire.publicationMacMessage(1, crypt.sha256(blob))
+        room.deliver(prefix, wire.acknowledgingFramePrefixes(prefix), macMessage)
+        [withAcks] = room.subscribers["m1"].strings  # type: ignore[attr-defined]
+        frame = serial.loads(withAcks)
+        self.assertEqual(frame["ack"], [7, 8])
+        self.assertEqual(frame["pub"], blob)
+        [alone] = room.subscribers["m2"].strings  # type: ignore[attr-defined]
+        self.assertNotIn("ack", serial.loads(alone))
+        self.assertEqual(carrying.sent, [])
+        self.assertEqual(plain.sent, [[9]])
+        self.assertEqual(room._replyHolders, {})
