@@ -418,7 +418,8 @@ class MasterService(MultiService):
         self.channels = [
             ChannelService(
                 _ObservedEndpoint(lambda: self._channelEndpoint(config["publish_port"], ROLE_PUB)),
-                PubServerFactory(master),
+                # A pub connection needs only the sessions room.
+                PubServerFactory(master.sessionsRoom),
             ),
             ChannelService(
                 _ObservedEndpoint(lambda: self._channelEndpoint(config["ret_port"], ROLE_REQ)),
