@@ -15,7 +15,9 @@ The implementations:
     in this process;
   - L{WorkerJobCache} with its real worker process;
   - L{tests.test_runners_jobs.FakeJobCache}: the in-memory cache the
-    runners' tests use.
+    runners' tests use;
+  - and, for its reads only, the read-only cache a runner gets in a
+    worker (L{salttwist.master.runnertasks.jobCacheReader}).
 
 Both real caches share L{BatchingJobCache}, which these tests therefore
 cover twice, once over each backend. Detailed tests of each stay in
@@ -25,6 +27,7 @@ L{tests.test_jobcache} and L{tests.test_jobcache_worker}.
 from __future__ import annotations
 
 import os
+import sqlite3
 from typing import Any
 
 from twisted.internet import reactor
@@ -351,3 +354,69 @@ class FakeJobCacheContractTests(JobCacheTests, TestCase):
 
     async def _make(self) -> IJobCache:
         return FakeJobCache(self.clock)
+
+
+class ReadOnlyJobCacheContractTests(TestCase):
+    """
+    The read-only job cache a runner gets in a worker
+    (L{salttwist.master.runnertasks.jobCacheReader}) provides L{IJobCache}
+    and reads what the master's cache wrote exactly as that cache does; it
+    writes nothing.
+    """
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(NOW)
+
+    async def _written(self) -> tuple[str, SQLiteJobCache]:
+        path = _newPath(self)
+        writer = SQLiteJobCache(path, reactor, clock=self.clock)
+        self.addCleanup(writer.close)
+        await writer.storeJob(jid(1), load("test.ping", "web*"), ["a", "b"])
+        self.clock.advance(10)
+        await writer.storeJob(jid(2), load("cmd.run", ["db1"], arg=["ls"]), ["db1"])
+        await writer.storeReturn(jid(1), "a", {"return": True, "retcode": 0, "success": True})
+        await writer.flush()
+        return path, writer
+
+    def _reader(self, path: str) -> IJobCache:
+        from salttwist.master import runnertasks
+
+        reader = runnertasks._readerClass()(path, runnertasks._NoReactor())
+        self.addCleanup(reader.close)
+        return reader  # type: ignore[no-any-return]
+
+    async def test_interface(self) -> None:
+        """
+        The reader provides L{IJobCache}.
+        """
+        path, _ = await self._written()
+        self.assertTrue(verifyObject(IJobCache, self._reader(path)))
+
+    async def test_sameReads(self) -> None:
+        """
+        C{getJob}, C{getReturns} and C{listJobs} answer as the writing
+        cache's own do; an invalid jid fails with L{ValueError}.
+        """
+        path, writer = await self._written()
+        reader = self._reader(path)
+        for read in (
+            lambda cache: cache.getJob(jid(1)),
+            lambda cache: cache.getJob(jid(9)),
+            lambda cache: cache.getReturns(jid(1)),
+            lambda cache: cache.listJobs(),
+            lambda cache: cache.listJobs(searchFunction="cmd.*", limit=1),
+        ):
+            self.assertEqual(await read(reader), await read(writer))
+        with self.assertRaises(ValueError):
+            await reader.getJob("../x")
+
+    async def test_writesFail(self) -> None:
+        """
+        A write through the reader fails and stores nothing.
+        """
+        path, writer = await self._written()
+        reader = self._reader(path)
+        with self.assertRaises(sqlite3.OperationalError):
+            await reader.storeJob(jid(3), load(), ["a"])
+        self.assertIsNone(await writer.getJob(jid(3)))
