@@ -33,6 +33,8 @@ Layout:
     fds 3 and 4 into a transport for AMP;
   - L{salttwist.workers.lifecycle}: one worker's life (starting, idle,
     busy, stopping, killed, ended) as an automat machine;
+  - L{salttwist.workers.startup}: spawning a worker and its start-up
+    (L{Hello}, then the pool's init tasks);
   - L{salttwist.workers.sizing}: how many workers a pool keeps (its
     minimum and maximum, idle retirement, the restart back-off);
   - L{salttwist.workers.pool}: L{WorkerPool} (real processes) and

@@ -122,6 +122,14 @@ class Worker:
         """
         return self.protocol.pid  # type: ignore[no-any-return]
 
+    def armTimeout(self, clock: Any, seconds: float, f: Any, *args: Any) -> None:
+        """
+        Replace the pending timeout with C{f(*args)} in C{seconds} on
+        C{clock}.
+        """
+        self.cancelTimeout()
+        self.timeoutCall = clock.callLater(seconds, f, *args)
+
     def cancelTimeout(self) -> None:
         """
         Cancel the pending timeout, if any.

@@ -4,7 +4,8 @@ L{WorkerPool}: worker processes running registered tasks, a fixed number
 of them or, with C{minSize} below C{size}, as many as the work needs.
 
 Policy:
-  - C{run()} hands a request to an idle worker, or queues it (first in,
+  - C{run()} (a task by name, over L{RunTask}) and C{call()} (a typed task
+    command) hand a request to an idle worker, or queues it (first in,
     first out) when all are busy; beyond C{maxQueue} waiting requests it
     fails at once with L{QueueFull}.
   - Every task runs under C{taskTimeout}. A worker that exceeds it is killed
@@ -15,8 +16,9 @@ Policy:
     spawned at once.
   - A new worker first answers L{Hello} (its task registry, hence which tasks
     are idempotent), then runs the pool's C{initTasks} (for example loading
-    the master key), each step under C{startTimeout}, before it takes work. A worker
-    that fails to start, or dies while idle, is replaced after a back-off
+    the master key), each step under C{startTimeout}, before it takes work
+    (L{salttwist.workers.startup.WorkerStartup}). A worker that fails to
+    start, or dies while idle, is replaced after a back-off
     (0.5 s doubling to 30 s, reset when a worker starts); while no worker is
     ready and the last start failed, queued and new requests fail with
     L{WorkerFailed} rather than wait for a worker that may never come.
@@ -36,8 +38,6 @@ Nothing here waits on wall time or the global reactor: the reactor
 
 from __future__ import annotations
 
-import os
-import sys
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -60,8 +60,8 @@ from salttwist.workers import (
     WorkerFailed,
     tasks,
 )
-from salttwist.workers.child import PARENT_PID_ENV, answerCommand, executeTask
-from salttwist.workers.commands import MAX_PAYLOAD_BYTES, Hello, RunTask, Shutdown
+from salttwist.workers.child import answerCommand, executeTask
+from salttwist.workers.commands import MAX_PAYLOAD_BYTES, RunTask, Shutdown
 from salttwist.workers.lifecycle import (
     LIVE_PHASES,
     PHASE_IDLE,
@@ -70,19 +70,19 @@ from salttwist.workers.lifecycle import (
     PHASE_STOPPING,
     Worker,
 )
-from salttwist.workers.protocol import CHILD_FDS, WorkerProcessProtocol
+from salttwist.workers.protocol import WorkerProcessProtocol
 from salttwist.workers.sizing import RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SizingPolicy
+from salttwist.workers.startup import CHILD_MODULE, WorkerStartup, childEnvironment, seconds
 from salttwist.workers.tasks import taskName
 
 __all__ = [
     "RESTART_BACKOFF_BASE",
     "RESTART_BACKOFF_MAX",
+    "CHILD_MODULE",
     "InlineWorkerPool",
     "WorkerPool",
     "describeExit",
 ]
-
-CHILD_MODULE = "salttwist.workers.child"
 
 
 class _Request:
@@ -129,10 +129,6 @@ def describeExit(reason: Failure) -> str:
     if isinstance(value, ProcessDone):
         return "exited with code 0"
     return f"ended ({reason.getErrorMessage()})"
-
-
-def _seconds(value: float) -> str:
-    return f"{value:g} s"
 
 
 @implementer(IWorkerPool)
@@ -191,20 +187,25 @@ class WorkerPool:
         self._sizing = SizingPolicy(size, minSize, idleTimeout)
         self._reactor = reactor
         self._clock = clock if clock is not None else reactor
-        self._spawnArgs = list(spawnArgs or ())
         self._env = dict(env or {})
         self._taskTimeout = taskTimeout
         self._maxQueue = maxQueue
-        self._initTasks = [(taskName(name), list(args)) for name, args in initTasks]
         self._shutdownGrace = shutdownGrace
-        self._startTimeout = startTimeout
+        self._startup = WorkerStartup(
+            reactor,
+            self._clock,
+            list(spawnArgs or ()),
+            [(taskName(name), list(args)) for name, args in initTasks],
+            startTimeout,
+            self._processEnded,
+            self._workerReady,
+            self._startFailed,
+        )
 
         self._state = "new"
-        self._environ: dict[str, str] = {}
         self._workers: list[Worker] = []
         self._byProtocol: dict[WorkerProcessProtocol, Worker] = {}
         self._queue: deque[_Request] = deque()
-        self._idempotent: frozenset[str] = frozenset()
         self._respawnCalls: list[IDelayedCall] = []
         self._startFailures = 0
         self._lastStartFailure = ""
@@ -231,12 +232,7 @@ class WorkerPool:
         if self._state != "new":
             raise RuntimeError("a worker pool starts only once")
         self._state = "running"
-        environ = dict(os.environ)
-        environ.update(self._env)
-        if "PYTHONPATH" not in self._env:
-            environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path)
-        environ[PARENT_PID_ENV] = str(os.getpid())
-        self._environ = environ
+        self._startup.environ = childEnvironment(self._env)
         self._starting = Deferred()
         starting = self._starting
         self._initialPending = self._sizing.minSize
@@ -251,99 +247,12 @@ class WorkerPool:
         """
         if not initial and not grown:
             self._restarts += 1
-        protocol = WorkerProcessProtocol(self._processEnded)
-        worker = Worker(protocol, initial)
-        args = [sys.executable, "-m", CHILD_MODULE, *self._spawnArgs]
-        try:
-            self._reactor.spawnProcess(
-                protocol, sys.executable, args, env=self._environ, childFDs=CHILD_FDS
-            )
-        except Exception as e:
-            self.log.failure("cannot spawn a worker")
-            self._startFailed(worker, f"could not be spawned: {e}")
+        worker = self._startup.spawn(initial)
+        if worker is None:
             return
         self._workers.append(worker)
-        self._byProtocol[protocol] = worker
-        self.log.debug("spawned worker {pid}", pid=worker.pid)
-        self._armTimeout(worker, self._startTimeout, self._startTimedOut, worker)
-        d = protocol.amp.callRemote(Hello)
-        d.addCallbacks(
-            self._helloAnswered,
-            self._startCallFailed,
-            callbackArgs=(worker,),
-            errbackArgs=(worker,),
-        )
-
-    def _armTimeout(self, worker: Worker, seconds: float, f: Any, *args: Any) -> None:
-        worker.cancelTimeout()
-        worker.timeoutCall = self._clock.callLater(seconds, f, *args)
-
-    def _helloAnswered(self, response: dict[str, Any], worker: Worker) -> None:
-        if worker.phase != PHASE_STARTING:
-            return
-        worker.cancelTimeout()
-        try:
-            registry = serial.loads(response["tasks"])
-            idempotent = frozenset(
-                name
-                for task, info in registry.items()
-                if info.get("idempotent") is True
-                # A typed command is retried as its task is.
-                for name in (task, info.get("command") or task)
-            )
-        except (serial.SerialError, AttributeError) as e:
-            self._abortStart(worker, f"sent a malformed task registry ({e})")
-            return
-        self._idempotent = idempotent
-        self._runInitTask(worker, 0)
-
-    def _runInitTask(self, worker: Worker, index: int) -> None:
-        if index == len(self._initTasks):
-            self._workerReady(worker)
-            return
-        name, args = self._initTasks[index]
-        self._armTimeout(worker, self._startTimeout, self._startTimedOut, worker)
-        d = worker.protocol.amp.callRemote(RunTask, task=name, payload=serial.dumps([args, {}]))
-        d.addCallbacks(
-            self._initAnswered,
-            self._startCallFailed,
-            callbackArgs=(worker, index),
-            errbackArgs=(worker,),
-        )
-
-    def _initAnswered(self, response: dict[str, Any], worker: Worker, index: int) -> None:
-        if worker.phase != PHASE_STARTING:
-            return
-        worker.cancelTimeout()
-        if response.get("errorType") is not None:
-            name = self._initTasks[index][0]
-            self._abortStart(
-                worker,
-                f"failed its init task {name}: {response['errorType']}: "
-                f"{response.get('errorMessage')}",
-            )
-            return
-        self._runInitTask(worker, index + 1)
-
-    def _startCallFailed(self, failure: Failure, worker: Worker) -> None:
-        if worker.phase != PHASE_STARTING:
-            return None
-        if failure.check(ConnectionClosed):
-            # The process ended: _processEnded reports it with its status.
-            return None
-        self._abortStart(worker, f"broke the AMP protocol ({failure.getErrorMessage()})")
-        return None
-
-    def _startTimedOut(self, worker: Worker) -> None:
-        if worker.phase != PHASE_STARTING:
-            return
-        self._abortStart(
-            worker, f"did not finish a start-up step within {_seconds(self._startTimeout)}"
-        )
-
-    def _abortStart(self, worker: Worker, reason: str) -> None:
-        self._kill(worker)
-        self._startFailed(worker, reason)
+        self._byProtocol[worker.protocol] = worker
+        self._startup.begin(worker)
 
     def _workerReady(self, worker: Worker) -> None:
         worker.life.ready()
@@ -538,13 +447,13 @@ class WorkerPool:
             return
         self.log.debug("worker {pid} idle: shutting it down", pid=worker.pid)
         worker.life.retire()
-        self._armTimeout(worker, self._shutdownGrace, self._kill, worker)
+        worker.armTimeout(self._clock, self._shutdownGrace, self._kill, worker)
         worker.protocol.amp.callRemote(Shutdown).addErrback(lambda f: None)
 
     def _assign(self, worker: Worker, request: _Request) -> None:
         worker.life.assign(request)
         request.attempts += 1
-        self._armTimeout(worker, self._taskTimeout, self._taskTimedOut, worker, request)
+        worker.armTimeout(self._clock, self._taskTimeout, self._taskTimedOut, worker, request)
         if request.command is RunTask:
             try:
                 d = worker.protocol.amp.callRemote(
@@ -628,7 +537,7 @@ class WorkerPool:
         self._lost(
             request,
             worker.pid,
-            f"timed out after {_seconds(self._taskTimeout)} (killed with SIGKILL)",
+            f"timed out after {seconds(self._taskTimeout)} (killed with SIGKILL)",
         )
         self._dispatch()
 
@@ -641,7 +550,7 @@ class WorkerPool:
             return
         who = f"worker pid {pid}"
         if (
-            request.taskName in self._idempotent
+            request.taskName in self._startup.idempotent
             and request.attempts < 2
             and self._state == "running"
         ):
@@ -763,7 +672,7 @@ class WorkerPool:
                     failure=WorkerFailed(
                         request.taskName,
                         worker.pid,
-                        f"was still running {_seconds(self._shutdownGrace)} after the pool "
+                        f"was still running {seconds(self._shutdownGrace)} after the pool "
                         "was told to stop (killed with SIGKILL)",
                     ),
                 )
