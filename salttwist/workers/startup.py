@@ -62,7 +62,8 @@ class WorkerStartup:
         as the last worker's L{Hello} said.
     """
 
-    log = Logger()
+    #: Logged under the pool's name, as before the start-up had a class.
+    log = Logger(namespace="salttwist.workers.pool.WorkerPool")
 
     def __init__(
         self,
