@@ -62,9 +62,6 @@ class WorkerStartup:
         as the last worker's L{Hello} said.
     """
 
-    #: Logged under the pool's name, as before the start-up had a class.
-    log = Logger(namespace="salttwist.workers.pool.WorkerPool")
-
     def __init__(
         self,
         reactor: Any,
@@ -87,6 +84,8 @@ class WorkerStartup:
         @param failed: called with a worker that could not be spawned or
             did not start, and the reason.
         """
+        # Logged under the pool's name, as before the start-up had a class.
+        self.log = Logger(namespace="salttwist.workers.pool.WorkerPool", source=self)
         self._reactor = reactor
         self._clock = clock
         self._args = [sys.executable, "-m", CHILD_MODULE, *spawnArgs]
