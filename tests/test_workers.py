@@ -37,7 +37,7 @@ from salttwist.workers import (
 )
 from salttwist.workers.batch import BUSY_PATIENCE, TaskBatcher, runEach
 from salttwist.workers.child import PARENT_PID_ENV, ChildAMP, executeTask, taskModules
-from salttwist.workers.commands import BigBytes, RunTask
+from salttwist.workers.commands import BigBytes, Echo, RaiseError, RunTask
 from salttwist.workers.pool import (
     RESTART_BACKOFF_BASE,
     InlineWorkerPool,
@@ -367,6 +367,23 @@ class StartTests(PoolTestsMixin, SynchronousTestCase):
         replacement.pump()
         self.assertEqual(INIT_CALLS, ["first", "second", "first", "second"])
         self.assertEqual(self.successResultOf(d), "after")
+
+    def test_typedInitTasks(self) -> None:
+        """
+        An init task may be a typed command with its arguments; one that
+        fails fails the worker's start as a task by name does.
+        """
+        self.makePool(start=False, initTasks=[(Echo, {"value": 1})])
+        started = self.pool.start()
+        self.reactor.pumpAll()
+        self.assertIsNone(self.successResultOf(started))
+
+        self.makePool(start=False, initTasks=[(RaiseError, {"message": "no key"})])
+        started = self.pool.start()
+        self.reactor.pumpAll()
+        self.assertFailsWith(
+            started, WorkerFailed, "failed its init task RaiseError", "ValueError: no key"
+        )
 
     def test_initTaskFails(self) -> None:
         """
@@ -1207,6 +1224,18 @@ class InlineWorkerPoolTests(SynchronousTestCase):
         )
         self.successResultOf(pool.stop())
         self.failureResultOf(pool.run(ECHO, 1), PoolStopped)
+
+    def test_typedInitTasks(self) -> None:
+        """
+        L{InlineWorkerPool} runs typed init tasks too, and fails its start
+        with L{TaskError} when one raises.
+        """
+        self.assertIsNone(
+            self.successResultOf(InlineWorkerPool(initTasks=[(Echo, {"value": 1})]).start())
+        )
+        pool = InlineWorkerPool(initTasks=[(RaiseError, {"message": "no key"})])
+        error = self.failureResultOf(pool.start(), TaskError).value
+        self.assertEqual((error.typeName, error.message), ("ValueError", "no key"))
 
     def test_initFails(self) -> None:
         """

@@ -6,8 +6,9 @@ file once, as its pool's init task, and then runs the SQL of
 L{salttwist.master.jobcache.JobCacheDatabase} for the master: write batches
 and reads, one at a time.
 
-The master calls them with typed AMP commands (L{OPERATIONS}); the init
-task, L{openJobCache}, and the test's L{crashOnNextWrite} run by name.
+The master calls them with typed AMP commands (L{OpenJobCache} as the
+worker's init task, then L{OPERATIONS}); only the tests'
+L{crashOnNextWrite} runs by name, over L{RunTask}.
 
 Every task here is idempotent, so the pool runs it once more on a
 replacement worker when the worker running it dies or hangs: a write batch
@@ -32,6 +33,16 @@ _state: dict[str, Any] = {}
 
 # The typed commands of the job cache worker (its operations' arguments are
 # known, so they do not go through the generic RunTask).
+
+
+class OpenJobCache(TaskCommand):
+    """
+    L{openJobCache}: open the job cache at C{path} (the worker's init task).
+    """
+
+    commandName = b"JobCacheOpen"
+    arguments = [(b"path", amp.Unicode())]
+    response = [(b"result", amp.Unicode(optional=True)), *TASK_ERROR_RESPONSE]
 
 
 class WriteBatch(TaskCommand):
@@ -117,7 +128,7 @@ def _database() -> Any:
     return database
 
 
-@task(idempotent=True)
+@task(idempotent=True, command=OpenJobCache)
 def openJobCache(path: str) -> str:
     """
     Open (or create) the job cache at C{path} in this worker.

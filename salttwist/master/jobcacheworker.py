@@ -40,7 +40,7 @@ from salttwist.master.jobcache import (
     JobCacheClosed,
     _Call,
 )
-from salttwist.master.jobcachetasks import OPERATIONS
+from salttwist.master.jobcachetasks import OPERATIONS, OpenJobCache
 from salttwist.workers.commands import MAX_PAYLOAD_BYTES
 from salttwist.workers.pool import WorkerPool
 
@@ -93,7 +93,7 @@ class WorkerJobCache(BatchingJobCache):
                 reactor,
                 1,
                 spawnArgs=[JOB_CACHE_TASKS_MODULE],
-                initTasks=[(f"{JOB_CACHE_TASKS_MODULE}.openJobCache", [path])],
+                initTasks=[(OpenJobCache, {"path": path})],
                 taskTimeout=taskTimeout,
             )
         self.pool = pool

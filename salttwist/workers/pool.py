@@ -72,7 +72,13 @@ from salttwist.workers.lifecycle import (
 )
 from salttwist.workers.protocol import WorkerProcessProtocol
 from salttwist.workers.sizing import RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SizingPolicy
-from salttwist.workers.startup import CHILD_MODULE, WorkerStartup, childEnvironment, seconds
+from salttwist.workers.startup import (
+    CHILD_MODULE,
+    WorkerStartup,
+    childEnvironment,
+    initStep,
+    seconds,
+)
 from salttwist.workers.tasks import taskName
 
 __all__ = [
@@ -174,7 +180,9 @@ class WorkerPool:
         @param maxQueue: the most requests that may wait for a worker.
         @param initTasks: C{(task, args)} pairs every new worker runs, in
             order, before it takes work; a failure of one fails that worker's
-            start.
+            start. C{task} is a task (its name or function; C{args} a list)
+            or a typed L{salttwist.workers.commands.TaskCommand} (C{args} a
+            mapping of its arguments).
         @param shutdownGrace: seconds L{stop} lets workers finish before
             killing them.
         @param startTimeout: seconds each start-up step of a worker (its
@@ -195,7 +203,7 @@ class WorkerPool:
             reactor,
             self._clock,
             list(spawnArgs or ()),
-            [(taskName(name), list(args)) for name, args in initTasks],
+            [initStep(task, args) for task, args in initTasks],
             startTimeout,
             self._processEnded,
             self._workerReady,
@@ -727,9 +735,10 @@ class InlineWorkerPool:
 
     def __init__(self, initTasks: Iterable[tuple[Any, Sequence[Any]]] = ()) -> None:
         """
-        @param initTasks: C{(task, args)} pairs run by L{start}.
+        @param initTasks: C{(task, args)} pairs run by L{start}, as
+            L{WorkerPool}'s.
         """
-        self._initTasks = [(taskName(name), list(args)) for name, args in initTasks]
+        self._initTasks = [initStep(task, args) for task, args in initTasks]
         self._running = False
         self._completed = 0
         self._failed = 0
@@ -742,10 +751,16 @@ class InlineWorkerPool:
             L{TaskError}.
         """
         self._running = True
-        for name, args in self._initTasks:
-            answer = executeTask(name, serial.dumps([args, {}]), _Discard())
-            if answer.get("errorType") is not None:
-                return fail(TaskError(name, answer["errorType"], answer["errorMessage"]))
+        for name, command, args in self._initTasks:
+            if command is RunTask:
+                answer = executeTask(name, serial.dumps([args, {}]), _Discard())
+                if answer.get("errorType") is not None:
+                    return fail(TaskError(name, answer["errorType"], answer["errorMessage"]))
+            else:
+                try:
+                    self._answer(command, dict(args))
+                except Exception as e:
+                    return fail(e)
         return succeed(None)
 
     def run(self, taskOrName: Any, *args: Any, **kwargs: Any) -> Deferred[Any]:
@@ -779,18 +794,29 @@ class InlineWorkerPool:
         try:
             if not self._running:
                 raise PoolStopped(f"the worker pool is not running; {name} refused")
-            entry = tasks.commandTask(command.commandName)
-            if entry is None:
-                raise TaskError(name, "salttwist.workers.UnknownTask", f"no command {name}")
-            box = amp.AmpBox(command.makeArguments(kwargs, None))
-            answer = command.parseResponse(answerCommand(entry, box, None, _Discard()), None)
-            if answer.get("errorType") is not None:
-                raise TaskError(entry.name, answer["errorType"], answer.get("errorMessage") or "")
+            result = self._answer(command, kwargs)
         except Exception as e:
             self._failed += 1
             return fail(e)
         self._completed += 1
-        return succeed(answer.get("result"))
+        return succeed(result)
+
+    def _answer(self, command: type[amp.Command], kwargs: dict[str, Any]) -> Any:
+        """
+        Run the task of C{command} with C{kwargs}, through its AMP types.
+
+        @return: the C{result} of its answer.
+        @raise TaskError: if the task raised, or no task answers C{command}.
+        """
+        name = command.commandName.decode("ascii")
+        entry = tasks.commandTask(command.commandName)
+        if entry is None:
+            raise TaskError(name, "salttwist.workers.UnknownTask", f"no command {name}")
+        box = amp.AmpBox(command.makeArguments(kwargs, None))
+        answer = command.parseResponse(answerCommand(entry, box, None, _Discard()), None)
+        if answer.get("errorType") is not None:
+            raise TaskError(entry.name, answer["errorType"], answer.get("errorMessage") or "")
+        return answer.get("result")
 
     def stop(self) -> Deferred[None]:
         """

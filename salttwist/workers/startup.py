@@ -24,9 +24,10 @@ from twisted.python.failure import Failure
 
 from salttwist import serial
 from salttwist.workers.child import PARENT_PID_ENV
-from salttwist.workers.commands import Hello, RunTask
+from salttwist.workers.commands import Hello, RunTask, TaskCommand
 from salttwist.workers.lifecycle import PHASE_STARTING, Worker
 from salttwist.workers.protocol import CHILD_FDS, WorkerProcessProtocol
+from salttwist.workers.tasks import taskName
 
 CHILD_MODULE = "salttwist.workers.child"
 
@@ -36,6 +37,25 @@ def seconds(value: float) -> str:
     @return: C{value} seconds, in words for a log line or an error.
     """
     return f"{value:g} s"
+
+
+#: One init task: its name (a task's dotted name or a typed command's), the
+#: command that runs it (L{RunTask}, or the typed command) and its arguments
+#: (a list for L{RunTask}, keywords for a typed command).
+InitStep = tuple[str, Any, Any]
+
+
+def initStep(task: Any, args: Any) -> InitStep:
+    """
+    @param task: a task (its dotted name or its function), run with the
+        list C{args}; or a L{TaskCommand} subclass, run with the keyword
+        arguments in the mapping C{args}.
+    @return: the L{InitStep}.
+    @raise TypeError: for anything else.
+    """
+    if isinstance(task, type) and issubclass(task, TaskCommand):
+        return (task.commandName.decode("ascii"), task, dict(args))
+    return (taskName(task), RunTask, list(args))
 
 
 def childEnvironment(env: dict[str, str]) -> dict[str, str]:
@@ -67,7 +87,7 @@ class WorkerStartup:
         reactor: Any,
         clock: Any,
         spawnArgs: Sequence[str],
-        initTasks: Sequence[tuple[str, list[Any]]],
+        initTasks: Sequence[InitStep],
         startTimeout: float,
         processEnded: Callable[[WorkerProcessProtocol, Failure], None],
         ready: Callable[[Worker], None],
@@ -77,7 +97,7 @@ class WorkerStartup:
         @param reactor: provides L{IReactorProcess}.
         @param clock: provides L{IReactorTime}, for the start timeout.
         @param spawnArgs: task modules for the child's command line.
-        @param initTasks: C{(name, args)} of the tasks every new worker runs.
+        @param initTasks: the L{InitStep}s every new worker runs.
         @param startTimeout: seconds each start-up step may take.
         @param processEnded: called when a worker's process ends.
         @param ready: called with a worker that finished its start-up.
@@ -151,9 +171,18 @@ class WorkerStartup:
         if index == len(self._initTasks):
             self._ready(worker)
             return
-        name, args = self._initTasks[index]
+        name, command, args = self._initTasks[index]
         worker.armTimeout(self._clock, self._startTimeout, self._timedOut, worker)
-        d = worker.protocol.amp.callRemote(RunTask, task=name, payload=serial.dumps([args, {}]))
+        try:
+            if command is RunTask:
+                d = worker.protocol.amp.callRemote(
+                    RunTask, task=name, payload=serial.dumps([args, {}])
+                )
+            else:
+                d = worker.protocol.amp.callRemote(command, **args)
+        except Exception as e:
+            self._abort(worker, f"could not be sent its init task {name} ({e})")
+            return
         d.addCallbacks(
             self._initAnswered,
             self._callFailed,
