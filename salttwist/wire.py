@@ -272,7 +272,7 @@ def acknowledgingFramePrefixes(prefix: bytes) -> Callable[[list[int]], bytes]:
     for request ids C{rids}, the prefix of C{{"pub": blob, "kid": kid,
     "ack": rids, "mac": m}}: one subscriber's publication that also
     acknowledges the returns C{rids} it sent on its req session (see
-    L{salttwist.master.core.Master.holdingReplies}). The publication's
+    L{salttwist.master.sessions.Sessions.holdingReplies}). The publication's
     prefix is checked and cut once, not once per subscriber.
 
     @raise ValueError: if C{prefix} is not a publication frame prefix.

@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.test_auth_reply -*-
 """
 The accepting auth reply's key block: both AES keys in one RSA-OAEP
-ciphertext, opened by L{salttwist.minion.auth.MinionCredentials.openReply};
+ciphertext, opened by L{salttwist.pki.credentials.MinionCredentials.openReply};
 and replies the master signed together (one signature over a hash tree).
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist import crypt, wire
-from salttwist.minion.auth import MasterIdentityError, MinionCredentials
+from salttwist.pki.credentials import MasterIdentityError, MinionCredentials
 
 MASTER_KEY = crypt.generatePrivateKey()
 MASTER_PEM = crypt.publicKeyToPem(MASTER_KEY.public_key())

@@ -24,7 +24,7 @@ from salttwist.master import authtasks
 from salttwist.master.core import AUTH_BATCH_HOLD, Master
 from salttwist.master.keys import loadMasterKeys
 from salttwist.master.reqserver import ReqServerProtocol
-from salttwist.minion.auth import MinionCredentials
+from salttwist.pki.credentials import MinionCredentials
 from salttwist.pki.keystore import ACCEPTED, PENDING, FilesystemKeyStore
 from salttwist.workers.pool import InlineWorkerPool
 from tests._pools import RecordingPool

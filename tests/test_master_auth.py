@@ -27,8 +27,8 @@ from salttwist.master.auth import NONCE_BYTES, Authenticator, AuthOutcome
 from salttwist.master.core import Master, runSynchronously
 from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.master.reqserver import ReqServerProtocol
-from salttwist.minion.auth import MinionCredentials
 from salttwist.pki.autosign import AutosignDecision
+from salttwist.pki.credentials import MinionCredentials
 from salttwist.pki.keystore import (
     ACCEPTED,
     DENIED,

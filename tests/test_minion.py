@@ -20,7 +20,7 @@ from salttwist.config import loadMasterConfig, loadMinionConfig
 from salttwist.master.core import ACK_DELAY, runSynchronously
 from salttwist.master.keys import MasterKeys
 from salttwist.minion.core import ACKNOWLEDGEMENT_WAIT, MASTER_PUB_FILE, Minion
-from salttwist.minion.executor import EX_UNAVAILABLE
+from salttwist.modules.executor import EX_UNAVAILABLE
 from salttwist.pki.keystore import ACCEPTED, PENDING, REJECTED
 from salttwist.transport.reqclient import ReqClientProtocol
 from tests._loopback import MasterMinionNetwork

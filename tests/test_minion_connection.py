@@ -242,7 +242,9 @@ class ChannelTests(SynchronousTestCase):
     def test_connectorTakesChannel(self) -> None:
         """
         L{transportConnector} asks the transport for the endpoint of the
-        channel the factory says, whatever the port.
+        channel the factory says, whatever the port; a factory that says no
+        channel (or another one) is refused with an error naming it, never
+        guessed from the port.
         """
         roles: list[str] = []
 
@@ -261,8 +263,15 @@ class ChannelTests(SynchronousTestCase):
         connect = transportConnector(None, {"master_port": 4506}, Transport())  # type: ignore[arg-type]
         for factory in (ChannelFactory(Protocol, ROLE_PUB), ChannelFactory(Protocol, ROLE_REQ)):
             self.failureResultOf(connect("h", 4506, factory))
-        self.failureResultOf(connect("h", 4506, Factory.forProtocol(Protocol)))
-        self.assertEqual(roles, [ROLE_PUB, ROLE_REQ, ROLE_REQ])
+        self.assertEqual(roles, [ROLE_PUB, ROLE_REQ])
+        bare = Factory.forProtocol(Protocol)
+        error = self.assertRaises(ValueError, connect, "h", 4506, bare)
+        self.assertIn("its channel is None", str(error))
+        self.assertIn(repr(bare), str(error))
+        other = ChannelFactory(Protocol, "client")
+        error = self.assertRaises(ValueError, connect, "h", 4505, other)
+        self.assertIn("its channel is 'client'", str(error))
+        self.assertEqual(roles, [ROLE_PUB, ROLE_REQ])
 
     def endpoint(self, connect: Any) -> tuple[ChannelEndpoint, list[Any]]:
         calls: list[Any] = []

@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.test_minion_parts -*-
 """
 Tests for the minion's parts that work without a master:
-L{salttwist.minion.replay}, L{salttwist.minion.executor} and the execution
+L{salttwist.minion.replay}, L{salttwist.modules.executor} and the execution
 modules it loads.
 """
 
@@ -15,9 +15,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.args import parseArgs
 from salttwist.master.core import runSynchronously
-from salttwist.minion.executor import EX_UNAVAILABLE, Executor
 from salttwist.minion.replay import ReplayGuard
 from salttwist.modules import LoaderContext, Retcode, loadFunctions, onReactor
+from salttwist.modules.executor import EX_UNAVAILABLE, Executor
 
 JID = "20240506070809123456"
 OTHER_JID = "20240506070809123457"

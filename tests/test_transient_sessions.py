@@ -21,8 +21,8 @@ from salttwist.client.transient import CallerError, MasterCaller
 from salttwist.config import loadMinionConfig
 from salttwist.jid import isJid
 from salttwist.master.core import MAX_TRANSIENT_SESSIONS, runSynchronously
-from salttwist.minion.auth import MinionCredentials
 from salttwist.minion.pubclient import PubClientProtocol
+from salttwist.pki.credentials import MinionCredentials
 from salttwist.pki.keystore import ACCEPTED, DENIED, PENDING, REJECTED
 from salttwist.transport.framing import quietFactory
 from salttwist.transport.reqclient import ReqClientProtocol, RequestError, reqClientFactory

@@ -39,15 +39,19 @@ def transportConnector(reactor: Any, config: dict[str, Any], transport: ITranspo
     """
     @return: a function connecting a factory to C{host:port} with
         C{transport}'s client endpoints, for the channel the factory says
-        (its C{channel}, see L{salttwist.minion.connection.ChannelFactory});
-        a factory that does not say is for the req channel if C{port} is
-        the C{master_port}.
+        (its C{channel}, see L{salttwist.minion.connection.ChannelFactory}).
+        The function raises L{ValueError} for a factory that does not say
+        C{ROLE_REQ} or C{ROLE_PUB}: the port tells nothing (the pub channel
+        may be on any port the master announces).
     """
 
     def connect(host: str, port: int, factory: Factory) -> Deferred:
-        role = getattr(factory, "channel", None) or (
-            ROLE_REQ if port == config["master_port"] else ROLE_PUB
-        )
+        role = getattr(factory, "channel", None)
+        if role not in (ROLE_REQ, ROLE_PUB):
+            raise ValueError(
+                f"cannot connect {factory!r} to {host}:{port}: its channel is {role!r}, "
+                f"not {ROLE_REQ!r} or {ROLE_PUB!r} (use a ChannelFactory)"
+            )
         return transport.clientEndpoint(reactor, config, host, port, role).connect(factory)
 
     return connect
