@@ -24,8 +24,8 @@ from twisted.internet.error import ReactorNotRunning
 from twisted.logger import Logger
 from twisted.python import util
 
+from salttwist.files import MASTER_PUB_FILE, atomicWrite
 from salttwist.files import PORTS_FILE as PORTS_FILE
-from salttwist.files import atomicWrite
 from salttwist.files import readRuntimeFile as readRuntimeFile
 from salttwist.logs import FILE_ENV
 
@@ -61,6 +61,103 @@ def ensurePrivateDir(path: str, searchableParents: bool = False) -> None:
             f"refusing to start: {path} is writable by group or others "
             f"(mode {stat.S_IMODE(info.st_mode):o}); run chmod go-w {path}"
         )
+
+
+def _symbolic(bits: int) -> str:
+    """
+    @return: C{bits} of the group and others as C{chmod}'s symbolic removal
+        (C{0o077} is C{go-rwx}, C{0o022} is C{go-w}).
+    """
+    letters = "".join(
+        letter for letter, bit in (("r", 0o044), ("w", 0o022), ("x", 0o011)) if bits & bit
+    )
+    return f"go-{letters}"
+
+
+def _userName(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _allowedOwners(runAs: str | None) -> set[int]:
+    owners = {0, os.geteuid()}
+    if runAs:
+        try:
+            owners.add(pwd.getpwnam(runAs).pw_uid)
+        except KeyError:
+            pass  # resolveUser says that the user does not exist
+    return owners
+
+
+def checkPrivatePath(
+    path: str,
+    forbidden: int,
+    directory: bool = False,
+    runAs: str | None = None,
+) -> None:
+    """
+    Refuse a key file or key directory that other users could read or
+    change: a symlink, a file of the wrong type, one owned by another user
+    than root, this process's user or C{runAs}, or one with any of the
+    C{forbidden} permission bits. A missing C{path} passes (the daemon
+    creates it with the right mode).
+
+    Blocking (a few C{lstat}s): call it while the daemon starts.
+
+    @param forbidden: the mode bits C{path} must not have: C{0o077} for a
+        private key or a C{pki_dir} (0600 and 0700), C{0o022} for a pinned
+        public key (not writable by group or others).
+    @param directory: C{path} must be a directory, else a regular file.
+    @param runAs: the C{user} option: its user may own C{path} (the daemon
+        gave it its files when it last dropped privileges).
+    @raise StartupError: naming C{path}, what is wrong and the command that
+        fixes it.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise StartupError(f"refusing to start: cannot check {path}: {e.strerror}") from e
+    kind = "directory" if directory else "regular file"
+    isKind = stat.S_ISDIR if directory else stat.S_ISREG
+    if stat.S_ISLNK(info.st_mode) or not isKind(info.st_mode):
+        raise StartupError(
+            f"refusing to start: {path} must be a {kind}, not a symlink or another kind of "
+            f"file; remove it (the daemon makes a new one) or put the real {kind} there"
+        )
+    if info.st_uid not in _allowedOwners(runAs):
+        raise StartupError(
+            f"refusing to start: {path} belongs to uid {info.st_uid}, not to root or the "
+            f"daemon's user; run chown {runAs or _userName(os.geteuid())} {path}"
+        )
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & forbidden:
+        raise StartupError(
+            f"refusing to start: {path} has mode {mode:o}, which lets group or others "
+            f"{'read or change' if forbidden & 0o044 else 'change'} it; "
+            f"run chmod {_symbolic(forbidden)} {path}"
+        )
+
+
+def checkMinionPki(pkiDir: str, runAs: str | None = None) -> None:
+    """
+    What a minion checks in its C{pki_dir} before it loads its key, as
+    Salt's C{verify_env} sets them: the directory 0700, C{minion.pem} 0600,
+    and C{minion_master.pub} (the pinned master key: whoever changes it
+    can impersonate the master) not writable by group or others. Nothing is
+    changed: a minion that finds them otherwise refuses to start, as the
+    master refuses loose private directories (L{ensurePrivateDir}); the
+    error names the file and the C{chmod} that fixes it.
+
+    @param runAs: the C{user} option (see L{checkPrivatePath}).
+    @raise StartupError: see L{checkPrivatePath}.
+    """
+    checkPrivatePath(pkiDir, 0o077, directory=True, runAs=runAs)
+    checkPrivatePath(os.path.join(pkiDir, "minion.pem"), 0o077, runAs=runAs)
+    checkPrivatePath(os.path.join(pkiDir, MASTER_PUB_FILE), 0o022, runAs=runAs)
 
 
 def _makePrivateDirs(path: str, mode: int = 0o700, parentMode: int = 0o700) -> None:

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import io
 import os
+import pwd
 import stat
 
 from twisted.logger import Logger, LogLevel, LogPublisher
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
-from salttwist.daemon import StartupError, ensurePrivateDir, readRuntimeFile, writeRuntimeFile
+from salttwist.daemon import (
+    StartupError,
+    checkMinionPki,
+    checkPrivatePath,
+    ensurePrivateDir,
+    readRuntimeFile,
+    writeRuntimeFile,
+)
 from salttwist.logs import filteredObserver
 from tests._scripts import loadScript
 
@@ -110,6 +118,131 @@ class EnsurePrivateDirTests(SynchronousTestCase):
         with open(path, "w") as f:
             f.write("x")
         self.assertRaises(StartupError, ensurePrivateDir, path)
+
+
+class MinionPkiTests(SynchronousTestCase):
+    """
+    L{checkMinionPki} refuses a minion C{pki_dir} (0700), C{minion.pem}
+    (0600) or C{minion_master.pub} (not writable by group or others) that
+    other users could read or change, on real files, naming the file and
+    the fix.
+    """
+
+    def setUp(self) -> None:
+        """
+        Make a C{pki_dir} as a minion leaves it: 0700, its key 0600, the
+        pinned master key 0644.
+        """
+        self.pki = os.path.abspath(self.mktemp())
+        os.mkdir(self.pki, 0o700)
+        self.pem = os.path.join(self.pki, "minion.pem")
+        self.pinned = os.path.join(self.pki, "minion_master.pub")
+        for path, mode in ((self.pem, 0o600), (self.pinned, 0o644)):
+            with open(path, "w") as f:
+                f.write("key")
+            os.chmod(path, mode)
+
+    def test_asCreated(self) -> None:
+        """
+        A C{pki_dir} as the minion creates it passes, as does one whose
+        files do not exist yet (the minion creates them).
+        """
+        checkMinionPki(self.pki)
+        os.chmod(self.pki, 0o500)
+        checkMinionPki(self.pki)
+        os.chmod(self.pki, 0o700)
+        os.remove(self.pem)
+        os.remove(self.pinned)
+        checkMinionPki(self.pki)
+        checkMinionPki(os.path.join(self.pki, "missing"))
+
+    def test_pkiDirNotPrivate(self) -> None:
+        """
+        A C{pki_dir} that group or others may read, search or write is
+        refused: the error names it and says C{chmod go-rwx}.
+        """
+        for mode in (0o750, 0o705, 0o755, 0o711, 0o777):
+            os.chmod(self.pki, mode)
+            e = self.assertRaises(StartupError, checkMinionPki, self.pki)
+            self.assertIn(f"{self.pki} has mode {mode:o}", str(e))
+            self.assertIn(f"run chmod go-rwx {self.pki}", str(e))
+
+    def test_privateKeyNotPrivate(self) -> None:
+        """
+        A C{minion.pem} with any permission for group or others is refused.
+        """
+        for mode in (0o640, 0o604, 0o644, 0o660, 0o666, 0o601):
+            os.chmod(self.pem, mode)
+            e = self.assertRaises(StartupError, checkMinionPki, self.pki)
+            self.assertIn(f"{self.pem} has mode {mode:o}", str(e))
+            self.assertIn(f"run chmod go-rwx {self.pem}", str(e))
+        os.chmod(self.pem, 0o400)
+        checkMinionPki(self.pki)
+
+    def test_pinnedKeyWritable(self) -> None:
+        """
+        A C{minion_master.pub} that group or others may write is refused
+        (whoever rewrites it can pose as the master); readable is fine.
+        """
+        for mode in (0o664, 0o646, 0o666):
+            os.chmod(self.pinned, mode)
+            e = self.assertRaises(StartupError, checkMinionPki, self.pki)
+            self.assertIn(f"{self.pinned} has mode {mode:o}", str(e))
+            self.assertIn(f"run chmod go-w {self.pinned}", str(e))
+        os.chmod(self.pinned, 0o444)
+        checkMinionPki(self.pki)
+
+    def test_symlinks(self) -> None:
+        """
+        A symlink in place of the key, the pinned key or C{pki_dir} itself
+        is refused, even to a private target.
+        """
+        target = os.path.join(self.pki, "real")
+        os.rename(self.pem, target)
+        os.symlink(target, self.pem)
+        e = self.assertRaises(StartupError, checkMinionPki, self.pki)
+        self.assertIn(f"{self.pem} must be a regular file, not a symlink", str(e))
+        os.remove(self.pem)
+        os.rename(self.pinned, target)
+        os.symlink(target, self.pinned)
+        e = self.assertRaises(StartupError, checkMinionPki, self.pki)
+        self.assertIn(self.pinned, str(e))
+        link = self.pki + ".link"
+        os.symlink(self.pki, link)
+        e = self.assertRaises(StartupError, checkMinionPki, link)
+        self.assertIn(f"{link} must be a directory", str(e))
+
+    def test_directoryAsKey(self) -> None:
+        """
+        A directory where C{minion.pem} should be is refused.
+        """
+        os.remove(self.pem)
+        os.mkdir(self.pem, 0o700)
+        e = self.assertRaises(StartupError, checkMinionPki, self.pki)
+        self.assertIn(f"{self.pem} must be a regular file", str(e))
+
+    def test_ownedByAnotherUser(self) -> None:
+        """
+        A key file owned by another user than root, this process's user or
+        the C{user} option's is refused (its owner could rewrite it); the
+        C{user} option's user may own it.
+        """
+        if os.geteuid() != 0:
+            raise SkipTest("giving a file to another user needs root")
+        nobody = pwd.getpwnam("nobody")
+        os.chown(self.pinned, nobody.pw_uid, nobody.pw_gid)
+        e = self.assertRaises(StartupError, checkMinionPki, self.pki)
+        self.assertIn(f"{self.pinned} belongs to uid {nobody.pw_uid}", str(e))
+        checkMinionPki(self.pki, runAs="nobody")
+
+    def test_otherPaths(self) -> None:
+        """
+        L{checkPrivatePath} checks one path for the bits it is given.
+        """
+        checkPrivatePath(self.pinned, 0o022)
+        self.assertRaises(StartupError, checkPrivatePath, self.pinned, 0o044)
+        self.assertRaises(StartupError, checkPrivatePath, self.pki, 0o077)
+        checkPrivatePath(self.pki, 0o077, directory=True)
 
 
 class RuntimeFileTests(SynchronousTestCase):

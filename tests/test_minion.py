@@ -8,6 +8,7 @@ L{MemoryReactorClock}.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -17,6 +18,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist import crypt, serial, wire
 from salttwist.config import loadMasterConfig, loadMinionConfig
+from salttwist.daemon import StartupError
 from salttwist.master.core import ACK_DELAY, runSynchronously
 from salttwist.master.keys import MasterKeys
 from salttwist.minion.core import ACKNOWLEDGEMENT_WAIT, MASTER_PUB_FILE, Minion
@@ -64,10 +66,18 @@ class MinionTestCase(SynchronousTestCase):
         self.master = self.net.master
         self.logs = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
 
-    def makeMinion(self, minionId: str = "m1", **overrides: Any) -> Minion:
+    def makeMinion(
+        self,
+        minionId: str = "m1",
+        prepare: Callable[[str], None] | None = None,
+        **overrides: Any,
+    ) -> Minion:
         """
         Build a minion (not started) whose key pair is L{MINION_KEY}, with
         deterministic back-off (no jitter): 1 s doubling up to 10 s.
+
+        @param prepare: called with the C{pki_dir} once the key is in it,
+            before the minion is built.
         """
         root = os.path.abspath(self.mktemp())
         options = {
@@ -88,6 +98,8 @@ class MinionTestCase(SynchronousTestCase):
         crypt.writePrivateFile(
             os.path.join(config["pki_dir"], "minion.pem"), crypt.privateKeyToPem(MINION_KEY)
         )
+        if prepare is not None:
+            prepare(config["pki_dir"])
         minion = self.net.buildMinion(config)
         self.addCleanup(minion.stop)
         return minion
@@ -1525,3 +1537,60 @@ class SingleConnectionTests(MinionTestCase):
         self.readyMinion(single_connection=False)
         self.assertEqual(self.net.attempts, [REQ_PORT, PUB_PORT])
         self.assertEqual(len(self.net.pumps), 2)
+
+
+class PkiStartTests(MinionTestCase):
+    """
+    A minion checks its C{pki_dir} before it loads or makes its key
+    (L{salttwist.daemon.checkMinionPki}): one that other users could read
+    or change stops it from starting, with the file and the fix named.
+    """
+
+    def assertRefused(self, prepare: Callable[[str], None], text: str) -> None:
+        """
+        Building a minion whose C{pki_dir} C{prepare} changed raises a
+        L{StartupError} whose message holds C{text}, and leaves no public
+        key made.
+        """
+        e = self.assertRaises(StartupError, self.makeMinion, prepare=prepare)
+        self.assertIn(text, str(e))
+
+    def test_asCreated(self) -> None:
+        """
+        A C{pki_dir} as the minion leaves it (0700, C{minion.pem} 0600, the
+        master's key pinned 0644) passes at the next start.
+        """
+        minion = self.readyMinion()
+        pki = minion.config["pki_dir"]
+        self.assertTrue(os.path.exists(os.path.join(pki, MASTER_PUB_FILE)))
+        again = self.net.buildMinion(minion.config)
+        self.assertEqual(again.id, "m1")
+
+    def test_looseKeyRefused(self) -> None:
+        """
+        A C{minion.pem} readable by others stops the minion.
+        """
+        self.assertRefused(
+            lambda pki: os.chmod(os.path.join(pki, "minion.pem"), 0o644),
+            "minion.pem has mode 644, which lets group or others read or change it; "
+            "run chmod go-rwx",
+        )
+
+    def test_loosePkiDirRefused(self) -> None:
+        """
+        A C{pki_dir} that others may list stops the minion.
+        """
+        self.assertRefused(lambda pki: os.chmod(pki, 0o755), "has mode 755")
+
+    def test_writablePinnedKeyRefused(self) -> None:
+        """
+        A C{minion_master.pub} that others may write stops the minion.
+        """
+
+        def plant(pki: str) -> None:
+            path = os.path.join(pki, MASTER_PUB_FILE)
+            with open(path, "wb") as f:
+                f.write(MASTER_PEM)
+            os.chmod(path, 0o666)
+
+        self.assertRefused(plant, f"{MASTER_PUB_FILE} has mode 666")

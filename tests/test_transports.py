@@ -863,7 +863,7 @@ class MasterMinionTLSTests(MasterMinionTestCase):
         reason in the log.
         """
         minionPki = os.path.join(self.root, "minion", "etc", "salttwist", "pki", "minion")
-        os.makedirs(minionPki)
+        os.makedirs(minionPki, mode=0o700)
         with open(os.path.join(minionPki, tls.PINNED_MASTER_FILE), "wb") as f:
             f.write(OTHER_PEM)
         master = self.startMaster("tls")

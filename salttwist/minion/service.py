@@ -19,6 +19,7 @@ from salttwist.blocking import threadRunner
 from salttwist.daemon import (
     RunAs,
     StartupError,
+    checkMinionPki,
     dropPrivileges,
     ensurePrivateDir,
     ownerOnlyUmask,
@@ -69,8 +70,9 @@ def buildMinion(
 
     @param connectTCP: how to connect to the master; by default the client
         endpoints of the C{transport} the config names.
-    @raise StartupError: on an invalid id, an unknown transport or unusable
-        directories.
+    @raise StartupError: on an invalid id, an unknown transport, unusable
+        directories, or a C{pki_dir}, C{minion.pem} or C{minion_master.pub}
+        that other users could read or change (L{checkMinionPki}).
     """
     if connectTCP is None:
         try:
@@ -83,6 +85,7 @@ def buildMinion(
         raise StartupError(f"invalid minion id: {e}") from e
     for directory in (config["pki_dir"], config["cachedir"], config["sock_dir"]):
         ensurePrivateDir(directory, searchableParents=bool(config["user"]))
+    checkMinionPki(config["pki_dir"], runAs=config["user"])
     privateKey, publicPem = crypt.loadOrCreateKeyPair(
         config["pki_dir"], "minion", config["keysize"]
     )
