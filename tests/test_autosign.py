@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from twisted.internet.error import (
     ProcessTerminated,
 )
 from twisted.internet.interfaces import IProcessTransport
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 from twisted.internet.testing import EventLoggingObserver, MemoryReactorClock, StringTransport
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 from twisted.python.failure import Failure
@@ -59,6 +60,7 @@ from salttwist.pki.autosign import (
     PolicyProcessRunner,
     URLPolicy,
     buildAutosignPolicy,
+    executable,
     matchesPattern,
     parseWhitelist,
     threadRunner,
@@ -84,9 +86,11 @@ class FakeProcessTransport(StringTransport):
     @ivar signals: the signals sent, in order.
     @ivar lost: whether C{loseConnection} was called.
     @ivar exited: if true, C{signalProcess} raises L{ProcessExitedAlready}.
+    @ivar pid: L{None} unless a test sets it (with a fake C{killGroup}, so
+        that no real process group is ever signalled).
     """
 
-    pid = 4242
+    pid: int | None = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -135,15 +139,25 @@ class Spawn:
 
     def end(self, exitCode: int = 0, signal: int | None = None) -> None:
         """
-        End the process as the reactor would: C{processEnded} with
-        L{ProcessDone} for a 0 exit status, else L{ProcessTerminated}.
+        End the process as the reactor would: C{processExited}, then
+        C{processEnded}, with L{ProcessDone} for a 0 exit status, else
+        L{ProcessTerminated}.
         """
         self.transport.exited = True
         if exitCode == 0 and signal is None:
             reason = Failure(ProcessDone(0))
         else:
             reason = Failure(ProcessTerminated(exitCode if signal is None else None, signal))
+        if not self.protocol.leaderExited:
+            self.protocol.processExited(reason)
         self.protocol.processEnded(reason)
+
+    @property
+    def policyArgs(self) -> list[str]:
+        """
+        The argv the policy executable gets once the trampoline has run.
+        """
+        return self.args[5:]
 
 
 class ProcessReactor(MemoryReactorClock):
@@ -446,7 +460,7 @@ class DomainGlobTests(SynchronousTestCase):
 
 class SaltGlobTests(SynchronousTestCase):
     """
-    Other lines are Salt globs, case-sensitive.
+    Other lines are Salt globs, without regard to ASCII case.
     """
 
     def test_exactId(self) -> None:
@@ -466,11 +480,24 @@ class SaltGlobTests(SynchronousTestCase):
         self.assertTrue(matchesPattern("db[12]", "db2"))
         self.assertFalse(matchesPattern("db[12]", "db3"))
 
-    def test_caseSensitive(self) -> None:
+    def test_asciiCaseInsensitive(self) -> None:
         """
-        Salt globs are case-sensitive, as minion ids are.
+        Salt globs ignore ASCII case, as the id rules do (ids are unique
+        regardless of ASCII case) and as DNS compares host names: C{web*}
+        matches C{Web1}, C{DB[12]} matches C{db2}, C{web1} matches C{WEB1}.
         """
-        self.assertFalse(matchesPattern("web*", "Web1"))
+        self.assertTrue(matchesPattern("web*", "Web1"))
+        self.assertTrue(matchesPattern("DB[12]", "db2"))
+        self.assertTrue(matchesPattern("web1", "WEB1"))
+        self.assertFalse(matchesPattern("web?", "WEB17"))
+
+    def test_noUnicodeCaseFolding(self) -> None:
+        """
+        Only ASCII letters are folded: the Kelvin sign (which L{str.lower}
+        maps onto C{k}) does not match C{k}, nor C{K}.
+        """
+        self.assertFalse(matchesPattern("k*", "\u212aeep"))
+        self.assertFalse(matchesPattern("\u212a*", "keep"))
 
     def test_starWithoutDotIsPlain(self) -> None:
         """
@@ -611,7 +638,7 @@ class AutosignFilePolicyTests(_FilesMixin, SynchronousTestCase):
         d = policy.decide("web1", PEM, CONTEXT)
         self.assertNoResult(d)
         [spawn] = self.reactor.spawns
-        self.assertEqual(spawn.args, [path, "web1"])
+        self.assertEqual(spawn.policyArgs, [path, "web1"])
         spawn.end(0)
         decision = decided(self, d)
         self.assertEqual((decision.verdict, decision.policy), (ACCEPT, "policy_executable"))
@@ -669,6 +696,16 @@ class PolicyExecutableTests(_FilesMixin, SynchronousTestCase):
     def setUp(self) -> None:
         self.reactor = ProcessReactor()
         self.script = self.writeFile("#!/bin/sh\nexit 0\n", "policy", executable=True)
+        self.killed: list[tuple[int, int]] = []
+        self.groupMissing = False
+
+    def killGroup(self, pgid: int, signalNumber: int) -> None:
+        """
+        A fake L{os.killpg}, recording what it was asked.
+        """
+        if self.groupMissing:
+            raise ProcessLookupError(3, "No such process")
+        self.killed.append((pgid, signalNumber))
 
     def makePolicy(
         self,
@@ -684,8 +721,16 @@ class PolicyExecutableTests(_FilesMixin, SynchronousTestCase):
         """
         if environ is None:
             environ = {"PATH": "/usr/bin:/bin", "HOME": "/root", "SECRET": "x"}
-        runner = PolicyProcessRunner(
-            self.reactor, timeout, maxConcurrent, outputMax, maxQueued=maxQueued, environ=environ
+        FakeProcessTransport.pid = 4242
+        self.addCleanup(setattr, FakeProcessTransport, "pid", None)
+        self.runner = runner = PolicyProcessRunner(
+            self.reactor,
+            timeout,
+            maxConcurrent,
+            outputMax,
+            maxQueued=maxQueued,
+            environ=environ,
+            killGroup=self.killGroup,
         )
         return PolicyExecutablePolicy(path or self.script, runner, runSynchronously)
 
@@ -724,13 +769,20 @@ class PolicyExecutableTests(_FilesMixin, SynchronousTestCase):
 
     def test_argvIsPathAndId(self) -> None:
         """
-        The executable is spawned directly (no shell) with argv C{[path,
-        id]}: an id such as C{-rf} is the only argument, with no C{--}.
+        The executable is run without a shell, through the trampoline (the
+        master's Python, isolated, which starts a new session and C{exec}s
+        it) with argv C{[path, id]}: an id such as C{-rf} is the only
+        argument, with no C{--}, and comes after C{-c}, which ends Python's
+        options.
         """
         self.makePolicy().decide("-rf", PEM, CONTEXT)
         [spawn] = self.reactor.spawns
-        self.assertEqual(spawn.executable, self.script)
-        self.assertEqual(spawn.args, [self.script, "-rf"])
+        self.assertEqual(spawn.executable, sys.executable)
+        self.assertEqual(
+            spawn.args,
+            [sys.executable, "-I", "-S", "-c", executable._TRAMPOLINE, self.script, "-rf"],
+        )
+        self.assertIn("os.setsid()", executable._TRAMPOLINE)
         self.assertEqual(spawn.childFDs, {0: "w", 1: "r", 2: "r"})
 
     def test_pemOnStdin(self) -> None:
@@ -793,37 +845,81 @@ class PolicyExecutableTests(_FilesMixin, SynchronousTestCase):
 
     def test_timeoutKills(self) -> None:
         """
-        After C{autosign_timeout} seconds the process is sent C{SIGKILL} and
-        our ends of its pipes are closed; once it has ended the key stays
-        pending, and the reason says it was killed.
+        After C{autosign_timeout} seconds the process's whole group (its
+        pid) is sent C{SIGKILL} and our ends of its pipes are closed; once it
+        has ended the key stays pending, and the reason says it was killed.
         """
         d = self.makePolicy(timeout=2.5).decide("web1", PEM, CONTEXT)
         spawn = self.reactor.spawns[0]
         self.reactor.advance(2.4)
-        self.assertEqual(spawn.transport.signals, [])
+        self.assertEqual(self.killed, [])
         self.reactor.advance(0.1)
-        self.assertEqual(spawn.transport.signals, ["KILL"])
+        self.assertEqual(self.killed, [(4242, signal.SIGKILL)])
+        self.assertEqual(spawn.transport.signals, [])
         self.assertTrue(spawn.transport.lost)
         self.assertNoResult(d)
         spawn.end(signal=9)
         decision = decided(self, d)
         self.assertEqual((decision.verdict, decision.failed), (PENDING, True))
         self.assertIn("2.5 s", decision.reason)
-        self.assertIn("killed (SIGKILL)", decision.reason)
+        self.assertIn("killed with its process group (SIGKILL)", decision.reason)
+
+    def test_timeoutBeforeSetsidKillsTheProcess(self) -> None:
+        """
+        If the group does not exist yet (the trampoline has not called
+        C{setsid}), the process itself is sent C{SIGKILL}.
+        """
+        self.makePolicy(timeout=1).decide("web1", PEM, CONTEXT)
+        self.groupMissing = True
+        self.reactor.advance(1)
+        self.assertEqual(self.reactor.spawns[0].transport.signals, ["KILL"])
+
+    def test_leftoversKilledOnExit(self) -> None:
+        """
+        As soon as the executable itself has exited, what it left running in
+        its group is killed: nothing it started outlives it.
+        """
+        self.makePolicy().decide("web1", PEM, CONTEXT)
+        spawn = self.reactor.spawns[0]
+        self.assertEqual(self.killed, [])
+        spawn.protocol.processExited(Failure(ProcessDone(0)))
+        self.assertEqual(self.killed, [(4242, signal.SIGKILL)])
 
     def test_timeoutAfterExitKeepsStatus(self) -> None:
         """
-        If the process has already exited when the timeout comes (a
-        grandchild still holds its output open), nothing is killed, the
-        pipes are closed, and the exit status decides.
+        If the process has already exited when the timeout comes (something
+        that left its group still holds its output open), the group is
+        killed again, the pipes are closed, and the exit status decides.
         """
         d = self.makePolicy(timeout=1).decide("web1", PEM, CONTEXT)
         spawn = self.reactor.spawns[0]
+        spawn.protocol.processExited(Failure(ProcessDone(0)))
         spawn.transport.exited = True
         self.reactor.advance(1)
         self.assertTrue(spawn.transport.lost)
+        self.assertEqual(spawn.transport.signals, [])
         spawn.end(0)
         self.assertEqual(decided(self, d).verdict, ACCEPT)
+
+    def test_stopKillsEveryGroup(self) -> None:
+        """
+        L{PolicyProcessRunner.stop} (the master stops) kills every running
+        process's group and closes its pipes; queued and later requests are
+        left pending without running anything.
+        """
+        policy = self.makePolicy(maxConcurrent=1)
+        d1 = policy.decide("web1", PEM, CONTEXT)
+        d2 = policy.decide("web2", PEM, CONTEXT)
+        self.runner.stop()
+        self.assertEqual(self.killed, [(4242, signal.SIGKILL)])
+        self.assertTrue(self.reactor.spawns[0].transport.lost)
+        self.reactor.spawns[0].end(signal=9)
+        self.assertEqual(decided(self, d1).verdict, PENDING)
+        decision = decided(self, d2)
+        self.assertEqual((decision.verdict, decision.failed), (PENDING, True))
+        self.assertIn("stopping", decision.reason)
+        self.assertEqual(decided(self, policy.decide("web3", PEM, CONTEXT)).verdict, PENDING)
+        self.assertEqual(len(self.reactor.spawns), 1)
 
     def test_timerCancelled(self) -> None:
         """
@@ -917,11 +1013,11 @@ class PolicyExecutableTests(_FilesMixin, SynchronousTestCase):
         d1 = policy.decide("web1", PEM, CONTEXT)
         d2 = policy.decide("web2", PEM, CONTEXT)
         d3 = policy.decide("web3", PEM, CONTEXT)
-        self.assertEqual([s.args[1] for s in self.reactor.spawns], ["web1", "web2"])
+        self.assertEqual([s.policyArgs[1] for s in self.reactor.spawns], ["web1", "web2"])
         self.assertNoResult(d3)
         self.reactor.spawns[1].end(0)
         self.assertEqual(decided(self, d2).verdict, ACCEPT)
-        self.assertEqual([s.args[1] for s in self.reactor.spawns], ["web1", "web2", "web3"])
+        self.assertEqual([s.policyArgs[1] for s in self.reactor.spawns], ["web1", "web2", "web3"])
         self.reactor.spawns[2].end(1)
         self.reactor.spawns[0].end(0)
         self.assertEqual(decided(self, d3).verdict, PENDING)
@@ -982,8 +1078,9 @@ class ThreadRunnerTests(_FilesMixin, SynchronousTestCase):
         """
         reactor = ThreadedProcessReactor()
         policy = buildAutosignPolicy({"autosign_file": self.writeFile("web*\n")}, reactor)
+        self.assertEqual(reactor.threadCalls, 1)  # the start-time check
         self.assertEqual(decided(self, policy.decide("web1", PEM, CONTEXT)).verdict, ACCEPT)
-        self.assertEqual(reactor.threadCalls, 1)
+        self.assertEqual(reactor.threadCalls, 2)
 
     def test_threadRunnerPassesArguments(self) -> None:
         """
@@ -1454,9 +1551,12 @@ class BuildAutosignPolicyTests(_FilesMixin, SynchronousTestCase):
             return runSynchronously(f, *args, **kwargs)
 
         self.client = StubTreq(_StatusResource(200))
-        return buildAutosignPolicy(
+        policy = buildAutosignPolicy(
             config, self.reactor, runBlocking=counting, httpClient=self.client, environ={}
         )
+        # The start-time hygiene check reads once; count decisions' reads.
+        self.reads = 0
+        return policy
 
     def test_autosignFalseWinsOverEverything(self) -> None:
         """
@@ -1660,5 +1760,126 @@ class RealProcessTests(_FilesMixin, TestCase):
         start = self.reactor.seconds()
         decision = await self.runPolicy("sleep 5\n", timeout=0.5)
         self.assertEqual((decision.verdict, decision.failed), (PENDING, True))
-        self.assertIn("killed (SIGKILL)", decision.reason)
+        self.assertIn("killed with its process group (SIGKILL)", decision.reason)
         self.assertLess(self.reactor.seconds() - start, 4)
+
+    def pidsScript(self, directory: str, end: str) -> str:
+        """
+        Shell text that writes its own pid and that of a background
+        C{sleep 30} into C{directory}, then runs C{end}.
+        """
+        return (
+            f"echo $$ > {directory}/script.pid\n"
+            "sleep 30 &\n"
+            f"echo $! > {directory}/sleep.tmp\n"
+            f"mv {directory}/sleep.tmp {directory}/sleep.pid\n"
+            f"{end}\n"
+        )
+
+    def readPids(self, directory: str) -> list[int]:
+        """
+        The pids L{pidsScript} wrote.
+        """
+        pids = []
+        for name in ("script.pid", "sleep.pid"):
+            with open(os.path.join(directory, name)) as f:
+                pids.append(int(f.read()))
+        return pids
+
+    async def assertAllGone(self, pids: list[int]) -> None:
+        """
+        Each of C{pids} is gone (or a zombie: dead, not yet reaped by
+        init) within 5 seconds, polling on the reactor.
+        """
+        for _ in range(100):
+            alive = [pid for pid in pids if _alive(pid)]
+            if not alive:
+                return
+            await deferLater(self.reactor, 0.05, lambda: None)
+        self.fail(f"processes still alive: {alive}")
+
+    async def test_timeoutKillsTheWholeGroup(self) -> None:
+        """
+        On the timeout the script's whole process group is killed: neither
+        the script nor the C{sleep} it started in the background survives
+        (checked by pid).
+        """
+        directory = self.makeDir()
+        decision = await self.runPolicy(self.pidsScript(directory, "wait"), timeout=0.5)
+        self.assertEqual((decision.verdict, decision.failed), (PENDING, True))
+        pids = self.readPids(directory)
+        self.addCleanup(_killQuietly, pids)
+        await self.assertAllGone(pids)
+
+    async def test_leftoversKilledWhenThePolicyExits(self) -> None:
+        """
+        A script that exits 0 leaving a C{sleep} behind (holding its output
+        open) is accepted at once, and its C{sleep} is killed.
+        """
+        directory = self.makeDir()
+        start = self.reactor.seconds()
+        decision = await self.runPolicy(self.pidsScript(directory, "exit 0"), timeout=10)
+        self.assertEqual(decision.verdict, ACCEPT, decision.reason)
+        self.assertLess(self.reactor.seconds() - start, 5)
+        pids = self.readPids(directory)
+        self.addCleanup(_killQuietly, pids)
+        await self.assertAllGone(pids)
+
+    async def test_stopKillsTheWholeGroup(self) -> None:
+        """
+        L{PolicyProcessRunner.stop} (the master stops) kills a running
+        script and the C{sleep} it started; its key stays pending.
+        """
+        directory = self.makeDir()
+        path = self.writeFile(
+            "#!/bin/sh\n" + self.pidsScript(directory, "wait"), "policy", executable=True
+        )
+        runner = PolicyProcessRunner(self.reactor, 30, 2, 65536)
+        d = PolicyExecutablePolicy(path, runner, runSynchronously).decide("web1", PEM, CONTEXT)
+        for _ in range(200):
+            if os.path.exists(os.path.join(directory, "sleep.pid")):
+                break
+            await deferLater(self.reactor, 0.05, lambda: None)
+        pids = self.readPids(directory)
+        self.addCleanup(_killQuietly, pids)
+        runner.stop()
+        decision = await d
+        self.assertEqual(decision.verdict, PENDING)
+        await self.assertAllGone(pids)
+
+    def test_shutdownTriggerStopsTheRunner(self) -> None:
+        """
+        L{buildAutosignPolicy} has the reactor stop the runner before it
+        shuts down (the master stops).
+        """
+        reactor = ProcessReactor()
+        buildAutosignPolicy(
+            {"autosign_policy": "/nonexistent/policy"}, reactor, runBlocking=runSynchronously
+        )
+        [trigger] = reactor.triggers["before"]["shutdown"]
+        self.assertEqual(trigger[0].__name__, "stop")
+        self.assertIsInstance(trigger[0].__self__, PolicyProcessRunner)
+
+
+def _alive(pid: int) -> bool:
+    """
+    Is C{pid} a live process (not gone, not a zombie)?
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    return fields[0] != "Z"
+
+
+def _killQuietly(pids: list[int]) -> None:
+    """
+    Kill what a failed test left running.
+    """
+    for pid in pids:
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

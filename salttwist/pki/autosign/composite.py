@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from salttwist.blocking import RunBlocking, threadRunner
@@ -27,6 +28,7 @@ from salttwist.pki.autosign.base import (
 from salttwist.pki.autosign.executable import PolicyExecutablePolicy, PolicyProcessRunner
 from salttwist.pki.autosign.fixed import AutoAcceptPolicy, AutosignDisabledPolicy
 from salttwist.pki.autosign.grains import GrainsPolicy
+from salttwist.pki.autosign.hygiene import checkAutosignFiles
 from salttwist.pki.autosign.url import URLPolicy, _defaultHTTPClient
 from salttwist.pki.autosign.whitelist import AutorejectFilePolicy, AutosignFilePolicy
 
@@ -92,6 +94,25 @@ class CompositeAutosignPolicy:
         return _pending("none", "no policy accepted the key (" + "; ".join(heard) + ")")
 
 
+def _checkAtStart(config: Mapping[str, Any], runBlocking: RunBlocking) -> None:
+    """
+    Check the hygiene of the autosign files once, in a thread, as the master
+    starts, and log an error per problem (see L{checkAutosignFiles}). The
+    master starts anyway: each decision checks again, and an untrusted file
+    leaves keys pending.
+    """
+
+    def report(problems: list[str]) -> None:
+        for problem in problems:
+            _log.error("autosign: {problem}", problem=problem)
+
+    def failed(failure: Failure) -> None:
+        _log.failure("autosign: the start-time check of the policy files failed", failure)
+
+    d = runBlocking(checkAutosignFiles, dict(config))
+    d.addCallbacks(report, failed)
+
+
 def buildAutosignPolicy(
     config: Mapping[str, Any],
     reactor: Any,
@@ -111,6 +132,12 @@ def buildAutosignPolicy(
     @param httpClient: the client for C{autosign_url}; defaults to a treq
         L{HTTPClient} on C{reactor}.
     @param environ: the master's environment, for the executables' C{PATH}.
+
+    Once built, the configured files' hygiene is checked (in C{runBlocking})
+    and each problem logged as an error; and if C{reactor} has system event
+    triggers, policy processes are killed (L{PolicyProcessRunner.stop})
+    before it shuts down.
+
     @return: L{AutosignDisabledPolicy} if C{autosign} is false, else a
         L{CompositeAutosignPolicy}.
     """
@@ -133,6 +160,10 @@ def buildAutosignPolicy(
             config.get("autosign_output_max", 65536),
             environ=environ,
         )
+        addTrigger = getattr(reactor, "addSystemEventTrigger", None)
+        if addTrigger is not None:
+            # The master stops: kill the policies' process groups.
+            addTrigger("before", "shutdown", runner.stop)
         if config.get("autosign_file"):
             accepters.append(AutosignFilePolicy(config["autosign_file"], runner, runBlocking))
         if config.get("autosign_policy"):
@@ -142,6 +173,7 @@ def buildAutosignPolicy(
     if config.get("autosign_url"):
         client = httpClient if httpClient is not None else _defaultHTTPClient(reactor)
         accepters.append(URLPolicy(config["autosign_url"], client, reactor, timeout))
+    _checkAtStart(config, runBlocking)
     if config.get("autosign") is True and not accepters:
         _log.warn(
             "autosign is true but no autosign policy is configured: nothing is autosigned."

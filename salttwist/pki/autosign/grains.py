@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.logger import Logger
 from zope.interface import implementer
 
 from salttwist.blocking import RunBlocking
@@ -22,6 +23,7 @@ from salttwist.pki.autosign.base import (
     _guard,
     _pending,
 )
+from salttwist.pki.autosign.hygiene import UntrustedPathError, checkGrainsDir
 
 
 def _grainText(value: Any) -> str | None:
@@ -49,22 +51,22 @@ def _readGrainsDir(directory: str) -> dict[str, frozenset[str]] | None:
     are skipped. Each file lists allowed values, one per line, with
     surrounding whitespace stripped; blank lines and C{#} lines are ignored.
 
+    The directory and each grain file must pass L{checkGrainsDir} (only root
+    and the master's user can change them).
+
     @return: the allowed values by grain name, or L{None} if the directory
         does not exist.
     @raise OSError: the directory or a file cannot be read.
     @raise UnicodeDecodeError: a file is not UTF-8.
+    @raise UntrustedPathError: the directory or a grain file is untrusted.
     """
     try:
-        names = sorted(os.listdir(directory))
+        names = checkGrainsDir(directory)
     except FileNotFoundError:
         return None
     allowed: dict[str, frozenset[str]] = {}
     for name in names:
-        if name.startswith("."):
-            continue
         path = os.path.join(directory, name)
-        if not os.path.isfile(path):
-            continue
         with open(path, "rb") as f:
             text = f.read().decode("utf-8")
         values = (line.strip() for line in text.splitlines())
@@ -84,6 +86,7 @@ class GrainsPolicy:
     """
 
     name = "autosign_grains"
+    log = Logger()
 
     def __init__(self, directory: str, runBlocking: RunBlocking) -> None:
         """
@@ -104,6 +107,9 @@ class GrainsPolicy:
     async def _decide(self, minionId: str, context: dict[str, Any]) -> AutosignDecision:
         try:
             allowed = await self._runBlocking(_readGrainsDir, self.directory)
+        except UntrustedPathError as e:
+            self.log.error("autosign: {problem}", problem=str(e))
+            return _pending(self.name, str(e), True)
         except (OSError, UnicodeDecodeError) as e:
             return _pending(self.name, f"autosign_grains_dir {self.directory}: {e}", True)
         if allowed is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +27,7 @@ from salttwist.pki.autosign.base import (
     _pending,
 )
 from salttwist.pki.autosign.executable import PolicyProcessRunner
+from salttwist.pki.autosign.hygiene import UntrustedPathError, checkTrusted
 
 # A label of a host name, as Puppet's domain globs accept it: ASCII letters,
 # digits, "-" and "_" (Puppet's \w).
@@ -105,8 +105,11 @@ def matchesPattern(pattern: str, minionId: str) -> bool:
     (domain names are case-insensitive): C{*.example.com} matches
     C{a.example.com}, C{a.b.example.com} and C{A.Example.COM}, never
     C{example.com}, C{evilexample.com} or C{a.example.com.evil.net}. Any other
-    line is a Salt glob, matched case-sensitively with
-    L{fnmatch.fnmatchcase}, as minion ids are case-sensitive.
+    line is a Salt glob, matched with L{fnmatch.fnmatchcase} without regard
+    to ASCII case too: ids are unique regardless of ASCII case (C{WEB1} cannot
+    join when C{web1} exists, see L{salttwist.pki.ids}), and are host names,
+    which DNS compares that way; so C{web*} matches C{Web1}. Only ASCII
+    letters are folded: the Kelvin sign never matches C{k}.
     """
     if pattern.startswith("*."):
         suffix = pattern[1:]  # ".example.com"
@@ -115,29 +118,45 @@ def matchesPattern(pattern: str, minionId: str) -> bool:
         head, tail = minionId[: -len(suffix)], minionId[-len(suffix) :]
         # isascii first: str.lower maps some non-ASCII letters (the Kelvin
         # sign) onto ASCII ones.
-        if not tail.isascii() or tail.lower() != suffix.lower():
+        if not tail.isascii() or _asciiLower(tail) != _asciiLower(suffix):
             return False
         return _isDomain(head)
-    return fnmatch.fnmatchcase(minionId, pattern)
+    return fnmatch.fnmatchcase(_asciiLower(minionId), _asciiLower(pattern))
 
 
-def _inspectFile(path: str, allowExecutable: bool) -> tuple[str, str | None]:
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _asciiLower(text: str) -> str:
+    """
+    C{text} with ASCII letters lowercased and nothing else changed (unlike
+    L{str.lower}, which maps the Kelvin sign onto C{k}).
+    """
+    return text.translate(_ASCII_LOWER)
+
+
+def _inspectFile(path: str, allowExecutable: bool, what: str) -> tuple[str, str | None]:
     """
     Look at a policy file, in a thread.
+
+    The file must pass L{checkTrusted}: a regular file that only root and the
+    master's user can change, in directories only they can change.
 
     @param path: the file.
     @param allowExecutable: if true, a regular file executable by this
         process is reported as C{"executable"} and not read.
+    @param what: the option naming the file, for messages.
     @return: C{("missing", None)}, C{("executable", None)} or C{("list",
         text)}.
+    @raise UntrustedPathError: someone else could change the file.
     @raise OSError: the file exists but cannot be read.
     @raise UnicodeDecodeError: the file is not UTF-8.
     """
     try:
-        info = os.stat(path)
+        checkTrusted(path, what)
     except FileNotFoundError:
         return ("missing", None)
-    if allowExecutable and stat.S_ISREG(info.st_mode) and os.access(path, os.X_OK):
+    if allowExecutable and os.access(path, os.X_OK):
         return ("executable", None)
     with open(path, "rb") as f:
         data = f.read()
@@ -175,7 +194,12 @@ class _ListFilePolicy:
 
     async def _decide(self, minionId: str, pem: bytes, context: dict[str, Any]) -> AutosignDecision:
         try:
-            kind, text = await self._runBlocking(_inspectFile, self.path, self._allowExecutable())
+            kind, text = await self._runBlocking(
+                _inspectFile, self.path, self._allowExecutable(), self.name
+            )
+        except UntrustedPathError as e:
+            self.log.error("autosign: {problem}", problem=str(e))
+            return _pending(self.name, str(e), True)
         except (OSError, UnicodeDecodeError) as e:
             return _pending(self.name, f"{self.name} {self.path} cannot be read: {e}", True)
         if kind == "missing":
