@@ -28,7 +28,9 @@ L{whitelist <salttwist.pki.autosign.whitelist>} (C{autosign_file},
 C{autoreject_file}), L{executable <salttwist.pki.autosign.executable>}
 (policy executables), L{grains <salttwist.pki.autosign.grains>},
 L{url <salttwist.pki.autosign.url>}, L{fixed <salttwist.pki.autosign.fixed>}
-(C{auto_accept}, C{autosign: false}) and
+(C{auto_accept}, C{autosign: false}),
+L{hygiene <salttwist.pki.autosign.hygiene>} (who may change the policy
+files: only root and the master's user) and
 L{composite <salttwist.pki.autosign.composite>} (the chain, and
 L{buildAutosignPolicy}). Import the names from this package.
 """
