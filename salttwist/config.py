@@ -419,6 +419,9 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "presence_events": _Option(False, _checkBool),
     "loop_interval": _Option(60, _checkPositiveNumber),
     "event_queue_max": _Option(10000, _integer(1)),
+    "ipc_write_buffer": _Option(16777216, _integer(65536)),
+    "pub_write_buffer": _Option(16777216, _integer(65536)),
+    "req_write_buffer": _Option(16777216, _integer(65536)),
     "master_stats": _Option(False, _checkBool),
     "master_stats_event_iter": _Option(60, _checkPositiveNumber),
     "reactor": _Option([], _checkReactor),
@@ -448,6 +451,7 @@ _MINION_OPTIONS: dict[str, _Option] = {
     "master_finger": _Option("", _checkString),
     "grains": _Option({}, _checkMapping),
     "autosign_grains": _Option([], _checkStringList),
+    "req_write_buffer": _Option(16777216, _integer(65536)),
 }
 
 

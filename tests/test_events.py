@@ -460,6 +460,133 @@ class EventSubscriberProtocolTests(SynchronousTestCase):
         self.assertEqual(self.received(), [])
 
 
+class SubscriberByteBoundTests(SynchronousTestCase):
+    """
+    L{EventSubscriberProtocol} holds at most C{maxQueueBytes} (the
+    C{ipc_write_buffer} option) of events for a subscriber that does not
+    read, whatever their number (issue 22: 10,000 events of 1 MiB each were
+    10 GiB).
+    """
+
+    #: Serialised, one event of L{fireBig} takes a little over this.
+    EVENT_BYTES = 1000
+
+    def setUp(self) -> None:
+        """
+        Connect a subscriber whose queue may hold many events but only
+        2,500 bytes, and pause it (its socket is full).
+        """
+        self.bus = LocalEventBus()
+        self.factory = EventPublisherFactory(self.bus, maxQueue=10000, maxQueueBytes=2500)
+        self.proto = self.factory.buildProtocol(None)
+        self.transport = StringTransport()
+        self.proto.makeConnection(self.transport)
+        self.proto.dataReceived(encode({"subscribe": []}))
+        self.transport.clear()
+        self.proto.pauseProducing()
+
+    def fireBig(self, n: int) -> None:
+        """
+        Fire event C{n} with about L{EVENT_BYTES} bytes of data.
+        """
+        self.bus.fire("big", {"n": n, "blob": b"x" * self.EVENT_BYTES})
+
+    def received(self) -> list[Any]:
+        """
+        @return: the C{n} of each event written (C{("dropped", count)} for a
+            notice); clears the transport.
+        """
+        out = []
+        for frame in decodeFrames(self.transport.value()):
+            if frame["tag"] == DROPPED_TAG:
+                out.append(("dropped", frame["data"]["dropped"]))
+            else:
+                out.append(frame["data"]["n"])
+        self.transport.clear()
+        return out
+
+    def test_newestDroppedPastTheByteBound(self) -> None:
+        """
+        Events that would take the queue past C{maxQueueBytes} are counted,
+        not kept, however few are queued; on resume the queued ones come,
+        then the notice of those dropped; the running total goes back to 0.
+        """
+        events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        for n in range(6):
+            self.fireBig(n)
+        self.assertEqual(self.proto.queued, 2)
+        self.assertEqual(self.proto.dropped, 4)
+        self.assertLessEqual(self.proto.queuedBytes, 2500)
+        self.assertEqual(self.factory.stats()["queued_bytes"], self.proto.queuedBytes)
+        self.proto.resumeProducing()
+        self.assertEqual(self.received(), [0, 1, ("dropped", 4)])
+        self.assertEqual(self.proto.queuedBytes, 0)
+        self.assertEqual(self.proto.dropped, 0)
+        warnings = [e for e in events if e["log_level"] == LogLevel.warn]
+        self.assertEqual([w["n"] for w in warnings], [4])
+
+    def test_runningTotal(self) -> None:
+        """
+        C{queuedBytes} is the size of the frames queued, notices included,
+        as events are queued, sent and dropped.
+        """
+        self.fireBig(0)
+        self.fireBig(1)
+        self.fireBig(2)
+        self.assertEqual(self.proto.dropped, 1)
+        # The queue drains one frame and pauses again: room for one more,
+        # which comes after the notice of the gap.
+        written: list[bytes] = []
+        originalWrite = self.transport.write
+
+        def write(data: bytes) -> None:
+            originalWrite(data)
+            written.append(data)
+            self.proto.pauseProducing()
+
+        self.patch(self.transport, "write", write)
+        self.proto.resumeProducing()
+        self.fireBig(3)
+        queued = list(self.proto._queue)
+        self.assertEqual(self.proto.queuedBytes, sum(map(len, queued)))
+        self.assertEqual([serial.loads(f)["tag"] for f in queued], ["big", DROPPED_TAG, "big"])
+        self.proto.connectionLost(Failure(ConnectionDone()))
+        self.assertEqual(self.proto.queuedBytes, 0)
+
+    def test_oneEventWhateverItsSize(self) -> None:
+        """
+        An event bigger than C{maxQueueBytes} is still queued when the queue
+        is empty (the subscriber gets it once it reads); the next is not.
+        """
+        self.proto._maxQueueBytes = 100
+        self.fireBig(0)
+        self.fireBig(1)
+        self.assertEqual((self.proto.queued, self.proto.dropped), (1, 1))
+        self.proto.resumeProducing()
+        self.assertEqual(self.received(), [0, ("dropped", 1)])
+
+    def test_countBoundStillHolds(self) -> None:
+        """
+        Small events stop at C{maxQueue}, as before the byte bound.
+        """
+        self.proto._maxQueue = 3
+        for n in range(5):
+            self.bus.fire("small", {"n": n})
+        self.assertEqual((self.proto.queued, self.proto.dropped), (3, 2))
+
+    def test_defaultBound(self) -> None:
+        """
+        By default a subscriber's queue holds 16 MiB at most, the master's
+        C{ipc_write_buffer} default, which the master passes on.
+        """
+        from salttwist.config import MASTER_DEFAULTS
+
+        self.assertEqual(EventPublisherFactory(self.bus).maxQueueBytes, 16 * 1024 * 1024)
+        self.assertEqual(MASTER_DEFAULTS["ipc_write_buffer"], 16 * 1024 * 1024)
+        proto = EventPublisherFactory(self.bus, 10, 70000).buildProtocol(None)
+        self.assertEqual(proto._maxQueueBytes, 70000)
+
+
 class EventPullProtocolTests(SynchronousTestCase):
     """
     L{EventPullProtocol} fires the events local processes send it.
@@ -708,7 +835,8 @@ class GlobSubscriptionTests(SynchronousTestCase):
         bus.subscribe(["salt/key"], Recorder())
         factory = EventPublisherFactory(bus, maxQueue=2)
         self.assertEqual(
-            factory.stats(), {"subscriptions": 1, "subscribers": 0, "queued": 0, "dropped": 0}
+            factory.stats(),
+            {"subscriptions": 1, "subscribers": 0, "queued": 0, "queued_bytes": 0, "dropped": 0},
         )
         protos = []
         for _ in range(2):
@@ -719,12 +847,22 @@ class GlobSubscriptionTests(SynchronousTestCase):
         protos[0].pauseProducing()
         for n in range(3):
             bus.fire("salt/x", {"n": n})
+        queuedBytes = protos[0].queuedBytes
+        self.assertGreater(queuedBytes, 0)
         self.assertEqual(
-            factory.stats(), {"subscriptions": 3, "subscribers": 2, "queued": 2, "dropped": 1}
+            factory.stats(),
+            {
+                "subscriptions": 3,
+                "subscribers": 2,
+                "queued": 2,
+                "queued_bytes": queuedBytes,
+                "dropped": 1,
+            },
         )
         protos[0].connectionLost(Failure(ConnectionDone()))
         self.assertEqual(
-            factory.stats(), {"subscriptions": 2, "subscribers": 1, "queued": 0, "dropped": 0}
+            factory.stats(),
+            {"subscriptions": 2, "subscribers": 1, "queued": 0, "queued_bytes": 0, "dropped": 0},
         )
 
 

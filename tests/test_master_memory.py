@@ -24,17 +24,37 @@ from typing import Any
 
 from twisted.internet import reactor
 from twisted.internet.defer import ensureDeferred
+from twisted.internet.task import Clock
+from twisted.internet.testing import EventLoggingObserver, StringTransport
+from twisted.logger import LogLevel, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from salttwist import crypt
 from salttwist.config import loadMasterConfig
+from salttwist.events.bus import LocalEventBus
 from salttwist.master import authtasks, runnertasks
 from salttwist.master.core import runSynchronously
 from salttwist.master.jobcache import JobCacheDatabase
+from salttwist.master.reqserver import (
+    DEFAULT_REQ_WRITE_BUFFER,
+    MAX_HELD_REPLIES,
+    ReqServerFactory,
+)
 from salttwist.master.service import IDLE_WORKERS, WORKER_IDLE_TIMEOUT, MasterService
+from salttwist.master.sessions import Sessions
+from salttwist.pki.keystore import InMemoryKeyStore
+from salttwist.transport.backlog import writeBacklog
+from salttwist.transport.session import SessionCipher
 from salttwist.workers.lean import asyncioStandIn
 from salttwist.workers.pool import RESTART_BACKOFF_BASE, WorkerPool
 from tests._fresh import pythonOutput, runWorkerChild
+from tests.test_master_rooms import (
+    FakeReqChannel,
+    FakeSession,
+    FakeSubscriber,
+    frameBytes,
+    readFrames,
+)
 from tests.test_master_service import _RecordingJobCache
 from tests.test_workers import ECHO, FakeProcessReactor, PoolTestsMixin
 
@@ -499,3 +519,234 @@ class RunnerImportTests(TestCase):
                 await pool.stop()
 
         return ensureDeferred(test())
+
+
+class _StalledSubscriber(FakeSubscriber):
+    """
+    A subscriber whose publications stay in its transport: a minion that
+    does not read them (until the test clears the transport).
+    """
+
+    def sendString(self, data: bytes) -> None:
+        self.strings.append(data)
+        self.transport.write(data)
+
+
+class PubWriteBufferTests(SynchronousTestCase):
+    """
+    The sessions room drops the publications of a subscriber that holds
+    more than C{pub_write_buffer} bytes unread (issue 22, section 4), and
+    counts and logs them; the others get every publication.
+    """
+
+    def setUp(self) -> None:
+        from salttwist.master.keywatch import AcceptedIds
+
+        self.room = Sessions(
+            LocalEventBus(), Clock(), AcceptedIds(InMemoryKeyStore()), pubWriteBuffer=1000
+        )
+        self.sessions: dict[str, FakeSession] = {}
+        for minionId in ("stalled", "reading"):
+            session = FakeSession(minionId, [])
+            self.sessions[minionId] = session
+            self.room.sessions[minionId] = session
+            self.room.subscribers[minionId] = _StalledSubscriber(minionId, session, False)
+        self.stalled = self.room.subscribers["stalled"]
+        self.reading = self.room.subscribers["reading"]
+
+    def publish(self) -> None:
+        """
+        Deliver one publication of a 400-byte blob; the reading subscriber
+        reads it.
+        """
+        from salttwist import wire
+
+        blob = os.urandom(400)
+        prefix = wire.publicationFramePrefix(blob, 1)
+        self.room.deliver(
+            prefix,
+            wire.acknowledgingFramePrefixes(prefix),
+            wire.publicationMacMessage(1, crypt.sha256(blob)),
+        )
+        self.reading.transport.clear()
+
+    def test_droppedPastTheBound(self) -> None:
+        """
+        Once the stalled subscriber holds more than C{pub_write_buffer}
+        bytes, publications to it are dropped and counted; what it holds
+        stays under the bound plus one publication; the reading one gets
+        all. When it catches up it gets publications again, and the run of
+        drops is logged when it begins and when it ends.
+        """
+        events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        for _ in range(10):
+            self.publish()
+        written = len(self.stalled.strings)  # type: ignore[attr-defined]
+        self.assertEqual(written, 3)
+        self.assertLess(writeBacklog(self.stalled.transport), 1000 + 500)
+        self.assertEqual(len(self.reading.strings), 10)  # type: ignore[attr-defined]
+        self.assertEqual(self.room.publicationsDropped, 7)
+        warnings = [e for e in events if e["log_level"] == LogLevel.warn]
+        self.assertEqual(len(warnings), 1)
+        self.assertEqual(warnings[0]["id"], "stalled")
+        self.assertIn("pub_write_buffer", warnings[0]["log_format"])
+
+        self.stalled.transport.clear()
+        self.publish()
+        self.assertEqual(len(self.stalled.strings), 4)  # type: ignore[attr-defined]
+        self.assertEqual(self.room.publicationsDropped, 7)
+        warnings = [e for e in events if e["log_level"] == LogLevel.warn]
+        self.assertEqual(len(warnings), 2)
+        self.assertEqual(warnings[1]["n"], 7)
+
+    def test_heldAcknowledgementsStillSent(self) -> None:
+        """
+        The acknowledgements a stalled subscriber's session holds go on its
+        req connection when its publication is dropped.
+        """
+        self.stalled.transport.write(b"x" * 2000)
+        session = self.sessions["stalled"]
+        session.held = [5, 6]
+        self.room.holdingReplies(session)
+        self.publish()
+        self.assertEqual(self.stalled.strings, [])  # type: ignore[attr-defined]
+        self.assertEqual(session.sent, [[5, 6]])
+        self.assertEqual(self.room._replyHolders, {})
+
+    def test_unsubscribeForgetsTheRun(self) -> None:
+        """
+        A stalled subscriber that leaves is no longer tracked.
+        """
+        self.stalled.transport.write(b"x" * 2000)
+        self.publish()
+        self.assertEqual(self.room._droppingFor, {"stalled": 1})
+        self.room.unsubscribe(self.stalled)
+        self.assertEqual(self.room._droppingFor, {})
+
+    def test_default(self) -> None:
+        """
+        C{pub_write_buffer} is 16 MiB by default, and the master gives its
+        value to the sessions room.
+        """
+        from salttwist.config import MASTER_DEFAULTS
+        from tests.test_master_rooms import makeMaster
+
+        self.assertEqual(MASTER_DEFAULTS["pub_write_buffer"], 16 * 1024 * 1024)
+        master = makeMaster(self)
+        self.assertEqual(master.sessionsRoom.pubWriteBuffer, 16 * 1024 * 1024)
+
+
+class ReqWriteBufferTests(SynchronousTestCase):
+    """
+    A req connection whose peer sends requests and reads no reply is cut
+    off once it holds more than C{req_write_buffer} bytes unread; the
+    replies a session holds back are sent once there are
+    L{MAX_HELD_REPLIES} (issue 22, section 4).
+    """
+
+    def connect(self, limit: int | None) -> tuple[Any, StringTransport, SessionCipher, Any]:
+        """
+        @return: a req protocol with a client session, its transport (which
+            nobody reads), the client's cipher, and the fake channel.
+        """
+        key = os.urandom(32)
+        channel = FakeReqChannel(key)
+        if limit is not None:
+            channel.config["req_write_buffer"] = limit
+        proto = ReqServerFactory(channel).buildProtocol(None)
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        proto.dataReceived(frameBytes({"cmd": "_client_auth", "user": "alice"}))
+        return proto, transport, SessionCipher(key, isServer=False), channel
+
+    def test_cutOffPastTheBound(self) -> None:
+        """
+        Replies are written while the connection holds at most
+        C{req_write_buffer} bytes unread; the next request's reply closes
+        the connection instead, with a log line naming the option.
+        """
+        events = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        proto, transport, client, channel = self.connect(2000)
+        rid = 0
+        while not transport.disconnecting:
+            rid += 1
+            self.assertLess(rid, 100)
+            proto.dataReceived(client.sealFrame({"cmd": "runner", "fun": "f", "rid": rid}))
+        self.assertGreater(rid, 5)
+        self.assertGreater(len(transport.value()), 2000)
+        self.assertLess(len(transport.value()), 2000 + 500)
+        [warning] = [e for e in events if e["log_level"] == LogLevel.warn]
+        self.assertIn("req_write_buffer 2000", warning["reason"])
+
+    def test_defaultIsGenerous(self) -> None:
+        """
+        By default (16 MiB) a peer that reads slowly is not cut off for a
+        few hundred replies.
+        """
+        from salttwist.config import MASTER_DEFAULTS, MINION_DEFAULTS
+
+        self.assertEqual(MASTER_DEFAULTS["req_write_buffer"], DEFAULT_REQ_WRITE_BUFFER)
+        self.assertEqual(MINION_DEFAULTS["req_write_buffer"], DEFAULT_REQ_WRITE_BUFFER)
+        proto, transport, client, channel = self.connect(None)
+        for rid in range(300):
+            proto.dataReceived(client.sealFrame({"cmd": "runner", "fun": "f", "rid": rid}))
+        self.assertFalse(transport.disconnecting)
+
+    def test_heldRepliesBounded(self) -> None:
+        """
+        A session holds at most L{MAX_HELD_REPLIES} replies back: the last
+        one sends them all at once.
+        """
+        proto, transport, client, channel = self.connect(None)
+        transport.clear()
+        for rid in range(MAX_HELD_REPLIES - 1):
+            proto.holdPayload({"ret": True, "rid": rid})
+        self.assertEqual(transport.value(), b"")
+        self.assertEqual(len(proto._held), MAX_HELD_REPLIES - 1)
+        proto.holdPayload({"ret": True, "rid": MAX_HELD_REPLIES})
+        self.assertEqual(proto._held, [])
+        self.assertEqual(len(readFrames(transport.value())), MAX_HELD_REPLIES)
+
+
+class WriteBacklogTests(TestCase):
+    """
+    L{writeBacklog} reads what a real socket transport holds unsent.
+    """
+
+    async def test_realSocket(self) -> None:
+        """
+        Over a real UNIX socket pair whose reader does not read, the
+        backlog grows past the kernel's buffers with what is written, and
+        falls to 0 once the reader reads it all.
+        """
+        import socket
+
+        from twisted.internet import defer, unix
+        from twisted.internet.protocol import Protocol
+
+        ours, theirs = socket.socketpair()
+        self.addCleanup(theirs.close)
+        theirs.setblocking(False)
+        proto = Protocol()
+        transport = unix.Server(ours, proto, None, None, 0, reactor)  # type: ignore[arg-type]
+        proto.makeConnection(transport)
+        self.addCleanup(transport.loseConnection)
+        self.assertEqual(writeBacklog(transport), 0)
+        chunk = b"x" * 65536
+        for _ in range(64):
+            transport.write(chunk)
+        self.assertEqual(writeBacklog(transport), 64 * 65536)
+        # Let the reactor push what the kernel takes, then read it all.
+        received = 0
+        for _ in range(1000):
+            d: defer.Deferred[None] = defer.Deferred()
+            reactor.callLater(0, d.callback, None)  # type: ignore[attr-defined]
+            await d
+            try:
+                received += len(theirs.recv(1 << 20))
+            except BlockingIOError:
+                pass
+            if writeBacklog(transport) == 0 and received == 64 * 65536:
+                break
+        self.assertEqual(writeBacklog(transport), 0)
+        self.assertEqual(received, 64 * 65536)

@@ -222,7 +222,13 @@ class MasterStatsTests(SynchronousTestCase):
                 "minions": 2,
                 "sessions": 1,
                 "jobs": 1,
-                "events": {"subscriptions": 2, "subscribers": 0, "queued": 0, "dropped": 0},
+                "events": {
+                    "subscriptions": 2,
+                    "subscribers": 0,
+                    "queued": 0,
+                    "queued_bytes": 0,
+                    "dropped": 0,
+                },
             },
         )
         master.clock.advance(30)

@@ -9,7 +9,9 @@ events from other local processes on C{master_event_pull.ipc}.
 
 A subscriber that reads too slowly cannot grow the master's memory without
 bound: while its socket's write buffer is full, events wait in a queue of at
-most C{event_queue_max}; past that they are counted, not kept, and the
+most C{event_queue_max} events and C{ipc_write_buffer} bytes (kept as a
+running total: constant time per event); past either they are counted, not
+kept, and the
 subscriber receives a C{salt/event/dropped} event saying how many it missed
 exactly where they are missing: after the events queued before the gap and
 before those after it. Nothing is dropped silently. An event's frame is
@@ -40,6 +42,9 @@ from salttwist.transport.framing import FrameProtocol, QuietFactory
 
 EventCallback = Callable[[str, dict[str, Any]], None]
 DROPPED_TAG = "salt/event/dropped"
+#: The most bytes of events queued for one slow subscriber by default
+#: (C{ipc_write_buffer}): sixteen of the biggest events a minion may send.
+DEFAULT_QUEUE_BYTES = 16 * 1024 * 1024
 
 
 class StampClock:
@@ -186,12 +191,23 @@ class EventSubscriberProtocol(FrameProtocol):
     # system call rather than one per event.
     directWrites = False
 
-    def __init__(self, bus: LocalEventBus, maxQueue: int) -> None:
+    def __init__(
+        self, bus: LocalEventBus, maxQueue: int, maxQueueBytes: int = DEFAULT_QUEUE_BYTES
+    ) -> None:
+        """
+        @param maxQueue: the most events queued (C{event_queue_max}).
+        @param maxQueueBytes: the most bytes of frames queued
+            (C{ipc_write_buffer}); one event is queued whatever its size
+            when the queue is empty.
+        """
         self._bus = bus
         self._maxQueue = maxQueue
+        self._maxQueueBytes = maxQueueBytes
         self._subscription: _Subscription | None = None
         self._paused = False
         self._queue: deque[bytes] = deque()
+        #: The bytes of the frames in L{_queue}, kept as they come and go.
+        self.queuedBytes = 0
         self.dropped = 0
 
     def connectionMade(self) -> None:
@@ -236,12 +252,17 @@ class EventSubscriberProtocol(FrameProtocol):
             frame = serial.dumps({"tag": tag, "data": data})
         if not self._paused:
             self.sendString(frame)
-        elif len(self._queue) < self._maxQueue:
+        elif len(self._queue) < self._maxQueue and (
+            self.queuedBytes + len(frame) <= self._maxQueueBytes or not self._queue
+        ):
             if self.dropped:
                 # The gap is here, between what was queued before and this
                 # event: the notice takes its place in the queue.
-                self._queue.append(self._droppedNotice())
+                notice = self._droppedNotice()
+                self._queue.append(notice)
+                self.queuedBytes += len(notice)
             self._queue.append(frame)
+            self.queuedBytes += len(frame)
         else:
             self.dropped += 1
 
@@ -272,8 +293,11 @@ class EventSubscriberProtocol(FrameProtocol):
         its gap is, so the subscriber knows which events it missed.
         """
         self._paused = False
-        while self._queue and not self._paused:
-            self.sendString(self._queue.popleft())
+        queue = self._queue
+        while queue and not self._paused:
+            frame = queue.popleft()
+            self.queuedBytes -= len(frame)
+            self.sendString(frame)
         if not self._queue and not self._paused and self.dropped:
             self.sendString(self._droppedNotice())
 
@@ -282,12 +306,14 @@ class EventSubscriberProtocol(FrameProtocol):
         The connection is going away.
         """
         self._queue.clear()
+        self.queuedBytes = 0
 
     def connectionLost(self, reason: object = None) -> None:
         if self._subscription is not None:
             self._subscription.stop()
             self._subscription = None
         self._queue.clear()
+        self.queuedBytes = 0
         if isinstance(self.factory, EventPublisherFactory):
             self.factory.subscribers.discard(self)
 
@@ -302,9 +328,21 @@ class EventPublisherFactory(QuietFactory):
     #: Frames up to this size are built once per event for all subscribers.
     SHARED_FRAME_MAX = 65536
 
-    def __init__(self, bus: LocalEventBus, maxQueue: int = 10000) -> None:
+    def __init__(
+        self,
+        bus: LocalEventBus,
+        maxQueue: int = 10000,
+        maxQueueBytes: int = DEFAULT_QUEUE_BYTES,
+    ) -> None:
+        """
+        @param maxQueue: the most events queued for one slow subscriber
+            (C{event_queue_max}).
+        @param maxQueueBytes: the most bytes queued for one slow subscriber
+            (C{ipc_write_buffer}).
+        """
         self.bus = bus
         self.maxQueue = maxQueue
+        self.maxQueueBytes = maxQueueBytes
         self.subscribers: set[EventSubscriberProtocol] = set()
         self._lastFrame: tuple[str, dict[str, Any], bytes] | None = None
 
@@ -326,18 +364,20 @@ class EventPublisherFactory(QuietFactory):
         """
         @return: C{subscriptions} (on the bus: this socket's subscribers and
             the master's own), C{subscribers} (connected to the socket),
-            C{queued} (events waiting for slow ones) and C{dropped} (events
-            slow ones missed and have not been told about yet).
+            C{queued} (events waiting for slow ones), C{queued_bytes} (their
+            size) and C{dropped} (events slow ones missed and have not been
+            told about yet).
         """
         return {
             "subscriptions": self.bus.subscriptionCount(),
             "subscribers": len(self.subscribers),
             "queued": sum(proto.queued for proto in self.subscribers),
+            "queued_bytes": sum(proto.queuedBytes for proto in self.subscribers),
             "dropped": sum(proto.dropped for proto in self.subscribers),
         }
 
     def buildProtocol(self, addr: object) -> EventSubscriberProtocol:
-        proto = EventSubscriberProtocol(self.bus, self.maxQueue)
+        proto = EventSubscriberProtocol(self.bus, self.maxQueue, self.maxQueueBytes)
         proto.factory = self
         return proto
 

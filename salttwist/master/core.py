@@ -84,6 +84,7 @@ from salttwist.master.runnerdispatch import (  # noqa: F401 (re-exported)
 )
 from salttwist.master.sessions import (  # noqa: F401 (re-exported)
     ACK_DELAY,
+    DEFAULT_PUB_WRITE_BUFFER,
     MAX_TRANSIENT_SESSIONS,
     Sessions,
 )
@@ -191,7 +192,9 @@ class Master:
         jids = JidGenerator()
         accepted = AcceptedIds(keyStore)
 
-        self.sessionsRoom = sessions = Sessions(bus, clock, accepted)
+        self.sessionsRoom = sessions = Sessions(
+            bus, clock, accepted, config.get("pub_write_buffer", DEFAULT_PUB_WRITE_BUFFER)
+        )
         self.keyWatch = keyWatch = KeyWatch(keyStore, runBlocking, self.grainsCache, accepted)
         self.jobPublisher = publisher = JobPublisher(
             config,

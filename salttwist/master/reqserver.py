@@ -23,6 +23,7 @@ from zope.interface import implementer
 from salttwist import wire
 from salttwist.master.interfaces import IMinionSession, IReqChannel, ISubscriber
 from salttwist.symmetric import HmacSha256
+from salttwist.transport.backlog import writeBacklog
 from salttwist.transport.framing import FrameProtocol, QuietFactory, writeNow
 from salttwist.transport.reqclient import PROTOCOL_VERSION
 from salttwist.transport.session import SessionCipher, SessionError, sessionBlob
@@ -52,6 +53,13 @@ CLIENT_FUNCS = {"publish": "clientPublish", "runner": "clientRunner"}
 HELD_REPLIES = frozenset({"_return"})
 
 ROLE_FUNCS = {"minion": MINION_FUNCS, "transient": TRANSIENT_FUNCS, "client": CLIENT_FUNCS}
+#: The most replies a session holds back (L{ReqServerProtocol.holdPayload}):
+#: past that they are sent at once, whatever the publications do.
+MAX_HELD_REPLIES = 1024
+#: The most bytes of replies a connection may hold that its peer has not
+#: read, by default (C{req_write_buffer}): a peer that sends requests and
+#: reads no reply is cut off there rather than grow the master.
+DEFAULT_REQ_WRITE_BUFFER = 16 * 1024 * 1024
 
 
 @implementer(IMinionSession, ISubscriber)
@@ -80,6 +88,8 @@ class ReqServerProtocol(FrameProtocol):
     #: publications here, as on a L{PubServerProtocol}.
     publicationMac: HmacSha256 | None = None
     carriesAcknowledgements = False
+    #: C{req_write_buffer}, read when the connection is made.
+    _writeLimit = DEFAULT_REQ_WRITE_BUFFER
 
     def __init__(self, master: IReqChannel) -> None:
         self._master = master
@@ -96,6 +106,7 @@ class ReqServerProtocol(FrameProtocol):
         # found by TCP keepalive probes after 300 s of silence.
         keepAlive(self)
         self.startDeadline(self._master.clock, self._master.preauthTimeout)
+        self._writeLimit = self._master.config.get("req_write_buffer", DEFAULT_REQ_WRITE_BUFFER)
         self.sendFrame({"cmd": "hello", "challenge": self.challenge, "version": PROTOCOL_VERSION})
 
     def stringReceived(self, data: bytes) -> None:
@@ -238,8 +249,13 @@ class ReqServerProtocol(FrameProtocol):
         Seal and send one session payload (a reply, or a push when it has no
         C{rid}), after the payloads held back (sealed in the order they are
         sent, as the session's counters require).
+
+        A peer that has not read more than C{req_write_buffer} bytes of
+        what was sent to it is cut off instead (L{_overWriteLimit}).
         """
         if self._session is not None and self.transport.connected:
+            if self._overWriteLimit():
+                return
             if self._held:
                 self._held.append(payload)
                 self.sendHeld()
@@ -254,9 +270,12 @@ class ReqServerProtocol(FrameProtocol):
         before any payload sent at once.
         """
         if self._session is not None and self.transport.connected:
-            self._held.append(payload)
-            if len(self._held) == 1:
+            held = self._held
+            held.append(payload)
+            if len(held) == 1:
                 self._master.holdingReplies(self)
+            elif len(held) >= MAX_HELD_REPLIES:
+                self.sendHeld()
 
     def sendHeld(self) -> None:
         """
@@ -264,11 +283,29 @@ class ReqServerProtocol(FrameProtocol):
         """
         held, self._held = self._held, []
         if held and self._session is not None and self.transport.connected:
+            if self._overWriteLimit():
+                return
             sealFrame = self._session.sealFrame
             writeNow(
                 self.transport,
                 sealFrame(held[0]) if len(held) == 1 else b"".join(map(sealFrame, held)),
             )
+
+    def _overWriteLimit(self) -> bool:
+        """
+        Whether the peer left more than C{req_write_buffer} bytes unread on
+        this connection (it sends requests and reads no reply): then it is
+        cut off, with a log line saying why, and nothing more is written.
+        A reply is written whatever its size while less is unread.
+        """
+        backlog = writeBacklog(self.transport)
+        if backlog <= self._writeLimit:
+            return False
+        self.protocolViolation(
+            f"not reading its replies: {backlog} bytes unread, more than "
+            f"req_write_buffer {self._writeLimit}"
+        )
+        return True
 
     def takeHeldAcknowledgements(self) -> list[int]:
         """

@@ -366,7 +366,9 @@ class MasterService(MultiService):
 
             self.reactorService = buildReactor(config, self.master)
         #: Serves the bus on C{master_event_pub.ipc} (kept for its figures).
-        self.eventPublisher = EventPublisherFactory(self.bus, config["event_queue_max"])
+        self.eventPublisher = EventPublisherFactory(
+            self.bus, config["event_queue_max"], config["ipc_write_buffer"]
+        )
         self._ready: bool | Failure = False
         self._readyWaiters: list[Deferred[None]] = []
         self._ports: list[Any] = []

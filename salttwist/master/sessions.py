@@ -21,6 +21,7 @@ from salttwist.interfaces import IEventBus
 from salttwist.master.interfaces import IMinionSession, IPubChannel, ISessions, ISubscriber
 from salttwist.master.keywatch import AcceptedIds
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
+from salttwist.transport.backlog import writeBacklog
 from salttwist.transport.framing import PREAUTH_DEADLINE
 
 #: Seconds at most the acknowledgement of a job's return is held back
@@ -38,6 +39,10 @@ ACK_DELAY = 0.2
 #: Transient sessions (C{salttwist-call}) kept per minion id; opening one
 #: more closes the oldest.
 MAX_TRANSIENT_SESSIONS = 16
+#: The most bytes a subscriber's connection may hold unread before the
+#: publications to it are dropped (C{pub_write_buffer}, as ZeroMQ's
+#: C{pub_hwm} drops them for a subscriber past its high-water mark).
+DEFAULT_PUB_WRITE_BUFFER = 16 * 1024 * 1024
 
 
 @implementer(ISessions, IPubChannel)
@@ -53,16 +58,34 @@ class Sessions:
         session's own for a minion with C{single_connection}
         (L{sessionSubscribe}).
     @ivar preauthTimeout: seconds a pub connection may take to subscribe.
+    @ivar pubWriteBuffer: the most bytes a subscriber's connection may hold
+        that the minion has not read: while it holds more, publications
+        to it are dropped (C{pub_write_buffer}); a publication is written
+        whatever its size while the connection holds less.
+    @ivar publicationsDropped: publications dropped so since the master
+        started, all subscribers together.
     """
 
     # The master's namespace: log lines read as they always did.
     log = Logger(namespace="salttwist.master.core.Master")
 
-    def __init__(self, bus: IEventBus, clock: Any, accepted: AcceptedIds) -> None:
+    def __init__(
+        self,
+        bus: IEventBus,
+        clock: Any,
+        accepted: AcceptedIds,
+        pubWriteBuffer: int = DEFAULT_PUB_WRITE_BUFFER,
+    ) -> None:
         """
         @param accepted: the accepted ids as last listed, forgotten when a
             minion not among them opens a session.
+        @param pubWriteBuffer: C{pub_write_buffer}.
         """
+        self.pubWriteBuffer = pubWriteBuffer
+        self.publicationsDropped = 0
+        #: The minions whose publications are being dropped, with how many
+        #: since the drops began (logged when they end).
+        self._droppingFor: dict[str, int] = {}
         self.bus = bus
         self.clock = clock
         self._accepted = accepted
@@ -281,6 +304,7 @@ class Sessions:
         """
         if proto.minionId is not None and self.subscribers.get(proto.minionId) is proto:
             del self.subscribers[proto.minionId]
+            self._droppingFor.pop(proto.minionId, None)
         session = proto.session
         if session is not None and self._replyHolders.pop(session, None) is not None:
             session.sendHeld()
@@ -324,13 +348,27 @@ class Sessions:
         L{salttwist.wire.acknowledgingFramePrefixes}), else on its req
         connection right after. Either way it reads them in the wake-up the
         publication causes.
+
+        A subscriber whose connection holds more than L{pubWriteBuffer}
+        bytes it has not read gets nothing: the publication is dropped for
+        it and counted (L{publicationsDropped}), and logged when the drops
+        begin and when they end; the acknowledgements held for it go on its
+        req connection.
         """
         holders = self._replyHolders
         sessions = self.sessions
+        limit = self.pubWriteBuffer
         for minionId, subscriber in list(self.subscribers.items()):
             mac = subscriber.publicationMac
             session = sessions.get(minionId)
             holding = session is not None and holders.pop(session, None) is not None
+            if writeBacklog(subscriber.transport) > limit:
+                self._publicationDropped(minionId, subscriber)
+                if holding:
+                    session.sendHeld()  # type: ignore[union-attr]
+                continue
+            if self._droppingFor:
+                self._publicationsResumed(minionId)
             rids = (
                 session.takeHeldAcknowledgements()  # type: ignore[union-attr]
                 if holding and subscriber.carriesAcknowledgements and subscriber.session is session
@@ -346,6 +384,34 @@ class Sessions:
             if holding:
                 session.sendHeld()  # type: ignore[union-attr]
         self.sendHeldReplies()
+
+    def _publicationDropped(self, minionId: str, subscriber: ISubscriber) -> None:
+        """
+        A publication was not written to C{minionId}, whose connection holds
+        too much it has not read: count it, and log the first of a run.
+        """
+        self.publicationsDropped += 1
+        dropped = self._droppingFor.get(minionId, 0)
+        self._droppingFor[minionId] = dropped + 1
+        if not dropped:
+            self.log.warn(
+                "minion {id} is not reading its publications ({backlog} bytes unread, more "
+                "than pub_write_buffer {limit}): publications to it are dropped until it "
+                "catches up",
+                id=minionId,
+                backlog=writeBacklog(subscriber.transport),
+                limit=self.pubWriteBuffer,
+            )
+
+    def _publicationsResumed(self, minionId: str) -> None:
+        """
+        C{minionId} caught up: log how many publications it missed.
+        """
+        dropped = self._droppingFor.pop(minionId, 0)
+        if dropped:
+            self.log.warn(
+                "minion {id} caught up: {n} publications to it were dropped", id=minionId, n=dropped
+            )
 
     def closeAll(self) -> None:
         """

@@ -141,6 +141,7 @@ class Minion:
         self.req: ReqClientProtocol | None = None
         self.pub: PubClientProtocol | None = None
         self.returns = ReturnDelivery(minionId, reactor, returnsQueue)
+        self.returns.writeLimit = config.get("req_write_buffer", self.returns.writeLimit)
         self.jobber = Jobber(minionId, executor, reactor, self.returns.jobDone, infoLogged(config))
         #: Publications come on the req connection (the C{single_connection}
         #: option), not on a pub connection of their own.

@@ -22,6 +22,7 @@ from twisted.logger import Logger
 from salttwist import serial
 from salttwist.minion.connection import MINION_LOG_NAMESPACE
 from salttwist.minion.returnsqueue import ReturnsQueue
+from salttwist.transport.backlog import writeBacklog
 from salttwist.transport.reqclient import ReqClientProtocol, RequestError
 
 #: Seconds a return may wait for the master's acknowledgement before the
@@ -33,6 +34,15 @@ from salttwist.transport.reqclient import ReqClientProtocol, RequestError
 #: per return: a cancelled Twisted timer stays queued and still wakes the
 #: reactor when it comes due, a wake-up per job for nothing).
 PERSIST_AFTER = 1.0
+#: The most bytes of returns the req connection may hold unsent by default
+#: (C{req_write_buffer}): past that the returns wait in L{ReturnDelivery}'s
+#: queue (and on disk) until the master has read what was sent, rather than
+#: each be copied once more into the socket's buffer (after a long time
+#: away from the master, thousands of them at once).
+DEFAULT_REQ_WRITE_BUFFER = 16 * 1024 * 1024
+#: Seconds between two looks at a full req connection, when no
+#: acknowledgement comes to say it has room again.
+FLUSH_RETRY = 0.1
 
 
 class StoredReturn:
@@ -84,6 +94,9 @@ class ReturnDelivery:
         L{StoredReturn} (written if the master does not acknowledge it
         soon), or L{None}.
     @ivar persistAfter: seconds before an unacknowledged return is written.
+    @ivar writeLimit: the most bytes the req connection may hold unsent
+        before returns wait in L{pending} (C{req_write_buffer}); a return
+        is sent whatever its size while it holds less.
     """
 
     def __init__(self, minionId: str, reactor: Any, returnsQueue: ReturnsQueue | None) -> None:
@@ -97,6 +110,9 @@ class ReturnDelivery:
         self.stopped = True
         self.pending: deque[tuple[str | StoredReturn | None, dict[str, Any]]] = deque()
         self.persistAfter = PERSIST_AFTER
+        self.writeLimit = DEFAULT_REQ_WRITE_BUFFER
+        #: The delayed call that tries L{flush} again, while one is due.
+        self._flushTimer: Any = None
         #: The returns of this run the master has not acknowledged yet.
         self.unacknowledged: dict[StoredReturn, dict[str, Any]] = {}
         #: The delayed call that writes the unacknowledged returns that are
@@ -116,6 +132,9 @@ class ReturnDelivery:
         if self._persistTimer is not None and self._persistTimer.active():
             self._persistTimer.cancel()
         self._persistTimer = None
+        if self._flushTimer is not None and self._flushTimer.active():
+            self._flushTimer.cancel()
+        self._flushTimer = None
 
     def jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> None:
         """
@@ -254,12 +273,23 @@ class ReturnDelivery:
 
     def flush(self) -> None:
         """
-        Send every pending return over the ready session, if there is one.
+        Send every pending return over the ready session, if there is one,
+        while its connection holds at most L{writeLimit} bytes unsent: the
+        rest wait, and are sent as acknowledgements come back (or
+        L{FLUSH_RETRY} seconds later).
         """
         while self.req is not None and self.pending:
+            if writeBacklog(self.req.transport) > self.writeLimit:
+                if self._flushTimer is None and not self.stopped:
+                    self._flushTimer = self.reactor.callLater(FLUSH_RETRY, self._flushAgain)
+                return
             name, ret = self.pending.popleft()
             d = self.req.request(ret)
             d.addCallbacks(self._delivered, self._failed, (name,), None, (name, ret))
+
+    def _flushAgain(self) -> None:
+        self._flushTimer = None
+        self.flush()
 
     def _delivered(self, reply: Any, name: str | StoredReturn | None) -> None:
         if isinstance(name, StoredReturn):
@@ -269,6 +299,9 @@ class ReturnDelivery:
                 self.acknowledgementsSettled()
         elif name is not None and self.returnsQueue is not None:
             self.returnsQueue.remove(name)
+        if self.pending and self._flushTimer is not None:
+            # The master read up to this return: the connection has room.
+            self.flush()
 
     def _failed(self, failure: Any, name: str | StoredReturn | None, ret: dict[str, Any]) -> None:
         if failure.check(RequestError):
