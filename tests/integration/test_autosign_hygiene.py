@@ -73,13 +73,20 @@ class WorldWritableWhitelistTests(TestCase):
 class PolicyProcessGroupTests(TestCase):
     """
     A policy executable that starts a background C{sleep} and waits: after
-    C{autosign_timeout} neither it nor the C{sleep} survives, with the real
-    master; the key stays pending.
+    C{autosign_timeout}, or when the master stops, neither it nor the
+    C{sleep} survives (checked by pid), with the real master.
     """
 
     timeout = 120
 
-    async def test_timeoutKillsTheGroup(self) -> None:
+    async def startPolicy(self, timeout: float) -> tuple[Cluster, list[int]]:
+        """
+        Start a master whose C{autosign_policy} writes its pid, starts
+        C{sleep 60} in the background, writes its pid and waits (only the
+        first time it runs); start a minion and wait for both pids.
+
+        @return: the cluster and the pids of the script and the sleep.
+        """
         cluster = Cluster(self)
         os.makedirs(cluster.masterDir, exist_ok=True)
         pids = os.path.join(cluster.masterDir, "pids")
@@ -95,7 +102,7 @@ class PolicyProcessGroupTests(TestCase):
                 "wait\n"
             )
         os.chmod(policy, 0o755)
-        cluster.writeMasterConfig(autosign_policy=policy, autosign_timeout=1)
+        cluster.writeMasterConfig(autosign_policy=policy, autosign_timeout=timeout)
         await cluster.startMaster()
         cluster.startMinion("minion1")
         await cluster.waitForPending(["minion1"])
@@ -112,6 +119,10 @@ class PolicyProcessGroupTests(TestCase):
                     os.kill(pid, 9)
 
         self.addCleanup(cleanup)
+        return cluster, found
+
+    async def test_timeoutKillsTheGroup(self) -> None:
+        cluster, found = await self.startPolicy(timeout=1)
         await waitFor(
             lambda: not any(_alive(pid) for pid in found),
             "the policy and its sleep killed",
@@ -120,3 +131,18 @@ class PolicyProcessGroupTests(TestCase):
         await sleep(0.5)
         self.assertIn("minion1", FilesystemKeyStore(cluster.masterPkiDir).listKeys(PENDING))
         self.assertIn("killed with its process group", cluster.master.output())  # type: ignore[union-attr]
+
+    async def test_masterStopKillsTheGroup(self) -> None:
+        """
+        When the master stops (SIGTERM), a running policy and the C{sleep}
+        it started are killed, long before their timeout.
+        """
+        cluster, found = await self.startPolicy(timeout=50)
+        self.assertTrue(all(_alive(pid) for pid in found))
+        await cluster.stopMaster()
+        await waitFor(
+            lambda: not any(_alive(pid) for pid in found),
+            "the policy and its sleep killed at the master's stop",
+            timeout=5,
+            context=cluster.logs,
+        )
