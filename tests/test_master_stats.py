@@ -229,11 +229,23 @@ class MasterStatsTests(SynchronousTestCase):
                     "queued_bytes": 0,
                     "dropped": 0,
                 },
+                "publications": {"dropped": 0},
             },
         )
         master.clock.advance(30)
         self.assertEqual(stats.collect()["time"], 30)
         self.assertEqual(stats.collect()["stats"], {})
+
+    def test_publicationsDropped(self) -> None:
+        """
+        The event reports the publications dropped for minions that did not
+        read them (C{pub_write_buffer}), as the sessions room counts them.
+        """
+        master = makeMaster(self)
+        stats = MasterStats(master, master.clock)
+        master.sessionsRoom.publicationsDropped = 3
+        self.assertEqual(master.publicationsDropped, 3)
+        self.assertEqual(stats.collect()["publications"], {"dropped": 3})
 
     def test_manageWorkers(self) -> None:
         """

@@ -160,6 +160,8 @@ class Master:
     publishPort = _Shared("admission")
     publicationKey = _Shared("jobPublisher")
     eventRate = _Shared("minionRequests")
+    #: Publications dropped for subscribers that did not read them.
+    publicationsDropped = _Shared("sessionsRoom")
 
     def __init__(
         self,

@@ -407,6 +407,10 @@ class IMasterStatus(Interface):
     sessions = Attribute("The minions' req sessions, by id.")
     workers = Attribute("The worker pool, or None.")
     requestStats = Attribute("The L{salttwist.master.maintenance.RequestStats}.")
+    publicationsDropped = Attribute(
+        "Publications dropped since the master started for subscribers that did not "
+        "read them (C{pub_write_buffer})."
+    )
 
 
 class IReactorMaster(Interface):

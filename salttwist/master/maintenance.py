@@ -145,8 +145,10 @@ class MasterStats:
             req sessions), C{jobs} (in flight, see L{jobsInFlight}) and
             C{events} (L{EventPublisherFactory.stats}: C{subscriptions} on
             the bus, the socket's C{subscribers}, the events C{queued} for
-            slow ones and those C{dropped}). The request figures start
-            again.
+            slow ones, their C{queued_bytes}, and those C{dropped}) and
+            C{publications} (C{dropped}: since the master started, for
+            minions that did not read them, see C{pub_write_buffer}). The
+            request figures start again.
         """
         master = self._master
         now = self._clock.seconds()
@@ -159,6 +161,7 @@ class MasterStats:
             "sessions": len(master.sessions),
             "jobs": jobsInFlight(master),
             "events": events,
+            "publications": {"dropped": master.publicationsDropped},
         }
         self._since = now
         return data
