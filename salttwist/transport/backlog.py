@@ -29,15 +29,21 @@ def writeBacklog(transport: Any) -> int:
         not cleared (a peer that never reads). Anything else reports 0: it
         is not bounded here.
     """
-    dataBuffer = getattr(transport, "dataBuffer", None)
-    if dataBuffer is not None:
-        # twisted.internet.abstract.FileDescriptor: the buffer being sent
-        # from offset, and the writes gathered since (_tempDataLen).
-        return (
-            len(dataBuffer)
-            - getattr(transport, "offset", 0)
-            + getattr(transport, "_tempDataLen", 0)
-        )
+    try:
+        # twisted.internet.abstract.FileDescriptor (TCP, UNIX): the buffer
+        # being sent from offset, and the writes gathered since
+        # (_tempDataLen). Plain attribute reads: this runs for every
+        # publication to every subscriber. TLS's wrapper hands attributes it
+        # lacks to the socket's transport: its ciphertext is counted here.
+        return len(transport.dataBuffer) - transport.offset + transport._tempDataLen
+    except AttributeError:
+        return _otherBacklog(transport)
+
+
+def _otherBacklog(transport: Any) -> int:
+    """
+    L{writeBacklog} of a transport that is not a socket's.
+    """
     appSendBuffer = getattr(transport, "_appSendBuffer", None)
     if appSendBuffer is not None:
         # A few cleartext chunks at most (before the handshake, or while
