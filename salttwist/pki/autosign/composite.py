@@ -94,10 +94,14 @@ class CompositeAutosignPolicy:
         return _pending("none", "no policy accepted the key (" + "; ".join(heard) + ")")
 
 
+_FILE_OPTIONS = ("autosign_file", "autoreject_file", "autosign_policy", "autosign_grains_dir")
+
+
 def _checkAtStart(config: Mapping[str, Any], runBlocking: RunBlocking) -> None:
     """
     Check the hygiene of the autosign files once, in a thread, as the master
-    starts, and log an error per problem (see L{checkAutosignFiles}). The
+    starts, and log an error per problem (see L{checkAutosignFiles}); with
+    none of those files configured, nothing is run. The
     master starts anyway: each decision checks again, and an untrusted file
     leaves keys pending.
     """
@@ -109,6 +113,8 @@ def _checkAtStart(config: Mapping[str, Any], runBlocking: RunBlocking) -> None:
     def failed(failure: Failure) -> None:
         _log.failure("autosign: the start-time check of the policy files failed", failure)
 
+    if not any(config.get(option) for option in _FILE_OPTIONS):
+        return
     d = runBlocking(checkAutosignFiles, dict(config))
     d.addCallbacks(report, failed)
 
