@@ -434,6 +434,7 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "minion_event_rate_limit": _Option(100, _checkNumber),
     "minion_event_rate_burst": _Option(1000, _integer(1)),
     "max_minions_pre": _Option(10000, _COUNT),
+    "allow_unicode_minion_ids": _Option(False, _checkBool),
 }
 
 _MINION_OPTIONS: dict[str, _Option] = {

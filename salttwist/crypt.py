@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import functools
 import os
+import re
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -105,7 +106,8 @@ def loadPublicKey(pem: bytes) -> rsa.RSAPublicKey:
     Parse and vet a PEM public key. The last L{PUBLIC_KEY_CACHE} keys that
     passed are kept (a key object is immutable); a refused one never is.
 
-    @raise CryptError: if it is malformed, not RSA, smaller than
+    @raise CryptError: if it is malformed, not exactly one public key block
+        with at most whitespace around it, not RSA, smaller than
         L{MIN_RSA_BITS}, larger than L{MAX_RSA_BITS}, or has a public exponent
         other than 65537.
     """
@@ -122,8 +124,23 @@ def _publicPemBytes(pem: object) -> bytes:
     return bytes(pem)
 
 
+#: Exactly one public key block (SubjectPublicKeyInfo, or PKCS#1 "RSA
+#: PUBLIC KEY"), surrounded by whitespace at most: no second block, no
+#: headers, no text before or after, which the parser would ignore.
+_ONE_PUBLIC_PEM = re.compile(
+    rb"\s*-----BEGIN (?P<label>(?:RSA )?PUBLIC KEY)-----\r?\n"
+    rb"[A-Za-z0-9+/=\r\n\t ]+"
+    rb"-----END (?P=label)-----\s*"
+)
+
+
 @functools.lru_cache(maxsize=PUBLIC_KEY_CACHE)
 def _parsePublicKey(pem: bytes) -> rsa.RSAPublicKey:
+    if not _ONE_PUBLIC_PEM.fullmatch(pem):
+        raise CryptError(
+            "not a PEM public key: expected exactly one PUBLIC KEY block, "
+            "with nothing but whitespace around it"
+        )
     try:
         key = serialization.load_pem_public_key(pem)
     except (ValueError, TypeError) as e:

@@ -1009,6 +1009,62 @@ class ConcurrentCommandTests(_KeyCommandBase):
                 self.assertEqual(leftovers, [], context)
 
 
+class LookAlikeIdTests(_KeyCommandBase):
+    """
+    Keys stored before the id rules of issue 22 whose ids look like
+    others: listings show them escaped, and they can be named and deleted.
+    """
+
+    def setUp(self) -> None:
+        """
+        Add an impostor C{web1\\u3164} beside the accepted C{web1}.
+        """
+        super().setUp()
+        self.store.putKey(ACCEPTED, "web1\u3164", PEM_B)
+
+    def test_listEscaped(self) -> None:
+        """
+        C{-L} shows the impostor escaped, in the human and txt formats; json
+        escapes it as JSON does.
+        """
+        self.assertEqual(self.run_("-L"), 0)
+        lines = self.stdout.getvalue().splitlines()
+        self.assertIn("web1", lines)
+        self.assertIn("web1\\u3164", lines)
+        self.assertTrue(self.stdout.getvalue().isascii())
+        self.stdout.truncate(0)
+        self.stdout.seek(0)
+        self.assertEqual(self.run_("-L", "--out", "txt"), 0)
+        self.assertIn("'web1\\\\u3164'", self.stdout.getvalue())
+        self.assertTrue(self.stdout.getvalue().isascii())
+
+    def test_fingerEscaped(self) -> None:
+        """
+        C{-F} shows the impostor escaped beside its fingerprint.
+        """
+        self.assertEqual(self.run_("-F"), 0)
+        self.assertIn(f"web1\\u3164:  {FINGER_B}", self.stdout.getvalue())
+
+    def test_deleteByEscapedName(self) -> None:
+        """
+        C{-d} with the escaped form deletes the impostor only; the prompt
+        shows it escaped.
+        """
+        self.setAnswer("y\n")
+        self.assertEqual(self.run_("-d", "web1\\u3164"), 0)
+        self.assertIn("web1\\u3164  (SHA-256", self.stdout.getvalue())
+        self.assertIn("Key for minion web1\\u3164 deleted.", self.stdout.getvalue())
+        self.assertEqual(self.store.stateOf("web1\u3164"), [])
+        self.assertEqual(self.store.stateOf("web1"), [ACCEPTED])
+
+    def test_deleteByRealName(self) -> None:
+        """
+        C{-d} with the id itself deletes it too.
+        """
+        self.assertEqual(self.run_("-d", "web1\u3164", "-y"), 0)
+        self.assertEqual(self.store.listKeys(ACCEPTED), ["web1"])
+
+
 class KeyEventTests(_KeyCommandBase):
     """
     Every key change made by C{salttwist-key} is reported to a running master

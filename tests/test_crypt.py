@@ -160,6 +160,40 @@ class LoadPublicKeyTests(SynchronousTestCase):
         ]:
             self.assertRaises(CryptError, crypt.loadPublicKey, pem)
 
+    def test_exactlyOneBlock(self) -> None:
+        """
+        Only one public key block, with at most whitespace around it, is a
+        public key: a second block after it (even another valid key, which
+        the parser would ignore), text before or after, or a NUL after are
+        refused by L{crypt.loadPublicKey} and L{crypt.canonicalPublicPem}
+        alike (issue 22).
+        """
+        pkcs1 = _KEY.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.PKCS1
+        )
+        for pem in [
+            PEM + OTHER_PEM,
+            PEM + PEM,
+            PEM + b"trailing",
+            PEM + b"\x00",
+            b"leading\n" + PEM,
+            PEM + b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+            pkcs1 + PEM,
+            PEM.replace(b"-----END PUBLIC KEY-----", b"-----END RSA PUBLIC KEY-----"),
+        ]:
+            with self.assertRaises(CryptError) as caught:
+                crypt.loadPublicKey(pem)
+            self.assertIn("exactly one PUBLIC KEY block", str(caught.exception))
+            self.assertRaises(CryptError, crypt.canonicalPublicPem, pem)
+
+    def test_whitespaceAround(self) -> None:
+        """
+        Whitespace before and after the one block, and CRLF line ends, are
+        fine.
+        """
+        for pem in [b"\n  " + PEM + b"\n\n", PEM.replace(b"\n", b"\r\n"), PEM.rstrip()]:
+            self.assertEqual(crypt.canonicalPublicPem(pem), PEM)
+
     def test_notBytes(self) -> None:
         """
         A PEM given as L{str} is refused.

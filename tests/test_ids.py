@@ -5,7 +5,10 @@ Tests for L{salttwist.pki.ids}.
 
 from __future__ import annotations
 
-from twisted.trial.unittest import SynchronousTestCase
+import sys
+import unicodedata
+
+from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
 from salttwist.pki import ids
 from salttwist.pki.ids import MAX_ID_BYTES, InvalidMinionId, validateMinionId
@@ -209,3 +212,202 @@ class PlainAsciiFastPathTests(SynchronousTestCase):
         self.assertRaises(InvalidMinionId, validateMinionId, "web\u200b1")
         self.assertAgree(".hidden")
         self.assertAgree("web-01.example.com")
+
+
+class HostNameRuleTests(SynchronousTestCase):
+    """
+    The default rule for new ids (issue 22): a host name's grammar.
+    """
+
+    def test_admitted(self) -> None:
+        """
+        Host names, with upper case, digits, C{_} and inner C{-}, up to 255
+        bytes, are admitted unchanged.
+        """
+        for minionId in ("web1", "WEB-01.example.com", "a", "_x", "a-", "1.2.3", "m" * 255):
+            self.assertEqual(ids.checkHostNameId(minionId), minionId)
+            self.assertEqual(ids.DEFAULT_ID_RULES.check(minionId), minionId)
+
+    def test_refusedNamingTheRule(self) -> None:
+        """
+        Lookalikes, target expressions, option-like and broken host names
+        are refused with a message naming the problem (the character by
+        code point and name, escaped) and the rule.
+        """
+        cases = {
+            "web1\u3164": "U+3164 (HANGUL FILLER)",
+            "web1\u2800": "U+2800 (BRAILLE PATTERN BLANK)",
+            "web\u0301": "U+0301 (COMBINING ACUTE ACCENT)",
+            "w\u0435b1": "U+0435 (CYRILLIC SMALL LETTER IE)",
+            "\uff57eb1": "U+FF57",
+            "*": "'*'",
+            "web*": "'*'",
+            "G@role:web": "'@'",
+            "E@.*": "'@'",
+            "a,b": "','",
+            "-rf": "starts with '-'",
+            "web1.": "ends with '.'",
+            "a..b": "empty label",
+            "a.-b": "label starting with '-'",
+            "m" * 256: "256 bytes",
+        }
+        for minionId, named in cases.items():
+            with self.assertRaises(InvalidMinionId) as caught:
+                ids.checkHostNameId(minionId)
+            message = str(caught.exception)
+            self.assertIn(named, message)
+            if len(minionId) <= ids.MAX_ID_BYTES:
+                self.assertIn("ASCII letters, digits", message)
+            self.assertTrue(message.isascii(), message)
+            self.assertTrue(message.isprintable(), message)
+
+    def test_unsafeIdsStillNamed(self) -> None:
+        """
+        An id that is not even a safe file name gets that message.
+        """
+        self.assertRaises(InvalidMinionId, ids.checkHostNameId, "../x")
+        self.assertRaises(InvalidMinionId, ids.checkHostNameId, None)
+        self.assertRaises(InvalidMinionId, ids.checkHostNameId, "")
+
+    def test_agreesWithValidate(self) -> None:
+        """
+        Every id of one or two ASCII characters the host-name rule admits is
+        also a safe id (the rule only narrows L{validateMinionId}).
+        """
+        for first in range(128):
+            for second in range(128):
+                minionId = chr(first) + chr(second)
+                try:
+                    ids.checkHostNameId(minionId)
+                except InvalidMinionId:
+                    continue
+                self.assertEqual(validateMinionId(minionId), minionId)
+
+
+class EscapeIdTests(SynchronousTestCase):
+    """
+    L{ids.escapeId} shows ids apart.
+    """
+
+    def test_plain(self) -> None:
+        """
+        Printable ASCII ids are shown as they are.
+        """
+        self.assertEqual(ids.escapeId("web-1.example.com"), "web-1.example.com")
+
+    def test_escaped(self) -> None:
+        """
+        Anything else is a Python escape, and a backslash is doubled, so two
+        different ids never look the same.
+        """
+        self.assertEqual(ids.escapeId("web1\u3164"), "web1\\u3164")
+        self.assertEqual(ids.escapeId("caf\u00e9"), "caf\\xe9")
+        self.assertEqual(ids.escapeId("x\U0001f600"), "x\\U0001f600")
+        self.assertEqual(ids.escapeId("a\\u3164"), "a\\\\u3164")
+        self.assertNotEqual(ids.escapeId("a\\u3164"), ids.escapeId("a\u3164"))
+
+
+class IdIndexTests(SynchronousTestCase):
+    """
+    L{ids.IdIndex}: which existing ids a new one clashes with.
+    """
+
+    def test_asciiCase(self) -> None:
+        """
+        By default ids clash when equal regardless of ASCII case only.
+        """
+        index = ids.IdIndex(ids.DEFAULT_ID_RULES)
+        index.add("minions", "web1")
+        index.add("minions_pre", "caf\u00e9")
+        self.assertEqual(index.clashes("WEB1"), [("minions", "web1")])
+        self.assertEqual(index.clashes("web1"), [])
+        self.assertEqual(index.clashes("webl"), [])
+        self.assertEqual(index.clashes("CAF\u00e9"), [("minions_pre", "caf\u00e9")])
+        self.assertEqual(index.clashes("CAF\u00c9"), [])
+
+
+class UnicodeRulesTests(SynchronousTestCase):
+    """
+    C{allow_unicode_minion_ids}: L{ids.IdRules} with C{unicode=True}.
+    """
+
+    def setUp(self) -> None:
+        """
+        Skip without PyICU.
+        """
+        self.rules = ids.IdRules(unicode=True)
+        try:
+            self.rules.require()
+        except ids.UnicodeIdsUnavailable as e:
+            raise SkipTest(str(e)) from e
+
+    def test_admitted(self) -> None:
+        """
+        NFC ids of one script, or Latin and one other, are admitted.
+        """
+        for minionId in (
+            "caf\u00e9",
+            "\u0441\u0435\u0440\u0432\u0435\u0440-1",
+            "\u65e5\u672c-1",
+            "web1",
+        ):
+            self.assertEqual(self.rules.check(minionId), minionId)
+
+    def test_refused(self) -> None:
+        """
+        Not NFC, blank letters, combining-only labels, repeated marks,
+        mixed Latin and Cyrillic, full-width forms and target expressions
+        are refused, naming the option.
+        """
+        for minionId in (
+            unicodedata.normalize("NFD", "caf\u00e9"),
+            "web1\u3164",
+            "web1\u2800",
+            "\u0301ab",
+            "a.\u0301b",
+            "e\u0301\u0301x",
+            "w\u0435b1",
+            "\uff57eb1",
+            "web*",
+            "-rf",
+            "web1.",
+            "a..b",
+        ):
+            with self.assertRaises(InvalidMinionId) as caught:
+                self.rules.check(minionId)
+            self.assertIn(ids.UNICODE_IDS_OPTION, str(caught.exception))
+
+    def test_confusablesClash(self) -> None:
+        """
+        A Unicode id clashes with an existing id of the same skeleton of
+        its NFKC case fold; two ASCII ids only by case (C{web1} and
+        C{webl} share a skeleton but are plain to see).
+        """
+        index = ids.IdIndex(self.rules)
+        index.add("minions", "cep")
+        index.add("minions", "web1")
+        index.add("minions", "caf\u00e9")
+        self.assertEqual(index.clashes("\u0441\u0435\u0440"), [("minions", "cep")])
+        self.assertEqual(index.clashes("CAF\u00c9"), [("minions", "caf\u00e9")])
+        self.assertEqual(index.clashes("webl"), [])
+        self.assertEqual(index.clashes("WEB1"), [("minions", "web1")])
+
+    def test_missingIcu(self) -> None:
+        """
+        Without PyICU, C{require} says what to install.
+        """
+        ids._icu.cache_clear()
+        self.addCleanup(ids._icu.cache_clear)
+        saved = sys.modules.get("icu")
+        sys.modules["icu"] = None  # type: ignore[assignment]
+
+        def restore() -> None:
+            if saved is None:
+                sys.modules.pop("icu", None)
+            else:
+                sys.modules["icu"] = saved
+
+        self.addCleanup(restore)
+        with self.assertRaises(ids.UnicodeIdsUnavailable) as caught:
+            self.rules.require()
+        self.assertIn("libicu-dev", str(caught.exception))

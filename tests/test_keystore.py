@@ -25,6 +25,7 @@ from zope.interface.verify import verifyObject
 
 from salttwist.crypt import CryptError, generatePrivateKey, publicKeyToPem
 from salttwist.interfaces import IKeyStore
+from salttwist.pki import keystore
 from salttwist.pki.keystore import (
     ACCEPTED,
     DENIED,
@@ -33,9 +34,12 @@ from salttwist.pki.keystore import (
     REJECTED,
     STATES,
     FilesystemKeyStore,
+    IdClash,
     InMemoryKeyStore,
     InvalidMinionId,
     KeyChanged,
+    checkNewId,
+    nonconformingIds,
 )
 
 # Key generation is slow; two keys serve every test.
@@ -72,6 +76,63 @@ class KeyStoreContractMixin:
         The store provides L{IKeyStore}.
         """
         self.assertTrue(verifyObject(IKeyStore, self.store))
+
+    def test_putRefusesTwoBlocks(self) -> None:
+        """
+        A PEM with a second key block after the first, or trailing bytes,
+        is refused and nothing is stored (issue 22).
+        """
+        for pem in (PEM_A + PEM_B, PEM_A + b"x"):
+            self.assertRaises(CryptError, self.store.putKey, PENDING, "m1", pem)
+        self.assertIsNone(self.store.getKey(PENDING, "m1"))
+
+    def test_idClashesEveryState(self) -> None:
+        """
+        C{idClashes} names the id with a key in any state that a new id is
+        the same as regardless of ASCII case; not the id itself.
+        """
+        self.assertEqual(self.store.idClashes("WEB1"), [])
+        for state in STATES:
+            self.store.putKey(state, "web1", PEM_A)
+            self.assertEqual(self.store.idClashes("WEB1"), [(state, "web1")])
+            self.assertEqual(self.store.idClashes("web1"), [])
+            self.assertEqual(self.store.idClashes("Web1"), [(state, "web1")])
+            self.store.deleteKey(state, "web1")
+        self.assertEqual(self.store.idClashes("WEB1"), [])
+
+    def test_checkNewId(self) -> None:
+        """
+        L{checkNewId} refuses an id breaking the rules, naming the rule, and
+        an id clashing with an existing one (L{IdClash}, naming it).
+        """
+        self.store.putKey(ACCEPTED, "web1", PEM_A)
+        self.assertEqual(checkNewId(self.store, "web2"), "web2")
+        with self.assertRaises(IdClash) as caught:
+            checkNewId(self.store, "WEB1")
+        self.assertIn("'web1'", str(caught.exception))
+        self.assertEqual(caught.exception.clashes, [(ACCEPTED, "web1")])
+        with self.assertRaises(InvalidMinionId) as refused:
+            checkNewId(self.store, "web1\u3164")
+        self.assertIn("U+3164", str(refused.exception))
+
+    def test_nonconformingIds(self) -> None:
+        """
+        L{nonconformingIds} lists stored keys whose ids break the rules or
+        clash with another id; they can still be read and deleted.
+        """
+        self.store.putKey(ACCEPTED, "web1", PEM_A)
+        self.store.putKey(PENDING, "WEB1", PEM_B)
+        self.store.putKey(ACCEPTED, "web1\u3164", PEM_B)
+        self.store.putKey(ACCEPTED, "good", PEM_A)
+        found = nonconformingIds(self.store)
+        self.assertEqual(
+            [(state, minionId) for state, minionId, _ in found],
+            [(PENDING, "WEB1"), (ACCEPTED, "web1"), (ACCEPTED, "web1\u3164")],
+        )
+        self.assertIn("U+3164", found[2][2])
+        self.assertIn("'WEB1'", found[1][2])
+        self.assertEqual(self.store.getKey(ACCEPTED, "web1\u3164"), PEM_B)
+        self.assertTrue(self.store.deleteKey(ACCEPTED, "web1\u3164"))
 
     def test_empty(self) -> None:
         """
@@ -283,6 +344,52 @@ class FilesystemKeyStoreTests(KeyStoreContractMixin, SynchronousTestCase):
         os.mkdir(self.base)
         self.pkiDir = os.path.join(self.base, "pki")
         return FilesystemKeyStore(self.pkiDir)
+
+    def test_idClashesSeesOtherWriters(self) -> None:
+        """
+        The index of ids behind C{idClashes} is listed again when a state
+        directory changes, even within the same file-time tick: a key
+        another process (here a second store) writes is seen at once.
+        """
+        self.assertEqual(self.store.idClashes("WEB1"), [])
+        FilesystemKeyStore(self.pkiDir).putKey(PENDING, "web1", PEM_A)
+        self.assertEqual(self.store.idClashes("WEB1"), [(PENDING, "web1")])
+
+    def test_idClashesIndexKept(self) -> None:
+        """
+        While no state directory changed (and none changed recently), the
+        index is not listed again.
+        """
+        self.store.putKey(ACCEPTED, "web1", PEM_A)
+        old = os.stat(self.pkiDir).st_mtime - 10
+        for state in STATES:
+            os.utime(os.path.join(self.pkiDir, state), (old, old))
+        self.assertEqual(self.store.idClashes("WEB1"), [(ACCEPTED, "web1")])
+        listed = []
+        self.patch(self.store, "listKeys", lambda state: listed.append(state) or [])
+        self.assertEqual(self.store.idClashes("WEB1"), [(ACCEPTED, "web1")])
+        self.assertEqual(listed, [])
+
+    def test_idClashesOwnWritesNotListed(self) -> None:
+        """
+        While this store itself writes new keys (an auth storm of new ids),
+        the index keeps its writes and is not listed again per new id, only
+        every L{keystore.INDEX_REFRESH_SECONDS}; its moves and deletions are
+        kept too.
+        """
+        self.patch(keystore, "INDEX_REFRESH_SECONDS", 3600.0)
+        self.assertEqual(self.store.idClashes("WEB1"), [])
+        listed = []
+        original = self.store.listKeys
+        self.patch(self.store, "listKeys", lambda state: listed.append(state) or original(state))
+        for n in range(50):
+            self.store.putKey(PENDING, f"new{n}", PEM_A)
+            self.assertEqual(self.store.idClashes(f"NEW{n}"), [(PENDING, f"new{n}")])
+        self.store.moveKey("new1", PENDING, ACCEPTED)
+        self.assertEqual(self.store.idClashes("NEW1"), [(ACCEPTED, "new1")])
+        self.store.deleteKey(PENDING, "new2")
+        self.assertEqual(self.store.idClashes("NEW2"), [])
+        self.assertEqual(listed, [])
 
     def tree(self) -> list[str]:
         """

@@ -41,6 +41,7 @@ from salttwist.crypt import (
     publicKeyToPem,
 )
 from salttwist.events.fire import fireMasterEvent
+from salttwist.pki.ids import escapeId
 from salttwist.pki.keystore import (
     ACCEPTED,
     DENIED,
@@ -227,8 +228,25 @@ def _globs(pattern: str) -> list[str]:
 def _matches(name: str, globs: Sequence[str]) -> bool:
     """
     Does C{name} match one of C{globs}? Matching is case-sensitive, as ids are.
+    An id that listings show escaped (L{escapeId}: invisible or non-ASCII
+    letters) also matches by that escaped form, so an admin can name
+    C{web1\\u3164} apart from C{web1} (C{salttwist-key -d 'web1\\u3164'}).
     """
-    return any(fnmatch.fnmatchcase(name, glob) for glob in globs)
+    if any(fnmatch.fnmatchcase(name, glob) for glob in globs):
+        return True
+    shown = escapeId(name)
+    return shown != name and any(fnmatch.fnmatchcase(shown, glob) for glob in globs)
+
+
+def _escapedIds(value: Any) -> Any:
+    """
+    A list of ids, or a mapping by id, with each id escaped (L{escapeId}).
+    """
+    if isinstance(value, dict):
+        return {escapeId(name): entry for name, entry in value.items()}
+    if isinstance(value, list):
+        return [escapeId(name) for name in value]
+    return value
 
 
 def _fingerprintOrNote(pem: bytes) -> str:
@@ -262,6 +280,9 @@ def _output(data: dict[str, Any], fmt: str, line: Callable[[str, str, Any], str]
         state, its key and (for a mapping) its value.
     """
     ordered = {state: data[state] for state in _DATA_ORDER if state in data}
+    if fmt == "txt":
+        # Python's repr shows blank and lookalike letters as they are.
+        ordered = {state: _escapedIds(value) for state, value in ordered.items()}
     if fmt == "json":
         _write(json.dumps(ordered, indent=4))
     elif fmt == "yaml":
@@ -276,7 +297,11 @@ def _output(data: dict[str, Any], fmt: str, line: Callable[[str, str, Any], str]
                 entries = data[state]
                 for name in entries:
                     value = entries[name] if isinstance(entries, dict) else None
-                    _write(line(state, name, value))
+                    text = line(state, name, value)
+                    if text.startswith(name):
+                        # Shown escaped: blank and lookalike letters visible.
+                        text = escapeId(name) + text[len(name) :]
+                    _write(text)
 
 
 def _listKeys(store: FilesystemKeyStore, states: Sequence[str], fmt: str) -> int:
@@ -313,7 +338,7 @@ def _readMatching(
             try:
                 pem = store.getKey(state, minionId)
             except OSError as e:
-                _error(f"cannot read the key of {minionId} in {state}: {e}")
+                _error(f"cannot read the key of {escapeId(minionId)} in {state}: {e}")
                 continue
             if pem is not None:
                 data.setdefault(state, {})[minionId] = convert(pem)
@@ -337,7 +362,7 @@ def _clashes(store: FilesystemKeyStore, minionIds: Sequence[str]) -> dict[str, s
             try:
                 pem = store.getKey(state, minionId)
             except OSError as e:
-                _error(f"cannot read the key of {minionId} in {state}: {e}")
+                _error(f"cannot read the key of {escapeId(minionId)} in {state}: {e}")
                 continue
             if pem is not None:
                 parts.append(f"{_ADJECTIVES[state]}: {_fingerprintOrNote(pem)}")
@@ -471,7 +496,7 @@ def _findMatches(store: FilesystemKeyStore, pattern: str, sources: Sequence[str]
             try:
                 pem = store.getKey(state, minionId)
             except OSError as e:
-                _error(f"cannot read the key of {minionId} in {state}: {e}")
+                _error(f"cannot read the key of {escapeId(minionId)} in {state}: {e}")
                 continue
             if pem is not None:
                 found.append(_Match(state, minionId, pem))
@@ -500,7 +525,7 @@ def _confirm(verb: str, found: Sequence[_Match], clashes: dict[str, str], defaul
                 finger = f"SHA-256 fingerprint {_fingerprintOrNote(match.pem)}"
                 if state == DENIED and match.minionId in clashes:
                     finger += f"; {clashes[match.minionId]}"
-                _write(f"{match.minionId}  ({finger})")
+                _write(f"{escapeId(match.minionId)}  ({finger})")
     sys.stdout.write("Proceed? [n/Y] " if defaultYes else "Proceed? [N/y] ")
     sys.stdout.flush()
     answer = sys.stdin.readline()
@@ -557,23 +582,24 @@ def _changeKeys(
                 changed = store.moveKey(minionId, match.state, target, expected=expected)
         except KeyChanged:
             _write(
-                f"Key for minion {minionId} changed after it was listed;"
+                f"Key for minion {escapeId(minionId)} changed after it was listed;"
                 f" not {verb}. Check its fingerprint and try again."
             )
             status = 1
             continue
         except OSError as e:
-            _error(f"cannot change the key of {minionId} in {match.state}: {e}")
+            _error(f"cannot change the key of {escapeId(minionId)} in {match.state}: {e}")
             status = 1
             continue
         if not changed:
             _write(
-                f"Key for minion {minionId} is no longer {_ADJECTIVES[match.state]}; not {verb}."
+                f"Key for minion {escapeId(minionId)} is no longer "
+                f"{_ADJECTIVES[match.state]}; not {verb}."
             )
             status = 1
         elif minionId not in done:
             done.append(minionId)
-            _write(f"Key for minion {minionId} {verb}.")
+            _write(f"Key for minion {escapeId(minionId)} {verb}.")
             if notify is not None:
                 notify(_ACTS[verb], minionId)
     return status

@@ -18,7 +18,8 @@ from twisted.logger import Logger
 from salttwist import crypt, wire
 from salttwist.interfaces import IKeyStore
 from salttwist.master.keys import MasterKeys, PublicationKey
-from salttwist.pki.ids import InvalidMinionId, validateMinionId
+from salttwist.pki.ids import IdClash, InvalidMinionId, escapeId, validateMinionId
+from salttwist.pki.keystore import checkNewId
 
 NONCE_BYTES = 32
 #: The reply to a new id while C{minions_pre} holds C{max_minions_pre} keys.
@@ -146,7 +147,10 @@ class Authenticator:
         outcome = self._decide(minionId, canonical, allowNewPending)
         if outcome.reply["ret"] != "accepted":
             self.log.info(
-                "auth for {id} from {peer}: {ret}", id=minionId, peer=peer, ret=outcome.reply["ret"]
+                "auth for {id} from {peer}: {ret}",
+                id=escapeId(minionId),
+                peer=peer,
+                ret=outcome.reply["ret"],
             )
             return outcome
         signLater = signLater and load.get("batch_sig") is True
@@ -195,6 +199,9 @@ class Authenticator:
         if not allowNewPending:
             # Logged by the master, at most once a minute (not per request).
             return AuthOutcome({"ret": "error", "error": PENDING_FULL}, minionId)
+        refused = self._refuseNewId(minionId, event)
+        if refused is not None:
+            return refused
         keys.putKey("minions_pre", minionId, pem)
         return AuthOutcome(
             {"ret": "pending"},
@@ -206,6 +213,26 @@ class Authenticator:
             undecided=True,
             pem=pem,
         )
+
+    def _refuseNewId(self, minionId: str, event: dict[str, Any]) -> AuthOutcome | None:
+        """
+        A new id (no key in any state) breaking the store's id rules is
+        refused, and one clashing with an existing id is denied, with
+        nothing written; the minion is told why (L{checkNewId}).
+        """
+        try:
+            checkNewId(self._keys, minionId)
+        except IdClash as e:
+            self.log.warn("new minion id denied: {e}", e=e)
+            return AuthOutcome(
+                {"ret": "denied", "error": str(e)},
+                minionId,
+                events=[("salt/auth", dict(event, act="denied", result=False, reason=str(e)))],
+            )
+        except InvalidMinionId as e:
+            self.log.warn("new minion id refused: {e}", e=e)
+            return _error(f"invalid minion id: {e}")
+        return None
 
     def _accept(
         self,

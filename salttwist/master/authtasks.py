@@ -18,14 +18,18 @@ _state: dict[str, Any] = {}
 
 
 @task(idempotent=True)
-def loadAuthenticator(pkiDir: str) -> str:
+def loadAuthenticator(pkiDir: str, unicodeIds: bool = False) -> str:
     """
     Load C{pkiDir/master.pem} and open the key store over C{pkiDir}.
+
+    @param unicodeIds: the master's C{allow_unicode_minion_ids}: the rules
+        new ids must meet (L{salttwist.pki.ids.IdRules}).
 
     @return: the master key's fingerprint.
     """
     from salttwist import crypt
     from salttwist.master.keys import MasterKeys
+    from salttwist.pki.ids import IdRules
     from salttwist.pki.keystore import FilesystemKeyStore
 
     # As the master loads it (no RSA consistency check for a file only
@@ -33,7 +37,7 @@ def loadAuthenticator(pkiDir: str) -> str:
     key = crypt.loadOwnPrivateKey(os.path.join(pkiDir, "master.pem"))
     publicPem = crypt.publicKeyToPem(key.public_key())
     _state["keys"] = MasterKeys(key, publicPem, b"")
-    _state["store"] = FilesystemKeyStore(pkiDir)
+    _state["store"] = FilesystemKeyStore(pkiDir, IdRules(unicode=unicodeIds))
     return crypt.fingerprint(publicPem)
 
 

@@ -56,7 +56,8 @@ from salttwist.master.keys import loadMasterKeys
 from salttwist.master.maintenance import MasterStats, PresenceEvents
 from salttwist.master.publisher import PubServerFactory
 from salttwist.master.reqserver import ReqServerFactory
-from salttwist.pki.keystore import FilesystemKeyStore
+from salttwist.pki.ids import UnicodeIdsUnavailable, escapeId, idRulesFromConfig
+from salttwist.pki.keystore import FilesystemKeyStore, nonconformingIds
 from salttwist.transport.interfaces import ROLE_PUB, ROLE_REQ
 from salttwist.transport.registry import UnknownTransport, findTransport
 from salttwist.workers.pool import WorkerPool
@@ -321,6 +322,13 @@ class MasterService(MultiService):
             else:
                 jobCache = SQLiteJobCache(jobCachePath, reactor, config["keep_jobs"])
         self.jobCache = jobCache
+        idRules = idRulesFromConfig(config)
+        try:
+            idRules.require()
+        except UnicodeIdsUnavailable as e:
+            raise StartupError(str(e)) from e
+        keyStore = FilesystemKeyStore(config["pki_dir"], idRules)
+        self._warnNonconformingIds(keyStore)
         self.workers: Any = None
         if useWorkers:
             size = config["worker_threads"]
@@ -328,14 +336,19 @@ class MasterService(MultiService):
                 reactor,
                 size,
                 spawnArgs=[AUTH_TASKS_MODULE, RUNNER_TASKS_MODULE],
-                initTasks=[(f"{AUTH_TASKS_MODULE}.loadAuthenticator", [config["pki_dir"]])],
+                initTasks=[
+                    (
+                        f"{AUTH_TASKS_MODULE}.loadAuthenticator",
+                        [config["pki_dir"], idRules.unicode],
+                    )
+                ],
                 minSize=min(IDLE_WORKERS, size),
                 idleTimeout=WORKER_IDLE_TIMEOUT,
             )
         self.master = Master(
             config,
             loadMasterKeys(config["pki_dir"], config["cachedir"], config["keysize"]),
-            FilesystemKeyStore(config["pki_dir"]),
+            keyStore,
             self.bus,
             runBlocking,
             reactor,
@@ -381,6 +394,30 @@ class MasterService(MultiService):
                     f"{MAX_UNIX_PATH} bytes; choose a shorter sock_dir"
                 )
         self._addChildren()
+
+    def _warnNonconformingIds(self, keyStore: FilesystemKeyStore) -> None:
+        """
+        Warn of keys whose ids a new minion could not take (they break
+        the id rules or clash with another id): they were written before
+        the rules or by hand. They still work; C{salttwist-key -d} deletes
+        them.
+        """
+        found = nonconformingIds(keyStore)
+        if not found:
+            return
+        shown = "; ".join(
+            f"'{escapeId(minionId)}' in {state}: {problem}"
+            for state, minionId, problem in found[:50]
+        )
+        more = f"; and {len(found) - 50} more" if len(found) > 50 else ""
+        self.log.warn(
+            "{n} minion key(s) have ids that break the id rules or clash with another id; "
+            "check them (salttwist-key -L shows ids escaped) and delete impostors with "
+            "salttwist-key -d ID: {keys}{more}",
+            n=len(found),
+            keys=shown,
+            more=more,
+        )
 
     def _addChildren(self) -> None:
         """

@@ -215,7 +215,9 @@ async def authenticate(
             f"(salttwist-key -a {credentials.id})",
         )
     if ret in ("rejected", "denied"):
-        raise AuthRefused(ret, f"the master {ret} this minion's key")
+        why = reply.get("error")
+        reason = f": {why}" if isinstance(why, str) else ""
+        raise AuthRefused(ret, f"the master {ret} this minion's key{reason}")
     if ret != "accepted":
         raise AuthRefused("error", f"authentication failed: {reply.get('error', reply)!r}")
     return await runBlocking(credentials.openReply, reply, challenge, nonce)

@@ -22,13 +22,24 @@ import errno
 import os
 import secrets
 import stat
+import threading
+import time
+from typing import Any
 
 from zope.interface import implementer
 
 from salttwist.crypt import canonicalPublicPem
 from salttwist.files import atomicWrite
 from salttwist.interfaces import IKeyStore
-from salttwist.pki.ids import InvalidMinionId, validateMinionId
+from salttwist.pki.ids import (
+    DEFAULT_ID_RULES,
+    IdClash,
+    IdIndex,
+    IdRules,
+    InvalidMinionId,
+    escapeId,
+    validateMinionId,
+)
 
 __all__ = [
     "ACCEPTED",
@@ -37,9 +48,12 @@ __all__ = [
     "REJECTED",
     "STATES",
     "FilesystemKeyStore",
+    "IdClash",
     "InMemoryKeyStore",
     "InvalidMinionId",
     "KeyChanged",
+    "checkNewId",
+    "nonconformingIds",
 ]
 
 PENDING = "minions_pre"
@@ -62,6 +76,24 @@ accepts at most 16 KiB, so anything bigger was not written by us.
 
 _PUBLIC_MODE = 0o644
 _DIR_MODE = 0o700
+
+RACY_SECONDS = 1.0
+"""
+A state directory changed less than this long ago is listed again for
+L{FilesystemKeyStore.idClashes} even if its modification time is the one
+last seen: file times are coarser than writes are apart (as git's "racy"
+index entries).
+"""
+
+INDEX_REFRESH_SECONDS = 0.5
+"""
+While this store itself writes keys (an auth storm of new ids), the index
+of L{FilesystemKeyStore.idClashes} keeps its own writes as they happen and
+lists the state directories again at most this often, not per new id
+(listing 10,000 pending keys per new id made a storm quadratic). A key
+another process wrote meanwhile is seen at most this late; when this store
+has not written since its last listing, any change is listed at once.
+"""
 
 
 class KeyChanged(Exception):
@@ -112,14 +144,23 @@ class FilesystemKeyStore:
     @ivar pkiDir: the directory holding the state directories.
     """
 
-    def __init__(self, pkiDir: str) -> None:
+    def __init__(self, pkiDir: str, idRules: IdRules = DEFAULT_ID_RULES) -> None:
         """
         Create C{pkiDir} and its state directories, mode 0700, if missing.
         Existing directories are left as they are.
 
         @param pkiDir: the master's C{pki_dir}.
+        @param idRules: the rules new ids must meet (L{checkNewId}).
         """
         self.pkiDir = pkiDir
+        self.idRules = idRules
+        # The index of idClashes: the directories' stamps when listed, when
+        # that was, and whether this store wrote since (threads share it).
+        self._index: IdIndex | None = None
+        self._indexStamps: tuple[Any, ...] | None = None
+        self._indexAt = float("-inf")
+        self._wroteSinceIndex = False
+        self._indexLock = threading.Lock()
         os.makedirs(pkiDir, mode=_DIR_MODE, exist_ok=True)
         for state in STATES:
             try:
@@ -205,6 +246,7 @@ class FilesystemKeyStore:
         # Public keys are 0644 whatever the umask; the temporary file's name
         # starts with a dot, so listKeys never reports it.
         atomicWrite(self._path(state, minionId), canonicalPublicPem(pem), _PUBLIC_MODE)
+        self._noteWrite(minionId, added=state)
 
     def moveKey(
         self, minionId: str, fromState: str, toState: str, expected: bytes | None = None
@@ -233,6 +275,7 @@ class FilesystemKeyStore:
                 os.rename(source, target)
             except FileNotFoundError:
                 return False
+            self._noteWrite(minionId, added=toState, removed=fromState)
             return True
 
         claim = self._tempPath(fromState, "claim")
@@ -248,6 +291,7 @@ class FilesystemKeyStore:
             self._putBack(claim, source)
             raise
         os.rename(claim, target)
+        self._noteWrite(minionId, added=toState, removed=fromState)
         return True
 
     def _putBack(self, claim: str, source: str) -> None:
@@ -284,6 +328,7 @@ class FilesystemKeyStore:
             os.unlink(self._path(state, minionId))
         except FileNotFoundError:
             return False
+        self._noteWrite(minionId, removed=state)
         return True
 
     def listKeys(self, state: str) -> list[str]:
@@ -307,6 +352,58 @@ class FilesystemKeyStore:
                 if entry.is_file(follow_symlinks=False):
                     ids.append(entry.name)
         return sorted(ids)
+
+    def idClashes(self, minionId: str) -> list[tuple[str, str]]:
+        """
+        The ids with a key in any state that C{minionId} clashes with under
+        L{idRules} (the same regardless of ASCII case, or confusable).
+
+        The ids are indexed once and listed again only when a state
+        directory has changed (or changed within L{RACY_SECONDS}), so a new
+        id costs a few C{stat} calls while keys do not change.
+
+        @return: C{(state, id)} pairs, other than C{minionId} itself.
+        """
+        now = time.time()
+        stamps: list[Any] | None = []
+        for state in STATES:
+            info = os.stat(os.path.join(self.pkiDir, state))
+            if now - info.st_mtime < RACY_SECONDS:
+                stamps = None
+                break
+            assert stamps is not None
+            stamps.append((info.st_ino, info.st_mtime_ns))
+        key = tuple(stamps) if stamps is not None else None
+        with self._indexLock:
+            index = self._index
+            unchanged = key is not None and key == self._indexStamps
+            ownWritesOnly = self._wroteSinceIndex and now - self._indexAt < INDEX_REFRESH_SECONDS
+            if index is None or not (unchanged or ownWritesOnly):
+                index = IdIndex(self.idRules)
+                for state in STATES:
+                    for other in self.listKeys(state):
+                        index.add(state, other)
+                self._index = index
+                self._indexStamps = key
+                self._indexAt = now
+                self._wroteSinceIndex = False
+            return index.clashes(minionId)
+
+    def _noteWrite(
+        self, minionId: str, added: str | None = None, removed: str | None = None
+    ) -> None:
+        """
+        Keep the index of L{idClashes} up to date with a write of this store.
+        """
+        with self._indexLock:
+            if self._index is None:
+                return
+            if removed is not None:
+                self._index.remove(removed, minionId)
+            if added is not None:
+                self._index.remove(added, minionId)
+                self._index.add(added, minionId)
+            self._wroteSinceIndex = True
 
     def stateOf(self, minionId: str) -> list[str]:
         """
@@ -335,11 +432,47 @@ class InMemoryKeyStore:
     @ivar keys: maps each state to a L{dict} of minion id to PEM bytes.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, idRules: IdRules = DEFAULT_ID_RULES) -> None:
         """
         Start with no keys.
+
+        @param idRules: the rules new ids must meet (L{checkNewId}).
         """
+        self.idRules = idRules
         self.keys: dict[str, dict[str, bytes]] = {state: {} for state in STATES}
+        self._index: IdIndex | None = None
+
+    def _currentIndex(self) -> IdIndex:
+        """
+        The index of every id, kept up to date by every write (made again
+        if C{idRules} was replaced).
+        """
+        if self._index is None or self._index.rules is not self.idRules:
+            self._index = IdIndex(self.idRules)
+            for state in STATES:
+                for other in self.keys[state]:
+                    self._index.add(state, other)
+        return self._index
+
+    def _noteWrite(
+        self, minionId: str, added: str | None = None, removed: str | None = None
+    ) -> None:
+        """
+        @see: L{FilesystemKeyStore._noteWrite}
+        """
+        if self._index is None:
+            return
+        if removed is not None:
+            self._index.remove(removed, minionId)
+        if added is not None:
+            self._index.remove(added, minionId)
+            self._index.add(added, minionId)
+
+    def idClashes(self, minionId: str) -> list[tuple[str, str]]:
+        """
+        @see: L{FilesystemKeyStore.idClashes}
+        """
+        return self._currentIndex().clashes(minionId)
 
     def getKey(self, state: str, minionId: str) -> bytes | None:
         """
@@ -355,6 +488,7 @@ class InMemoryKeyStore:
         validateMinionId(minionId)
         _checkState(state)
         self.keys[state][minionId] = canonicalPublicPem(pem)
+        self._noteWrite(minionId, added=state)
 
     def moveKey(
         self, minionId: str, fromState: str, toState: str, expected: bytes | None = None
@@ -369,6 +503,7 @@ class InMemoryKeyStore:
         if expected is not None and data != expected:
             raise KeyChanged(f"the key of {minionId} in {fromState} has changed")
         self.keys[toState][minionId] = self.keys[fromState].pop(minionId)
+        self._noteWrite(minionId, added=toState, removed=fromState)
         return True
 
     def deleteKey(self, state: str, minionId: str) -> bool:
@@ -376,7 +511,10 @@ class InMemoryKeyStore:
         @see: L{FilesystemKeyStore.deleteKey}
         """
         validateMinionId(minionId)
-        return self.keys[_checkState(state)].pop(minionId, None) is not None
+        removed = self.keys[_checkState(state)].pop(minionId, None) is not None
+        if removed:
+            self._noteWrite(minionId, removed=state)
+        return removed
 
     def listKeys(self, state: str) -> list[str]:
         """
@@ -390,3 +528,80 @@ class InMemoryKeyStore:
         """
         validateMinionId(minionId)
         return [state for state in STATES if minionId in self.keys[state]]
+
+
+def _clashes(store: Any, rules: IdRules, minionId: str) -> list[tuple[str, str]]:
+    """
+    L{FilesystemKeyStore.idClashes} of any L{IKeyStore} (listing its keys
+    if it has no index of its own).
+    """
+    idClashes = getattr(store, "idClashes", None)
+    if idClashes is not None:
+        return list(idClashes(minionId))
+    index = IdIndex(rules)
+    for state in STATES:
+        for other in store.listKeys(state):
+            index.add(state, other)
+    return index.clashes(minionId)
+
+
+def checkNewId(store: Any, minionId: str) -> str:
+    """
+    May C{minionId}, which has no key yet, get one (in C{minions_pre})?
+    Checked before anything is written for it.
+
+    @param store: an L{IKeyStore}; its C{idRules} (default
+        L{DEFAULT_ID_RULES}) are the rules.
+    @return: C{minionId}.
+    @raise InvalidMinionId: it breaks the rules (the message names the rule).
+    @raise IdClash: it clashes with an id that has a key in any state: the
+        same regardless of ASCII case (or, with Unicode ids, confusable).
+        Blocking: may list the state directories.
+    """
+    rules: IdRules = getattr(store, "idRules", DEFAULT_ID_RULES)
+    rules.check(minionId)
+    clashes = _clashes(store, rules, minionId)
+    if clashes:
+        state, other = clashes[0]
+        raise IdClash(
+            f"minion id '{escapeId(minionId)}' {rules.sameness(minionId, other)} "
+            f"the id '{escapeId(other)}', which has a key in {state}; minion ids must be "
+            "unique regardless of case",
+            clashes,
+        )
+    return minionId
+
+
+def nonconformingIds(store: Any) -> list[tuple[str, str, str]]:
+    """
+    The keys a master holds whose ids a new minion could not take today:
+    they break the store's C{idRules} or clash with another id. A master
+    warns of them at start; they still work, and C{salttwist-key -d} deletes
+    them. Blocking: lists the state directories.
+
+    @return: C{(state, id, problem)} for each, in L{STATES} then id order.
+    """
+    rules: IdRules = getattr(store, "idRules", DEFAULT_ID_RULES)
+    listed = [(state, minionId) for state in STATES for minionId in store.listKeys(state)]
+    index = IdIndex(rules)
+    for state, minionId in listed:
+        index.add(state, minionId)
+    found = []
+    for state, minionId in listed:
+        try:
+            rules.check(minionId)
+        except InvalidMinionId as e:
+            found.append((state, minionId, str(e)))
+            continue
+        clashes = index.clashes(minionId)
+        if clashes:
+            other = clashes[0][1]
+            found.append(
+                (
+                    state,
+                    minionId,
+                    f"{rules.sameness(minionId, other)} '{escapeId(other)}' "
+                    f"({', '.join(s for s, _ in clashes)})",
+                )
+            )
+    return found

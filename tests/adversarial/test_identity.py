@@ -14,7 +14,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from twisted.internet.testing import MemoryReactorClock, StringTransport
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
 from salttwist import crypt
 from salttwist.config import loadMasterConfig
@@ -212,43 +212,142 @@ class HostileIdTests(KeyStoreMaster):
 
 class LookAlikeIdTests(KeyStoreMaster):
     """
-    Ids are case-sensitive and never normalised: C{Web1} and C{web1}, or
-    NFC and NFD spellings of C{café}, are different minions with different
-    files, and no spelling can take over another's key.
+    Ids an admin cannot tell apart on screen are refused (issue 22): by
+    default a new id is a host name, so blank and lookalike letters,
+    combining marks and other normal forms never get in; and a new id that
+    is another existing id in another case is denied. Nothing is written
+    for either, and the existing key is untouched.
     """
 
-    def test_caseDistinct(self) -> None:
+    def test_caseDenied(self) -> None:
         """
         C{web1} accepted with one key; C{Web1} and C{WEB1} with other keys
-        are new pending ids with their own files, and C{web1}'s key is
-        untouched.
+        are denied with nothing written, the reply says why, and C{web1}
+        still authenticates.
         """
         self.keyStore.putKey(ACCEPTED, "web1", MINION_PEMS["m1"])
-        self.assertEqual(self.authenticate("Web1", ATTACKER_KEY)["ret"], "pending")
-        self.assertEqual(self.authenticate("WEB1", MINION_KEYS["m2"])["ret"], "pending")
+        for minionId, key in (("Web1", ATTACKER_KEY), ("WEB1", MINION_KEYS["m2"])):
+            reply = self.authenticate(minionId, key)
+            self.assertEqual(reply["ret"], "denied")
+            self.assertIn("'web1'", reply["error"])
+            self.assertIn("regardless of ASCII case", reply["error"])
         self.assertEqual(self.keyStore.getKey(ACCEPTED, "web1"), MINION_PEMS["m1"])
-        self.assertEqual(self.keyStore.getKey(PENDING, "Web1"), ATTACKER_PEM)
-        self.assertEqual(self.keyStore.getKey(PENDING, "WEB1"), MINION_PEMS["m2"])
-        self.assertEqual(
-            self.filesOnDisk(), [f"{ACCEPTED}/web1", f"{PENDING}/WEB1", f"{PENDING}/Web1"]
-        )
+        self.assertEqual(self.filesOnDisk(), [f"{ACCEPTED}/web1"])
         self.assertEqual(self.authenticate("web1", MINION_KEYS["m1"])["ret"], "accepted")
 
-    def test_unicodeNormalisationDistinct(self) -> None:
+    def test_caseDeniedInEveryState(self) -> None:
         """
-        The NFC and NFD spellings of C{café} are two ids, stored under two
-        file names byte for byte as sent; accepting one does not accept the
-        other.
+        A key for C{WEB1} is denied whichever state C{web1}'s key is in:
+        pending, accepted, rejected or denied.
         """
-        nfc = unicodedata.normalize("NFC", "caf\u00e9")
+        for state in (PENDING, ACCEPTED, REJECTED, DENIED):
+            self.keyStore.putKey(state, "web1", MINION_PEMS["m1"])
+            self.assertEqual(self.authenticate("WEB1", ATTACKER_KEY)["ret"], "denied", state)
+            self.assertEqual(self.filesOnDisk(), [f"{state}/web1"])
+            self.keyStore.deleteKey(state, "web1")
+
+    def test_lookalikesRefused(self) -> None:
+        """
+        Blank letters (U+3164, U+2800), a combining mark, Cyrillic and
+        full-width lookalikes, and the NFD spelling of an id are refused
+        with an error naming the rule and the character (escaped), and
+        nothing is written.
+        """
+        self.keyStore.putKey(ACCEPTED, "web1", MINION_PEMS["m1"])
         nfd = unicodedata.normalize("NFD", "caf\u00e9")
-        self.assertNotEqual(nfc, nfd)
-        self.keyStore.putKey(ACCEPTED, nfc, MINION_PEMS["m1"])
-        self.assertEqual(self.authenticate(nfd, ATTACKER_KEY)["ret"], "pending")
-        self.assertEqual(self.keyStore.getKey(ACCEPTED, nfc), MINION_PEMS["m1"])
-        self.assertIsNone(self.keyStore.getKey(ACCEPTED, nfd))
-        self.assertEqual(sorted(os.listdir(os.path.join(self.pkiDir, PENDING))), [nfd])
-        self.assertEqual(self.authenticate(nfc, MINION_KEYS["m1"])["ret"], "accepted")
+        cases = {
+            "web1\u3164": "U+3164",
+            "web1\u2800": "U+2800",
+            "web\u0301": "U+0301",
+            "w\u0435b1": "U+0435",
+            "\uff57eb1": "U+FF57",
+            nfd: "U+0301",
+        }
+        for minionId, named in cases.items():
+            reply = self.authenticate(minionId, ATTACKER_KEY)
+            self.assertEqual(reply["ret"], "error", minionId)
+            self.assertIn("invalid minion id", reply["error"])
+            self.assertIn(named, reply["error"])
+            self.assertIn("ASCII letters, digits", reply["error"])
+        self.assertEqual(self.filesOnDisk(), [f"{ACCEPTED}/web1"])
+
+    def test_targetsAndOptionsRefused(self) -> None:
+        """
+        Ids that are target expressions or look like options or broken
+        host names are refused with nothing written.
+        """
+        for minionId in ("*", "web*", "G@role:web", "E@.*", "-rf", "web1.", "a..b", "a,b"):
+            reply = self.authenticate(minionId, ATTACKER_KEY)
+            self.assertEqual(reply["ret"], "error", minionId)
+            self.assertIn("invalid minion id", reply["error"])
+        self.assertEqual(self.filesOnDisk(), [])
+
+    def test_existingNonconformingKeysStillWork(self) -> None:
+        """
+        A key stored before the rules (here C{caf\u00e9}, accepted) still
+        authenticates: the rules are for new ids.
+        """
+        self.keyStore.putKey(ACCEPTED, "caf\u00e9", MINION_PEMS["m1"])
+        self.assertEqual(self.authenticate("caf\u00e9", MINION_KEYS["m1"])["ret"], "accepted")
+
+
+class UnicodeIdTests(KeyStoreMaster):
+    """
+    With C{allow_unicode_minion_ids}, Unicode ids are admitted in NFC form,
+    but invisible, combining-only, mixed-script and confusable ones are not.
+    """
+
+    def setUp(self) -> None:
+        """
+        The key store follows the Unicode id rules.
+        """
+        from salttwist.pki.ids import IdRules
+
+        super().setUp()
+        try:
+            IdRules(unicode=True).require()
+        except Exception as e:
+            raise SkipTest(f"PyICU is not installed: {e}") from e
+        self.keyStore.idRules = IdRules(unicode=True)
+
+    def test_admitted(self) -> None:
+        """
+        NFC ids in one script (with Latin) are pending.
+        """
+        for minionId in ("caf\u00e9", "\u0441\u0435\u0440\u0432\u0435\u0440-1", "web1"):
+            self.assertEqual(self.authenticate(minionId, ATTACKER_KEY)["ret"], "pending")
+
+    def test_refused(self) -> None:
+        """
+        NFD, blank letters, a leading combining mark, mixed Latin and
+        Cyrillic, and full-width letters are refused with nothing written.
+        """
+        for minionId in (
+            unicodedata.normalize("NFD", "caf\u00e9"),
+            "web1\u3164",
+            "web1\u2800",
+            "\u0301web",
+            "w\u0435b1",
+            "\uff57eb1",
+            "*",
+        ):
+            reply = self.authenticate(minionId, ATTACKER_KEY)
+            self.assertEqual(reply["ret"], "error", minionId)
+            self.assertIn("allow_unicode_minion_ids", reply["error"])
+        self.assertEqual(self.filesOnDisk(), [])
+
+    def test_confusableDenied(self) -> None:
+        """
+        An all-Cyrillic id with the skeleton of an existing Latin id, and
+        another case of an existing Unicode id, are denied.
+        """
+        self.keyStore.putKey(ACCEPTED, "cep", MINION_PEMS["m1"])
+        self.keyStore.putKey(ACCEPTED, "caf\u00e9", MINION_PEMS["m2"])
+        reply = self.authenticate("\u0441\u0435\u0440", ATTACKER_KEY)
+        self.assertEqual(reply["ret"], "denied")
+        self.assertIn("UTS #39", reply["error"])
+        self.assertEqual(self.authenticate("CAF\u00c9", ATTACKER_KEY)["ret"], "denied")
+        self.assertEqual(sorted(self.filesOnDisk()), [f"{ACCEPTED}/caf\u00e9", f"{ACCEPTED}/cep"])
 
 
 class WeakKeyTests(KeyStoreMaster):
@@ -287,6 +386,17 @@ class WeakKeyTests(KeyStoreMaster):
         """
         self.assertRefused(crypt.publicKeyToPem(SMALL_KEY.public_key()), signer=SMALL_KEY)
         self.assertRefused(rsaPublicPem((1 << 2046) | 1, 65537))
+
+    def test_secondBlockOrTrailingBytes(self) -> None:
+        """
+        A key followed by a second PEM block (the attacker's key after a
+        victim's, or the reverse) or by trailing bytes is refused before
+        the key store is touched, even when the signature is by the first
+        key (issue 22).
+        """
+        first = MINION_PEMS["m1"]
+        for pem in (first + ATTACKER_PEM, first + b"trailing\n", first + b"\x00"):
+            self.assertRefused(pem, signer=MINION_KEYS["m1"])
 
     def test_hugeModuli(self) -> None:
         """
