@@ -192,6 +192,10 @@ class Admission:
                 self._pendingAdded()
             if outcome.reply.get("error") == PENDING_FULL:
                 self._logPendingFull()
+            why = outcome.reply.get("error")
+            if self.workers is not None and str(why).startswith(("invalid minion id", "minion id")):
+                # A worker's own log line does not reach the master's log.
+                self.log.warn("auth from {peer} refused: {why}", peer=proto.peerName, why=why)
             for tag, data in outcome.events:
                 self.bus.fire(tag, data)
             role = None
