@@ -453,6 +453,7 @@ _MINION_OPTIONS: dict[str, _Option] = {
     "grains": _Option({}, _checkMapping),
     "autosign_grains": _Option([], _checkStringList),
     "req_write_buffer": _Option(16777216, _integer(65536)),
+    "returns_memory_max": _Option(67108864, _integer(65536)),
 }
 
 

@@ -1,8 +1,10 @@
 # -*- test-case-name: tests.test_minion_memory -*-
 """
 Tests for what a minion daemon keeps in memory: the modules its start-up
-imports (see L{salttwist._startup} and L{salttwist.cli.daemons}), and the
-returns it writes to a master that does not read them (C{req_write_buffer}).
+imports (see L{salttwist._startup} and L{salttwist.cli.daemons}), the
+returns it writes to a master that does not read them (C{req_write_buffer}),
+and those it keeps while the master does not acknowledge them
+(C{returns_memory_max}).
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist import serial
-from salttwist.minion.returns import DEFAULT_REQ_WRITE_BUFFER, FLUSH_RETRY, ReturnDelivery
+from salttwist.blocking import runSynchronously
+from salttwist.minion.returns import (
+    DEFAULT_REQ_WRITE_BUFFER,
+    DEFAULT_RETURNS_MEMORY_MAX,
+    FLUSH_RETRY,
+    ReturnDelivery,
+)
+from salttwist.minion.returnsqueue import ReturnsQueue
 from tests._fresh import pythonOutput
 
 #: Runs the C{salttwist-minion} wrapper in a fresh interpreter up to the
@@ -188,3 +197,244 @@ class ReturnsWriteBufferTests(SynchronousTestCase):
 
         self.assertEqual(MINION_DEFAULTS["req_write_buffer"], DEFAULT_REQ_WRITE_BUFFER)
         self.assertEqual(ReturnDelivery("m1", self.clock, None).writeLimit, 16 * 1024 * 1024)
+
+
+class ReturnsMemoryBoundTests(SynchronousTestCase):
+    """
+    L{ReturnDelivery} keeps at most C{returns_memory_max} bytes of returns
+    in memory; past it, a return is kept on disk only and read back when it
+    is its turn, and every return is still delivered once, in order (issue
+    22, section 4).
+    """
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.directory = os.path.abspath(self.mktemp())
+        self.returnsQueue = ReturnsQueue(self.directory, runSynchronously)
+        self.assertEqual(self.returnsQueue.load(), [])
+        self.delivery = self.makeDelivery()
+        self.req = _UnreadReq()
+        #: The most bytes L{ReturnDelivery.memoryUsed} reached.
+        self.highest = 0
+
+    def makeDelivery(self) -> ReturnDelivery:
+        """
+        A delivery over the test's returns queue, bounded to 5,000 bytes:
+        three returns of L{finish} (about 1,300 bytes each) fit, a fourth
+        does not.
+        """
+        delivery = ReturnDelivery("m1", self.clock, self.returnsQueue)
+        delivery.memoryLimit = 5000
+        delivery.stopped = False
+        return delivery
+
+    def finish(self, n: int) -> None:
+        """
+        Hand the delivery C{n} returns of about 800 bytes each, jids 0 to
+        C{n - 1}.
+        """
+        for jid in range(n):
+            self.delivery.jobDone(
+                {"return": str(jid) * 800, "retcode": 0, "success": True},
+                {"jid": str(jid), "fun": "test.echo"},
+            )
+            self.watch()
+
+    def watch(self) -> None:
+        """
+        Note the in-memory total, which stays within the bound.
+        """
+        self.highest = max(self.highest, self.delivery.memoryUsed)
+        self.assertLessEqual(self.delivery.memoryUsed, self.delivery.memoryLimit)
+
+    def onDisk(self) -> list[str]:
+        """
+        The jids of the returns in the on-disk queue, oldest first.
+        """
+        return [ret["jid"] for _, ret in ReturnsQueue(self.directory, runSynchronously).load()]
+
+    def acknowledgeAll(self, answered: int = 0) -> None:
+        """
+        The master acknowledges each return sent, oldest first, from the
+        C{answered}th, until none is left; the in-memory total stays within
+        the bound meanwhile.
+        """
+        while answered < len(self.req.requests):
+            self.req.requests[answered][1].callback({"ret": True})
+            answered += 1
+            self.watch()
+
+    def assertDeliveredOnceInOrder(self, n: int) -> None:
+        """
+        The master got the returns 0 to C{n - 1} once each, in order, and
+        the minion keeps nothing of them, in memory or on disk.
+        """
+        self.assertEqual([p["jid"] for p, _ in self.req.requests], [str(j) for j in range(n)])
+        self.assertEqual(
+            [p["return"] for p, _ in self.req.requests], [str(j) * 800 for j in range(n)]
+        )
+        self.assertEqual(self.delivery.memoryUsed, 0)
+        self.assertEqual(len(self.delivery.pending), 0)
+        self.assertEqual(self.delivery.unacknowledged, {})
+        self.assertEqual(os.listdir(self.directory), [])
+
+    def test_notAcknowledgedPastTheBoundOnDisk(self) -> None:
+        """
+        With a master that reads and does not acknowledge, the returns past
+        the bound are written at once and kept on disk only, not in memory,
+        and not sent until acknowledgements free memory; then every return
+        is delivered once, in order, each read back when its turn comes.
+        """
+        self.delivery.req = self.req  # type: ignore[assignment]
+        self.finish(10)
+        self.assertEqual(len(self.req.requests), 3)
+        self.assertEqual(self.delivery.memoryUsed, 3 * (800 + 512))
+        # Seven on disk only: no in-memory copy of them anywhere.
+        self.assertEqual(self.onDisk(), [str(j) for j in range(3, 10)])
+        self.assertEqual(len(self.delivery.unacknowledged), 3)
+        self.assertEqual([ret for _, ret in self.delivery.pending], [None] * 7)
+        # A second later, the three unacknowledged ones are on disk too.
+        self.clock.advance(self.delivery.persistAfter)
+        self.assertEqual(sorted(self.onDisk()), [str(j) for j in range(10)])
+        self.watch()
+        self.acknowledgeAll()
+        self.assertDeliveredOnceInOrder(10)
+        self.assertGreater(self.highest, 3000)
+
+    def test_masterAwayThenBack(self) -> None:
+        """
+        While the master is away, the returns within the bound are kept in
+        memory and on disk, those past it on disk only; once it is back,
+        each is delivered once, in order.
+        """
+        self.finish(10)
+        self.assertEqual(self.onDisk(), [str(j) for j in range(10)])
+        self.assertLessEqual(self.delivery.memoryUsed, 5000)
+        onDiskOnly = [ret is None for _, ret in self.delivery.pending]
+        self.assertEqual(onDiskOnly, [False] * 3 + [True] * 7)
+        self.delivery.req = self.req  # type: ignore[assignment]
+        self.delivery.flush()
+        self.acknowledgeAll()
+        self.assertDeliveredOnceInOrder(10)
+
+    def test_leftoversPastTheBound(self) -> None:
+        """
+        Returns left on disk by an earlier run are loaded into memory up to
+        the bound, the rest read back when their turn comes.
+        """
+        for jid in range(10):
+            self.successResultOf(
+                self.returnsQueue.persist({"jid": str(jid), "return": str(jid) * 800})
+            )
+        for name, ret in ReturnsQueue(self.directory, runSynchronously).load():
+            self.delivery.queueLeftover(name, ret)
+            self.watch()
+        inMemory = [ret is not None for _, ret in self.delivery.pending]
+        kept = inMemory.count(True)
+        self.assertTrue(0 < kept < 10)
+        self.assertEqual(inMemory, [True] * kept + [False] * (10 - kept))
+        self.delivery.req = self.req  # type: ignore[assignment]
+        self.delivery.flush()
+        self.acknowledgeAll()
+        self.assertDeliveredOnceInOrder(10)
+
+    def test_connectionLostBeforeAcknowledgement(self) -> None:
+        """
+        A return past the bound whose write had not finished when it was
+        sent is on disk only once written; when the connection is lost
+        before the master acknowledged it, it is read back and sent again
+        after reconnecting (the master refuses a duplicate).
+        """
+        writes: list[tuple[Any, tuple[Any, ...], Deferred[Any]]] = []
+
+        def held(f: Any, *args: Any) -> Deferred[Any]:
+            d: Deferred[Any] = Deferred()
+            writes.append((f, args, d))
+            return d
+
+        self.returnsQueue._runBlocking = held  # type: ignore[method-assign]
+        self.delivery.memoryLimit = 1000
+        self.delivery.req = self.req  # type: ignore[assignment]
+        self.delivery.jobDone(
+            {"return": "0" * 800, "retcode": 0, "success": True}, {"jid": "0", "fun": "test.echo"}
+        )
+        # Past the bound, being written (and counted until it is on disk),
+        # sent from memory meanwhile.
+        self.assertEqual(self.delivery.memoryUsed, 800 + 512)
+        self.assertEqual(len(self.req.requests), 1)
+        self.returnsQueue._runBlocking = runSynchronously  # type: ignore[method-assign]
+        f, args, d = writes.pop()
+        d.callback(f(*args))
+        self.assertEqual(self.delivery.memoryUsed, 0)
+        self.assertEqual(self.delivery.unacknowledged, {})
+        # The connection is lost before the acknowledgement.
+        self.req.requests.pop()[1].errback(ConnectionError("lost"))
+        self.assertEqual([ret for _, ret in self.delivery.pending], [None])
+        self.delivery.req = self.req  # type: ignore[assignment]
+        self.delivery.flush()
+        self.acknowledgeAll()
+        self.assertDeliveredOnceInOrder(1)
+
+    def test_memoryFreedByAWrite(self) -> None:
+        """
+        A return waiting on disk for memory is read back and sent as soon as
+        another's write frees that memory, not only on an acknowledgement.
+        """
+        writes: list[tuple[Any, tuple[Any, ...], Deferred[Any]]] = []
+
+        def held(f: Any, *args: Any) -> Deferred[Any]:
+            d: Deferred[Any] = Deferred()
+            writes.append((f, args, d))
+            return d
+
+        def finish(jid: str, size: int) -> None:
+            self.delivery.jobDone(
+                {"return": jid * size, "retcode": 0, "success": True},
+                {"jid": jid, "fun": "test.echo"},
+            )
+
+        finish("0", 2000)  # in memory (and on disk: the master is away)
+        finish("1", 2500)  # past the bound: on disk only
+        self.returnsQueue._runBlocking = held  # type: ignore[method-assign]
+        finish("2", 2000)  # past the bound, its write not finished
+        self.returnsQueue._runBlocking = runSynchronously  # type: ignore[method-assign]
+        self.delivery.req = self.req  # type: ignore[assignment]
+        self.delivery.flush()
+        # 0 is sent; 1 waits for memory (0 and 2 hold it).
+        self.assertEqual([p["jid"] for p, _ in self.req.requests], ["0"])
+        self.req.requests[0][1].callback({"ret": True})
+        self.assertEqual(len(self.req.requests), 1)
+        # The write of 2 finishes: its memory is free, 1 goes.
+        f, args, d = writes.pop()
+        d.callback(f(*args))
+        self.assertEqual([p["jid"] for p, _ in self.req.requests], ["0", "1"])
+        self.acknowledgeAll(1)
+        self.assertEqual([p["jid"] for p, _ in self.req.requests], ["0", "1", "2"])
+        self.assertEqual(self.delivery.memoryUsed, 0)
+        self.assertEqual(os.listdir(self.directory), [])
+
+    def test_unreadableKept(self) -> None:
+        """
+        A return on disk only that cannot be read back is left in place
+        with a log line, and the next ones are delivered.
+        """
+        self.finish(5)
+        self.assertEqual(self.onDisk(), [str(j) for j in range(5)])
+        name = sorted(os.listdir(self.directory))[3]
+        with open(os.path.join(self.directory, name), "wb") as f:
+            f.write(b"\xc1")
+        self.delivery.req = self.req  # type: ignore[assignment]
+        self.delivery.flush()
+        self.acknowledgeAll()
+        self.assertEqual([p["jid"] for p, _ in self.req.requests], ["0", "1", "2", "4"])
+        self.assertEqual(os.listdir(self.directory), [name])
+        self.assertEqual(len(self.flushLoggedErrors()), 0)
+
+    def test_default(self) -> None:
+        """
+        The minion's C{returns_memory_max} is 64 MiB by default.
+        """
+        from salttwist.config import MINION_DEFAULTS
+
+        self.assertEqual(MINION_DEFAULTS["returns_memory_max"], DEFAULT_RETURNS_MEMORY_MAX)
+        self.assertEqual(ReturnDelivery("m1", self.clock, None).memoryLimit, 64 * 1024 * 1024)

@@ -142,6 +142,7 @@ class Minion:
         self.pub: PubClientProtocol | None = None
         self.returns = ReturnDelivery(minionId, reactor, returnsQueue)
         self.returns.writeLimit = config.get("req_write_buffer", self.returns.writeLimit)
+        self.returns.memoryLimit = config.get("returns_memory_max", self.returns.memoryLimit)
         self.jobber = Jobber(minionId, executor, reactor, self.returns.jobDone, infoLogged(config))
         #: Publications come on the req connection (the C{single_connection}
         #: option), not on a pub connection of their own.

@@ -4,7 +4,10 @@ The return side of a minion: each finished job's return is sent to the
 master at once over the session, and kept until the master acknowledges it;
 written to the on-disk returns queue (L{ReturnsQueue}) only if the
 acknowledgement does not come soon enough (L{PERSIST_AFTER}), when the
-master is not connected, or when the minion stops.
+master is not connected, or when the minion stops. The copies kept in
+memory are bounded in bytes (C{returns_memory_max}): past that, a new
+return is written at once and kept on disk only, read back when it is its
+turn to be sent.
 
 L{ReturnDelivery} knows nothing of the connection's life: the minion hands
 it the req protocol of a ready session (L{ReturnDelivery.req}) and takes it
@@ -43,6 +46,14 @@ DEFAULT_REQ_WRITE_BUFFER = 16 * 1024 * 1024
 #: Seconds between two looks at a full req connection, when no
 #: acknowledgement comes to say it has room again.
 FLUSH_RETRY = 0.1
+#: The most bytes of returns the minion keeps in memory by default
+#: (C{returns_memory_max}): returns waiting to be sent or acknowledged, as a
+#: running total; past it, a new return is kept on disk only and read back
+#: when it is its turn (a master away for long, or not acknowledging).
+DEFAULT_RETURNS_MEMORY_MAX = 64 * 1024 * 1024
+#: Bytes counted for a return's fields other than its value (id, jid,
+#: function, arguments, retcode) in L{ReturnDelivery.memoryUsed}.
+RETURN_OVERHEAD = 512
 
 
 class StoredReturn:
@@ -54,15 +65,18 @@ class StoredReturn:
 
     @ivar writing: whether the write was started.
     @ivar due: when (reactor time) it is written if still unacknowledged.
+    @ivar size: the bytes the return counts in L{ReturnDelivery.memoryUsed}
+        while its copy is in memory; 0 once released.
     """
 
-    __slots__ = ("name", "acknowledged", "writing", "due")
+    __slots__ = ("name", "acknowledged", "writing", "due", "size")
 
     def __init__(self, due: float = float("inf")) -> None:
         self.name: str | None = None
         self.acknowledged = False
         self.writing = False
         self.due = due
+        self.size = 0
 
     def written(self, name: str, queue: ReturnsQueue | None) -> None:
         """
@@ -90,13 +104,23 @@ class ReturnDelivery:
         while it has none: returns then wait in L{pending} (and on disk).
     @ivar stopping: the minion stops: a new return is written at once.
     @ivar pending: returns not yet sent, oldest first, each with its file
-        in the returns queue: a name (a return left by an earlier run), a
-        L{StoredReturn} (written if the master does not acknowledge it
-        soon), or L{None}.
+        in the returns queue: a name (a return left by an earlier run, or
+        kept on disk only), a L{StoredReturn} (written if the master does
+        not acknowledge it soon), or L{None}; and the return, or L{None}
+        when it is kept on disk only (past L{memoryLimit}), read back when
+        it is its turn.
     @ivar persistAfter: seconds before an unacknowledged return is written.
     @ivar writeLimit: the most bytes the req connection may hold unsent
         before returns wait in L{pending} (C{req_write_buffer}); a return
         is sent whatever its size while it holds less.
+    @ivar memoryLimit: the most bytes of returns kept in memory
+        (C{returns_memory_max}); past it, a new return is kept on disk only.
+        A return read back from disk is sent whatever its size when no
+        other is in memory.
+    @ivar memoryUsed: the bytes of returns in memory (waiting to be sent,
+        sent and not acknowledged, or being written to disk), a running
+        total. Returns are counted only with a returns queue (without one
+        nothing can go to disk).
     """
 
     def __init__(self, minionId: str, reactor: Any, returnsQueue: ReturnsQueue | None) -> None:
@@ -122,6 +146,20 @@ class ReturnDelivery:
         self._acknowledgementWaiters: list[Deferred[None]] = []
         #: Returns being written to disk.
         self._writes: set[Deferred[None]] = set()
+        self.memoryLimit = DEFAULT_RETURNS_MEMORY_MAX
+        self.memoryUsed = 0
+        #: The size of each return kept on disk only, by file name.
+        self._diskSizes: dict[str, int] = {}
+        #: The bytes counted for each return in memory known by its file
+        #: name (left by an earlier run, or read back from disk).
+        self._heldSizes: dict[str, int] = {}
+        #: Returns read back from disk, by file name, until they are sent.
+        self._readBack: dict[str, dict[str, Any]] = {}
+        #: Whether a return is being read back from disk (one at a time).
+        self._reading = False
+        #: Whether the next return to send waits on disk for memory to
+        #: free up (an acknowledgement then calls L{flush}).
+        self._waitingForMemory = False
 
     def stop(self) -> None:
         """
@@ -142,18 +180,15 @@ class ReturnDelivery:
         C{result}.
         """
         value = result["return"]
+        size = RETURN_OVERHEAD
         try:
             # Whether it can be sent at all: msgpack takes any bytes and any
             # ASCII text as they are, so a command's big output is not
-            # encoded once more just to find that out.
-            if not (
-                value is True
-                or value is False
-                or value is None
-                or type(value) is bytes
-                or (type(value) is str and value.isascii())
-            ):
-                serial.dumps(value)
+            # encoded once more just to find that out (nor to size it).
+            if type(value) is bytes or (type(value) is str and value.isascii()):
+                size += len(value)
+            elif not (value is True or value is False or value is None):
+                size += len(serial.dumps(value))
         except serial.SerialError as e:
             result = {
                 "return": f"The minion function returned a value that cannot be sent: {e}",
@@ -178,6 +213,17 @@ class ReturnDelivery:
         # and the write finished.
         stored = StoredReturn(self.reactor.seconds() + self.persistAfter)
         self.unacknowledged[stored] = ret
+        overBound = self.memoryUsed + size > self.memoryLimit
+        # Counted until the master has it or, past the bound, until it is
+        # on disk.
+        stored.size = size
+        self.memoryUsed += size
+        if overBound:
+            # Past the bound: on disk only, once written; read back when
+            # it is its turn (sent from memory if that comes first).
+            self.persist(stored, spill=True)
+            self.queue(stored, None)
+            return None
         self.queue(stored, ret)
         if stored.acknowledged:
             return None
@@ -205,11 +251,15 @@ class ReturnDelivery:
         if nextDue != float("inf") and not self.stopped:
             self._persistTimer = self.reactor.callLater(nextDue - now, self.persistDue)
 
-    def persist(self, stored: StoredReturn) -> None:
+    def persist(self, stored: StoredReturn, spill: bool = False) -> None:
         """
         Start writing the return of C{stored} to disk, unless it is being or
         was written, or the master has it. L{saveUnacknowledged} waits for
         the writes.
+
+        @param spill: drop the in-memory copy once it is on disk (the
+            return came past L{memoryLimit}); if the write fails, the copy
+            stays in memory.
         """
         ret = self.unacknowledged.get(stored)
         if stored.writing or ret is None or self.returnsQueue is None:
@@ -218,6 +268,13 @@ class ReturnDelivery:
 
         def persisted(name: str) -> None:
             stored.written(name, self.returnsQueue)
+            if spill and not stored.acknowledged:
+                # On disk only from now on: read back when its turn comes.
+                self.unacknowledged.pop(stored, None)
+                self._diskSizes[name] = stored.size
+                self._release(stored)
+                if self._waitingForMemory:
+                    self.flush()
 
         def notPersisted(failure: Any) -> None:
             # The disk is full or gone: the return is still delivered from
@@ -264,12 +321,98 @@ class ReturnDelivery:
         for waiter in waiters:
             waiter.callback(None)
 
-    def queue(self, name: str | StoredReturn | None, ret: dict[str, Any]) -> None:
+    def queue(self, name: str | StoredReturn | None, ret: dict[str, Any] | None) -> None:
         """
-        Send C{ret} (whose file is C{name}) when the session allows.
+        Send C{ret} (whose file is C{name}; L{None} if kept on disk only)
+        when the session allows.
         """
         self.pending.append((name, ret))
         self.flush()
+
+    def queueLeftover(self, name: str, ret: dict[str, Any]) -> None:
+        """
+        Queue a return left on disk by an earlier run: kept in memory while
+        L{memoryUsed} stays within L{memoryLimit}, on disk only beyond.
+        """
+        size = len(serial.dumps(ret))
+        if self.memoryUsed + size <= self.memoryLimit:
+            self.memoryUsed += size
+            self._heldSizes[name] = size
+            self.pending.append((name, ret))
+        else:
+            self._diskSizes[name] = size
+            self.pending.append((name, None))
+
+    def _release(self, stored: StoredReturn) -> None:
+        """
+        The in-memory copy of C{stored}'s return is no longer counted.
+        """
+        self.memoryUsed -= stored.size
+        stored.size = 0
+
+    def _fromDisk(
+        self, name: str | StoredReturn
+    ) -> tuple[dict[str, Any] | None, str | StoredReturn]:
+        """
+        The return of the pending entry C{name} that has no in-memory copy
+        in L{pending}: its copy if it is still in memory (its write did not
+        finish or failed), or its copy read back from disk, with the name to
+        deliver it under. Otherwise L{None}: it is being read back (one at a
+        time, in L{ReturnsQueue.read}'s thread), or waits until
+        acknowledgements free enough memory.
+        """
+        if isinstance(name, StoredReturn):
+            ret = self.unacknowledged.get(name)
+            if ret is not None or name.name is None:
+                return ret, name
+            fileName = name.name
+        else:
+            fileName = name
+        ret = self._readBack.pop(fileName, None)
+        if ret is not None:
+            return ret, fileName
+        if self._reading or self.returnsQueue is None:
+            return None, name
+        size = self._diskSizes.get(fileName, 0)
+        if self.memoryUsed and self.memoryUsed + size > self.memoryLimit:
+            self._waitingForMemory = True
+            return None, name
+        self._waitingForMemory = False
+        self._reading = True
+
+        def read(result: tuple[Any, int]) -> None:
+            self._reading = False
+            ret, size = result
+            if not isinstance(ret, dict):
+                raise serial.SerialError("not a map")
+            self._diskSizes.pop(fileName, None)
+            self._heldSizes[fileName] = size
+            self.memoryUsed += size
+            self._readBack[fileName] = ret
+            self.flush()
+
+        def unreadable(failure: Any) -> None:
+            # Kept aside on disk, never deleted (as L{ReturnsQueue.load}
+            # does); the next return goes.
+            self._reading = False
+            self.log.error(
+                "minion {id}: cannot read back queued return {name}: {e}",
+                id=self.id,
+                name=fileName,
+                e=failure.value,
+            )
+            self._diskSizes.pop(fileName, None)
+            for i, (entry, held) in enumerate(self.pending):
+                if held is None and fileName in (
+                    entry,
+                    entry.name if isinstance(entry, StoredReturn) else None,
+                ):
+                    del self.pending[i]
+                    break
+            self.flush()
+
+        self.returnsQueue.read(fileName).addCallback(read).addErrback(unreadable)
+        return None, name
 
     def flush(self) -> None:
         """
@@ -283,7 +426,13 @@ class ReturnDelivery:
                 if self._flushTimer is None and not self.stopped:
                     self._flushTimer = self.reactor.callLater(FLUSH_RETRY, self._flushAgain)
                 return
-            name, ret = self.pending.popleft()
+            name, ret = self.pending[0]
+            if ret is None and name is not None:
+                # Kept on disk only (past memoryLimit).
+                ret, name = self._fromDisk(name)
+                if ret is None:
+                    return
+            self.pending.popleft()
             d = self.req.request(ret)
             d.addCallbacks(self._delivered, self._failed, (name,), None, (name, ret))
 
@@ -294,13 +443,19 @@ class ReturnDelivery:
     def _delivered(self, reply: Any, name: str | StoredReturn | None) -> None:
         if isinstance(name, StoredReturn):
             self.unacknowledged.pop(name, None)
+            self._release(name)
+            if name.name is not None:
+                self._diskSizes.pop(name.name, None)
             name.delivered(self.returnsQueue)
             if not self.unacknowledged and self._acknowledgementWaiters:
                 self.acknowledgementsSettled()
-        elif name is not None and self.returnsQueue is not None:
-            self.returnsQueue.remove(name)
-        if self.pending and self._flushTimer is not None:
-            # The master read up to this return: the connection has room.
+        elif name is not None:
+            self.memoryUsed -= self._heldSizes.pop(name, 0)
+            if self.returnsQueue is not None:
+                self.returnsQueue.remove(name)
+        if self.pending and (self._flushTimer is not None or self._waitingForMemory):
+            # The master read up to this return: the connection has room;
+            # or a return waiting on disk may now fit in memory.
             self.flush()
 
     def _failed(self, failure: Any, name: str | StoredReturn | None, ret: dict[str, Any]) -> None:
@@ -318,4 +473,9 @@ class ReturnDelivery:
         # The connection went away before the master answered: keep the
         # return and send it again after reconnecting. A duplicate is refused
         # by the master, so the job still gets exactly one return.
+        if isinstance(name, StoredReturn) and name.size == 0 and name.name is not None:
+            # Sent from memory while being written past the bound: on disk
+            # only since, read back when its turn comes again.
+            self.pending.appendleft((name, None))
+            return
         self.pending.appendleft((name, ret))

@@ -71,6 +71,23 @@ class ReturnsQueue:
         path = os.path.join(self._directory, name)
         return self._runBlocking(writePrivateFile, path, data).addCallback(lambda _: name)
 
+    def read(self, name: str) -> Deferred[tuple[Any, int]]:
+        """
+        Read back a return kept on disk only (in a thread), when it is its
+        turn to be sent.
+
+        @return: a L{Deferred} firing with the return and its size in bytes
+            on disk, or failing (C{OSError}, L{serial.SerialError}).
+        """
+        path = os.path.join(self._directory, name)
+
+        def readFile() -> tuple[Any, int]:
+            with open(path, "rb") as f:
+                data = f.read()
+            return serial.loads(data), len(data)
+
+        return self._runBlocking(readFile)
+
     def remove(self, name: str) -> Deferred[None]:
         """
         Forget a return the master has.

@@ -108,7 +108,7 @@ def buildMinion(
         returnsQueue,
     )
     for name, ret in leftover:
-        minion.returns.pending.append((name, ret))
+        minion.returns.queueLeftover(name, ret)
     context.onGrainsChanged = minion.sendGrains
     context.fireMaster = minion.fireMaster
     context.fireLocal = minion.bus.fire
