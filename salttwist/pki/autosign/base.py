@@ -94,6 +94,28 @@ def _guard(
     return Deferred.fromCoroutine(coroutine).addErrback(failed)
 
 
+class _GuardedPolicy:
+    """
+    An autosign policy whose decision is the coroutine C{_decide}, run
+    through L{_guard} so that it never fails.
+
+    @ivar name: the policy's name, for the decision made of an error.
+    """
+
+    name: str
+
+    def decide(
+        self, minionId: str, pem: bytes, context: dict[str, Any]
+    ) -> Deferred[AutosignDecision]:
+        """
+        See L{IAutosignPolicy.decide}.
+        """
+        return _guard(self.name, self._decide(minionId, pem, context))
+
+    async def _decide(self, minionId: str, pem: bytes, context: dict[str, Any]) -> AutosignDecision:
+        raise NotImplementedError()
+
+
 def _contextGrains(context: Mapping[str, Any]) -> dict[str, Any]:
     """
     The minion's autosign grains from a decision's context: a dict with

@@ -20,7 +20,7 @@ from salttwist.pki.autosign.base import (
     PENDING,
     REJECT,
     AutosignDecision,
-    _guard,
+    _GuardedPolicy,
     _log,
     _logDecision,
     _pending,
@@ -34,7 +34,7 @@ from salttwist.pki.autosign.whitelist import AutorejectFilePolicy, AutosignFileP
 
 
 @implementer(IAutosignPolicy)
-class CompositeAutosignPolicy:
+class CompositeAutosignPolicy(_GuardedPolicy):
     """
     Consults reject policies, then accept policies, in order, one at a time.
 
@@ -66,8 +66,7 @@ class CompositeAutosignPolicy:
         """
         See L{IAutosignPolicy.decide}.
         """
-        d = _guard(self.name, self._decide(minionId, pem, context))
-        return d.addCallback(_logDecision, minionId)
+        return super().decide(minionId, pem, context).addCallback(_logDecision, minionId)
 
     async def _decide(self, minionId: str, pem: bytes, context: dict[str, Any]) -> AutosignDecision:
         if not isinstance(context, Mapping):

@@ -34,14 +34,14 @@ from salttwist.pki.autosign.base import (
     _contextGrains,
     _contextPeer,
     _grainsJSON,
-    _guard,
+    _GuardedPolicy,
     _pending,
 )
 from salttwist.pki.autosign.hygiene import UntrustedPathError, checkTrusted
 
 
 @implementer(IAutosignPolicy)
-class PolicyExecutablePolicy:
+class PolicyExecutablePolicy(_GuardedPolicy):
     """
     C{autosign_policy}: always run as a policy executable. A missing or
     non-executable file leaves the key pending.
@@ -59,14 +59,6 @@ class PolicyExecutablePolicy:
         self.path = path
         self._runner = runner
         self._runBlocking = runBlocking
-
-    def decide(
-        self, minionId: str, pem: bytes, context: dict[str, Any]
-    ) -> Deferred[AutosignDecision]:
-        """
-        See L{IAutosignPolicy.decide}.
-        """
-        return _guard(self.name, self._decide(minionId, pem, context))
 
     async def _decide(self, minionId: str, pem: bytes, context: dict[str, Any]) -> AutosignDecision:
         try:

@@ -10,7 +10,6 @@ import math
 import os
 from typing import Any
 
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -20,7 +19,7 @@ from salttwist.pki.autosign.base import (
     ACCEPT,
     AutosignDecision,
     _contextGrains,
-    _guard,
+    _GuardedPolicy,
     _pending,
 )
 from salttwist.pki.autosign.hygiene import UntrustedPathError, checkGrainsDir
@@ -75,7 +74,7 @@ def _readGrainsDir(directory: str) -> dict[str, frozenset[str]] | None:
 
 
 @implementer(IAutosignPolicy)
-class GrainsPolicy:
+class GrainsPolicy(_GuardedPolicy):
     """
     C{autosign_grains_dir}: accept when, for EVERY grain file in the
     directory, the minion's value of that grain is listed in the file.
@@ -96,15 +95,7 @@ class GrainsPolicy:
         self.directory = directory
         self._runBlocking = runBlocking
 
-    def decide(
-        self, minionId: str, pem: bytes, context: dict[str, Any]
-    ) -> Deferred[AutosignDecision]:
-        """
-        See L{IAutosignPolicy.decide}.
-        """
-        return _guard(self.name, self._decide(minionId, context))
-
-    async def _decide(self, minionId: str, context: dict[str, Any]) -> AutosignDecision:
+    async def _decide(self, minionId: str, pem: bytes, context: dict[str, Any]) -> AutosignDecision:
         try:
             allowed = await self._runBlocking(_readGrainsDir, self.directory)
         except UntrustedPathError as e:

@@ -9,7 +9,6 @@ import json
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -22,7 +21,7 @@ from salttwist.pki.autosign.base import (
     _contextGrains,
     _contextPeer,
     _grainsJSON,
-    _guard,
+    _GuardedPolicy,
     _pending,
 )
 
@@ -72,7 +71,7 @@ def _displayURL(url: str) -> str:
 
 
 @implementer(IAutosignPolicy)
-class URLPolicy:
+class URLPolicy(_GuardedPolicy):
     """
     C{autosign_url}: POST the request as JSON (C{id}, C{pem}, C{peer},
     C{grains}); a 2xx answer accepts. Any other status (redirects are not
@@ -94,14 +93,6 @@ class URLPolicy:
         self._client = httpClient
         self._clock = clock
         self._timeout = timeout
-
-    def decide(
-        self, minionId: str, pem: bytes, context: dict[str, Any]
-    ) -> Deferred[AutosignDecision]:
-        """
-        See L{IAutosignPolicy.decide}.
-        """
-        return _guard(self.name, self._decide(minionId, pem, context))
 
     async def _decide(self, minionId: str, pem: bytes, context: dict[str, Any]) -> AutosignDecision:
         grains = _grainsJSON(_contextGrains(context))

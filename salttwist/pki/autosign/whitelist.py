@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -23,7 +22,7 @@ from salttwist.pki.autosign.base import (
     PENDING,
     REJECT,
     AutosignDecision,
-    _guard,
+    _GuardedPolicy,
     _pending,
 )
 from salttwist.pki.autosign.executable import PolicyProcessRunner
@@ -164,7 +163,7 @@ def _inspectFile(path: str, allowExecutable: bool, what: str) -> tuple[str, str 
 
 
 @implementer(IAutosignPolicy)
-class _ListFilePolicy:
+class _ListFilePolicy(_GuardedPolicy):
     """
     Shared code of the whitelist policies.
 
@@ -183,14 +182,6 @@ class _ListFilePolicy:
         """
         self.path = path
         self._runBlocking = runBlocking
-
-    def decide(
-        self, minionId: str, pem: bytes, context: dict[str, Any]
-    ) -> Deferred[AutosignDecision]:
-        """
-        See L{IAutosignPolicy.decide}.
-        """
-        return _guard(self.name, self._decide(minionId, pem, context))
 
     async def _decide(self, minionId: str, pem: bytes, context: dict[str, Any]) -> AutosignDecision:
         try:
