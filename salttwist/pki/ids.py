@@ -185,6 +185,19 @@ def escapeId(minionId: str) -> str:
     return "".join(out)
 
 
+def _isPlainHostName(minionId: object) -> bool:
+    """
+    The fast path of every id rule: a string of at most L{MAX_ID_BYTES}
+    characters that the host-name pattern matches (so ASCII, and as many
+    bytes).
+    """
+    return (
+        isinstance(minionId, str)
+        and len(minionId) <= MAX_ID_BYTES
+        and _HOST_NAME_ID.fullmatch(minionId) is not None
+    )
+
+
 def checkHostNameId(minionId: object) -> str:
     """
     Check a new id against the default rule, L{HOST_NAME_RULE}.
@@ -192,11 +205,7 @@ def checkHostNameId(minionId: object) -> str:
     @return: C{minionId}, unchanged.
     @raise InvalidMinionId: naming the rule it breaks.
     """
-    if (
-        isinstance(minionId, str)
-        and len(minionId) <= MAX_ID_BYTES
-        and _HOST_NAME_ID.fullmatch(minionId)
-    ):
+    if _isPlainHostName(minionId):
         return minionId
     validateMinionId(minionId)
     assert isinstance(minionId, str)
@@ -335,11 +344,7 @@ class IdRules:
         """
         if not self.unicode:
             return checkHostNameId(minionId)
-        if (
-            isinstance(minionId, str)
-            and len(minionId) <= MAX_ID_BYTES
-            and _HOST_NAME_ID.fullmatch(minionId)
-        ):
+        if _isPlainHostName(minionId):
             return minionId
         validateMinionId(minionId)
         assert isinstance(minionId, str)
@@ -395,6 +400,17 @@ class IdIndex:
                 entries.remove((state, minionId))
                 if not entries:
                     del table[key]
+
+    def move(self, minionId: str, added: str | None, removed: str | None) -> None:
+        """
+        Follow a write of a key store: C{minionId} left state C{removed}
+        and/or came into state C{added} (either may be L{None}).
+        """
+        if removed is not None:
+            self.remove(removed, minionId)
+        if added is not None:
+            self.remove(added, minionId)
+            self.add(added, minionId)
 
     def clashes(self, minionId: str) -> list[tuple[str, str]]:
         """

@@ -398,11 +398,7 @@ class FilesystemKeyStore:
         with self._indexLock:
             if self._index is None:
                 return
-            if removed is not None:
-                self._index.remove(removed, minionId)
-            if added is not None:
-                self._index.remove(added, minionId)
-                self._index.add(added, minionId)
+            self._index.move(minionId, added, removed)
             self._wroteSinceIndex = True
 
     def stateOf(self, minionId: str) -> list[str]:
@@ -462,11 +458,7 @@ class InMemoryKeyStore:
         """
         if self._index is None:
             return
-        if removed is not None:
-            self._index.remove(removed, minionId)
-        if added is not None:
-            self._index.remove(added, minionId)
-            self._index.add(added, minionId)
+        self._index.move(minionId, added, removed)
 
     def idClashes(self, minionId: str) -> list[tuple[str, str]]:
         """
