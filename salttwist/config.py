@@ -363,6 +363,107 @@ def _checkReactor(value: Any) -> list[dict[str, list[str]]]:
     return checked
 
 
+def _choice(*choices: str) -> _Check:
+    """
+    @return: a check that accepts one of C{choices}.
+    """
+
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise _BadValue("one of " + ", ".join(repr(c) for c in choices))
+        return value
+
+    return check
+
+
+def _checkRoots(value: Any) -> dict[str, list[str]]:
+    """
+    C{file_roots} and C{pillar_roots}: a mapping of saltenv names to a
+    directory or a list of directories (searched in order).
+    """
+    if not isinstance(value, dict):
+        raise _BadValue("a mapping of saltenv names to lists of directories")
+    roots: dict[str, list[str]] = {}
+    for env, dirs in value.items():
+        if not isinstance(env, str) or not env:
+            raise _BadValue("a mapping whose keys (saltenv names) are non-empty strings")
+        if isinstance(dirs, str):
+            dirs = [dirs]
+        if not _isStringList(dirs) or not all(dirs):
+            raise _BadValue(f"a mapping of saltenv names to lists of directories ({env!r})")
+        roots[env] = list(dirs)
+    return roots
+
+
+def _checkExtPillar(value: Any) -> list[dict[str, Any]]:
+    """
+    C{ext_pillar}: a list of single-key mappings C{{name: config}}, run in
+    that order.
+    """
+    shape = "a list of single-key mappings {ext_pillar name: its configuration}"
+    if not isinstance(value, list):
+        raise _BadValue(shape)
+    for entry in value:
+        if not isinstance(entry, dict) or len(entry) != 1 or not isinstance(next(iter(entry)), str):
+            raise _BadValue(shape)
+    return value
+
+
+def _checkGitfsRemotes(value: Any) -> list[Any]:
+    """
+    C{gitfs_remotes}: a list of repository URLs, each a string or a
+    single-key mapping C{{url: [per-remote options]}}.
+    """
+    shape = "a list of repository URLs or single-key mappings {url: [options]}"
+    if not isinstance(value, list):
+        raise _BadValue(shape)
+    for entry in value:
+        if isinstance(entry, str) and entry:
+            continue
+        if isinstance(entry, dict) and len(entry) == 1 and isinstance(next(iter(entry)), str):
+            continue
+        raise _BadValue(shape)
+    return value
+
+
+def _configManagementOptions() -> dict[str, _Option]:
+    """
+    The rows of the file server, pillar and renderers (issue 20), read by
+    the master and, with C{file_client: local}, by the minion.
+    """
+    return {
+        "file_roots": _Option({"base": ["/srv/salt"]}, _checkRoots),
+        "pillar_roots": _Option({"base": ["/srv/pillar"]}, _checkRoots),
+        "fileserver_backend": _Option(["roots"], _checkStringList),
+        "file_ignore_regex": _Option([], _checkStringList),
+        "file_ignore_glob": _Option([], _checkStringList),
+        "fileserver_followsymlinks": _Option(True, _checkBool),
+        "fileserver_ignoresymlinks": _Option(False, _checkBool),
+        "top_file_merging_strategy": _Option("merge", _choice("merge", "same", "merge_all")),
+        "env_order": _Option([], _checkStringList),
+        "default_top": _Option("base", _checkNonEmptyString),
+        "state_top": _Option("top.sls", _checkNonEmptyString),
+        "hash_type": _Option("sha256", _choice("sha256")),
+        "renderer": _Option("jinja|yaml", _checkNonEmptyString),
+        "gitfs_remotes": _Option([], _checkGitfsRemotes),
+        "gitfs_base": _Option("master", _checkNonEmptyString),
+        "gitfs_root": _Option("", _checkString),
+        "gitfs_mountpoint": _Option("", _checkString),
+        "gitfs_update_interval": _Option(60, _checkPositiveNumber),
+        "gitfs_env_whitelist": _Option([], _checkStringList),
+        "gitfs_env_blacklist": _Option([], _checkStringList),
+        "pillar_source_merging_strategy": _Option(
+            "smart", _choice("smart", "recurse", "overwrite", "aggregate", "none")
+        ),
+        "pillar_merge_lists": _Option(False, _checkBool),
+        "ext_pillar": _Option([], _checkExtPillar),
+        "ext_pillar_first": _Option(False, _checkBool),
+        "pillarenv": _Option(None, _checkString),
+        "pillarenv_from_saltenv": _Option(False, _checkBool),
+        "pillar_safe_render_error": _Option(True, _checkBool),
+    }
+
+
 _PORT = _integer(0, 65535, " (0 lets the OS choose)")
 _KEYSIZE = _integer(2048)
 _MAX_FRAME_BYTES = _integer(65536)
@@ -396,6 +497,15 @@ def _commonOptions(daemon: str) -> dict[str, _Option]:
 
 _MASTER_OPTIONS: dict[str, _Option] = {
     **_commonOptions("master"),
+    **_configManagementOptions(),
+    "file_buffer_size": _Option(1048576, _integer(4096, 16777216)),
+    "file_recv": _Option(False, _checkBool),
+    "file_recv_max_size": _Option(100, _integer(1)),
+    "fileserver_request_rate": _Option(1000, _checkPositiveNumber),
+    "fileserver_request_burst": _Option(2000, _integer(1)),
+    "fileserver_inflight_bytes": _Option(16777216, _integer(65536)),
+    "pillar_cache": _Option(False, _checkBool),
+    "pillar_cache_ttl": _Option(3600, _checkPositiveNumber),
     "interface": _Option("0.0.0.0", _checkString),
     "ret_port": _Option(4506, _PORT),
     "worker_threads": _Option(max(1, os.cpu_count() or 1), _integer(1)),
@@ -439,6 +549,11 @@ _MASTER_OPTIONS: dict[str, _Option] = {
 
 _MINION_OPTIONS: dict[str, _Option] = {
     **_commonOptions("minion"),
+    **_configManagementOptions(),
+    "file_client": _Option("remote", _choice("remote", "local")),
+    "saltenv": _Option(None, _checkString),
+    "extension_modules": _Option(None, _checkPath),
+    "autoload_dynamic_modules": _Option(True, _checkBool),
     "master": _Option("salt", _checkStringOrList),
     "master_port": _Option(4506, _PORT),
     "id": _Option(None, _checkString),

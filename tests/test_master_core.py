@@ -59,6 +59,14 @@ INTENDED_HANDLERS = {
     "sessionUnsubscribe",
     "clientPublish",
     "clientRunner",
+    "fileEnvs",
+    "fileList",
+    "dirList",
+    "fileHash",
+    "fileHashes",
+    "serveFile",
+    "fileRecv",
+    "minionPillar",
 }
 
 
@@ -380,6 +388,16 @@ class DispatchTests(MasterTestCase):
         Adding a name to a table must be a deliberate change to this test.
         """
         self.assertEqual(CLEAR_FUNCS, {"_auth": "clearAuth", "_client_auth": "clearClientAuth"})
+        fileAndPillar = {
+            "_file_envs": "fileEnvs",
+            "_file_list": "fileList",
+            "_dir_list": "dirList",
+            "_file_hash": "fileHash",
+            "_file_hashes": "fileHashes",
+            "_serve_file": "serveFile",
+            "_file_recv": "fileRecv",
+            "_pillar": "minionPillar",
+        }
         self.assertEqual(
             MINION_FUNCS,
             {
@@ -388,10 +406,12 @@ class DispatchTests(MasterTestCase):
                 "_minion_event": "minionEvent",
                 "_subscribe": "sessionSubscribe",
                 "_unsubscribe": "sessionUnsubscribe",
+                **fileAndPillar,
             },
         )
         self.assertEqual(
-            TRANSIENT_FUNCS, {"_return": "minionReturn", "_minion_event": "minionEvent"}
+            TRANSIENT_FUNCS,
+            {"_return": "minionReturn", "_minion_event": "minionEvent", **fileAndPillar},
         )
         self.assertEqual(CLIENT_FUNCS, {"publish": "clientPublish", "runner": "clientRunner"})
         self.assertEqual(

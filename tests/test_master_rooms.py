@@ -316,6 +316,8 @@ class FakeReqChannel:
         raise AssertionError("not a minion session")
 
     minionGrains = minionEvent = sessionSubscribe = sessionUnsubscribe = minionReturn
+    fileEnvs = fileList = dirList = fileHash = fileHashes = serveFile = fileRecv = minionReturn
+    minionPillar = minionReturn
 
     def clientPublish(self, proto: Any, load: Any) -> Any:
         self.calls.append(("clientPublish", load["fun"]))

@@ -58,12 +58,14 @@ from salttwist.master.admission import (  # noqa: F401 (re-exported)
     Admission,
     AuthResult,
 )
+from salttwist.master.fileserving import FileRequests
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.interfaces import IMasterStatus, IPubChannel, IReactorMaster, IReqChannel
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import MasterKeys
 from salttwist.master.keywatch import AcceptedIds, KeyWatch
 from salttwist.master.maintenance import RequestStats
+from salttwist.master.pillarserving import PillarRequests
 from salttwist.master.publishing import (  # noqa: F401 (re-exported)
     FUNCTION_NAME,
     INLINE_TARGETING_MAX,
@@ -143,7 +145,7 @@ class Master:
 
     #: The worker pool that checks authentication and runs runners marked
     #: L{salttwist.runners.inWorker}, or L{None} (threads; in the master).
-    workers = _Shared("admission", "runnerDispatch")
+    workers = _Shared("admission", "runnerDispatch", "pillarRequests")
     jobCache = _Shared("jobPublisher", "minionRequests", "runnerDispatch")
     runBlocking = _Shared("admission", "keyWatch", "jobPublisher")
     #: Who besides the master's own user may publish what.
@@ -231,6 +233,10 @@ class Master:
             config, bus, self.runners, jids, acl, self, jobCache, workers
         )
 
+        self.fileRequests = files = FileRequests(config, clock, runBlocking)
+        self.pillarRequests = pillar = PillarRequests(config, clock, runBlocking, self.grainsCache)
+        pillar.workers = workers
+
         # The rooms' state the services, maintenance and runners read (the
         # same objects, never replaced).
         self.sessions = sessions.sessions
@@ -244,7 +250,7 @@ class Master:
         self.authenticate = admission.authenticate
         # ... sessions and subscriptions ...
         self.sessionStarted = sessions.sessionStarted
-        self.sessionEnded = sessions.sessionEnded
+        self.sessionEnded = self._sessionEnded
         self.holdingReplies = sessions.holdingReplies
         self.sendHeldReplies = sessions.sendHeldReplies
         self.subscribe = sessions.subscribe
@@ -264,5 +270,22 @@ class Master:
         self.minionGrains = requests.minionGrains
         self.minionEvent = requests.minionEvent
         self.clientRunner = runnerDispatch.clientRunner
+        # ... the file server and pillar.
+        self.fileEnvs = files.fileEnvs
+        self.fileList = files.fileList
+        self.dirList = files.dirList
+        self.fileHash = files.fileHash
+        self.fileHashes = files.fileHashes
+        self.serveFile = files.serveFile
+        self.fileRecv = files.fileRecv
+        self.minionPillar = pillar.minionPillar
 
         bus.subscribe(["salt/key"], keyWatch.keyEvent)
+
+    def _sessionEnded(self, proto: Any) -> None:
+        """
+        A req session closed: the sessions room and the file server's
+        (which forgets the transfers it had in flight) hear of it.
+        """
+        self.sessionsRoom.sessionEnded(proto)
+        self.fileRequests.sessionEnded(proto)

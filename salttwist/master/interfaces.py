@@ -376,6 +376,46 @@ class IReqChannel(Interface):
         C{runner} (L{IRunnerDispatch.clientRunner}).
         """
 
+    def fileEnvs(proto, load):
+        """
+        C{_file_envs} (L{salttwist.master.fileserving.FileRequests}).
+        """
+
+    def fileList(proto, load):
+        """
+        C{_file_list} (L{salttwist.master.fileserving.FileRequests}).
+        """
+
+    def dirList(proto, load):
+        """
+        C{_dir_list} (L{salttwist.master.fileserving.FileRequests}).
+        """
+
+    def fileHash(proto, load):
+        """
+        C{_file_hash} (L{salttwist.master.fileserving.FileRequests}).
+        """
+
+    def fileHashes(proto, load):
+        """
+        C{_file_hashes} (L{salttwist.master.fileserving.FileRequests}).
+        """
+
+    def serveFile(proto, load):
+        """
+        C{_serve_file} (L{salttwist.master.fileserving.FileRequests}).
+        """
+
+    def fileRecv(proto, load):
+        """
+        C{_file_recv} (L{salttwist.master.fileserving.FileRequests}).
+        """
+
+    def minionPillar(proto, load):
+        """
+        C{_pillar} (L{salttwist.master.pillarserving.PillarRequests}).
+        """
+
     def sessionStarted(proto):
         """
         A req session opened (L{ISessions.sessionStarted}).

@@ -40,9 +40,28 @@ MINION_FUNCS = {
     "_subscribe": "sessionSubscribe",
     "_unsubscribe": "sessionUnsubscribe",
 }
+#: The file server's and pillar's commands (L{salttwist.master.fileserving},
+#: L{salttwist.master.pillarserving}): a minion's own session and its
+#: transient ones (C{salttwist-call}) may send them, each answered for the
+#: session's minion id only.
+FILE_AND_PILLAR_FUNCS = {
+    "_file_envs": "fileEnvs",
+    "_file_list": "fileList",
+    "_dir_list": "dirList",
+    "_file_hash": "fileHash",
+    "_file_hashes": "fileHashes",
+    "_serve_file": "serveFile",
+    "_file_recv": "fileRecv",
+    "_pillar": "minionPillar",
+}
+MINION_FUNCS.update(FILE_AND_PILLAR_FUNCS)
 #: Commands a minion's transient session (C{salttwist-call}) may send: a
-#: return with jid C{req}, and events.
-TRANSIENT_FUNCS = {"_return": "minionReturn", "_minion_event": "minionEvent"}
+#: return with jid C{req}, events, and the file server's and pillar's.
+TRANSIENT_FUNCS = {
+    "_return": "minionReturn",
+    "_minion_event": "minionEvent",
+    **FILE_AND_PILLAR_FUNCS,
+}
 #: Commands an authenticated local-client session may send.
 CLIENT_FUNCS = {"publish": "clientPublish", "runner": "clientRunner"}
 #: Commands of a minion session whose replies are held back briefly and

@@ -87,6 +87,17 @@ class LoaderContext:
     #: (C{salttwist-call}), where C{event.fire} writes to the running
     #: daemon's pull socket instead.
     fireLocal: Callable[[str, dict[str, Any]], None] | None = None
+    #: The L{salttwist.fileserver.interfaces.IFileClient} that fetches
+    #: C{salt://} files (over the session, or from local roots with
+    #: C{file_client: local}); L{None} where there is none.
+    fileClient: Any = None
+    #: The minion's pillar as last compiled by its master (or locally):
+    #: replaced whole, never mutated, by a refresh.
+    pillar: dict[str, Any] = field(default_factory=dict)
+    #: Asks for the minion's pillar again, on the reactor thread: returns a
+    #: L{Deferred} firing with the new pillar once C{pillar} holds it.
+    #: L{None} where the pillar cannot be refreshed.
+    refreshPillar: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
