@@ -65,6 +65,7 @@ from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import MasterKeys
 from salttwist.master.keywatch import AcceptedIds, KeyWatch
 from salttwist.master.maintenance import RequestStats
+from salttwist.master.pillarcache import PillarCache
 from salttwist.master.pillarserving import PillarRequests
 from salttwist.master.publishing import (  # noqa: F401 (re-exported)
     FUNCTION_NAME,
@@ -234,7 +235,11 @@ class Master:
         )
 
         self.fileRequests = files = FileRequests(config, clock, runBlocking)
-        self.pillarRequests = pillar = PillarRequests(config, clock, runBlocking, self.grainsCache)
+        #: Each minion's last compiled pillar (pillar targeting).
+        self.pillarCache = PillarCache()
+        self.pillarRequests = pillar = PillarRequests(
+            config, clock, runBlocking, self.grainsCache, self.pillarCache
+        )
         pillar.workers = workers
 
         # The rooms' state the services, maintenance and runners read (the

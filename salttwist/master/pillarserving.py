@@ -21,12 +21,18 @@ class PillarRequests:
     workers: Any = None
 
     def __init__(
-        self, config: dict[str, Any], clock: Any, runBlocking: Any, grainsCache: Any
+        self,
+        config: dict[str, Any],
+        clock: Any,
+        runBlocking: Any,
+        grainsCache: Any,
+        pillarCache: Any,
     ) -> None:
         self.config = config
         self.clock = clock
         self.runBlocking = runBlocking
         self.grainsCache = grainsCache
+        self.pillarCache = pillarCache
 
     def minionPillar(self, proto: Any, load: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("pillar is not available on this master yet")

@@ -71,6 +71,8 @@ KEY_RECONCILE_INTERVAL = 1.0
 AUTH_TASKS_MODULE = "salttwist.master.authtasks"
 #: The module of the runner tasks they run (L{salttwist.runners.inWorker}).
 RUNNER_TASKS_MODULE = "salttwist.master.runnertasks"
+#: The module of the pillar tasks they run (issue 20).
+PILLAR_TASKS_MODULE = "salttwist.master.pillartasks"
 #: The worker processes kept while the master is idle; up to
 #: C{worker_threads} run while authentications or runners wait for one.
 #: Each holds its own copy of Twisted, cryptography and the master key
@@ -335,7 +337,7 @@ class MasterService(MultiService):
             self.workers = WorkerPool(
                 reactor,
                 size,
-                spawnArgs=[AUTH_TASKS_MODULE, RUNNER_TASKS_MODULE],
+                spawnArgs=[AUTH_TASKS_MODULE, RUNNER_TASKS_MODULE, PILLAR_TASKS_MODULE],
                 initTasks=[
                     (
                         f"{AUTH_TASKS_MODULE}.loadAuthenticator",
