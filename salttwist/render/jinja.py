@@ -1,0 +1,445 @@
+# -*- test-case-name: tests.test_render -*-
+"""
+Salt's Jinja: one sandboxed environment policy for pillar, states,
+C{cp.get_template} and the reactor.
+
+  - L{jinja2.sandbox.SandboxedEnvironment}: no access to C{_private} or
+    dunder attributes, no unsafe callables, C{range} bounded; the extensions
+    C{jinja2.ext.do} and C{jinja2.ext.loopcontrols}.
+  - Undefined variables render empty, as in Salt (Jinja's default
+    L{jinja2.Undefined}); C{{{ x.y }}} on an undefined C{x} is an error.
+  - C{{% include %}}, C{{% import %}}, C{{% from ... import ... %}} and the
+    tags C{{% import_yaml "x.yaml" as y %}}, C{import_json}, C{import_text}
+    load files through a caller-given C{loader(name) -> (text, path)}; names
+    are relative to the file-server root of the saltenv (a C{salt://}
+    prefix is accepted), or to the current template's directory when they
+    start with C{./} or C{../}. A name that would leave the root is refused.
+  - C{{% load_yaml as y %}...{% endload %}}, C{load_json}, C{load_text}.
+  - Salt's filters: C{yaml} (C{yaml_encode}, C{yaml_dquote},
+    C{yaml_squote}), C{json} and C{tojson}, C{load_yaml}, C{load_json},
+    C{unique}, C{to_bool}, C{regex_search}, C{regex_match},
+    C{regex_replace}, C{sequence}, C{sha256}, C{md5}, C{traverse}; the global
+    C{raise('message')}.
+
+Every failure becomes a L{RenderError} naming the file, the line and the
+cause. Rendering is blocking CPU work: callers run it in a worker process
+or a thread, never on the reactor. Compiled templates are kept (by name,
+file and a checksum of their text) in a bounded in-memory cache shared by
+every render of the process, so a pillar rendered for thousands of minions
+is compiled once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import re
+import threading
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.bccache import Bucket, BytecodeCache
+from jinja2.ext import Extension
+from jinja2.sandbox import SandboxedEnvironment
+
+from salttwist.render.errors import RenderError
+from salttwist.render.yamlio import dumpYaml, encodeYamlScalar, loadYaml, quoteYaml
+
+#: A template loader: C{loader(name)} returns C{(text, path)} for a name
+#: relative to the file-server root; it raises L{LookupError} or L{OSError}
+#: when there is no such file (or L{RenderError} to refuse it).
+TemplateLoader = Callable[[str], "tuple[str, str]"]
+
+#: The name given to the template being rendered when its own name (its
+#: path relative to the root) is not known: relative names resolve from the
+#: root. It holds a NUL, which no loaded name may.
+_ANONYMOUS = "\x00template"
+
+#: How many compiled templates the process keeps.
+_CACHE_SIZE = 1024
+
+
+class _MemoryBytecodeCache(BytecodeCache):
+    """
+    Compiled templates in memory, shared by every environment of the
+    process: Jinja keys them by template name and file, and checks a
+    checksum of the source, so a changed file is compiled again.
+    """
+
+    def __init__(self, size: int = _CACHE_SIZE) -> None:
+        self._size = size
+        self._store: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        with self._lock:
+            data = self._store.get(bucket.key)
+            if data is not None:
+                self._store.move_to_end(bucket.key)
+        if data is not None:
+            bucket.bytecode_from_string(data)
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        data = bucket.bytecode_to_string()
+        with self._lock:
+            self._store[bucket.key] = data
+            self._store.move_to_end(bucket.key)
+            while len(self._store) > self._size:
+                self._store.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._store.clear()
+
+
+_BYTECODE_CACHE = _MemoryBytecodeCache()
+
+
+def confineName(name: str, parent: str | None = None) -> str:
+    """
+    Resolve a template name as Salt does and confine it to the root.
+
+    @param name: C{"x/map.jinja"} (from the root), C{"salt://x/map.jinja"},
+        or C{"./map.jinja"} / C{"../y/map.jinja"} (from C{parent}'s
+        directory).
+    @param parent: the name of the template that asks, relative to the root.
+    @return: the normalised name relative to the root (C{"x/map.jinja"}).
+    @raise RenderError: for an empty or absolute name, a NUL, or one that
+        leaves the root.
+    """
+    original = name
+    if name.startswith("salt://"):
+        name = name[len("salt://") :]
+    if name.startswith(("./", "../")) and parent is not None and parent != _ANONYMOUS:
+        name = posixpath.join(posixpath.dirname(parent), name)
+    if not name or "\x00" in name or name.startswith("/") or "\\" in name:
+        raise RenderError("<string>", None, f"template name {original!r} is not a relative path")
+    normal = posixpath.normpath(name)
+    if normal == ".." or normal.startswith("../") or normal in (".", ""):
+        raise RenderError(
+            "<string>", None, f"template name {original!r} leaves the file-server root"
+        )
+    return normal
+
+
+class _Loader(jinja2.BaseLoader):
+    """
+    The template being rendered under its own name, and every other name
+    through the caller's loader.
+    """
+
+    def __init__(
+        self, mainName: str, mainText: str, mainPath: str, loader: TemplateLoader | None
+    ) -> None:
+        self._mainName = mainName
+        self._mainText = mainText
+        self._mainPath = mainPath
+        self._loader = loader
+        self.paths = {mainPath}
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str, Callable[[], bool]]:
+        if template == self._mainName:
+            return self._mainText, self._mainPath, lambda: True
+        if self._loader is None or "\x00" in template:
+            raise jinja2.TemplateNotFound(template, f"template {template!r} not found (no loader)")
+        try:
+            text, path = self._loader(template)
+        except (LookupError, OSError) as e:
+            raise jinja2.TemplateNotFound(
+                template, f"template {template!r} not found: {e}"
+            ) from None
+        self.paths.add(path)
+        return text, path, lambda: True
+
+
+class _SaltEnvironment(SandboxedEnvironment):
+    """
+    The sandbox, with Salt's resolution of relative template names.
+    """
+
+    def join_path(self, template: str, parent: str) -> str:
+        return confineName(template, parent)
+
+
+class _SerializerExtension(Extension):
+    """
+    Salt's data tags: C{{% import_yaml "x.yaml" as y %}} (and
+    C{import_json}, C{import_text}) render a file through Jinja and parse
+    it; C{{% load_yaml as y %}...{% endload %}} (and C{load_json},
+    C{load_text}) parse the block's output.
+    """
+
+    tags = {"import_yaml", "import_json", "import_text", "load_yaml", "load_json", "load_text"}
+
+    def parse(self, parser: Any) -> nodes.Node:
+        token = next(parser.stream)
+        lineno = token.lineno
+        tag = token.value
+        if tag.startswith("import_"):
+            kind = tag[len("import_") :]
+            source = parser.parse_expression()
+            parser.stream.expect("name:as")
+            target = parser.parse_assign_target(name_only=True)
+            withContext = False
+            if parser.stream.current.test_any(
+                "name:with", "name:without"
+            ) and parser.stream.look().test("name:context"):
+                withContext = next(parser.stream).value == "with"
+                parser.stream.skip()
+            args = [
+                source,
+                nodes.Const(parser.name),
+                nodes.Const(kind),
+                nodes.ContextReference() if withContext else nodes.Const(None),
+            ]
+            call = self.call_method("_importData", args, lineno=lineno)
+            return nodes.Assign(target, call, lineno=lineno)
+        kind = tag[len("load_") :]
+        parser.stream.expect("name:as")
+        target = parser.parse_assign_target(name_only=True)
+        body = parser.parse_statements(("name:endload",), drop_needle=True)
+        applied = nodes.Filter(None, f"load_{kind}", [], [], None, None, lineno=lineno)
+        return nodes.AssignBlock(target, applied, body, lineno=lineno)
+
+    def _importData(
+        self, name: str, parent: str | None, kind: str, context: jinja2.runtime.Context | None
+    ) -> Any:
+        template = self.environment.get_template(name, parent=parent)
+        text = template.render(context.get_all() if context is not None else {})
+        return _parse(text, kind, template.filename or name)
+
+
+def _parse(text: str, kind: str, path: str) -> Any:
+    if kind == "yaml":
+        return loadYaml(text, path)
+    if kind == "json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise RenderError(path, e.lineno, e.msg) from None
+    return text
+
+
+# Salt's filters.
+
+
+def _loadYamlFilter(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    return loadYaml(value, "<load_yaml>")
+
+
+def _loadJsonFilter(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    return _parse(value, "json", "<load_json>")
+
+
+def _jsonFilter(value: Any, sort_keys: bool = True, indent: int | None = None) -> Any:
+    return jinja2.utils.markupsafe.Markup(json.dumps(value, sort_keys=sort_keys, indent=indent))
+
+
+def _toJsonFilter(value: Any, indent: int | None = None) -> Any:
+    return jinja2.utils.markupsafe.Markup(json.dumps(value, indent=indent))
+
+
+def _yamlFilter(value: Any, flow_style: bool = True) -> Any:
+    return jinja2.utils.markupsafe.Markup(dumpYaml(value, flow_style))
+
+
+def _unique(values: Any) -> list[Any]:
+    seen: list[Any] = []
+    for value in values:
+        if value not in seen:
+            seen.append(value)
+    return seen
+
+
+def _toBool(value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return value.lower() in ("yes", "1", "true")
+    if isinstance(value, int):
+        return value > 0
+    if not isinstance(value, Hashable):
+        return len(value) > 0
+    return False
+
+
+def _flags(ignorecase: bool, multiline: bool) -> int:
+    return (re.IGNORECASE if ignorecase else 0) | (re.MULTILINE if multiline else 0)
+
+
+def _regexSearch(txt: str, rgx: str, ignorecase: bool = False, multiline: bool = False) -> Any:
+    found = re.search(rgx, txt, _flags(ignorecase, multiline))
+    return found.groups() if found else None
+
+
+def _regexMatch(txt: str, rgx: str, ignorecase: bool = False, multiline: bool = False) -> Any:
+    found = re.match(rgx, txt, _flags(ignorecase, multiline))
+    return found.groups() if found else None
+
+
+def _regexReplace(
+    txt: str, rgx: str, val: str, ignorecase: bool = False, multiline: bool = False
+) -> str:
+    return re.compile(rgx, _flags(ignorecase, multiline)).sub(val, txt)
+
+
+def _sequence(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return value
+    return [value]
+
+
+def _digest(name: str) -> Callable[[Any], str]:
+    def digest(value: Any) -> str:
+        data = value if isinstance(value, bytes) else str(value).encode("utf-8")
+        return hashlib.new(name, data).hexdigest()
+
+    return digest
+
+
+def traverse(data: Any, key: str, default: Any = None, delimiter: str = ":") -> Any:
+    """
+    Salt's C{traverse}: follow C{"a:b:0"} through mappings and lists.
+
+    @return: the value found, or C{default}.
+    """
+    for part in key.split(delimiter):
+        if isinstance(data, Mapping):
+            if part not in data:
+                return default
+            data = data[part]
+        elif isinstance(data, (list, tuple)):
+            try:
+                data = data[int(part)]
+            except (ValueError, IndexError):
+                return default
+        else:
+            return default
+    return data
+
+
+def _raise(message: str) -> None:
+    raise jinja2.TemplateError(message)
+
+
+_FILTERS: dict[str, Callable[..., Any]] = {
+    "yaml": _yamlFilter,
+    "yaml_encode": encodeYamlScalar,
+    "yaml_dquote": lambda value: quoteYaml(value, '"'),
+    "yaml_squote": lambda value: quoteYaml(value, "'"),
+    "json": _jsonFilter,
+    "tojson": _toJsonFilter,
+    "load_yaml": _loadYamlFilter,
+    "load_json": _loadJsonFilter,
+    "load_text": lambda value: value,
+    "unique": _unique,
+    "to_bool": _toBool,
+    "regex_search": _regexSearch,
+    "regex_match": _regexMatch,
+    "regex_replace": _regexReplace,
+    "sequence": _sequence,
+    "sha256": _digest("sha256"),
+    "md5": _digest("md5"),
+    "traverse": traverse,
+}
+
+
+def _makeEnvironment(loader: _Loader) -> _SaltEnvironment:
+    env = _SaltEnvironment(
+        loader=loader,
+        undefined=jinja2.Undefined,
+        extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols", _SerializerExtension],
+        autoescape=False,
+        bytecode_cache=_BYTECODE_CACHE,
+        auto_reload=False,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(_FILTERS)
+    env.globals["raise"] = _raise
+    return env
+
+
+def _templateLine(error: BaseException, paths: set[str]) -> tuple[str | None, int | None]:
+    """
+    @return: the file and line of the innermost template frame of
+        C{error}'s traceback (Jinja rewrites tracebacks so template frames
+        carry the template's file and line).
+    """
+    found: tuple[str | None, int | None] = (None, None)
+    for frame in traceback.extract_tb(error.__traceback__):
+        if frame.filename in paths:
+            found = (frame.filename, frame.lineno)
+    return found
+
+
+def renderJinja(
+    text: str,
+    context: dict[str, Any],
+    *,
+    path: str = "<string>",
+    loader: TemplateLoader | None = None,
+    name: str | None = None,
+) -> str:
+    """
+    Render C{text} as a Jinja template in Salt's sandbox.
+
+    Blocking CPU work: callers run it in a worker process or a thread.
+
+    @param text: the template.
+    @param context: its variables (C{grains}, C{pillar}, C{opts}, C{saltenv}
+        ...). When C{name} is given, Salt's C{tplpath}, C{tplfile},
+        C{tpldir} and C{tpldot} are added unless present.
+    @param path: the file it came from, for errors.
+    @param loader: returns C{(text, path)} of the other files the template
+        includes or imports, by name relative to the file-server root;
+        without one, every include fails.
+    @param name: the template's own name relative to the root
+        (C{"web/nginx.sls"}), from which C{./} and C{../} names resolve.
+    @return: the rendered text.
+    @raise RenderError: naming the file, the line and the cause.
+    """
+    mainName = _ANONYMOUS
+    if name is not None:
+        mainName = confineName(name)
+        context = dict(context)
+        tpldir = posixpath.dirname(mainName) or "."
+        context.setdefault("tplpath", path)
+        context.setdefault("tplfile", mainName)
+        context.setdefault("tpldir", tpldir)
+        context.setdefault("tpldot", tpldir.replace("/", ".") if tpldir != "." else "")
+    jinjaLoader = _Loader(mainName, text, path, loader)
+    env = _makeEnvironment(jinjaLoader)
+    try:
+        template = env.get_template(mainName)
+        return template.render(context)
+    except RenderError as e:
+        if e.path == "<string>":
+            where, line = _templateLine(e, jinjaLoader.paths)
+            raise RenderError(where or path, line, e.cause) from None
+        raise
+    except jinja2.TemplateSyntaxError as e:
+        raise RenderError(e.filename or path, e.lineno, e.message or "syntax error") from None
+    except jinja2.TemplateNotFound as e:
+        where, line = _templateLine(e, jinjaLoader.paths)
+        raise RenderError(
+            where or path, line, e.message or f"template {e.name!r} not found"
+        ) from None
+    except jinja2.TemplateError as e:
+        where, line = _templateLine(e, jinjaLoader.paths)
+        raise RenderError(where or path, line, e.message or type(e).__name__) from None
+    except Exception as e:
+        where, line = _templateLine(e, jinjaLoader.paths)
+        raise RenderError(where or path, line, f"{type(e).__name__}: {e}") from None

@@ -1,0 +1,141 @@
+# -*- test-case-name: tests.test_render -*-
+"""
+Salt's render pipelines: a first line C{#!jinja|yaml} names the renderers,
+run left to right (Jinja's text output is YAML's input); without one, the
+caller's default (the C{renderer} option, C{jinja|yaml}).
+
+Renderers: C{jinja} (text to text), C{yaml} and C{json} (text to data).
+Blocking CPU work: callers run it in a worker process or a thread.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Callable
+from typing import Any
+
+from salttwist.render.errors import RenderError
+from salttwist.render.jinja import TemplateLoader, renderJinja
+from salttwist.render.yamlio import loadYaml
+
+#: The renderers a pipeline may name.
+RENDERERS = ("jinja", "yaml", "json")
+
+
+def parsePipeline(spec: str, path: str = "<string>") -> list[str]:
+    """
+    @param spec: a pipeline, C{"jinja|yaml"} (spaces around names allowed).
+    @return: the renderer names, in order.
+    @raise RenderError: for an empty pipeline or an unknown renderer, naming
+        it.
+    """
+    names = [part.strip() for part in spec.split("|")]
+    if not names or not all(names):
+        raise RenderError(path, 1, f"empty renderer in pipeline {spec!r}")
+    for name in names:
+        if name not in RENDERERS:
+            raise RenderError(
+                path,
+                1,
+                f"unknown renderer {name!r} in pipeline {spec!r}; known: {', '.join(RENDERERS)}",
+            )
+    return names
+
+
+def splitShebang(text: str, default: str, path: str = "<string>") -> tuple[list[str], str]:
+    """
+    @return: the pipeline named by C{text}'s C{#!} first line (or
+        C{default}) and the text to render, whose first line is emptied when
+        it was a shebang so that line numbers stay those of the file.
+    """
+    if text.startswith("#!"):
+        end = text.find("\n")
+        first = text[2:] if end == -1 else text[2:end]
+        rest = "" if end == -1 else text[end:]
+        return parsePipeline(first.strip(), path), rest
+    return parsePipeline(default, path), text
+
+
+def _slsContext(sls: str, name: str | None) -> dict[str, str]:
+    """
+    Salt's SLS variables: C{sls}, C{slspath}, C{slsdotpath},
+    C{slscolonpath}, C{sls_path}.
+    """
+    if name is not None and posixpath.basename(name) == "init.sls":
+        slspath = sls.replace(".", "/")
+    else:
+        slspath = "/".join(sls.split(".")[:-1])
+    return {
+        "sls": sls,
+        "slspath": slspath,
+        "slsdotpath": slspath.replace("/", "."),
+        "slscolonpath": slspath.replace("/", ":"),
+        "sls_path": slspath.replace("/", "_"),
+    }
+
+
+def renderText(
+    text: str,
+    context: dict[str, Any],
+    *,
+    path: str = "<string>",
+    sls: str | None = None,
+    saltenv: str = "base",
+    defaultPipeline: str = "jinja|yaml",
+    loader: Callable[[str], tuple[str, str]] | TemplateLoader | None = None,
+    name: str | None = None,
+) -> Any:
+    """
+    Render C{text} through its pipeline.
+
+    Blocking CPU work: callers run it in a worker process or a thread.
+
+    @param text: the file's text.
+    @param context: the Jinja variables; C{saltenv} and, for an SLS, Salt's
+        C{sls}, C{slspath}, C{slsdotpath}, C{slscolonpath}, C{sls_path} are
+        added unless present.
+    @param path: the file, for errors.
+    @param sls: the SLS name (C{"web.nginx"}), named in errors.
+    @param saltenv: its saltenv, named in errors.
+    @param defaultPipeline: the pipeline when the text has no C{#!} line.
+    @param loader: see L{renderJinja}.
+    @param name: the file's name relative to the root (C{"web/nginx.sls"}),
+        for relative includes and C{tpldir}; derived from C{sls} when not
+        given.
+    @return: the data (or text, for a pipeline that ends with C{jinja}); an
+        empty YAML document is L{None}.
+    @raise RenderError: naming the SLS and saltenv (when given), the file,
+        the line and the cause.
+    """
+    try:
+        pipeline, body = splitShebang(text, defaultPipeline, path)
+        if name is None and sls is not None:
+            name = sls.replace(".", "/") + ".sls"
+        extra: dict[str, Any] = {"saltenv": saltenv}
+        if sls is not None:
+            extra.update(_slsContext(sls, name))
+        if any(key not in context for key in extra):
+            context = {**extra, **context}
+        data: Any = body
+        for renderer in pipeline:
+            if not isinstance(data, str):
+                raise RenderError(
+                    path,
+                    None,
+                    f"renderer {renderer!r} needs text but got {type(data).__name__}",
+                )
+            if renderer == "jinja":
+                data = renderJinja(data, context, path=path, loader=loader, name=name)
+            elif renderer == "yaml":
+                data = loadYaml(data, path)
+            else:
+                try:
+                    data = json.loads(data) if data.strip() else None
+                except json.JSONDecodeError as e:
+                    raise RenderError(path, e.lineno, e.msg) from None
+        return data
+    except RenderError as e:
+        if sls is not None:
+            raise e.withSls(sls, saltenv) from None
+        raise

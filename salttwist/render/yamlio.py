@@ -1,0 +1,129 @@
+# -*- test-case-name: tests.test_render -*-
+"""
+Salt's YAML: PyYAML's safe loader (the C parser when present), with two
+decisions of ours:
+
+  - a mapping that repeats a key is an error naming the key and its line
+    (Salt only warns and keeps the last value, which hides typos in pillar);
+  - timestamps stay strings (C{2024-01-31} is C{"2024-01-31"}): a pillar
+    travels as msgpack, which has no date type.
+
+And the dumpers behind the C{yaml}, C{yaml_encode}, C{yaml_dquote} and
+C{yaml_squote} Jinja filters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from salttwist.render.errors import RenderError
+
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _SaltLoader(_BaseLoader):  # type: ignore[misc,valid-type]
+    """
+    The safe loader, refusing duplicate keys and keeping timestamps as text.
+    """
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        if not isinstance(node, yaml.MappingNode):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"expected a mapping node, but found {node.id}", node.start_mark
+            )
+        self.flatten_mapping(node)
+        mapping: dict[Any, Any] = {}
+        for keyNode, valueNode in node.value:
+            key = self.construct_object(keyNode, deep=deep)
+            try:
+                hash(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    "found an unhashable key",
+                    keyNode.start_mark,
+                ) from None
+            if key in mapping:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", keyNode.start_mark
+                )
+            mapping[key] = self.construct_object(valueNode, deep=deep)
+        return mapping
+
+
+_SaltLoader.add_constructor("tag:yaml.org,2002:map", _SaltLoader.construct_mapping)
+_SaltLoader.add_constructor("tag:yaml.org,2002:timestamp", _SaltLoader.construct_yaml_str)
+
+
+def loadYaml(text: str, path: str = "<string>") -> Any:
+    """
+    Parse one YAML document as Salt does (safe: no Python objects).
+
+    Blocking CPU work: callers run it in a worker process or a thread.
+
+    @param text: the YAML text.
+    @param path: the file it came from, for errors.
+    @return: the data; an empty document is L{None}.
+    @raise RenderError: on a syntax error or a duplicate key, naming C{path},
+        the 1-based line and the cause (the key, for a duplicate).
+    """
+    try:
+        return yaml.load(text, Loader=_SaltLoader)  # noqa: S506 (a safe loader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark is not None else None
+        cause = e.problem or e.context or "invalid YAML"
+        if e.context and e.problem and "duplicate key" not in e.problem:
+            cause = f"{e.problem} ({e.context})"
+        raise RenderError(path, line, cause) from None
+    except yaml.YAMLError as e:
+        raise RenderError(path, None, str(e)) from None
+
+
+def _stripDocumentEnd(text: str) -> str:
+    text = text.strip()
+    if text.endswith("\n..."):
+        text = text[:-4].rstrip()
+    elif text == "...":
+        text = ""
+    return text
+
+
+def dumpYaml(value: Any, flowStyle: bool | None = True) -> str:
+    """
+    The C{yaml} filter: C{value} as YAML, in flow style by default
+    (C{{a: 1, b: [x, y]}}) so it fits on the line of a template.
+    """
+    return _stripDocumentEnd(
+        yaml.dump(
+            value, Dumper=_BaseDumper, default_flow_style=flowStyle, allow_unicode=True, width=10**9
+        )
+    )
+
+
+def encodeYamlScalar(value: Any) -> str:
+    """
+    The C{yaml_encode} filter: one scalar as a YAML literal (C{true},
+    C{12}, C{'a: b'}).
+    """
+    return _stripDocumentEnd(
+        yaml.dump(
+            value, Dumper=_BaseDumper, default_flow_style=True, allow_unicode=True, width=10**9
+        )
+    )
+
+
+def quoteYaml(value: Any, style: str) -> str:
+    """
+    The C{yaml_dquote} (C{style='"'}) and C{yaml_squote} (C{style="'"})
+    filters: C{str(value)} as a quoted YAML string.
+    """
+    return _stripDocumentEnd(
+        yaml.dump(
+            str(value), Dumper=_BaseDumper, default_style=style, allow_unicode=True, width=10**9
+        )
+    )
