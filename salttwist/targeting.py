@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_targeting,tests.test_targeting_property -*-
+# -*- test-case-name: tests.test_targeting,tests.test_targeting_pillar -*-
 """
 Target matching, shared by the master (which minions to expect) and the minion
 (whether a publication is for it).
@@ -23,14 +23,27 @@ Target types (L{TARGET_TYPES}), as in Salt:
     searches every key.
   - C{grain_pcre}: the same, with the value a regular expression applied with
     C{re.match}.
+  - C{pillar}, C{pillar_pcre}: the same as C{grain} and C{grain_pcre}, on the
+    minion's pillar (Salt's C{pillar_match} and C{pillar_pcre_match}, both
+    C{subdict_match}).
+  - C{pillar_exact}: as C{pillar}, with the value compared whole, no glob
+    (Salt's C{exact_match}; still case-insensitive, as Salt lowercases both
+    sides).
+  - C{ipcidr}: an IP address or a network in CIDR notation; the minion
+    matches if one of the addresses of its C{ipv4} grain (C{ipv6} for an
+    IPv6 target) is that address or lies in that network. A network with
+    host bits set (C{10.0.0.1/8}) is invalid, as for Salt's
+    C{ipaddress.ip_network}.
   - C{compound}: words separated by whitespace (or a list of words):
-    C{G@}, C{P@}, C{E@}, C{L@}, C{N@} prefixes, plain words as globs,
+    C{G@}, C{P@}, C{I@}, C{J@}, C{S@}, C{E@}, C{L@}, C{N@} prefixes
+    (grain, grain pcre, pillar, pillar pcre, ipcidr, pcre, list,
+    nodegroup), plain words as globs,
     C{and}, C{or}, C{not} and parentheses, which must stand apart as words
     (C{( web* or db* )}), exactly as in Salt. Salt turns the words into a
     Python boolean expression, so C{not} binds tighter than C{and}, which
     binds tighter than C{or}; a C{not} straight after a target means
-    C{and not} (C{web* not web1}). A grain word may choose its delimiter with
-    one character before the C{@}: C{G|@a|b}.
+    C{and not} (C{web* not web1}). A grain or pillar word may choose its
+    delimiter with one character before the C{@}: C{G|@a|b}, C{I|@a|b}.
   - C{nodegroup}: a name from the master's C{nodegroups}: a compound string
     or a list of words; C{N@name} inside one refers to another. As in Salt, a
     nodegroup with no operator, no C{*} and no prefixed word is a list of ids
@@ -44,14 +57,17 @@ L{TargetError} naming the character offset (0-based) of the problem.
 Deliberate differences from Salt, each where Salt silently matches nothing or
 something unintended:
   - Malformed targets raise L{TargetError} instead of matching nobody: unknown
-    or unsupported prefixes (C{X@}, C{I@}, C{S@}...), a grain target without
-    the delimiter, unknown nodegroups, nodegroup cycles, invalid regular
-    expressions, C{not not} (a syntax error in Salt too) and a parenthesis
-    glued to a word (C{(web*}), which Salt takes as a literal glob.
+    or unsupported prefixes (C{X@}, C{R@}, C{T@}, C{M@}), a grain or pillar
+    target without the delimiter, an C{ipcidr} target or C{S@} word that is
+    not an address or a network (the error names it), unknown nodegroups,
+    nodegroup cycles, invalid regular expressions, C{not not} (a syntax
+    error in Salt too) and a parenthesis glued to a word (C{(web*}), which
+    Salt takes as a literal glob.
   - C{N@group} is always parenthesised; Salt splices a nodegroup without
     nested groups in unparenthesised, so C{N@g and x} with C{g = "a or b"}
     becomes C{a or b and x} there.
-  - In C{grain_pcre} the regular expression is compiled with C{re.IGNORECASE}
+  - In C{grain_pcre} and C{pillar_pcre} the regular expression is compiled
+    with C{re.IGNORECASE}
     and applied to the lowercased value; Salt lowercases the pattern itself,
     which turns C{\\D}, C{\\S}, C{\\W} into C{\\d}, C{\\s}, C{\\w}.
   - With a custom delimiter, Salt still uses C{:} inside its recursion into
@@ -60,18 +76,38 @@ something unintended:
     expression may match it (three-valued logic, see L{TargetMatcher.evaluate}).
     Salt includes it in every grain word (greedy) and then computes C{not X}
     as "all minus X", which drops it, so a minion that does match could not
-    return.
+    return. The same holds for pillar words and a minion whose pillar the
+    master has not cached (not yet compiled): the master expects it unless
+    the rest of the target rules it out, and the minion decides with its own
+    pillar.
+  - C{ipcidr} compares parsed addresses (C{ipaddress}), where Salt compares
+    a single target address as a string with the grain's strings; values of
+    the grain that are not addresses are skipped, where Salt's
+    C{in_subnet} raises. A string grain is taken as a list of one.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
+import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-TARGET_TYPES = ("glob", "pcre", "list", "grain", "grain_pcre", "compound", "nodegroup")
+TARGET_TYPES = (
+    "glob",
+    "pcre",
+    "list",
+    "grain",
+    "grain_pcre",
+    "pillar",
+    "pillar_pcre",
+    "pillar_exact",
+    "ipcidr",
+    "compound",
+    "nodegroup",
+)
 
 #: The longest regular expression accepted from a user, in characters.
 MAX_REGEX_LENGTH = 4096
@@ -82,9 +118,11 @@ MAX_DEPTH = 64
 MAX_SIZE = 10000
 
 _OPERATORS = frozenset(("and", "or", "not", "(", ")"))
-_SUPPORTED_ENGINES = "GPELN"
-#: Salt's other engines: pillar, pillar pcre, ipcidr, range, resource, managing minion.
-_UNSUPPORTED_ENGINES = "IJSRTM"
+_SUPPORTED_ENGINES = "GPIJSELN"
+#: Salt's other engines: range, resource, managing minion.
+_UNSUPPORTED_ENGINES = "RTM"
+#: The compound engines on grains or pillar, and the target type of each.
+_DATA_ENGINES = {"G": "grain", "P": "grain_pcre", "I": "pillar", "J": "pillar_pcre"}
 #: Characters that make Salt read an operator-free nodegroup as a regex.
 _NODEGROUP_REGEX_CHARS = ("(", "[", "{", "\\", "?", "}", "]", ")")
 _ENGINE = re.compile(r"([A-Z])@")
@@ -106,6 +144,9 @@ _YAML_CONSTANTS: dict[str, Any] = {
 }
 
 Grains = Mapping[str, Any]
+Pillar = Mapping[str, Any]
+#: The grains or pillar of a minion that has none (never mutated).
+_NO_DATA: Mapping[str, Any] = {}
 _Selection = tuple[set[str], set[str]]
 #: Shared by selections; sets returned by L{_Node.select} are never mutated.
 _EMPTY: set[str] = set()
@@ -131,8 +172,8 @@ class TargetError(ValueError):
         self.expression = expression
 
 
-# Leaves and operators.  Each node has evaluate(minionId, grains) -> Truth,
-# where grains None means "unknown".
+# Leaves and operators.  Each node has evaluate(minionId, grains, pillar) ->
+# Truth, where grains or pillar None means "unknown".
 
 
 class _Node:
@@ -141,26 +182,32 @@ class _Node:
 
     L{evaluate} decides for one minion; L{select} decides for a set of
     minions at once, with set operations, so that an id-only word costs one
-    pass in C and a grain word is only tried on the minions still in play.
-    Both use three-valued logic: a grain word on unknown grains is unknown.
+    pass in C and a grain or pillar word is only tried on the minions still
+    in play. Both use three-valued logic: a grain word on unknown grains,
+    and a pillar word on an unknown pillar, is unknown.
     """
 
     __slots__ = ()
     usesGrains = False
+    usesPillar = False
     #: The number of nodes under this one, counting shared ones each time.
     size = 1
 
-    def evaluate(self, minionId: str, grains: Any) -> Truth:
+    def evaluate(self, minionId: str, grains: Any, pillar: Any) -> Truth:
         """
         @param grains: the minion's grains, or C{None} if unknown.
+        @param pillar: the minion's pillar, or C{None} if unknown.
         @return: C{True}, C{False}, or C{None} for unknown.
         """
         raise NotImplementedError()
 
-    def select(self, candidates: set[str], grainsById: Mapping[str, Any]) -> _Selection:
+    def select(
+        self, candidates: set[str], grainsById: Mapping[str, Any], pillarById: Mapping[str, Any]
+    ) -> _Selection:
         """
         @param candidates: the minions to decide for; never mutated.
         @param grainsById: grains of the minions whose grains are known.
+        @param pillarById: pillar of the minions whose pillar is known.
         @return: the candidates for which the node is true, and those for
             which it is unknown (disjoint). Neither is to be mutated.
         """
@@ -173,10 +220,12 @@ class _Constant(_Node):
     def __init__(self, value: bool) -> None:
         self.value = value
 
-    def evaluate(self, minionId: str, grains: Any) -> Truth:
+    def evaluate(self, minionId: str, grains: Any, pillar: Any) -> Truth:
         return self.value
 
-    def select(self, candidates: set[str], grainsById: Mapping[str, Any]) -> _Selection:
+    def select(
+        self, candidates: set[str], grainsById: Mapping[str, Any], pillarById: Mapping[str, Any]
+    ) -> _Selection:
         return (candidates if self.value else _EMPTY), _EMPTY
 
     def __repr__(self) -> str:
@@ -194,10 +243,12 @@ class _IdRegex(_Node):
         self.pattern = pattern
         self.match = compiled.match
 
-    def evaluate(self, minionId: str, grains: Any) -> Truth:
+    def evaluate(self, minionId: str, grains: Any, pillar: Any) -> Truth:
         return self.match(minionId) is not None
 
-    def select(self, candidates: set[str], grainsById: Mapping[str, Any]) -> _Selection:
+    def select(
+        self, candidates: set[str], grainsById: Mapping[str, Any], pillarById: Mapping[str, Any]
+    ) -> _Selection:
         return set(filter(self.match, candidates)), _EMPTY
 
     def __repr__(self) -> str:
@@ -210,60 +261,107 @@ class _IdList(_Node):
     def __init__(self, ids: Iterable[str]) -> None:
         self.ids = frozenset(ids)
 
-    def evaluate(self, minionId: str, grains: Any) -> Truth:
+    def evaluate(self, minionId: str, grains: Any, pillar: Any) -> Truth:
         return minionId in self.ids
 
-    def select(self, candidates: set[str], grainsById: Mapping[str, Any]) -> _Selection:
+    def select(
+        self, candidates: set[str], grainsById: Mapping[str, Any], pillarById: Mapping[str, Any]
+    ) -> _Selection:
         return candidates & self.ids, _EMPTY
 
     def __repr__(self) -> str:
         return f"IdList({sorted(self.ids)!r})"
 
 
-class _Grain(_Node):
-    __slots__ = ("expr", "matcher")
-    usesGrains = True
+class _DataWord(_Node):
+    """
+    A word on a minion's data (grains or pillar): C{match} is given that
+    data, and is unknown when the data is.
+    """
 
-    def __init__(self, expr: str, matcher: _SubdictMatcher) -> None:
+    __slots__ = ("expr", "match")
+
+    def __init__(self, expr: str, match: Callable[[Any], bool]) -> None:
         self.expr = expr
-        self.matcher = matcher
+        self.match = match
 
-    def evaluate(self, minionId: str, grains: Any) -> Truth:
-        if grains is None:
-            return None
-        return self.matcher.match(grains)
-
-    def select(self, candidates: set[str], grainsById: Mapping[str, Any]) -> _Selection:
+    @staticmethod
+    def _selectOn(
+        candidates: set[str], dataById: Mapping[str, Any], match: Callable[[Any], bool]
+    ) -> _Selection:
         true: set[str] = set()
         unknown: set[str] = set()
-        get = grainsById.get
-        match = self.matcher.match
+        get = dataById.get
         for minionId in candidates:
-            grains = get(minionId)
-            if grains is None:
+            data = get(minionId)
+            if data is None:
                 unknown.add(minionId)
-            elif match(grains):
+            elif match(data):
                 true.add(minionId)
         return true, unknown
+
+
+class _Grain(_DataWord):
+    """
+    A word on the grains (C{G@}, C{P@}, C{S@}).
+    """
+
+    __slots__ = ()
+    usesGrains = True
+
+    def evaluate(self, minionId: str, grains: Any, pillar: Any) -> Truth:
+        if grains is None:
+            return None
+        return self.match(grains)
+
+    def select(
+        self, candidates: set[str], grainsById: Mapping[str, Any], pillarById: Mapping[str, Any]
+    ) -> _Selection:
+        return self._selectOn(candidates, grainsById, self.match)
 
     def __repr__(self) -> str:
         return f"Grain({self.expr!r})"
 
 
+class _Pillar(_DataWord):
+    """
+    A word on the pillar (C{I@}, C{J@}, and the C{pillar*} target types).
+    """
+
+    __slots__ = ()
+    usesPillar = True
+
+    def evaluate(self, minionId: str, grains: Any, pillar: Any) -> Truth:
+        if pillar is None:
+            return None
+        return self.match(pillar)
+
+    def select(
+        self, candidates: set[str], grainsById: Mapping[str, Any], pillarById: Mapping[str, Any]
+    ) -> _Selection:
+        return self._selectOn(candidates, pillarById, self.match)
+
+    def __repr__(self) -> str:
+        return f"Pillar({self.expr!r})"
+
+
 class _Not(_Node):
-    __slots__ = ("child", "usesGrains", "size")
+    __slots__ = ("child", "usesGrains", "usesPillar", "size")
 
     def __init__(self, child: _Node) -> None:
         self.child = child
         self.usesGrains = child.usesGrains
+        self.usesPillar = child.usesPillar
         self.size = 1 + child.size
 
-    def evaluate(self, minionId: str, grains: Any) -> Truth:
-        value = self.child.evaluate(minionId, grains)
+    def evaluate(self, minionId: str, grains: Any, pillar: Any) -> Truth:
+        value = self.child.evaluate(minionId, grains, pillar)
         return None if value is None else not value
 
-    def select(self, candidates: set[str], grainsById: Mapping[str, Any]) -> _Selection:
-        true, unknown = self.child.select(candidates, grainsById)
+    def select(
+        self, candidates: set[str], grainsById: Mapping[str, Any], pillarById: Mapping[str, Any]
+    ) -> _Selection:
+        true, unknown = self.child.select(candidates, grainsById, pillarById)
         return candidates - true - unknown, unknown
 
     def __repr__(self) -> str:
@@ -271,25 +369,28 @@ class _Not(_Node):
 
 
 class _Group(_Node):
-    __slots__ = ("children", "usesGrains", "size")
+    __slots__ = ("children", "usesGrains", "usesPillar", "size")
 
     def __init__(self, children: list[_Node]) -> None:
         # Words on the id first: they are cheap and narrow the candidates.
-        self.children = tuple(sorted(children, key=lambda c: c.usesGrains))
+        self.children = tuple(sorted(children, key=lambda c: c.usesGrains or c.usesPillar))
         self.usesGrains = any(c.usesGrains for c in children)
+        self.usesPillar = any(c.usesPillar for c in children)
         self.size = 1 + sum(c.size for c in children)
 
 
 class _And(_Group):
     __slots__ = ()
 
-    def select(self, candidates: set[str], grainsById: Mapping[str, Any]) -> _Selection:
+    def select(
+        self, candidates: set[str], grainsById: Mapping[str, Any], pillarById: Mapping[str, Any]
+    ) -> _Selection:
         true: set[str] = candidates
         unknown: set[str] = _EMPTY
         for child in self.children:
             if not true and not unknown:
                 break
-            childTrue, childUnknown = child.select(true | unknown, grainsById)
+            childTrue, childUnknown = child.select(true | unknown, grainsById, pillarById)
             # True and true is true; unknown and (true or unknown) is unknown.
             true, unknown = (
                 true & childTrue,
@@ -297,10 +398,10 @@ class _And(_Group):
             )
         return true, unknown
 
-    def evaluate(self, minionId: str, grains: Any) -> Truth:
+    def evaluate(self, minionId: str, grains: Any, pillar: Any) -> Truth:
         result: Truth = True
         for child in self.children:
-            value = child.evaluate(minionId, grains)
+            value = child.evaluate(minionId, grains, pillar)
             if value is False:
                 return False
             if value is None:
@@ -314,7 +415,9 @@ class _And(_Group):
 class _Or(_Group):
     __slots__ = ()
 
-    def select(self, candidates: set[str], grainsById: Mapping[str, Any]) -> _Selection:
+    def select(
+        self, candidates: set[str], grainsById: Mapping[str, Any], pillarById: Mapping[str, Any]
+    ) -> _Selection:
         true: set[str] = _EMPTY
         unknown: set[str] = _EMPTY
         rest = candidates
@@ -322,16 +425,16 @@ class _Or(_Group):
             if not rest:
                 break
             # Only the candidates not yet known to match need asking.
-            childTrue, childUnknown = child.select(rest, grainsById)
+            childTrue, childUnknown = child.select(rest, grainsById, pillarById)
             true = true | childTrue
             unknown = (unknown - childTrue) | childUnknown
             rest = rest - childTrue
         return true, unknown
 
-    def evaluate(self, minionId: str, grains: Any) -> Truth:
+    def evaluate(self, minionId: str, grains: Any, pillar: Any) -> Truth:
         result: Truth = False
         for child in self.children:
-            value = child.evaluate(minionId, grains)
+            value = child.evaluate(minionId, grains, pillar)
             if value is True:
                 return True
             if value is None:
@@ -342,8 +445,8 @@ class _Or(_Group):
         return f"Or{list(self.children)!r}"
 
 
-# Grain matching: salt.utils.data.subdict_match, with the expression split
-# and its patterns compiled once.
+# Grain and pillar matching: salt.utils.data.subdict_match, with the
+# expression split and its patterns compiled once.
 
 _MISSING: dict[str, Any] = {}
 
@@ -406,17 +509,26 @@ def _traverse(data: Any, keys: Sequence[str]) -> Any:
 
 class _SubdictMatcher:
     """
-    One C{key:...:value} expression, matched against a grains dict exactly as
-    Salt's C{subdict_match} does. Patterns met while matching (suffixes of
-    the expression) are compiled once and shared through C{cache}.
+    One C{key:...:value} expression, matched against a grains or pillar
+    dict exactly as Salt's C{subdict_match} does: values as globs, as
+    regular expressions (C{regex}), or compared whole (C{exact}, Salt's
+    C{exact_match}; still case-insensitive, as Salt lowercases both sides).
+    Patterns met while matching (suffixes of the expression) are compiled
+    once and shared through C{cache}.
     """
 
-    __slots__ = ("steps", "regex", "delimiter", "wildcard", "cache")
+    __slots__ = ("steps", "regex", "exact", "delimiter", "wildcard", "cache")
 
     def __init__(
-        self, expr: str, delimiter: str, regex: bool, cache: dict[Any, Any] | None = None
+        self,
+        expr: str,
+        delimiter: str,
+        regex: bool,
+        cache: dict[Any, Any] | None = None,
+        exact: bool = False,
     ) -> None:
         self.regex = regex
+        self.exact = exact
         self.delimiter = delimiter
         self.wildcard = "*" + delimiter
         self.cache = {} if cache is None else cache
@@ -442,6 +554,8 @@ class _SubdictMatcher:
                 matcher = re.compile(pattern, re.IGNORECASE).match
             except (re.error, RecursionError, OverflowError):
                 matcher = None  # Salt logs and treats it as no match.
+        elif self.exact:
+            matcher = re.compile(re.escape(pattern.lower()) + r"\Z").match
         else:
             matcher = re.compile(fnmatch.translate(pattern.lower())).match
         self.cache[key] = matcher
@@ -452,7 +566,9 @@ class _SubdictMatcher:
         try:
             return self.cache[key]
         except KeyError:
-            sub = self.cache[key] = _SubdictMatcher(pattern, self.delimiter, self.regex, self.cache)
+            sub = self.cache[key] = _SubdictMatcher(
+                pattern, self.delimiter, self.regex, self.cache, self.exact
+            )
             return sub
 
     def _matchValue(self, target: Any, pattern: str) -> bool:
@@ -487,7 +603,7 @@ class _SubdictMatcher:
 
     def match(self, data: Any) -> bool:
         """
-        @return: whether the expression matches the grains C{data}.
+        @return: whether the expression matches C{data} (grains or pillar).
         """
         for keys, pattern in self.steps:
             found = data if keys is None else _traverse(data, keys)
@@ -537,15 +653,23 @@ def _compileRegex(pattern: str, what: str, offset: int, source: str) -> re.Patte
         ) from e
 
 
-def _compileGrain(
-    expr: str, delimiter: str, regex: bool, what: str, offset: int | None, source: str
-) -> _Grain:
+def _compileSubdict(
+    expr: str, delimiter: str, kind: str, what: str, offset: int | None, source: str
+) -> _DataWord:
+    """
+    Compile a word on the grains or the pillar.
+
+    @param kind: C{grain}, C{grain_pcre}, C{pillar}, C{pillar_pcre} or
+        C{pillar_exact}.
+    """
+    data = "pillar" if kind.startswith("pillar") else "grain"
+    regex = kind.endswith("_pcre")
     if not delimiter:
-        raise TargetError(f"{what}: the grain delimiter must not be empty")
+        raise TargetError(f"{what}: the {data} delimiter must not be empty")
     where = "" if offset is None else f" at position {offset}"
     if delimiter not in expr:
         raise TargetError(
-            f"{what}: grain target {expr!r}{where} needs a key and a value"
+            f"{what}: {data} target {expr!r}{where} needs a key and a value"
             f" separated by {delimiter!r}",
             offset,
             source,
@@ -583,7 +707,92 @@ def _compileGrain(
                 pos,
                 source,
             )
-    return _Grain(expr, _SubdictMatcher(expr, delimiter, regex))
+    matcher = _SubdictMatcher(expr, delimiter, regex, exact=kind == "pillar_exact")
+    if data == "pillar":
+        return _Pillar(expr, matcher.match)
+    return _Grain(expr, matcher.match)
+
+
+@functools.lru_cache(maxsize=65536)
+def _parseAddress(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """
+    An address from a minion's C{ipv4} or C{ipv6} grain (the same few
+    thousand strings come back with every selection), or L{None} if it is
+    not one.
+    """
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+class _IpMatch:
+    """
+    Salt's C{ipcidr} matcher: whether one of the minion's C{ipv4} (or, for
+    an IPv6 target, C{ipv6}) grain addresses is the target address or lies
+    in the target network.
+    """
+
+    __slots__ = ("grain", "address", "network")
+
+    def __init__(
+        self,
+        target: ipaddress.IPv4Address
+        | ipaddress.IPv6Address
+        | ipaddress.IPv4Network
+        | ipaddress.IPv6Network,
+    ) -> None:
+        self.grain = f"ipv{target.version}"
+        self.address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
+        self.network: ipaddress.IPv4Network | ipaddress.IPv6Network | None = None
+        if isinstance(target, ipaddress.IPv4Network | ipaddress.IPv6Network):
+            self.network = target
+        else:
+            self.address = target
+
+    def __call__(self, grains: Any) -> bool:
+        try:
+            values = grains.get(self.grain)
+        except AttributeError:
+            return False
+        if isinstance(values, str):
+            values = [values]
+        elif not isinstance(values, list | tuple):
+            return False
+        for value in values:
+            if not isinstance(value, str):
+                continue
+            address = _parseAddress(value)
+            if address is None:
+                continue
+            if self.network is None:
+                if address == self.address:
+                    return True
+            elif address in self.network:
+                return True
+        return False
+
+
+def _compileIpCidr(expr: str, what: str, offset: int | None, source: str) -> _Grain:
+    """
+    Compile an C{ipcidr} target or C{S@} word: an IP address or a network
+    in CIDR notation (host bits must be zero, as Salt's C{ip_network}
+    requires).
+    """
+    target: Any
+    try:
+        target = ipaddress.ip_address(expr)
+    except ValueError:
+        try:
+            target = ipaddress.ip_network(expr)
+        except ValueError as e:
+            where = "" if offset is None else f" at position {offset}"
+            raise TargetError(
+                f"{what}: invalid IP address or CIDR network {expr!r}{where}: {e}",
+                offset,
+                source,
+            ) from None
+    return _Grain(expr, _IpMatch(target))
 
 
 def _globNode(pattern: str) -> _Node:
@@ -743,7 +952,7 @@ class _Parser:
             if engine in _UNSUPPORTED_ENGINES:
                 raise self.error(
                     f"target engine {prefix!r} at position {pos} is not supported"
-                    " (supported: G@, P@, E@, L@, N@)",
+                    " (supported: G@, P@, I@, J@, S@, E@, L@, N@)",
                     pos,
                 )
             if engine not in _SUPPORTED_ENGINES:
@@ -752,7 +961,7 @@ class _Parser:
                 raise self.error(f"nothing after {prefix!r} at position {pos}", pos)
         else:
             pattern, patternAt = word, pos
-        if engine not in ("E", "P") and (
+        if engine not in ("E", "P", "J") and (
             (pattern.startswith("(") or pattern.endswith(")"))
             and pattern.count("(") != pattern.count(")")
         ):
@@ -769,10 +978,17 @@ class _Parser:
             if not items:
                 raise self.error(f"list at position {pos} names no minion", pos)
             return _IdList(items)
-        if engine in ("G", "P"):
-            return _compileGrain(
-                pattern, delimiter or ":", engine == "P", self.label, patternAt, self.source
+        if engine in _DATA_ENGINES:
+            return _compileSubdict(
+                pattern,
+                delimiter or ":",
+                _DATA_ENGINES[engine],
+                self.label,
+                patternAt,
+                self.source,
             )
+        if engine == "S":
+            return _compileIpCidr(pattern, self.label, patternAt, self.source)
         # N@
         return self.compiler.nodegroup(pattern, self.label, pos, self.source, self.depth)
 
@@ -890,6 +1106,8 @@ class TargetMatcher:
     @ivar tgt: the target as given.
     @ivar tgtType: its type, one of L{TARGET_TYPES}.
     @ivar usesGrains: whether matching depends on grains at all.
+    @ivar usesPillar: whether matching depends on the pillar at all (the
+        master then needs its pillar cache).
     """
 
     def __init__(self, tgt: object, tgtType: str, node: _Node) -> None:
@@ -897,39 +1115,63 @@ class TargetMatcher:
         self.tgtType = tgtType
         self._node = node
         self.usesGrains = node.usesGrains
+        self.usesPillar = node.usesPillar
 
     def __repr__(self) -> str:
         return f"<TargetMatcher {self.tgtType} {self.tgt!r}: {self._node!r}>"
 
-    def matches(self, minionId: str, grains: Grains | None = None) -> bool:
+    def matches(
+        self, minionId: str, grains: Grains | None = None, pillar: Pillar | None = None
+    ) -> bool:
         """
-        Decide for a minion whose grains are known: the minion's own view.
+        Decide for a minion whose grains and pillar are known: the minion's
+        own view.
 
         @param grains: the minion's grains; C{None} means no grains (every
             grain word is false).
+        @param pillar: the minion's pillar; C{None} means an empty pillar
+            (every pillar word is false).
         """
-        return self._node.evaluate(minionId, {} if grains is None else grains) is True
+        return (
+            self._node.evaluate(
+                minionId,
+                _NO_DATA if grains is None else grains,
+                _NO_DATA if pillar is None else pillar,
+            )
+            is True
+        )
 
-    def evaluate(self, minionId: str, grains: Grains | None) -> Truth:
+    def evaluate(self, minionId: str, grains: Grains | None, pillar: Pillar | None = None) -> Truth:
         """
         Three-valued matching (Kleene logic): a grain word is C{None},
-        "unknown", when C{grains} is C{None}; C{not} unknown is unknown,
-        C{and} is false if any part is false, C{or} is true if any part is
-        true, and unknown otherwise.
+        "unknown", when C{grains} is C{None}, and a pillar word when
+        C{pillar} is C{None}; C{not} unknown is unknown, C{and} is false if
+        any part is false, C{or} is true if any part is true, and unknown
+        otherwise.
 
         @return: C{True} or C{False} when the answer does not depend on the
-            unknown grains, else C{None}.
+            unknown grains or pillar, else C{None}.
         """
-        return self._node.evaluate(minionId, grains)
+        return self._node.evaluate(minionId, grains, pillar)
 
     def select(
-        self, minionIds: Iterable[str], grainsById: Mapping[str, Grains | None] | None = None
+        self,
+        minionIds: Iterable[str],
+        grainsById: Mapping[str, Grains | None] | None = None,
+        pillarById: Mapping[str, Pillar | None] | None = None,
     ) -> list[str]:
         """
         The minions the master should expect (see L{checkMinions}).
+
+        @param grainsById: each minion's cached grains; a minion absent (or
+            mapped to C{None}) has unknown grains.
+        @param pillarById: each minion's cached pillar; a minion absent (or
+            mapped to C{None}) has an unknown pillar, so a pillar word may
+            match it and it is included unless the rest of the target rules
+            it out.
         """
         candidates = set(minionIds)
-        true, unknown = self._node.select(candidates, grainsById or {})
+        true, unknown = self._node.select(candidates, grainsById or {}, pillarById or {})
         return sorted(true | unknown)
 
 
@@ -1016,10 +1258,10 @@ def _compile(
             node = _globNode(tgt)
         elif tgtType == "pcre":
             node = _IdRegex(tgt, _compileRegex(tgt, "pcre target", 0, tgt))
+        elif tgtType == "ipcidr":
+            node = _compileIpCidr(tgt, "ipcidr target", None, tgt)
         else:
-            node = _compileGrain(
-                tgt, delimiter, tgtType == "grain_pcre", f"{tgtType} target", None, tgt
-            )
+            node = _compileSubdict(tgt, delimiter, tgtType, f"{tgtType} target", None, tgt)
     return TargetMatcher(tgt, tgtType, node)
 
 
@@ -1041,16 +1283,19 @@ def matchMinion(
     grains: Grains | None = None,
     nodegroups: Mapping[str, Any] | None = None,
     delimiter: str = ":",
+    pillar: Pillar | None = None,
 ) -> bool:
     """
-    Whether the minion C{minionId}, whose grains are C{grains}, is targeted:
-    the minion's decision about a publication.
+    Whether the minion C{minionId}, whose grains are C{grains} and pillar
+    C{pillar}, is targeted: the minion's decision about a publication.
 
     @param grains: the minion's own grains; C{None} is taken as no grains, so
         grain words are false.
+    @param pillar: the minion's own pillar; C{None} is taken as an empty
+        pillar, so pillar words are false.
     @raise TargetError: if the target is invalid.
     """
-    return compileTarget(tgt, tgtType, nodegroups, delimiter).matches(minionId, grains)
+    return compileTarget(tgt, tgtType, nodegroups, delimiter).matches(minionId, grains, pillar)
 
 
 def checkMinions(
@@ -1060,6 +1305,7 @@ def checkMinions(
     grainsById: Mapping[str, Grains | None] | None = None,
     nodegroups: Mapping[str, Any] | None = None,
     delimiter: str = ":",
+    pillarById: Mapping[str, Pillar | None] | None = None,
 ) -> list[str]:
     """
     The minions the master should expect to return, among C{minionIds}.
@@ -1071,13 +1317,19 @@ def checkMinions(
     job the master does not expect cannot return: C{G@os:Debian} includes it,
     and so does C{not G@os:Debian}, while C{G@os:Debian and db*} includes it
     only if its id matches C{db*}. With every minion's grains known, the
-    result is exactly the minions for which L{matchMinion} is true.
+    result is exactly the minions for which L{matchMinion} is true. Pillar
+    words are decided the same way from C{pillarById}: a minion whose
+    pillar the master has not cached may match them.
 
     @param grainsById: each minion's cached grains.
+    @param pillarById: each minion's cached pillar (the master's pillar
+        cache); L{None} when none is known.
     @return: the sorted, distinct ids.
     @raise TargetError: if the target is invalid.
     """
-    return compileTarget(tgt, tgtType, nodegroups, delimiter).select(minionIds, grainsById)
+    return compileTarget(tgt, tgtType, nodegroups, delimiter).select(
+        minionIds, grainsById, pillarById
+    )
 
 
 def expandNodegroup(name: str, nodegroups: Mapping[str, Any] | None) -> list[str]:

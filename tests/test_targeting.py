@@ -626,13 +626,13 @@ class MalformedCompoundTests(SynchronousTestCase):
 
     def test_unsupportedEngine(self) -> None:
         """
-        Salt's engines that salttwist lacks (pillar, ipcidr, range...) are
-        refused by name, listing the supported ones.
+        Salt's engines that salttwist lacks (range, resource, managing
+        minion) are refused by name, listing the supported ones.
         """
-        for word in ["I@role:web", "J@role:w.*", "S@10.0.0.0/8", "R@%x", "G@os:x or T@y"]:
+        for word in ["R@%x", "G@os:x or T@y", "M@x"]:
             e = self.assertRaises(TargetError, validateTarget, word, "compound")
             self.assertIn("is not supported", str(e))
-            self.assertIn("G@, P@, E@, L@, N@", str(e))
+            self.assertIn("G@, P@, I@, J@, S@, E@, L@, N@", str(e))
 
     def test_emptyPattern(self) -> None:
         """
@@ -1040,7 +1040,19 @@ class TargetTypeTests(SynchronousTestCase):
         """
         self.assertEqual(
             set(TARGET_TYPES),
-            {"glob", "pcre", "list", "grain", "grain_pcre", "compound", "nodegroup"},
+            {
+                "glob",
+                "pcre",
+                "list",
+                "grain",
+                "grain_pcre",
+                "pillar",
+                "pillar_pcre",
+                "pillar_exact",
+                "ipcidr",
+                "compound",
+                "nodegroup",
+            },
         )
 
     def test_unknownType(self) -> None:
@@ -1048,9 +1060,9 @@ class TargetTypeTests(SynchronousTestCase):
         An unknown type raises L{TargetError} naming the type and every
         supported type.
         """
-        e = self.assertRaises(TargetError, checkMinions, MINIONS, "10.0.0.0/8", "ipcidr")
+        e = self.assertRaises(TargetError, checkMinions, MINIONS, "10.0.0.0/8", "range")
         message = str(e)
-        self.assertIn("'ipcidr'", message)
+        self.assertIn("'range'", message)
         for supported in TARGET_TYPES:
             self.assertIn(supported, message)
         self.assertRaises(TargetError, matchMinion, "web1", "*", "Glob")
