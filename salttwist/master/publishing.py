@@ -11,7 +11,11 @@ HMAC-SHA256 under that subscription's own key (derived from the minion's
 session and the connection's challenge): no RSA signature, and no minion
 can forge a job for another (see L{salttwist.master.publisher}).
 Targeting against the accepted ids already listed is done on the reactor:
-a job's path has no thread hop.
+a job's path has no thread hop. Grain words are matched against the grains
+cache and pillar words (C{-I}, C{-J}, C{I@}, C{J@}) against the pillar cache
+(L{salttwist.master.pillarcache.PillarCache}); a minion whose grains or
+pillar are not cached is expected whenever the target may match it, and
+decides for itself.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from salttwist.master.interfaces import IJobPublisher, IMinionSession, ISessions
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import PublicationKey
 from salttwist.master.keywatch import AcceptedIds
-from salttwist.targeting import TargetError, checkMinions, expandNodegroup, validateTarget
+from salttwist.master.pillarcache import PillarCache
+from salttwist.targeting import TargetError, compileTarget, expandNodegroup
 
 FUNCTION_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
 #: Targeting is done on the reactor, without a thread hop, when the accepted
@@ -77,6 +82,9 @@ class JobPublisher:
     @ivar publicationKey: the current publication key (rotated by
         L{salttwist.master.keywatch.KeyWatch}).
     @ivar jobCache: the job cache, or L{None}.
+    @ivar pillarCache: each minion's last compiled pillar, for pillar
+        targets (C{-I}, C{-J}, C{I@}, C{J@}); a minion without one there
+        may match them.
     """
 
     # The master's namespace: log lines read as they always did.
@@ -95,6 +103,7 @@ class JobPublisher:
         jobs: JobRegistry,
         jids: JidGenerator,
         jobCache: IJobCache | None,
+        pillarCache: PillarCache | None = None,
     ) -> None:
         self.config = config
         self.bus = bus
@@ -110,6 +119,7 @@ class JobPublisher:
         self.jobs = jobs
         self.jids = jids
         self.jobCache = jobCache
+        self.pillarCache = PillarCache() if pillarCache is None else pillarCache
         self.publicationKey = PublicationKey()
         self._publicationCipher: tuple[PublicationKey, crypt.AesCipher] | None = None
 
@@ -140,7 +150,7 @@ class JobPublisher:
             raise ValueError("tgt_type must be a string")
         nodegroups = self.config.get("nodegroups") or {}
         try:
-            validateTarget(tgt, tgtType, nodegroups=nodegroups)
+            matcher = compileTarget(tgt, tgtType, nodegroups=nodegroups)
             # Minions do not know the nodegroups: they get them spelled out.
             published, publishedType = publishableTarget(tgt, tgtType, nodegroups)
         except TargetError as e:
@@ -154,19 +164,16 @@ class JobPublisher:
             user = user or "root"
         ownJobMinions = self._ownJobMinions(user, fun, arg) if aclSession else None
         grainsById = dict(self.grainsCache.grains)
+        # Copied (targeting may run in a thread) only for a pillar target:
+        # other targets pay nothing for it.
+        pillarById = dict(self.pillarCache.byId()) if matcher.usesPillar else None
         acl = self.acl
         accepted = self._accepted
 
         def expected() -> _Targeted:
             listing = accepted.list()
             generation, acceptedIds = listing
-            minions = checkMinions(
-                acceptedIds,
-                tgt,
-                tgtType,
-                grainsById=grainsById,
-                nodegroups=nodegroups,
-            )
+            minions = matcher.select(acceptedIds, grainsById, pillarById)
             if aclSession:
                 ownFindJob = ownJobMinions is not None and set(minions) <= ownJobMinions
                 decision = acl.authorize(user, fun, minions, grainsById, ownFindJob)
