@@ -201,6 +201,8 @@ class Master:
             bus, clock, accepted, config.get("pub_write_buffer", DEFAULT_PUB_WRITE_BUFFER)
         )
         self.keyWatch = keyWatch = KeyWatch(keyStore, runBlocking, self.grainsCache, accepted)
+        #: Each minion's last compiled pillar (pillar targeting).
+        self.pillarCache = PillarCache()
         self.jobPublisher = publisher = JobPublisher(
             config,
             bus,
@@ -213,6 +215,7 @@ class Master:
             self.jobs,
             jids,
             jobCache,
+            pillarCache=self.pillarCache,
         )
         self.admission = admission = Admission(
             config,
@@ -235,8 +238,6 @@ class Master:
         )
 
         self.fileRequests = files = FileRequests(config, clock, runBlocking)
-        #: Each minion's last compiled pillar (pillar targeting).
-        self.pillarCache = PillarCache()
         self.pillarRequests = pillar = PillarRequests(
             config, clock, runBlocking, self.grainsCache, self.pillarCache
         )
