@@ -178,6 +178,11 @@ class LazyFunctions(MutableMapping[str, Callable[..., Any]]):
     or counting the functions. A name set here is kept even if a module
     loaded later defines it too. A module that fails to import raises its
     error from the lookup, and is tried again at the next.
+
+    Custom modules synced from the file server (L{salttwist.modules.extmods})
+    are set with L{setExtensions}: their functions are found first, and a
+    custom module named as a built-in one hides all of the built-in one's
+    functions (Salt lets a custom module replace a built-in one).
     """
 
     def __init__(self, package: str, modules: tuple[str, ...]) -> None:
@@ -185,8 +190,34 @@ class LazyFunctions(MutableMapping[str, Callable[..., Any]]):
         self._modules = tuple(modules)
         self._pending = list(modules)
         self._functions: dict[str, Callable[..., Any]] = {}
+        # The custom modules' functions, and the names of their modules;
+        # replaced whole (never mutated) by setExtensions.
+        self._extensions: dict[str, Callable[..., Any]] = {}
+        self._extensionModules: frozenset[str] = frozenset()
         # Functions run in threads and may list the others (sys.*).
         self._lock = threading.RLock()
+
+    def setExtensions(self, functions: dict[str, Callable[..., Any]]) -> None:
+        """
+        Make C{functions} (by C{module.function}) the custom modules'
+        functions, replacing those set before.
+        """
+        modules = frozenset(name.partition(".")[0] for name in functions)
+        with self._lock:
+            self._extensions, self._extensionModules = dict(functions), modules
+
+    def extensions(self) -> dict[str, Callable[..., Any]]:
+        """
+        @return: the custom modules' functions, by C{module.function}.
+        """
+        return dict(self._extensions)
+
+    def builtinModules(self) -> set[str]:
+        """
+        @return: the names of the built-in modules (imports them all).
+        """
+        self._loadAll()
+        return {name.partition(".")[0] for name in self._functions}
 
     def _load(self, name: str) -> None:
         with self._lock:
@@ -203,6 +234,12 @@ class LazyFunctions(MutableMapping[str, Callable[..., Any]]):
                 self._load(self._pending[0])
 
     def __getitem__(self, key: str) -> Callable[..., Any]:
+        if self._extensionModules:
+            extension = self._extensions.get(key)
+            if extension is not None:
+                return extension
+            if key.partition(".")[0] in self._extensionModules:
+                raise KeyError(key)
         if key not in self._functions and self._pending:
             module = key.partition(".")[0]
             self._load(module)
@@ -217,13 +254,32 @@ class LazyFunctions(MutableMapping[str, Callable[..., Any]]):
         self._loadAll()
         del self._functions[key]
 
-    def __iter__(self) -> Iterator[str]:
+    def _visible(self) -> dict[str, Callable[..., Any]]:
+        """
+        @return: every function as looked up: the built-in ones not hidden
+            by a custom module, and the custom ones.
+        """
         self._loadAll()
-        return iter(dict(self._functions))
+        hidden = self._extensionModules
+        functions = {
+            name: function
+            for name, function in self._functions.items()
+            if name.partition(".")[0] not in hidden
+        }
+        functions.update(self._extensions)
+        return functions
+
+    def __iter__(self) -> Iterator[str]:
+        if not self._extensionModules:
+            self._loadAll()
+            return iter(dict(self._functions))
+        return iter(self._visible())
 
     def __len__(self) -> int:
-        self._loadAll()
-        return len(self._functions)
+        if not self._extensionModules:
+            self._loadAll()
+            return len(self._functions)
+        return len(self._visible())
 
     def loaded(self) -> list[str]:
         """

@@ -15,9 +15,9 @@ import fnmatch
 import signal as signals
 from typing import Any
 
-from salttwist.grains import coreGrains, grainsFilePath
-from salttwist.modules import LoaderContext, SaltInvocationError, needsContext, onReactor
-from salttwist.modules._process import inThread
+from twisted.internet.defer import Deferred
+
+from salttwist.modules import LoaderContext, SaltInvocationError, extmods, needsContext, onReactor
 
 
 @onReactor
@@ -112,21 +112,164 @@ def signal_job(context: LoaderContext, jid: Any, sig: Any) -> str:
 @needsContext
 def refresh_grains(context: LoaderContext) -> Any:
     """
-    Gather the core grains again (in a thread), apply the config and grains
-    file on top, and report them to the master. Returns C{True}.
+    Gather the core grains again (in a thread), the custom grains of the
+    synced C{_grains} modules over them, the grains file and the config on
+    top, and report them to the master. Returns C{True}.
 
     CLI Example: C{salttwist '*' saltutil.refresh_grains}
     """
-    opts = context.opts
+    return extmods.refreshGrains(context)
 
-    def gather() -> dict[str, Any]:
-        return coreGrains(context.grains["id"], opts.get("grains", {}), grainsFilePath(opts))
 
-    def apply(grains: dict[str, Any]) -> bool:
-        context.grains.clear()
-        context.grains.update(grains)
-        if context.onGrainsChanged is not None:
-            context.onGrainsChanged()
-        return True
+# -- custom code through the file server (salttwist.modules.extmods) ---------
 
-    return inThread(context.reactor, gather).addCallback(apply)
+
+def _syncOne(
+    context: LoaderContext,
+    kind: str,
+    saltenv: Any,
+    refresh: Any,
+    extmod_whitelist: Any,
+    extmod_blacklist: Any,
+) -> Deferred[list[str]]:
+    d = Deferred.fromCoroutine(
+        extmods.syncKinds(
+            context, [kind], saltenv, _truth(refresh), extmod_whitelist, extmod_blacklist
+        )
+    )
+    return d.addCallback(lambda results: results[kind])
+
+
+def _truth(value: Any) -> bool:
+    """
+    A boolean argument as Salt's CLI gives it (C{refresh=False} arrives as
+    C{False}, but a string C{"False"} is false too).
+    """
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "0", "no", "off", "")
+    return bool(value)
+
+
+@onReactor
+@needsContext
+def sync_modules(
+    context: LoaderContext,
+    saltenv: Any = None,
+    refresh: Any = True,
+    extmod_whitelist: Any = None,
+    extmod_blacklist: Any = None,
+) -> Deferred[list[str]]:
+    """
+    Sync the custom execution modules of the file server's C{_modules}
+    folder (of C{saltenv}: a name or a comma-separated list; C{base} by
+    default) into C{extension_modules/modules}, and with C{refresh} load
+    them at once. Returns the modules copied because they were new or
+    changed (C{["modules.mymod"]}); files the file server no longer has are
+    removed.
+
+    CLI Example: C{salttwist '*' saltutil.sync_modules saltenv=base,dev}
+    """
+    return _syncOne(context, "modules", saltenv, refresh, extmod_whitelist, extmod_blacklist)
+
+
+@onReactor
+@needsContext
+def sync_grains(
+    context: LoaderContext,
+    saltenv: Any = None,
+    refresh: Any = True,
+    extmod_whitelist: Any = None,
+    extmod_blacklist: Any = None,
+) -> Deferred[list[str]]:
+    """
+    Sync the custom grain modules of C{_grains} into
+    C{extension_modules/grains}; with C{refresh}, gather the grains again
+    with them and report them to the master. Returns the modules copied
+    (C{["grains.role"]}).
+
+    CLI Example: C{salttwist '*' saltutil.sync_grains}
+    """
+    return _syncOne(context, "grains", saltenv, refresh, extmod_whitelist, extmod_blacklist)
+
+
+@onReactor
+@needsContext
+def sync_states(
+    context: LoaderContext,
+    saltenv: Any = None,
+    refresh: Any = True,
+    extmod_whitelist: Any = None,
+    extmod_blacklist: Any = None,
+) -> Deferred[list[str]]:
+    """
+    Sync the custom state modules of C{_states} into
+    C{extension_modules/states} (copied only: salttwist has no state
+    system yet to load them). Returns the modules copied.
+
+    CLI Example: C{salttwist '*' saltutil.sync_states}
+    """
+    return _syncOne(context, "states", saltenv, refresh, extmod_whitelist, extmod_blacklist)
+
+
+@onReactor
+@needsContext
+def sync_utils(
+    context: LoaderContext,
+    saltenv: Any = None,
+    refresh: Any = True,
+    extmod_whitelist: Any = None,
+    extmod_blacklist: Any = None,
+) -> Deferred[list[str]]:
+    """
+    Sync the custom utility modules of C{_utils} into
+    C{extension_modules/utils} (custom modules reach them as
+    C{__utils__["name.function"]}). Returns the modules copied.
+
+    CLI Example: C{salttwist '*' saltutil.sync_utils}
+    """
+    return _syncOne(context, "utils", saltenv, refresh, extmod_whitelist, extmod_blacklist)
+
+
+@onReactor
+@needsContext
+def sync_all(
+    context: LoaderContext,
+    saltenv: Any = None,
+    refresh: Any = True,
+    extmod_whitelist: Any = None,
+    extmod_blacklist: Any = None,
+) -> Deferred[dict[str, list[str]]]:
+    """
+    Sync every kind of custom module a minion loads (C{_modules},
+    C{_states}, C{_grains}, C{_utils}) and with C{refresh} load them once
+    at the end. Returns the modules copied by kind:
+    C{{"modules": [...], "states": [...], "grains": [...], "utils": [...]}}.
+    C{extmod_whitelist} and C{extmod_blacklist} map kinds to module names
+    (C{{"modules": ["mymod"]}}). C{_runners} are synced on the master
+    (C{salttwist-run saltutil.sync_runners}), as in Salt.
+
+    CLI Example: C{salttwist '*' saltutil.sync_all}
+    """
+    return Deferred.fromCoroutine(
+        extmods.syncKinds(
+            context,
+            extmods.MINION_KINDS,
+            saltenv,
+            _truth(refresh),
+            extmod_whitelist,
+            extmod_blacklist,
+        )
+    )
+
+
+@onReactor
+@needsContext
+def refresh_modules(context: LoaderContext, **kwargs: Any) -> Deferred[bool]:
+    """
+    Load the synced custom modules, utils and grains again now (imported
+    in a thread); grains that changed are reported to the master. Returns
+    C{True}.
+
+    CLI Example: C{salttwist '*' saltutil.refresh_modules}
+    """
+    return extmods.reloadExtensions(context)
