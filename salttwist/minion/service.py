@@ -31,6 +31,7 @@ from salttwist.minion.core import ConnectTCP, Minion
 from salttwist.minion.returnsqueue import ReturnsQueue
 from salttwist.modules import LoaderContext, loadFunctions
 from salttwist.modules.executor import Executor
+from salttwist.modules.extmods import autoloadExtensions
 from salttwist.pki.ids import InvalidMinionId, configuredMinionId, validateMinionId
 from salttwist.transport.interfaces import ROLE_PUB, ROLE_REQ, ITransport
 from salttwist.transport.registry import UnknownTransport, findTransport
@@ -94,6 +95,10 @@ def buildMinion(
     context = LoaderContext(config, grains, reactor)
     executor = Executor(loadFunctions(), context, runBlocking)
     context.functions = executor.functions
+    if config["autoload_dynamic_modules"]:
+        # The custom modules and grains synced from the file server
+        # (blocking: at start, before the reactor runs).
+        autoloadExtensions(context)
     returnsQueue = ReturnsQueue(os.path.join(config["cachedir"], "returns"), runBlocking)
     leftover = returnsQueue.load()
     minion = Minion(
