@@ -191,9 +191,15 @@ class Jobber:
             self.log.warn("minion {id}: dropped a malformed publication", id=self.id)
             return
         try:
-            grains = self.executor.context.grains
+            # The minion's own grains and pillar (the pillar as last
+            # delivered by the master, kept current in the context).
+            context = self.executor.context
             if not matchMinion(
-                self.id, load.get("tgt"), load.get("tgt_type", "glob"), grains=grains
+                self.id,
+                load.get("tgt"),
+                load.get("tgt_type", "glob"),
+                grains=context.grains,
+                pillar=context.pillar,
             ):
                 return
         except TargetError as e:
