@@ -217,6 +217,24 @@ class BuildParserTests(SynchronousTestCase):
                 self.assertEqual(options.tgt_type, kind, flag)
         self.assertEqual(buildParser().parse_args(["-L", "a,b", "test.ping"]).tgt_type, "list")
 
+    def test_pillarAndIpcidrFlags(self) -> None:
+        """
+        Salt's pillar and ipcidr flags: C{-I}/C{--pillar},
+        C{-J}/C{--pillar-pcre} and C{-S}/C{--ipcidr}, and they exclude the
+        other target flags.
+        """
+        cases = {
+            ("-I", "--pillar"): "pillar",
+            ("-J", "--pillar-pcre"): "pillar_pcre",
+            ("-S", "--ipcidr"): "ipcidr",
+        }
+        for flags, kind in cases.items():
+            for flag in flags:
+                options = buildParser().parse_args([flag, "role:web", "test.ping"])
+                self.assertEqual((options.tgt_type, options.target), (kind, "role:web"), flag)
+        e = self.assertRaises(SystemExit, buildParser().parse_args, ["-I", "-S", "x", "test.ping"])
+        self.assertEqual(e.code, 2)
+
     def test_targetFlagsExclusive(self) -> None:
         """
         Two target-type flags together are a usage error.

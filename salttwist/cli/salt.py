@@ -41,6 +41,9 @@ TARGET_FLAGS = (
     ("-L", "--list", "list", "Target a comma-separated list of minion ids."),
     ("-G", "--grain", "grain", "Target by grain, e.g. 'os:Debian'."),
     ("-P", "--grain-pcre", "grain_pcre", "Target by grain with a regular expression."),
+    ("-I", "--pillar", "pillar", "Target by pillar value, e.g. 'role:web'."),
+    ("-J", "--pillar-pcre", "pillar_pcre", "Target by pillar value with a regular expression."),
+    ("-S", "--ipcidr", "ipcidr", "Target by IP address or CIDR network, e.g. '10.0.0.0/8'."),
     ("-C", "--compound", "compound", "Target with a compound expression."),
     ("-N", "--nodegroup", "nodegroup", "Target a nodegroup from the master config."),
 )
