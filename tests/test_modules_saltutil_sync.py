@@ -1,0 +1,224 @@
+# -*- test-case-name: tests.test_modules_saltutil_sync -*-
+"""
+Tests for C{saltutil.sync_*} and C{saltutil.refresh_modules}
+(L{salttwist.modules.saltutil}, L{salttwist.modules.extmods}): custom code
+synced from real temporary C{file_roots} through a real
+L{LocalFileClient}, then loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from typing import Any
+
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from salttwist.blocking import runSynchronously
+from salttwist.fileserver.client import LocalFileClient
+from salttwist.fileserver.server import FileServer
+from salttwist.modules import LoaderContext, extmods, loadFunctions
+from salttwist.modules.executor import Executor
+
+
+def kw(**kwargs: Any) -> dict[str, Any]:
+    """
+    @return: keyword arguments as they come on the wire.
+    """
+    return {**kwargs, "__kwarg__": True}
+
+
+class SyncTests(SynchronousTestCase):
+    """
+    A minion context whose file client reads real roots (C{base} and
+    C{dev}), with a L{Clock} as its reactor (thread work runs at once).
+    """
+
+    def setUp(self) -> None:
+        self.root = os.path.abspath(self.mktemp())
+        self.base = os.path.join(self.root, "srv", "base")
+        self.dev = os.path.join(self.root, "srv", "dev")
+        self.cachedir = os.path.join(self.root, "cache")
+        for directory in (self.base, self.dev, self.cachedir):
+            os.makedirs(directory)
+        self.opts: dict[str, Any] = {
+            "id": "m1",
+            "cachedir": self.cachedir,
+            "file_roots": {"base": [self.base], "dev": [self.dev]},
+            "grains": {},
+        }
+        self.reported: list[dict[str, Any]] = []
+        self.context = LoaderContext(
+            opts=self.opts,
+            grains={"id": "m1"},
+            reactor=Clock(),
+            onGrainsChanged=lambda: self.reported.append(dict(self.context.grains)),
+        )
+        self.context.fileClient = LocalFileClient(
+            FileServer(self.opts), self.cachedir, runSynchronously
+        )
+        self.executor = Executor(loadFunctions(), self.context, runSynchronously)
+        self.context.functions = self.executor.functions
+        self.addCleanup(self._forgetModules)
+
+    def _forgetModules(self) -> None:
+        for name in [n for n in sys.modules if n.startswith(extmods.PACKAGE + ".")]:
+            del sys.modules[name]
+
+    def serve(self, relative: str, text: str, root: str | None = None) -> str:
+        """
+        Put a file in the roots (C{base} by default).
+        """
+        path = os.path.join(root or self.base, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(text))
+        return path
+
+    def run_(self, fun: str, *arg: Any) -> dict[str, Any]:
+        return self.successResultOf(self.executor.run(fun, list(arg)))
+
+    def ret(self, fun: str, *arg: Any) -> Any:
+        result = self.run_(fun, *arg)
+        self.assertTrue(result["success"], result)
+        return result["return"]
+
+    def extmods(self, kind: str) -> list[str]:
+        directory = os.path.join(self.cachedir, "extmods", kind)
+        return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+
+    def test_syncModulesNewChangedRemoved(self) -> None:
+        """
+        C{sync_modules} copies a new module and loads it; a second sync
+        copies nothing; a changed module is copied and its new code runs; a
+        module removed from the roots is removed and unloaded.
+        """
+        path = self.serve("_modules/hello.py", "def world():\n    return 'one'\n")
+        self.assertEqual(self.ret("saltutil.sync_modules"), ["modules.hello"])
+        self.assertEqual(self.extmods("modules"), ["hello.py"])
+        self.assertEqual(self.ret("hello.world"), "one")
+
+        self.assertEqual(self.ret("saltutil.sync_modules"), [])
+
+        self.serve("_modules/hello.py", "def world():\n    return 'two'\n")
+        self.assertEqual(self.ret("saltutil.sync_modules"), ["modules.hello"])
+        self.assertEqual(self.ret("hello.world"), "two")
+
+        os.remove(path)
+        self.assertEqual(self.ret("saltutil.sync_modules"), [])
+        self.assertEqual(self.extmods("modules"), [])
+        self.assertEqual(self.run_("hello.world")["retcode"], 254)
+
+    def test_syncAllShape(self) -> None:
+        """
+        C{sync_all} syncs modules, states, grains and utils and returns
+        Salt's shape; custom grains are merged and reported; states are
+        copied.
+        """
+        self.serve("_modules/hello.py", "def world():\n    return __grains__['role']\n")
+        self.serve("_grains/role.py", "def role():\n    return {'role': 'custom'}\n")
+        self.serve("_states/mystate.py", "def present(name):\n    return {}\n")
+        self.serve("_utils/helper.py", "def help():\n    return 1\n")
+        self.serve("_runners/myrunner.py", "def go():\n    return 1\n")
+        self.assertEqual(
+            self.ret("saltutil.sync_all"),
+            {
+                "modules": ["modules.hello"],
+                "states": ["states.mystate"],
+                "grains": ["grains.role"],
+                "utils": ["utils.helper"],
+            },
+        )
+        self.assertEqual(self.ret("hello.world"), "custom")
+        self.assertEqual(self.context.grains["role"], "custom")
+        self.assertEqual(self.reported[-1]["role"], "custom")
+        self.assertEqual(self.extmods("states"), ["mystate.py"])
+        # The minion does not sync runners (the master does).
+        self.assertEqual(self.extmods("runners"), [])
+        self.assertEqual(
+            self.ret("saltutil.sync_all"),
+            {"modules": [], "states": [], "grains": [], "utils": []},
+        )
+
+    def test_syncGrains(self) -> None:
+        """
+        C{sync_grains} merges the custom grains at once and reports them.
+        """
+        self.serve("_grains/role.py", "def role():\n    return {'role': 'custom'}\n")
+        self.assertEqual(self.ret("saltutil.sync_grains"), ["grains.role"])
+        self.assertEqual(self.ret("grains.get", "role"), "custom")
+        self.assertEqual(len(self.reported), 1)
+
+    def test_noRefresh(self) -> None:
+        """
+        With C{refresh=False} the module is copied but not loaded until
+        C{refresh_modules}.
+        """
+        self.serve("_modules/hello.py", "def world():\n    return 1\n")
+        self.assertEqual(self.ret("saltutil.sync_modules", kw(refresh=False)), ["modules.hello"])
+        self.assertEqual(self.run_("hello.world")["retcode"], 254)
+        self.assertIs(self.ret("saltutil.refresh_modules"), True)
+        self.assertEqual(self.ret("hello.world"), 1)
+
+    def test_saltenv(self) -> None:
+        """
+        C{saltenv} names where to sync from; several saltenvs are merged,
+        the first holding a file winning.
+        """
+        self.serve("_modules/where.py", "def env():\n    return 'dev'\n", root=self.dev)
+        self.assertEqual(self.ret("saltutil.sync_modules"), [])
+        self.assertEqual(self.ret("saltutil.sync_modules", kw(saltenv="dev")), ["modules.where"])
+        self.assertEqual(self.ret("where.env"), "dev")
+        self.serve("_modules/where.py", "def env():\n    return 'base'\n")
+        self.assertEqual(
+            self.ret("saltutil.sync_modules", kw(saltenv="base,dev")), ["modules.where"]
+        )
+        self.assertEqual(self.ret("where.env"), "base")
+
+    def test_unknownSaltenv(self) -> None:
+        """
+        A saltenv the file server does not have is an error naming it.
+        """
+        result = self.run_("saltutil.sync_modules", kw(saltenv="nope"))
+        self.assertFalse(result["success"])
+        self.assertIn("ERROR: cannot sync _modules from saltenv 'nope'", result["return"])
+        self.assertIn("not configured", result["return"])
+
+    def test_noFileClient(self) -> None:
+        """
+        Without a file client, syncing is an error saying so.
+        """
+        self.context.fileClient = None
+        result = self.run_("saltutil.sync_all")
+        self.assertFalse(result["success"])
+        self.assertIn("no file client", result["return"])
+
+    def test_whitelist(self) -> None:
+        """
+        C{extmod_whitelist} keeps only the modules it names, per kind.
+        """
+        self.serve("_modules/a.py", "def f():\n    return 'a'\n")
+        self.serve("_modules/b.py", "def f():\n    return 'b'\n")
+        self.serve("_grains/g.py", "def g():\n    return {'g': 1}\n")
+        result = self.successResultOf(
+            self.executor.run(
+                "saltutil.sync_all",
+                [{"extmod_whitelist": {"modules": ["a"]}, "__kwarg__": True}],
+            )
+        )["return"]
+        self.assertEqual(result["modules"], ["modules.a"])
+        self.assertEqual(result["grains"], ["grains.g"])
+        self.assertEqual(self.extmods("modules"), ["a.py"])
+
+    def test_brokenModuleDoesNotStopSync(self) -> None:
+        """
+        A synced module that fails to import is skipped; the sync and the
+        other modules work.
+        """
+        self.serve("_modules/broken.py", "raise ImportError('no such library')\n")
+        self.serve("_modules/good.py", "def f():\n    return 'ok'\n")
+        self.assertEqual(self.ret("saltutil.sync_modules"), ["modules.broken", "modules.good"])
+        self.assertEqual(self.ret("good.f"), "ok")
+        self.assertEqual(self.run_("broken.f")["retcode"], 254)
