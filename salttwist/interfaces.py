@@ -114,6 +114,10 @@ class IRunnerMaster(Interface):
         " its connection (whose C{transport.getPeer()} says where it is)."
     )
     workers = Attribute("The master's L{IWorkerPool}, or L{None} before it runs or without one.")
+    fileServer = Attribute(
+        "The master's L{salttwist.fileserver.server.FileServer} (its C{fileserver_backend}"
+        " in order), for the C{fileserver.*} runners; its methods block (use C{runBlocking})."
+    )
 
     def runBlocking(f, *args, **kwargs):
         """

@@ -288,6 +288,14 @@ class Master:
 
         bus.subscribe(["salt/key"], keyWatch.keyEvent)
 
+    @property
+    def fileServer(self) -> Any:
+        """
+        The file server the file room serves from
+        (L{IRunnerMaster.fileServer}, for the C{fileserver.*} runners).
+        """
+        return getattr(self.fileRequests, "fileServer", None)
+
     def _sessionEnded(self, proto: Any) -> None:
         """
         A req session closed: the sessions room and the file server's

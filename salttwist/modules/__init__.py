@@ -40,6 +40,7 @@ MODULES = (
     "saltutil",
     "event",
     "key",
+    "pillar",
 )
 
 
@@ -98,6 +99,11 @@ class LoaderContext:
     #: L{Deferred} firing with the new pillar once C{pillar} holds it.
     #: L{None} where the pillar cannot be refreshed.
     refreshPillar: Callable[[], Any] | None = None
+    #: Asks for the minion's pillar with other inputs, without keeping it:
+    #: C{fetchPillar(saltenv=None, pillarenv=None, override=None)} returns a
+    #: L{Deferred} firing with it (C{pillar.items(pillarenv=...)}), on the
+    #: reactor thread. L{None} where there is none.
+    fetchPillar: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True)

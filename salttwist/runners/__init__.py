@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from salttwist.interfaces import IRunnerMaster
 
-RUNNERS: tuple[str, ...] = ("jobs", "manage", "salt")
+RUNNERS: tuple[str, ...] = ("jobs", "manage", "salt", "fileserver")
 
 
 @dataclass(frozen=True)
