@@ -1,0 +1,815 @@
+# -*- test-case-name: tests.test_fileclient -*-
+"""
+The minion's side of the file server: L{RemoteFileClient} fetches
+C{salt://} files from its master over its session, L{LocalFileClient}
+copies them from local roots (C{file_client: local}); both keep Salt's
+cache layout, C{cachedir/files/<saltenv>/<path>}, and fetch a file again
+only when the file server's SHA-256 differs from the cached copy's.
+
+Every method is called on the reactor thread and returns a L{Deferred}.
+Disk work (stat, hashing, writing chunks, renaming) runs in threads
+(C{runBlocking}): it would stall the minion's jobs and its connection on
+the reactor. Memory is bounded by the transfer window: at most L{WINDOW}
+chunks (and at most L{WINDOW_BYTES}) of one transfer are in flight or
+waiting to be written; a file of any size streams to disk.
+
+A small index, C{cachedir/file_index.json}, maps each cached file's
+C{(size, mtime_ns)} to its SHA-256, so re-checking many unchanged cached
+files costs a C{stat} each, not a hash (L{CacheIndex}).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from twisted.internet.defer import Deferred, DeferredSemaphore, fail, gatherResults
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from salttwist.fileserver.interfaces import FileServerError, IFileClient
+from salttwist.fileserver.paths import checkPrefix, checkRelativePath, checkSaltenv, parseSaltUrl
+from salttwist.transport.errors import RequestError
+
+#: Chunks of one transfer requested ahead of the one being written.
+WINDOW = 8
+#: The most bytes of one transfer requested but not yet written.
+WINDOW_BYTES = 8 * 1024 * 1024
+#: Files of one L{RemoteFileClient.cacheDir} fetched at once.
+PARALLEL_FILES = 4
+#: How many times a transfer starts again when the file changed meanwhile.
+RETRIES = 3
+#: The bytes of one C{_file_recv} chunk (C{cp.push}).
+PUSH_CHUNK = 1024 * 1024
+#: The words of the master's error for a file that changed while fetched
+#: (L{salttwist.master.fileserving.CHANGED}; repeated here: a ground module
+#: does not import the master's).
+CHANGED = "changed during the transfer"
+#: The index file's name, in C{cachedir}.
+INDEX_FILE = "file_index.json"
+#: The most entries the index keeps.
+INDEX_MAX = 100_000
+
+RunBlocking = Callable[..., Deferred]
+
+
+def _deferred(method: Callable[..., Deferred[Any]]) -> Callable[..., Deferred[Any]]:
+    """
+    Let a method that returns a L{Deferred} report a bad argument (a
+    L{FileServerError} raised before its work starts) through it too.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Deferred[Any]:
+        try:
+            return method(*args, **kwargs)
+        except Exception as e:
+            return fail(e)
+
+    return wrapper
+
+
+def splitUrl(path: str, saltenv: str) -> tuple[str, str]:
+    """
+    @return: C{(relative path, saltenv)} of C{path} (a C{salt://} URL or a
+        relative path), a saltenv in the URL winning over C{saltenv}.
+    @raise FileServerError: for a bad URL, path or saltenv.
+    """
+    relative, urlEnv = parseSaltUrl(path)
+    return checkRelativePath(relative), checkSaltenv(urlEnv or saltenv or "base")
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class CacheIndex:
+    """
+    The SHA-256 of cached files, keyed by path and checked against their
+    C{(size, mtime_ns)}; saved in C{cachedir/file_index.json} (written
+    atomically; a stale or lost entry only costs one hash). Every method
+    blocks: call it in a thread.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._entries: dict[str, tuple[int, int, str]] | None = None
+        self._dirty = False
+
+    def _load(self) -> dict[str, tuple[int, int, str]]:
+        if self._entries is None:
+            entries: dict[str, tuple[int, int, str]] = {}
+            try:
+                with open(self.path) as f:
+                    raw = json.load(f)
+                for key, value in raw.items():
+                    size, mtimeNs, hsum = value
+                    entries[key] = (int(size), int(mtimeNs), str(hsum))
+            except (OSError, ValueError, TypeError, AttributeError):
+                entries = {}
+            self._entries = entries
+        return self._entries
+
+    def hashOf(self, path: str) -> str | None:
+        """
+        @return: the SHA-256 of the file at C{path}: from the index if its
+            size and mtime are those recorded, else computed (and
+            recorded); L{None} if there is no such file.
+        """
+        entries = self._load()
+        try:
+            info = os.stat(path)
+        except OSError:
+            if entries.pop(path, None) is not None:
+                self._dirty = True
+            return None
+        known = entries.get(path)
+        if known is not None and known[0] == info.st_size and known[1] == info.st_mtime_ns:
+            return known[2]
+        try:
+            hsum = _sha256(path)
+        except OSError:
+            return None
+        self.record(path, info.st_size, info.st_mtime_ns, hsum)
+        return hsum
+
+    def record(self, path: str, size: int, mtimeNs: int, hsum: str) -> None:
+        """
+        Remember the hash of a file just written.
+        """
+        entries = self._load()
+        entries[path] = (size, mtimeNs, hsum)
+        while len(entries) > INDEX_MAX:
+            del entries[next(iter(entries))]
+        self._dirty = True
+
+    def stale(self, wanted: Iterable[tuple[str, str]]) -> list[str]:
+        """
+        @param wanted: C{(path, hsum)} pairs.
+        @return: the paths whose cached copy is missing or has another
+            hash; the index is saved if it changed.
+        """
+        result = [path for path, hsum in wanted if self.hashOf(path) != hsum]
+        self.save()
+        return result
+
+    def save(self) -> None:
+        """
+        Write the index if it changed (to a temporary file renamed over
+        it).
+        """
+        if not self._dirty or self._entries is None:
+            return
+        self._dirty = False
+        tmp = f"{self.path}.{secrets.token_hex(4)}.tmp"
+        try:
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            with open(tmp, "w") as f:
+                json.dump({k: list(v) for k, v in self._entries.items()}, f)
+            os.replace(tmp, self.path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+class _Download:
+    """
+    One file being written: a temporary file beside the target, hashed as
+    it is written. Every method blocks: call it in a thread, one at a time.
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        directory, name = os.path.split(target)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        if os.path.isdir(target) and not os.path.islink(target):
+            raise FileServerError(f"cannot cache {target}: a directory is in the way")
+        self.tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.part")
+        self._file = open(self.tmp, "xb")
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self._digest.update(data)
+        self._file.write(data)
+        self.size += len(data)
+
+    def finish(self, hsum: str, index: CacheIndex, shown: str) -> str:
+        """
+        Check the hash and rename the file into place.
+
+        @raise FileServerError: if the content is not what C{hsum} says.
+        """
+        self._file.close()
+        got = self._digest.hexdigest()
+        if got != hsum:
+            self.abort()
+            raise FileServerError(
+                f"{shown}: what arrived has SHA-256 {got}, the file server said {hsum}"
+            )
+        os.replace(self.tmp, self.target)
+        info = os.stat(self.target)
+        index.record(self.target, info.st_size, info.st_mtime_ns, hsum)
+        index.save()
+        return self.target
+
+    def abort(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+        try:
+            os.unlink(self.tmp)
+        except FileNotFoundError:
+            pass
+
+
+class _CachingClient:
+    """
+    What both clients share: the cache's layout, its index, and one
+    fetch per cached path at a time.
+    """
+
+    def __init__(self, cachedir: str, runBlocking: RunBlocking) -> None:
+        self.cachedir = cachedir
+        self.runBlocking = runBlocking
+        self.index = CacheIndex(os.path.join(cachedir, INDEX_FILE))
+        #: Fetches under way by target path: a second request of the same
+        #: file waits for the first.
+        self._fetching: dict[str, Deferred[str]] = {}
+
+    def cachedPath(self, path: str, saltenv: str = "base") -> str:
+        """
+        @return: where L{cacheFile} keeps C{path} (whether or not it is
+            there now); no I/O.
+        """
+        relative, env = splitUrl(path, saltenv)
+        return os.path.join(self.cachedir, "files", *env.split("/"), *relative.split("/"))
+
+    def _once(self, target: str, fetch: Callable[[], Deferred[str]]) -> Deferred[str]:
+        """
+        Run C{fetch} unless a fetch of C{target} is under way: then wait
+        for that one.
+        """
+        running = self._fetching.get(target)
+        if running is not None:
+            waiter: Deferred[str] = Deferred()
+
+            def relay(result: Any) -> Any:
+                if isinstance(result, str):
+                    waiter.callback(result)
+                else:
+                    waiter.errback(result)
+                return result
+
+            running.addBoth(relay)
+            return waiter
+        d = fetch()
+        self._fetching[target] = d
+
+        def done(result: Any) -> Any:
+            self._fetching.pop(target, None)
+            return result
+
+        d.addBoth(done)
+        return d
+
+    def _cacheDirWith(
+        self,
+        path: str,
+        saltenv: str,
+        includeEmpty: bool,
+        hashes: Callable[[str, str], Deferred[dict[str, str]]],
+        dirs: Callable[[str, str], Deferred[list[str]]],
+        fetch: Callable[[str, str, str, str], Deferred[str]],
+    ) -> Deferred[list[str]]:
+        """
+        L{cacheDir} with the client's own C{hashes} (one request),
+        C{dirs} and C{fetch(relative, saltenv, target, hsum)}.
+        """
+        relative, env = parseSaltUrl(path)
+        env = checkSaltenv(env or saltenv or "base")
+        prefix = checkPrefix(relative).rstrip("/")
+        under = f"{prefix}/" if prefix else ""
+
+        def inside(name: str) -> bool:
+            return not prefix or name == prefix or name.startswith(under)
+
+        async def run() -> list[str]:
+            listed = await hashes(env, under)
+            wanted = {
+                name: hsum
+                for name, hsum in listed.items()
+                if inside(name) and isinstance(hsum, str)
+            }
+            targets = {name: self.cachedPath(name, env) for name in wanted}
+            stale = set(
+                await self.runBlocking(
+                    self.index.stale, [(targets[name], wanted[name]) for name in wanted]
+                )
+            )
+            semaphore = DeferredSemaphore(PARALLEL_FILES)
+            fetches = [
+                semaphore.run(
+                    lambda name=name: self._once(
+                        targets[name], lambda: fetch(name, env, targets[name], wanted[name])
+                    )
+                )
+                for name in sorted(wanted)
+                if targets[name] in stale
+            ]
+            if fetches:
+                await gatherResults(fetches, consumeErrors=True).addErrback(
+                    lambda failure: failure.value.subFailure
+                )
+            if includeEmpty:
+                directories = [d for d in await dirs(env, under) if inside(d)]
+                paths = [self.cachedPath(d, env) for d in directories]
+                await self.runBlocking(
+                    lambda: [os.makedirs(p, mode=0o700, exist_ok=True) for p in paths]
+                )
+            return [targets[name] for name in sorted(wanted)]
+
+        return Deferred.fromCoroutine(run())
+
+
+@implementer(IFileClient)
+class RemoteFileClient(_CachingClient):
+    """
+    The file client of a minion with a master (C{file_client: remote}):
+    every request goes over the minion's session.
+
+    @ivar request: sends one session request, C{payload -> Deferred[dict]}
+        (L{salttwist.minion.core.Minion.masterRequest}).
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        request: Callable[[dict[str, Any]], Deferred[dict[str, Any]]],
+        cachedir: str,
+        runBlocking: RunBlocking,
+        minionId: str,
+    ) -> None:
+        super().__init__(cachedir, runBlocking)
+        self.request = request
+        self.minionId = minionId
+
+    def _ask(self, payload: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        """
+        Send one request; the master's refusal becomes L{FileServerError}
+        in its words.
+        """
+
+        def refused(failure: Any) -> Any:
+            failure.trap(RequestError)
+            raise FileServerError(str(failure.value))
+
+        try:
+            d = self.request(payload)
+        except RequestError as e:
+            raise FileServerError(str(e)) from None
+        return d.addErrback(refused)
+
+    def _ret(self, payload: dict[str, Any]) -> Deferred[Any]:
+        return self._ask(payload).addCallback(lambda reply: reply.get("ret"))
+
+    @_deferred
+    def envs(self) -> Deferred[list[str]]:
+        """
+        @return: a L{Deferred} firing with the master's saltenvs.
+        """
+        return self._ret({"cmd": "_file_envs"})
+
+    @_deferred
+    def fileList(self, saltenv: str = "base", prefix: str = "") -> Deferred[list[str]]:
+        """
+        @return: a L{Deferred} firing with the files of C{saltenv} under
+            C{prefix} (Salt's C{cp.list_master}).
+        """
+        return self._ret({"cmd": "_file_list", "saltenv": saltenv, "prefix": prefix})
+
+    @_deferred
+    def dirList(self, saltenv: str = "base", prefix: str = "") -> Deferred[list[str]]:
+        """
+        @return: a L{Deferred} firing with the directories of C{saltenv}
+            under C{prefix} (Salt's C{cp.list_master_dirs}).
+        """
+        return self._ret({"cmd": "_dir_list", "saltenv": saltenv, "prefix": prefix})
+
+    def _hashInfo(self, relative: str, env: str) -> Deferred[dict[str, Any]]:
+        return self._ret({"cmd": "_file_hash", "saltenv": env, "path": relative}).addCallback(
+            lambda ret: ret if isinstance(ret, dict) else {}
+        )
+
+    @_deferred
+    def hashFile(self, path: str, saltenv: str = "base") -> Deferred[dict[str, Any]]:
+        """
+        @return: a L{Deferred} firing with C{{"hsum", "hash_type"}} of the
+            master's copy of C{path}, or C{{}} if it has none.
+        """
+        relative, env = splitUrl(path, saltenv)
+        return self._hashInfo(relative, env).addCallback(
+            lambda info: (
+                {"hsum": info["hsum"], "hash_type": info.get("hash_type", "sha256")}
+                if info.get("hsum")
+                else {}
+            )
+        )
+
+    @_deferred
+    def cacheFile(self, path: str, saltenv: str = "base") -> Deferred[str]:
+        """
+        Fetch C{path} into the cache unless the cached copy's SHA-256 is
+        the master's.
+
+        @return: a L{Deferred} firing with the cached file's path, or
+            C{""} if the master has no such file.
+        """
+        relative, env = splitUrl(path, saltenv)
+        target = self.cachedPath(relative, env)
+
+        async def run() -> str:
+            info = await self._hashInfo(relative, env)
+            hsum = info.get("hsum")
+            if not hsum:
+                return ""
+            if await self.runBlocking(self.index.hashOf, target) == hsum:
+                await self.runBlocking(self.index.save)
+                return target
+            return await self._fetch(relative, env, target, hsum)
+
+        return self._once(target, lambda: Deferred.fromCoroutine(run()))
+
+    def cacheDir(
+        self, path: str, saltenv: str = "base", includeEmpty: bool = False
+    ) -> Deferred[list[str]]:
+        """
+        Fetch every file under directory C{path} whose cached copy is
+        missing or differs: one C{_file_hashes} request, one thread hop to
+        check every cached copy, then L{PARALLEL_FILES} transfers at once.
+
+        @return: a L{Deferred} firing with the cached paths.
+        """
+        return self._cacheDirWith(
+            path,
+            saltenv,
+            includeEmpty,
+            lambda env, prefix: self._ret(
+                {"cmd": "_file_hashes", "saltenv": env, "prefix": prefix}
+            ),
+            self.dirList,
+            self._fetch,
+        )
+
+    def _fetch(self, relative: str, env: str, target: str, hsum: str) -> Deferred[str]:
+        """
+        Transfer a file into C{target}, starting again (up to L{RETRIES}
+        times) if it changes on the master meanwhile.
+        """
+
+        async def run() -> str:
+            expected: str | None = hsum
+            for attempt in range(RETRIES + 1):
+                try:
+                    return await self._transfer(relative, env, target, expected)
+                except FileServerError as e:
+                    if CHANGED not in str(e) or attempt == RETRIES:
+                        raise
+                    expected = None
+            raise AssertionError("unreachable")
+
+        return Deferred.fromCoroutine(run())
+
+    def _transfer(self, relative: str, env: str, target: str, hsum: str | None) -> Deferred[str]:
+        return _Transfer(self, relative, env, target, hsum).start()
+
+    @_deferred
+    def push(self, localPath: str, remotePath: str) -> Deferred[bool]:
+        """
+        Send C{localPath} to the master in chunks of L{PUSH_CHUNK} bytes
+        (each read in a thread, one in flight at a time), kept there as
+        C{cachedir/minions/<id>/files/<remotePath>} if its C{file_recv} is
+        on.
+
+        @return: a L{Deferred} firing with C{True}, or failing with
+            L{FileServerError} saying why the master refused it.
+        """
+        remote = checkRelativePath(remotePath.lstrip("/"))
+
+        async def run() -> bool:
+            try:
+                f = await self.runBlocking(open, localPath, "rb")
+            except OSError as e:
+                raise FileServerError(f"cannot push {localPath}: {e.strerror}") from None
+            try:
+                size = (await self.runBlocking(os.fstat, f.fileno())).st_size
+                loc = 0
+                while True:
+                    data = await self.runBlocking(f.read, PUSH_CHUNK)
+                    eof = loc + len(data) >= size or not data
+                    if eof and loc + len(data) != size:
+                        raise FileServerError(f"{localPath} changed while it was pushed")
+                    await self._ask(
+                        {
+                            "cmd": "_file_recv",
+                            "path": remote,
+                            "loc": loc,
+                            "data": data,
+                            "size": size,
+                            "eof": eof,
+                        }
+                    )
+                    loc += len(data)
+                    if eof:
+                        return True
+            finally:
+                await self.runBlocking(f.close)
+
+        return Deferred.fromCoroutine(run())
+
+
+class _Transfer:
+    """
+    One pipelined fetch: up to L{WINDOW} chunk requests in flight, chunks
+    written in order by one chain of thread calls, each chunk dropped once
+    written.
+    """
+
+    def __init__(
+        self,
+        client: RemoteFileClient,
+        relative: str,
+        env: str,
+        target: str,
+        hsum: str | None,
+    ) -> None:
+        self.client = client
+        self.relative = relative
+        self.env = env
+        self.target = target
+        self.hsum = hsum
+        self.shown = f"salt://{relative} (saltenv {env})"
+        self.done: Deferred[str] = Deferred()
+        self.download: _Download | None = None
+        self.chunk = 0
+        self.size = 0
+        self.nextLoc = 0
+        #: Requested chunks not yet written (by offset), and those arrived.
+        self.pending: set[int] = set()
+        self.arrived: dict[int, tuple[bytes, int, bool]] = {}
+        self.writeLoc = 0
+        self.writing = False
+        self.failed = False
+
+    def _request(self, loc: int) -> Deferred[dict[str, Any]]:
+        payload = {
+            "cmd": "_serve_file",
+            "saltenv": self.env,
+            "path": self.relative,
+            "loc": loc,
+        }
+        if self.hsum:
+            payload["hsum"] = self.hsum
+        return self.client._ask(payload)
+
+    def start(self) -> Deferred[str]:
+        runBlocking = self.client.runBlocking
+        d = runBlocking(_Download, self.target)
+
+        def opened(download: _Download) -> Deferred[dict[str, Any]]:
+            self.download = download
+            self.pending.add(0)
+            return self._request(0)
+
+        d.addCallback(opened)
+        d.addCallbacks(self._first, self._fail)
+        return self.done
+
+    def _first(self, reply: dict[str, Any]) -> None:
+        data = reply.get("data", b"")
+        hsum, size = reply.get("hsum"), reply.get("size")
+        if not isinstance(data, bytes) or not isinstance(hsum, str) or not isinstance(size, int):
+            self._fail(FileServerError(f"{self.shown}: the master's first chunk is malformed"))
+            return
+        if self.hsum and hsum != self.hsum:
+            self._fail(FileServerError(f"{self.shown} {CHANGED}"))
+            return
+        self.hsum, self.size, self.chunk = hsum, size, max(1, len(data))
+        self.nextLoc = len(data)
+        self._arrived(0, reply)
+        self._fill()
+
+    def _fill(self) -> None:
+        """
+        Request more chunks while the window has room.
+        """
+        window = max(1, min(WINDOW, WINDOW_BYTES // self.chunk))
+        while not self.failed and self.nextLoc < self.size and len(self.pending) < window:
+            loc = self.nextLoc
+            self.nextLoc += self.chunk
+            self.pending.add(loc)
+            self._request(loc).addCallbacks(
+                lambda reply, loc=loc: self._arrived(loc, reply), self._fail
+            )
+
+    def _arrived(self, loc: int, reply: dict[str, Any]) -> None:
+        if self.failed:
+            return
+        data = reply.get("data")
+        end = reply.get("loc")
+        if not isinstance(data, bytes) or end != loc + len(data):
+            self._fail(FileServerError(f"{self.shown}: the master's chunk at {loc} is malformed"))
+            return
+        expected = min(self.chunk, self.size - loc)
+        if len(data) != expected:
+            self._fail(FileServerError(f"{self.shown} {CHANGED}: a chunk is short"))
+            return
+        self.arrived[loc] = (data, end, bool(reply.get("eof")))
+        self._write()
+
+    def _write(self) -> None:
+        """
+        Write the next chunk in order, if it arrived and no write runs.
+        """
+        if self.writing or self.failed:
+            return
+        if self.writeLoc >= self.size and not self.pending:
+            self._finish()
+            return
+        entry = self.arrived.pop(self.writeLoc, None)
+        if entry is None:
+            return
+        data, end, _ = entry
+        self.writing = True
+        assert self.download is not None
+        d = self.client.runBlocking(self.download.write, data)
+
+        def written(_: object) -> None:
+            self.writing = False
+            self.pending.discard(self.writeLoc)
+            self.writeLoc = end
+            self._fill()
+            self._write()
+
+        d.addCallbacks(written, self._fail)
+
+    def _finish(self) -> None:
+        assert self.download is not None and self.hsum is not None
+        self.writing = True
+        d = self.client.runBlocking(self.download.finish, self.hsum, self.client.index, self.shown)
+        d.addCallbacks(self.done.callback, self._fail)
+
+    def _fail(self, reason: Any) -> None:
+        if self.failed:
+            return
+        self.failed = True
+        self.arrived.clear()
+        download = self.download
+        if download is not None:
+            self.client.runBlocking(download.abort).addErrback(lambda _: None)
+        if not self.done.called:
+            self.done.errback(reason)
+
+
+@implementer(IFileClient)
+class LocalFileClient(_CachingClient):
+    """
+    The file client of a minion without a master (C{file_client: local},
+    C{salttwist-call --local}): it reads its own C{file_roots} through a
+    L{salttwist.fileserver.server.FileServer} and copies files into the
+    same cache as L{RemoteFileClient} (Salt's local client does too), with
+    the same hash check.
+    """
+
+    def __init__(self, fileServer: Any, cachedir: str, runBlocking: RunBlocking) -> None:
+        super().__init__(cachedir, runBlocking)
+        self.fileServer = fileServer
+
+    @_deferred
+    def envs(self) -> Deferred[list[str]]:
+        """
+        @return: a L{Deferred} firing with the local saltenvs.
+        """
+        return self.runBlocking(self.fileServer.envs)
+
+    @_deferred
+    def fileList(self, saltenv: str = "base", prefix: str = "") -> Deferred[list[str]]:
+        """
+        @return: a L{Deferred} firing with the files of C{saltenv} under
+            C{prefix}.
+        """
+        return self.runBlocking(
+            self.fileServer.fileList, checkSaltenv(saltenv), checkPrefix(prefix)
+        )
+
+    @_deferred
+    def dirList(self, saltenv: str = "base", prefix: str = "") -> Deferred[list[str]]:
+        """
+        @return: a L{Deferred} firing with the directories of C{saltenv}
+            under C{prefix}.
+        """
+        return self.runBlocking(self.fileServer.dirList, checkSaltenv(saltenv), checkPrefix(prefix))
+
+    @_deferred
+    def hashFile(self, path: str, saltenv: str = "base") -> Deferred[dict[str, Any]]:
+        """
+        @return: a L{Deferred} firing with C{{"hsum", "hash_type"}} of the
+            local roots' copy, or C{{}}.
+        """
+        relative, env = splitUrl(path, saltenv)
+        return self.runBlocking(self.fileServer.hashFile, relative, env).addCallback(
+            lambda info: (
+                {"hsum": info["hsum"], "hash_type": info.get("hash_type", "sha256")} if info else {}
+            )
+        )
+
+    @_deferred
+    def cacheFile(self, path: str, saltenv: str = "base") -> Deferred[str]:
+        """
+        Copy C{path} from the local roots into the cache unless the cached
+        copy is the same (one thread call).
+
+        @return: a L{Deferred} firing with the cached path, or C{""}.
+        """
+        relative, env = splitUrl(path, saltenv)
+        target = self.cachedPath(relative, env)
+        return self._once(
+            target, lambda: self.runBlocking(self._cacheBlocking, relative, env, target, None)
+        )
+
+    def cacheDir(
+        self, path: str, saltenv: str = "base", includeEmpty: bool = False
+    ) -> Deferred[list[str]]:
+        """
+        Copy every file under directory C{path} as L{cacheFile} does.
+
+        @return: a L{Deferred} firing with the cached paths.
+        """
+        return self._cacheDirWith(
+            path,
+            saltenv,
+            includeEmpty,
+            lambda env, prefix: self.runBlocking(self.fileServer.hashes, env, prefix),
+            self.dirList,
+            lambda relative, env, target, hsum: self.runBlocking(
+                self._cacheBlocking, relative, env, target, hsum
+            ),
+        )
+
+    def _cacheBlocking(self, relative: str, env: str, target: str, hsum: str | None) -> str:
+        """
+        Copy one file into the cache if its cached copy differs (blocking:
+        in a thread).
+        """
+        shown = f"salt://{relative} (saltenv {env})"
+        for _ in range(RETRIES + 1):
+            found = self.fileServer.findFile(relative, env)
+            if found is None:
+                return ""
+            info = self.fileServer.hashFile(relative, env)
+            if not info:
+                return ""
+            wanted = info["hsum"]
+            if self.index.hashOf(target) == wanted:
+                self.index.save()
+                return target
+            download = _Download(target)
+            try:
+                with open(found.realPath, "rb") as source:
+                    while chunk := source.read(1024 * 1024):
+                        download.write(chunk)
+                return download.finish(wanted, self.index, shown)
+            except FileServerError:
+                # Changed while copied: take its new hash and copy again.
+                continue
+            except OSError as e:
+                download.abort()
+                raise FileServerError(f"cannot copy {shown}: {e.strerror}") from None
+        raise FileServerError(f"{shown} {CHANGED}, {RETRIES + 1} times: try again later")
+
+    @_deferred
+    def push(self, localPath: str, remotePath: str) -> Deferred[bool]:
+        """
+        Refused: a minion without a master has nowhere to push to.
+        """
+        return _failed(
+            FileServerError("cp.push needs a master: this minion's file_client is local")
+        )
+
+
+def _failed(error: Exception) -> Deferred[Any]:
+    return fail(error)
+
+
+__all__ = ["CacheIndex", "LocalFileClient", "RemoteFileClient", "splitUrl"]

@@ -1,0 +1,428 @@
+# -*- test-case-name: tests.test_fileclient -*-
+"""
+Tests for L{salttwist.fileserver.client}: L{RemoteFileClient} against the
+master's room (L{salttwist.master.fileserving.FileRequests}) through a
+request callable that answers as the req channel does, and through a real
+in-memory session of a minion with its master; L{LocalFileClient} on
+local roots. Real temporary files everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.python.failure import Failure
+from zope.interface.verify import verifyObject
+
+from salttwist.blocking import runSynchronously
+from salttwist.fileserver.client import (
+    INDEX_FILE,
+    WINDOW,
+    LocalFileClient,
+    RemoteFileClient,
+)
+from salttwist.fileserver.interfaces import FileServerError, IFileClient
+from salttwist.fileserver.server import FileServer
+from salttwist.master.reqserver import FILE_AND_PILLAR_FUNCS
+from salttwist.pki.keystore import ACCEPTED
+from salttwist.transport.errors import RequestError
+from tests.test_master_fileserving import CONTENT, FakeSession, RoomTestCase, writeFile
+from tests.test_minion import MINION_PEM, MinionTestCase
+
+BIG = os.urandom(50_000)
+
+
+class RoomRequests:
+    """
+    A C{request} callable into a room, as a minion's session would carry
+    it: the command picks the method, a L{ValueError} becomes a
+    L{RequestError} with its text.
+
+    @ivar sent: every payload sent.
+    @ivar hold: when true, replies wait in L{held} until L{release}.
+    """
+
+    def __init__(self, room: Any, session: Any) -> None:
+        self.room = room
+        self.session = session
+        self.sent: list[dict[str, Any]] = []
+        self.hold = False
+        self.held: list[tuple[Deferred[dict[str, Any]], Deferred[dict[str, Any]]]] = []
+        self.before: Callable[[dict[str, Any]], None] | None = None
+
+    def __call__(self, payload: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        self.sent.append(payload)
+        if self.before is not None:
+            self.before(payload)
+        method = getattr(self.room, FILE_AND_PILLAR_FUNCS[payload["cmd"]])
+
+        def refused(failure: Failure) -> None:
+            failure.trap(ValueError)
+            raise RequestError(str(failure.value))
+
+        d = maybeDeferred(method, self.session, payload).addErrback(refused)
+        if not self.hold:
+            return d
+        out: Deferred[dict[str, Any]] = Deferred()
+        self.held.append((d, out))
+        return out
+
+    def release(self, count: int = 1) -> None:
+        for _ in range(count):
+            d, out = self.held.pop(0)
+            d.chainDeferred(out)
+
+    def commands(self, cmd: str) -> list[dict[str, Any]]:
+        return [p for p in self.sent if p["cmd"] == cmd]
+
+
+class RemoteTestCase(RoomTestCase):
+    """
+    A room and a L{RemoteFileClient} talking to it.
+    """
+
+    def setUp(self) -> None:
+        self.room = self.makeRoom(file_recv=True)
+        writeFile(self.base, "big.bin", BIG)
+        self.requests = RoomRequests(self.room, FakeSession("m1"))
+        self.cachedir = os.path.abspath(self.mktemp())
+        self.client = RemoteFileClient(self.requests, self.cachedir, runSynchronously, "m1")
+
+    def cached(self, path: str, saltenv: str = "base") -> bytes:
+        with open(os.path.join(self.cachedir, "files", saltenv, path), "rb") as f:
+            return f.read()
+
+
+class RemoteClientTests(RemoteTestCase):
+    """
+    L{RemoteFileClient}: listings, the cache, pipelined transfers.
+    """
+
+    def test_interface(self) -> None:
+        """
+        L{RemoteFileClient} provides L{IFileClient}.
+        """
+        self.assertTrue(verifyObject(IFileClient, self.client))
+
+    def test_listings(self) -> None:
+        """
+        C{envs}, C{fileList}, C{dirList} and C{hashFile} answer as the
+        master does.
+        """
+        self.assertEqual(self.successResultOf(self.client.envs()), ["base", "dev"])
+        self.assertEqual(
+            self.successResultOf(self.client.fileList("base", "web/")),
+            ["web/files/big.txt", "web/init.sls"],
+        )
+        self.assertEqual(self.successResultOf(self.client.dirList("base")), ["web", "web/files"])
+        self.assertEqual(
+            self.successResultOf(self.client.hashFile("salt://big.bin")),
+            {"hsum": hashlib.sha256(BIG).hexdigest(), "hash_type": "sha256"},
+        )
+        self.assertEqual(self.successResultOf(self.client.hashFile("salt://nothing")), {})
+
+    def test_cachedPath(self) -> None:
+        """
+        Files are cached as Salt's are: C{cachedir/files/<saltenv>/<path>};
+        a saltenv in the URL wins.
+        """
+        self.assertEqual(
+            self.client.cachedPath("salt://web/init.sls?saltenv=dev", "base"),
+            os.path.join(self.cachedir, "files", "dev", "web", "init.sls"),
+        )
+
+    def test_cacheMissThenHit(self) -> None:
+        """
+        The first C{cacheFile} fetches the file in chunks; the second asks
+        only its hash.
+        """
+        path = self.successResultOf(self.client.cacheFile("salt://big.bin"))
+        self.assertEqual(path, os.path.join(self.cachedir, "files", "base", "big.bin"))
+        self.assertEqual(self.cached("big.bin"), BIG)
+        self.assertEqual(len(self.requests.commands("_serve_file")), 13)
+        self.requests.sent.clear()
+        self.assertEqual(self.successResultOf(self.client.cacheFile("salt://big.bin")), path)
+        self.assertEqual([p["cmd"] for p in self.requests.sent], ["_file_hash"])
+        self.assertEqual(os.listdir(os.path.dirname(path)), ["big.bin"])
+
+    def test_missing(self) -> None:
+        """
+        A file the master does not have caches as C{""}.
+        """
+        self.assertEqual(self.successResultOf(self.client.cacheFile("salt://nothing")), "")
+
+    def test_corruptedCacheFetchedAgain(self) -> None:
+        """
+        A cached copy changed on the minion is fetched again.
+        """
+        path = self.successResultOf(self.client.cacheFile("big.bin"))
+        with open(path, "r+b") as f:
+            f.write(b"corrupt")
+        self.requests.sent.clear()
+        self.successResultOf(self.client.cacheFile("big.bin"))
+        self.assertEqual(self.cached("big.bin"), BIG)
+        self.assertTrue(self.requests.commands("_serve_file"))
+
+    def test_changedOnMasterFetchedAgain(self) -> None:
+        """
+        A file changed on the master is fetched again.
+        """
+        self.successResultOf(self.client.cacheFile("big.bin"))
+        writeFile(self.base, "big.bin", b"new content")
+        self.successResultOf(self.client.cacheFile("big.bin"))
+        self.assertEqual(self.cached("big.bin"), b"new content")
+
+    def test_changedMidTransferRestarts(self) -> None:
+        """
+        A file that changes on the master while it is fetched is fetched
+        again from the start, and the cache holds the new content.
+        """
+        changed = []
+
+        def change(payload: dict[str, Any]) -> None:
+            if payload["cmd"] == "_serve_file" and payload["loc"] == 8192 and not changed:
+                changed.append(True)
+                writeFile(self.base, "big.bin", CONTENT)
+
+        self.requests.before = change
+        self.successResultOf(self.client.cacheFile("big.bin"))
+        self.assertEqual(self.cached("big.bin"), CONTENT)
+        self.assertEqual(len(self.requests.commands("_serve_file")[0]["hsum"]), 64)
+        self.assertEqual(os.listdir(os.path.join(self.cachedir, "files", "base")), ["big.bin"])
+
+    def test_refusedAsFileServerError(self) -> None:
+        """
+        The master's refusal is a L{FileServerError} in its words; a bad
+        path is refused before anything is sent.
+        """
+        failure = self.failureResultOf(self.client.cacheFile("top.sls", "nope"), FileServerError)
+        self.assertEqual(str(failure.value), "saltenv 'nope' is not configured")
+        self.requests.sent.clear()
+        failure = self.failureResultOf(self.client.cacheFile("salt://../x"), FileServerError)
+        self.assertIn("'..'", str(failure.value))
+        self.assertEqual(self.requests.sent, [])
+
+    def test_notConnected(self) -> None:
+        """
+        Without a session the request's L{ConnectionError} comes through.
+        """
+        client = RemoteFileClient(
+            lambda payload: maybeDeferred(_raise, ConnectionError("not connected")),
+            self.cachedir,
+            runSynchronously,
+            "m1",
+        )
+        self.failureResultOf(client.cacheFile("big.bin"), ConnectionError)
+
+    def test_window(self) -> None:
+        """
+        After the first chunk, L{WINDOW} chunk requests are in flight at
+        once, never more; chunks arriving out of order are written in
+        order.
+        """
+        self.requests.hold = True
+        d = self.client.cacheFile("big.bin")
+        self.requests.release()  # _file_hash
+        self.assertEqual(len(self.requests.held), 1)
+        self.requests.release()  # the first chunk
+        self.assertEqual(len(self.requests.held), WINDOW)
+        # Answer the window's second request before its first.
+        second, first = self.requests.held[1], self.requests.held[0]
+        self.requests.held[0:2] = [second, first]
+        while self.requests.held:
+            self.assertLessEqual(len(self.requests.held), WINDOW)
+            self.requests.release()
+        self.successResultOf(d)
+        self.assertEqual(self.cached("big.bin"), BIG)
+
+    def test_sameFileOnce(self) -> None:
+        """
+        Two C{cacheFile} of the same file at once share one transfer.
+        """
+        self.requests.hold = True
+        first = self.client.cacheFile("big.bin")
+        second = self.client.cacheFile("salt://big.bin?saltenv=base")
+        while self.requests.held:
+            self.requests.release()
+        self.assertEqual(self.successResultOf(first), self.successResultOf(second))
+        self.assertEqual(len(self.requests.commands("_file_hash")), 1)
+
+    def test_cacheDir(self) -> None:
+        """
+        C{cacheDir} fetches every file under a directory (not a sibling
+        with the same prefix), with empty directories if asked.
+        """
+        writeFile(self.base, "webby.sls", b"not under web/")
+        os.makedirs(os.path.join(self.base, "web", "empty"))
+        paths = self.successResultOf(self.client.cacheDir("salt://web", includeEmpty=True))
+        self.assertEqual(
+            paths,
+            [
+                self.client.cachedPath("web/files/big.txt"),
+                self.client.cachedPath("web/init.sls"),
+            ],
+        )
+        self.assertEqual(self.cached("web/files/big.txt"), CONTENT)
+        self.assertTrue(os.path.isdir(self.client.cachedPath("web/empty")))
+        self.assertFalse(os.path.exists(self.client.cachedPath("webby.sls")))
+
+    def test_recheckThousandFiles(self) -> None:
+        """
+        Re-checking 1,000 unchanged cached files is one C{_file_hashes}
+        request and takes well under half a second; only a file changed on
+        the master is fetched again.
+        """
+        for i in range(1000):
+            writeFile(self.base, f"many/f{i:04d}.txt", b"file %d\n" % i)
+        self.successResultOf(self.client.cacheDir("many"))
+        writeFile(self.base, "many/f0007.txt", b"changed\n")
+        self.requests.sent.clear()
+        client = RemoteFileClient(self.requests, self.cachedir, runSynchronously, "m1")
+        start = time.perf_counter()
+        paths = self.successResultOf(client.cacheDir("many"))
+        elapsed = time.perf_counter() - start
+        self.assertEqual(len(paths), 1000)
+        self.assertLess(elapsed, 0.5, f"re-check took {elapsed:.3f} s")
+        self.assertEqual(len(self.requests.commands("_file_hashes")), 1)
+        self.assertEqual(
+            {p["path"] for p in self.requests.commands("_serve_file")}, {"many/f0007.txt"}
+        )
+        self.assertEqual(self.cached("many/f0007.txt"), b"changed\n")
+        self.assertTrue(os.path.exists(os.path.join(self.cachedir, INDEX_FILE)))
+
+    def test_push(self) -> None:
+        """
+        C{push} sends a local file to the master in chunks.
+        """
+        local = os.path.join(self.cachedir, "local.bin")
+        os.makedirs(self.cachedir, exist_ok=True)
+        with open(local, "wb") as f:
+            f.write(BIG)
+        self.assertIs(self.successResultOf(self.client.push(local, "/tmp/local.bin")), True)
+        stored = os.path.join(self.config["cachedir"], "minions", "m1", "files", "tmp", "local.bin")
+        with open(stored, "rb") as f:
+            self.assertEqual(f.read(), BIG)
+
+    def test_pushRefused(self) -> None:
+        """
+        A master without C{file_recv} refuses a push with its reason.
+        """
+        room = self.makeRoom()
+        client = RemoteFileClient(
+            RoomRequests(room, FakeSession("m1")), self.cachedir, runSynchronously, "m1"
+        )
+        local = os.path.join(self.base, "top.sls")
+        failure = self.failureResultOf(client.push(local, "x"), FileServerError)
+        self.assertIn("file_recv is disabled", str(failure.value))
+
+
+def _raise(e: Exception) -> None:
+    raise e
+
+
+class LocalClientTests(RoomTestCase):
+    """
+    L{LocalFileClient}: the same cache from local roots.
+    """
+
+    def setUp(self) -> None:
+        self.makeRoom()
+        self.cachedir = os.path.abspath(self.mktemp())
+        self.client = LocalFileClient(
+            FileServer.fromConfig(self.config), self.cachedir, runSynchronously
+        )
+
+    def test_interface(self) -> None:
+        """
+        L{LocalFileClient} provides L{IFileClient}.
+        """
+        self.assertTrue(verifyObject(IFileClient, self.client))
+
+    def test_cacheFile(self) -> None:
+        """
+        C{cacheFile} copies into the cache, again only if the root's copy
+        changed; a missing file is C{""}; a path trick is refused.
+        """
+        path = self.successResultOf(self.client.cacheFile("salt://web/files/big.txt"))
+        self.assertEqual(path, self.client.cachedPath("web/files/big.txt"))
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), CONTENT)
+        mtime = os.stat(path).st_mtime_ns
+        self.successResultOf(self.client.cacheFile("salt://web/files/big.txt"))
+        self.assertEqual(os.stat(path).st_mtime_ns, mtime)
+        writeFile(self.base, "web/files/big.txt", b"new")
+        self.successResultOf(self.client.cacheFile("salt://web/files/big.txt"))
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"new")
+        self.assertEqual(self.successResultOf(self.client.cacheFile("nothing")), "")
+        self.failureResultOf(self.client.cacheFile("salt://escape"), FileServerError)
+        self.failureResultOf(self.client.cacheFile("../x"), FileServerError)
+
+    def test_listingsAndDir(self) -> None:
+        """
+        Listings, hashes and C{cacheDir} work on the local roots.
+        """
+        self.assertEqual(self.successResultOf(self.client.envs()), ["base", "dev"])
+        self.assertEqual(self.successResultOf(self.client.fileList("dev")), ["dev.sls"])
+        self.assertEqual(
+            self.successResultOf(self.client.hashFile("top.sls"))["hash_type"], "sha256"
+        )
+        paths = self.successResultOf(self.client.cacheDir("web"))
+        self.assertEqual(len(paths), 2)
+
+    def test_pushRefused(self) -> None:
+        """
+        A masterless minion cannot push.
+        """
+        failure = self.failureResultOf(self.client.push("/etc/hostname", "x"), FileServerError)
+        self.assertIn("needs a master", str(failure.value))
+
+
+class SessionTests(MinionTestCase):
+    """
+    The minion's file client over a real (in-memory) session with its
+    master.
+    """
+
+    def test_cacheFileOverSession(self) -> None:
+        """
+        A ready minion's C{context.fileClient} fetches a file from its
+        master over its session; a stopped one fails with
+        L{ConnectionError}.
+        """
+        roots = os.path.abspath(self.mktemp())
+        writeFile(roots, "data/big.bin", BIG)
+        self.master.fileRequests.fileServer = FileServer.fromConfig(
+            dict(self.master.config, file_roots={"base": [roots]})
+        )
+        self.net.keyStore.putKey(ACCEPTED, "m1", MINION_PEM)
+        minion = self.readyMinion()
+        client = minion.executor.context.fileClient
+        self.assertIsInstance(client, RemoteFileClient)
+        d = client.cacheFile("salt://data/big.bin")
+        self.net.flush()
+        path = self.successResultOf(d)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), BIG)
+        self.assertTrue(path.startswith(minion.config["cachedir"]))
+        minion.stop()
+        self.net.flush()
+        self.failureResultOf(client.cacheFile("salt://data/big.bin"), ConnectionError)
+
+    def test_localFileClient(self) -> None:
+        """
+        With C{file_client: local} the minion's file client reads its own
+        roots.
+        """
+        roots = os.path.abspath(self.mktemp())
+        writeFile(roots, "a.txt", b"local")
+        minion = self.makeMinion(file_client="local", file_roots={"base": [roots]})
+        client = minion.executor.context.fileClient
+        self.assertIsInstance(client, LocalFileClient)
+        with open(self.successResultOf(client.cacheFile("salt://a.txt")), "rb") as f:
+            self.assertEqual(f.read(), b"local")
