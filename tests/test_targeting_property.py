@@ -1,7 +1,9 @@
 # -*- test-case-name: tests.test_targeting_property -*-
 """
 Seeded random property tests for L{salttwist.targeting}: the minions the
-master expects are exactly the minions that decide to run the job.
+master expects are exactly the minions that decide to run the job, with
+grain, pillar and ipcidr words (hypothesis tests of pillar targets are in
+L{tests.test_targeting_pillar}).
 """
 
 from __future__ import annotations
@@ -54,6 +56,22 @@ GRAIN_WORDS = [
     r"P@nic:eth0:10\.0\.1",
     "P|@cpu|count|[48]",
 ]
+PILLAR_WORDS = [
+    "I@role:web",
+    "I@role:d*",
+    "I@env:PROD",
+    "I@net:dc:paris",
+    "I@apps:*",
+    "I@apps:redis",
+    "I|@net|vlan|1?",
+    "J@role:^(web|db)$",
+    "J@net:dc:^l",
+    "S@10.0.0.0/8",
+    "S@10.0.1.0/24",
+    "S@10.0.2.3",
+    "S@::1",
+    "S@fe80::/10",
+]
 
 
 def makeMinions(rng: random.Random) -> dict[str, dict[str, Any]]:
@@ -81,8 +99,31 @@ def makeMinions(rng: random.Random) -> dict[str, dict[str, Any]]:
         grains["flag"] = rng.random() < 0.5
         if rng.random() < 0.5:
             grains["nic"] = {"eth0": [f"10.0.{rng.randrange(3)}.{rng.randrange(256)}"]}
+        if rng.random() < 0.8:
+            grains["ipv4"] = [f"10.0.{rng.randrange(3)}.{rng.randrange(8)}", "127.0.0.1"]
+            grains["ipv6"] = rng.sample(["::1", "fe80::1", "2001:db8::1"], rng.randrange(3))
         minions[minionId] = grains
     return minions
+
+
+def makePillars(rng: random.Random, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """
+    A random pillar for each of C{ids}: some keys missing, some lists,
+    some nested dicts.
+    """
+    pillars: dict[str, dict[str, Any]] = {}
+    for minionId in ids:
+        pillar: dict[str, Any] = {}
+        if rng.random() < 0.8:
+            pillar["role"] = rng.choice(ROLES)
+        if rng.random() < 0.6:
+            pillar["env"] = rng.choice(["prod", "dev"])
+        if rng.random() < 0.6:
+            pillar["net"] = {"dc": rng.choice(["Paris", "Lyon"]), "vlan": rng.randrange(5, 25)}
+        if rng.random() < 0.5:
+            pillar["apps"] = rng.sample(["nginx", "redis", "postgres"], rng.randrange(3))
+        pillars[minionId] = pillar
+    return pillars
 
 
 def makeWord(rng: random.Random, ids: list[str], groups: list[str]) -> str:
@@ -97,8 +138,10 @@ def makeWord(rng: random.Random, ids: list[str], groups: list[str]) -> str:
         return rng.choice(REGEXES)
     if kind < 0.5:
         return "L@" + ",".join(rng.sample(ids, rng.randrange(1, 6)))
-    if kind < 0.9 or not groups:
+    if kind < 0.75:
         return rng.choice(GRAIN_WORDS)
+    if kind < 0.9 or not groups:
+        return rng.choice(PILLAR_WORDS)
     return "N@" + rng.choice(groups)
 
 
@@ -148,7 +191,11 @@ def makeNodegroups(rng: random.Random, ids: list[str]) -> dict[str, Any]:
 
 
 def saltEvaluate(
-    words: list[str], minionId: str, grains: dict[str, Any], nodegroups: dict[str, Any]
+    words: list[str],
+    minionId: str,
+    grains: dict[str, Any],
+    nodegroups: dict[str, Any],
+    pillar: dict[str, Any],
 ) -> bool:
     """
     Salt's own algorithm (C{salt.matchers.compound_match}), as an oracle:
@@ -165,7 +212,16 @@ def saltEvaluate(
             results.append(word)
         else:
             results.append(
-                str(matchMinion(minionId, word, "compound", grains=grains, nodegroups=nodegroups))
+                str(
+                    matchMinion(
+                        minionId,
+                        word,
+                        "compound",
+                        grains=grains,
+                        nodegroups=nodegroups,
+                        pillar=pillar,
+                    )
+                )
             )
     return bool(eval(" ".join(results)))  # noqa: S307
 
@@ -183,6 +239,7 @@ class CheckMinionsPropertyTests(SynchronousTestCase):
         self.rng = random.Random(SEED)
         self.grains = makeMinions(self.rng)
         self.ids = sorted(self.grains)
+        self.pillars = makePillars(self.rng, self.ids)
         self.nodegroups = makeNodegroups(self.rng, self.ids)
         groups = sorted(self.nodegroups)
         self.expressions = [
@@ -196,10 +253,15 @@ class CheckMinionsPropertyTests(SynchronousTestCase):
         anywhere from no minion to every minion.
         """
         text = " ".join(" ".join(words) for words in self.expressions)
-        for fragment in ["G@", "P@", "E@", "L@", "N@", " and ", " or ", "not ", "( "]:
+        for fragment in ["G@", "P@", "I@", "J@", "S@", "E@", "L@", "N@", " and ", " or ", "not "]:
             self.assertIn(fragment, text)
+        self.assertIn("( ", text)
         sizes = {
-            len(checkMinions(self.ids, w, "compound", self.grains, self.nodegroups))
+            len(
+                checkMinions(
+                    self.ids, w, "compound", self.grains, self.nodegroups, pillarById=self.pillars
+                )
+            )
             for w in self.expressions
         }
         self.assertIn(0, sizes)
@@ -218,7 +280,12 @@ class CheckMinionsPropertyTests(SynchronousTestCase):
                 m
                 for m in self.ids
                 if matchMinion(
-                    m, expr, "compound", grains=self.grains[m], nodegroups=self.nodegroups
+                    m,
+                    expr,
+                    "compound",
+                    grains=self.grains[m],
+                    nodegroups=self.nodegroups,
+                    pillar=self.pillars[m],
                 )
             ]
             for tgt in (expr, words):
@@ -229,6 +296,7 @@ class CheckMinionsPropertyTests(SynchronousTestCase):
                         "compound",
                         grainsById=self.grains,
                         nodegroups=self.nodegroups,
+                        pillarById=self.pillars,
                     ),
                     expected,
                     expr,
@@ -244,30 +312,44 @@ class CheckMinionsPropertyTests(SynchronousTestCase):
             matcher = compileTarget(words, "compound", nodegroups=self.nodegroups)
             for m in self.ids[::4]:
                 self.assertEqual(
-                    matcher.matches(m, self.grains[m]),
-                    saltEvaluate(words, m, self.grains[m], self.nodegroups),
+                    matcher.matches(m, self.grains[m], self.pillars[m]),
+                    saltEvaluate(words, m, self.grains[m], self.nodegroups, self.pillars[m]),
                     (" ".join(words), m),
                 )
 
     def test_unknownGrainsGreedy(self) -> None:
         """
-        When the master does not know some minions' grains, it still
-        expects every minion that runs the job, and it decides exactly for
-        the minions whose grains it knows.
+        When the master does not know some minions' grains or pillar, it
+        still expects every minion that runs the job, and it decides exactly
+        for the minions whose grains and pillar it knows.
         """
-        hidden = set(self.rng.sample(self.ids, len(self.ids) // 3))
-        known = {m: g for m, g in self.grains.items() if m not in hidden}
+        noGrains = set(self.rng.sample(self.ids, len(self.ids) // 3))
+        noPillar = set(self.rng.sample(self.ids, len(self.ids) // 3))
+        hidden = noGrains | noPillar
+        known = {m: g for m, g in self.grains.items() if m not in noGrains}
+        knownPillars = {m: p for m, p in self.pillars.items() if m not in noPillar}
         for words in self.expressions:
             matcher = compileTarget(words, "compound", nodegroups=self.nodegroups)
             expected = set(
-                checkMinions(self.ids, words, "compound", known, nodegroups=self.nodegroups)
+                checkMinions(
+                    self.ids,
+                    words,
+                    "compound",
+                    known,
+                    nodegroups=self.nodegroups,
+                    pillarById=knownPillars,
+                )
             )
-            actual = {m for m in self.ids if matcher.matches(m, self.grains[m])}
+            actual = {m for m in self.ids if matcher.matches(m, self.grains[m], self.pillars[m])}
             self.assertLessEqual(actual, expected, " ".join(words))
             self.assertEqual(expected - hidden, actual - hidden, " ".join(words))
             self.assertEqual(
                 expected & hidden,
-                {m for m in hidden if matcher.evaluate(m, None) is not False},
+                {
+                    m
+                    for m in hidden
+                    if matcher.evaluate(m, known.get(m), knownPillars.get(m)) is not False
+                },
             )
 
     def test_nodegroupsEqualExpansion(self) -> None:
@@ -278,9 +360,16 @@ class CheckMinionsPropertyTests(SynchronousTestCase):
         for name in sorted(self.nodegroups):
             words = expandNodegroup(name, self.nodegroups)
             byGroup = checkMinions(
-                self.ids, name, "nodegroup", self.grains, nodegroups=self.nodegroups
+                self.ids,
+                name,
+                "nodegroup",
+                self.grains,
+                nodegroups=self.nodegroups,
+                pillarById=self.pillars,
             )
-            byWords = checkMinions(self.ids, words, "compound", self.grains)
+            byWords = checkMinions(
+                self.ids, words, "compound", self.grains, pillarById=self.pillars
+            )
             self.assertEqual(byGroup, byWords, name)
             self.assertEqual(
                 byGroup,
@@ -288,7 +377,12 @@ class CheckMinionsPropertyTests(SynchronousTestCase):
                     m
                     for m in self.ids
                     if matchMinion(
-                        m, name, "nodegroup", grains=self.grains[m], nodegroups=self.nodegroups
+                        m,
+                        name,
+                        "nodegroup",
+                        grains=self.grains[m],
+                        nodegroups=self.nodegroups,
+                        pillar=self.pillars[m],
                     )
                 ],
             )
@@ -300,17 +394,34 @@ class CheckMinionsPropertyTests(SynchronousTestCase):
         """
         cases: list[tuple[str, str, str, str]] = [(g, g, "glob", ":") for g in GLOBS]
         cases += [(r, r[2:], "pcre", ":") for r in REGEXES]
-        for word in GRAIN_WORDS:
-            tgtType = "grain" if word[0] == "G" else "grain_pcre"
+        engines = {
+            "G": "grain",
+            "P": "grain_pcre",
+            "I": "pillar",
+            "J": "pillar_pcre",
+            "S": "ipcidr",
+        }
+        for word in GRAIN_WORDS + PILLAR_WORDS:
+            tgtType = engines[word[0]]
             if word[1] == "@":
                 cases.append((word, word[2:], tgtType, ":"))
             else:
                 cases.append((word, word[3:], tgtType, word[1]))
         for word, tgt, tgtType, delimiter in cases:
             self.assertEqual(
-                checkMinions(self.ids, word, "compound", self.grains),
-                checkMinions(self.ids, tgt, tgtType, self.grains, delimiter=delimiter),
+                checkMinions(self.ids, word, "compound", self.grains, pillarById=self.pillars),
+                checkMinions(
+                    self.ids,
+                    tgt,
+                    tgtType,
+                    self.grains,
+                    delimiter=delimiter,
+                    pillarById=self.pillars,
+                ),
                 word,
             )
             matcher: TargetMatcher = compileTarget(word, "compound")
-            self.assertEqual(matcher.usesGrains, tgtType.startswith("grain"), word)
+            self.assertEqual(
+                matcher.usesGrains, tgtType.startswith("grain") or tgtType == "ipcidr", word
+            )
+            self.assertEqual(matcher.usesPillar, tgtType.startswith("pillar"), word)
