@@ -8,6 +8,9 @@ Not an execution module: L{salttwist.modules.MODULES} does not list it.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import inspect
 from collections.abc import Callable
 from types import CoroutineType
 from typing import Any
@@ -40,6 +43,48 @@ def _shape(value: Any) -> dict[str, Any]:
     if isinstance(value, Retcode):
         return {"return": value.value, "retcode": value.retcode, "success": value.retcode == 0}
     return {"return": value, "retcode": 0, "success": True}
+
+
+def _takesPillar(function: Callable[..., Any]) -> bool:
+    """
+    @return: whether C{function} has an argument named C{pillar}.
+    """
+    try:
+        return "pillar" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _mergePillar(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """
+    @return: a new pillar: C{override} merged over C{base}, recursively for
+        dictionaries (neither is changed).
+    """
+    merged = dict(base)
+    for key, value in override.items():
+        current = merged.get(key)
+        if isinstance(current, dict) and isinstance(value, dict):
+            merged[key] = _mergePillar(current, value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _pillarOverride(
+    function: Callable[..., Any], context: LoaderContext, kwargs: dict[str, Any]
+) -> LoaderContext:
+    """
+    A job's C{pillar=} (a dict) for a function that takes no C{pillar}
+    argument: taken out of C{kwargs}, and the function runs with a copy of
+    the context whose pillar has it merged in, for this job only (the
+    shared context, which other jobs read at the same time, is untouched).
+
+    @return: the context the function gets.
+    """
+    if _takesPillar(function):
+        return context
+    override = kwargs.pop("pillar")
+    return dataclasses.replace(context, pillar=_mergePillar(context.pillar, override))
 
 
 class Executor:
@@ -88,8 +133,11 @@ class Executor:
             args, kwargs = parseArgs(arg) if arg else ([], {})
         else:
             args, kwargs = parseArgs([arg])
+        context = self.context
+        if "pillar" in kwargs and isinstance(kwargs["pillar"], dict):
+            context = _pillarOverride(function, context, kwargs)
         if getattr(function, "needsContext", False):
-            args = [self.context, *args]
+            args = [context, *args]
         if not getattr(function, "runsOnReactor", False):
             d = self._runInThread(function, *args, **kwargs)
             return d.addCallbacks(_shape, self._failed, errbackArgs=(fun,))

@@ -121,6 +121,36 @@ def refresh_grains(context: LoaderContext) -> Any:
     return extmods.refreshGrains(context)
 
 
+@onReactor
+@needsContext
+def refresh_pillar(
+    context: LoaderContext, wait: Any = True, timeout: Any = 30, clean_cache: Any = True
+) -> Any:
+    """
+    Fetch the minion's pillar from its master again and keep it: fires
+    C{salt/minion/<id>/refresh} on the minion's bus, then, with C{wait}
+    (the default here; Salt's is C{False}), waits up to C{timeout} seconds
+    for the new pillar. Returns C{True}, or C{False} when it could not be
+    fetched in time (the previous pillar is kept). A refresh always asks
+    the master for a fresh compile (C{clean_cache}).
+
+    CLI Example: C{salttwist '*' saltutil.refresh_pillar}
+    """
+    if context.fireLocal is not None:
+        context.fireLocal(f"salt/minion/{context.grains.get('id')}/refresh", {"pillar": True})
+    if context.refreshPillar is None:
+        return False
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError) as e:
+        raise SaltInvocationError(f"timeout must be a number of seconds, not {timeout!r}") from e
+    d = context.refreshPillar()
+    if str(wait).lower() in ("false", "0", "no", "none", ""):
+        d.addErrback(lambda _: None)
+        return True
+    return d.addTimeout(seconds, context.reactor).addCallbacks(lambda _: True, lambda _: False)
+
+
 # -- custom code through the file server (salttwist.modules.extmods) ---------
 
 
