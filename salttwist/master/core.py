@@ -287,6 +287,8 @@ class Master:
         self.minionPillar = pillar.minionPillar
 
         bus.subscribe(["salt/key"], keyWatch.keyEvent)
+        # A deleted or rejected key drops that minion's cached pillar.
+        bus.subscribe(["salt/key"], pillar.keyEvent)
 
     @property
     def fileServer(self) -> Any:

@@ -13,16 +13,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+#: The saltenv and pillarenv a pillar was compiled for (L{None}: the
+#: configured default).
+PillarEnv = tuple[str | None, str | None]
+
 
 class PillarCache:
     """
-    Minion id -> its last compiled pillar.
+    Minion id -> its last compiled pillar, with when and for which
+    saltenv and pillarenv it was compiled.
 
     @ivar pillars: the cached pillar by minion id; read-only to others.
     """
 
     def __init__(self) -> None:
         self.pillars: dict[str, dict[str, Any]] = {}
+        #: C{(stamp, env)} of each cached pillar, by minion id.
+        self._stamps: dict[str, tuple[float | None, PillarEnv]] = {}
+        #: How many times each minion id was forgotten: a compile that
+        #: started before a L{forget} must not store its result after it.
+        self._generations: dict[str, int] = {}
 
     def get(self, minionId: str) -> dict[str, Any] | None:
         """
@@ -30,17 +40,51 @@ class PillarCache:
         """
         return self.pillars.get(minionId)
 
-    def store(self, minionId: str, pillar: dict[str, Any]) -> None:
+    def store(
+        self,
+        minionId: str,
+        pillar: dict[str, Any],
+        stamp: float | None = None,
+        env: PillarEnv = (None, None),
+    ) -> None:
         """
         Keep C{pillar} as C{minionId}'s.
+
+        @param stamp: when it was compiled (the master clock's seconds);
+            L{None}: unknown, never fresh for L{fresh}.
+        @param env: the C{(saltenv, pillarenv)} it was compiled for.
         """
         self.pillars[minionId] = pillar
+        self._stamps[minionId] = (stamp, env)
+
+    def fresh(self, minionId: str, env: PillarEnv, now: float, ttl: float) -> dict[str, Any] | None:
+        """
+        @return: C{minionId}'s cached pillar if it was compiled for C{env}
+            less than C{ttl} seconds before C{now} (Salt's
+            C{pillar_cache_ttl}), else L{None}.
+        """
+        pillar = self.pillars.get(minionId)
+        if pillar is None:
+            return None
+        stamp, cachedEnv = self._stamps.get(minionId, (None, (None, None)))
+        if stamp is None or cachedEnv != env or now - stamp >= ttl:
+            return None
+        return pillar
 
     def forget(self, minionId: str) -> None:
         """
         Drop C{minionId}'s pillar (its key was deleted or rejected).
         """
         self.pillars.pop(minionId, None)
+        self._stamps.pop(minionId, None)
+        self._generations[minionId] = self._generations.get(minionId, 0) + 1
+
+    def generation(self, minionId: str) -> int:
+        """
+        @return: how many times C{minionId} was forgotten: compare it before
+            and after a compile to know whether its result may be stored.
+        """
+        return self._generations.get(minionId, 0)
 
     def byId(self) -> Mapping[str, dict[str, Any]]:
         """

@@ -1,21 +1,48 @@
 # -*- test-case-name: tests.test_master_pillarserving -*-
 """
-Pillar's room on the master: C{_pillar} inside a minion's session
-(SKELETON: the pillar-delivery slice of issue 20 fills it).
+Pillar's room on the master: C{_pillar} inside a minion's session.
 
-Wire: C{_pillar} C{{"saltenv", "pillarenv", "pillar_override"}} ->
-C{{"ret": {pillar}}}, compiled for the session's own minion id only.
+Wire: C{_pillar} C{{"id", "grains", "saltenv", "pillarenv",
+"pillar_override", "clean_cache"}} -> C{{"ret": {pillar}}}, compiled for the
+session's own minion id only: a load naming another id is refused (and the
+attempt logged, without any pillar).
+
+The compile is blocking (files, Jinja, YAML, ext_pillar commands): it runs
+in one of the master's worker processes (L{salttwist.master.pillartasks}),
+or in a thread through C{runBlocking} while there are none. Requests for the
+same minion with the same inputs that arrive while a compile runs share it.
+The result is kept in the L{PillarCache} (pillar targeting reads it) and,
+with C{pillar_cache}, answers later requests for C{pillar_cache_ttl}
+seconds unless the minion asks for a clean one (C{clean_cache}, as
+C{saltutil.refresh_pillar} does).
+
+Render errors: their full texts (file, line, cause) are logged here at
+error level; the minion gets Salt's C{_errors}. Pillar values are never
+logged nor fired on the event bus.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from twisted.internet.defer import Deferred, succeed
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from salttwist.master.pillarcache import PillarCache, PillarEnv
+from salttwist.master.pillartasks import COMPILE_TASK
 
 
 class PillarRequests:
     """
     Pillar requests from minion sessions.
+
+    @ivar workers: the worker pool pillar is compiled in, or L{None} (a
+        thread through C{runBlocking}).
     """
+
+    log = Logger(namespace="salttwist.master.core.Master")
 
     #: The worker pool pillar is compiled in, or L{None} (a thread).
     workers: Any = None
@@ -26,13 +53,230 @@ class PillarRequests:
         clock: Any,
         runBlocking: Any,
         grainsCache: Any,
-        pillarCache: Any,
+        pillarCache: PillarCache,
     ) -> None:
         self.config = config
         self.clock = clock
         self.runBlocking = runBlocking
         self.grainsCache = grainsCache
         self.pillarCache = pillarCache
+        #: The compiles running, by their inputs: the L{Deferred}s waiting
+        #: for each.
+        self._inFlight: dict[str, list[Deferred[dict[str, Any]]]] = {}
+        #: Compiles started, for tests and figures.
+        self.compiles = 0
 
-    def minionPillar(self, proto: Any, load: dict[str, Any]) -> dict[str, Any]:
-        raise ValueError("pillar is not available on this master yet")
+    # -- the session command ---------------------------------------------------
+
+    def minionPillar(self, proto: Any, load: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        """
+        C{_pillar}: the pillar of the session's own minion.
+
+        @return: a L{Deferred} firing with C{{"ret": pillar}}.
+        @raise ValueError: a load naming another minion, or malformed.
+        """
+        minionId = proto.minionId
+        claimed = load.get("id")
+        if claimed is not None and claimed != minionId:
+            self.log.warn(
+                "minion {id!r} asked for the pillar of {other!r}: refused",
+                id=minionId,
+                other=claimed,
+            )
+            raise ValueError(
+                f"minion {minionId!r} may only ask for its own pillar, not for {claimed!r}'s"
+            )
+        saltenv = _optionalString(load, "saltenv")
+        pillarenv = _optionalString(load, "pillarenv")
+        override = load.get("pillar_override")
+        if override is None:
+            override = {}
+        if not isinstance(override, dict):
+            raise ValueError(f"pillar_override must be a mapping, not {type(override).__name__}")
+        grains = load.get("grains")
+        if not isinstance(grains, dict):
+            grains = self.grainsCache.grains.get(minionId) or {}
+        d = self.pillarFor(
+            minionId,
+            grains,
+            saltenv=saltenv,
+            pillarenv=pillarenv,
+            override=override,
+            cleanCache=bool(load.get("clean_cache")),
+        )
+        return d.addCallback(lambda pillar: {"ret": pillar})
+
+    # -- compiling ---------------------------------------------------------------
+
+    def pillarFor(
+        self,
+        minionId: str,
+        grains: dict[str, Any],
+        saltenv: str | None = None,
+        pillarenv: str | None = None,
+        override: dict[str, Any] | None = None,
+        cleanCache: bool = False,
+    ) -> Deferred[dict[str, Any]]:
+        """
+        Compile C{minionId}'s pillar (or, with C{pillar_cache}, take it from
+        the cache while fresh), keeping it in the L{PillarCache} unless an
+        override shaped it.
+
+        @return: a L{Deferred} firing with the pillar (with C{_errors} if
+            a source failed), or failing with L{ValueError} if the compile
+            itself could not run.
+        """
+        env: PillarEnv = (saltenv, pillarenv)
+        if not override and not cleanCache and self.config.get("pillar_cache"):
+            cached = self.pillarCache.fresh(
+                minionId, env, self.clock.seconds(), float(self.config["pillar_cache_ttl"])
+            )
+            if cached is not None:
+                return succeed(cached)
+        key = _compileKey(minionId, grains, env, override)
+        waiter: Deferred[dict[str, Any]] = Deferred()
+        waiters = self._inFlight.get(key)
+        if waiters is not None:
+            waiters.append(waiter)
+            return waiter
+        self._inFlight[key] = [waiter]
+        self.compiles += 1
+        generation = self.pillarCache.generation(minionId)
+        d = self._compile(minionId, grains, saltenv, pillarenv, override or {})
+        d.addCallbacks(
+            self._compiled,
+            self._failed,
+            callbackArgs=(key, minionId, env, bool(override), generation),
+            errbackArgs=(key, minionId),
+        )
+        return waiter
+
+    def _compile(
+        self,
+        minionId: str,
+        grains: dict[str, Any],
+        saltenv: str | None,
+        pillarenv: str | None,
+        override: dict[str, Any],
+    ) -> Deferred[list[Any]]:
+        """
+        Run the compile in a worker, or in a thread when the master has no
+        workers (or they cannot take it: stopped, dead, queue full).
+
+        @return: a L{Deferred} of C{[pillar, errors]}.
+        """
+        workers = self.workers
+        args = (self.config, minionId, grains, saltenv, pillarenv, override)
+        if workers is None:
+            return self._inThread(*args)
+
+        def notInWorker(failure: Failure) -> Any:
+            from salttwist.workers import TaskError
+
+            if failure.check(TaskError):
+                return failure
+            self.log.warn(
+                "pillar for minion {id}: no worker could compile it ({error}); "
+                "compiling in a thread",
+                id=minionId,
+                error=failure.value,
+            )
+            return self._inThread(*args)
+
+        return workers.run(COMPILE_TASK, *args).addErrback(notInWorker)
+
+    def _inThread(
+        self,
+        config: dict[str, Any],
+        minionId: str,
+        grains: dict[str, Any],
+        saltenv: str | None,
+        pillarenv: str | None,
+        override: dict[str, Any],
+    ) -> Deferred[list[Any]]:
+        """
+        Compile in a thread (C{runBlocking}). The grains and the override
+        are copied here, on the reactor thread, which may change them.
+        """
+        import copy
+
+        from salttwist.master.pillartasks import compileMinionPillar
+
+        return self.runBlocking(
+            compileMinionPillar,
+            config,
+            minionId,
+            copy.deepcopy(grains),
+            saltenv,
+            pillarenv,
+            copy.deepcopy(override),
+        )
+
+    def _compiled(
+        self,
+        result: list[Any],
+        key: str,
+        minionId: str,
+        env: PillarEnv,
+        overridden: bool,
+        generation: int,
+    ) -> None:
+        pillar, errors = result
+        for text in errors:
+            self.log.error("pillar for minion {id}: {error}", id=minionId, error=text)
+        if not isinstance(pillar, dict):
+            self._failed(Failure(TypeError("the compiler returned no mapping")), key, minionId)
+            return
+        if not overridden and self.pillarCache.generation(minionId) == generation:
+            self.pillarCache.store(minionId, pillar, self.clock.seconds(), env)
+        for waiter in self._inFlight.pop(key, []):
+            waiter.callback(pillar)
+
+    def _failed(self, failure: Failure, key: str, minionId: str) -> None:
+        value = failure.value
+        self.log.error(
+            "pillar for minion {id} could not be compiled: {type}: {error}",
+            id=minionId,
+            type=getattr(value, "typeName", type(value).__name__),
+            error=getattr(value, "message", value),
+        )
+        for waiter in self._inFlight.pop(key, []):
+            waiter.errback(
+                ValueError(
+                    f"the master could not compile the pillar of {minionId!r}; see the master's log"
+                )
+            )
+
+    # -- keys --------------------------------------------------------------------
+
+    def keyEvent(self, tag: str, data: dict[str, Any]) -> None:
+        """
+        A C{salt/key} event: a minion whose key was deleted or rejected has
+        no pillar on this master any more.
+        """
+        minionId = data.get("id")
+        if data.get("act") in ("delete", "reject") and isinstance(minionId, str):
+            self.pillarCache.forget(minionId)
+
+
+def _optionalString(load: dict[str, Any], name: str) -> str | None:
+    """
+    @return: C{load[name]}: a string, or L{None} when absent or empty.
+    @raise ValueError: if it is something else.
+    """
+    value = load.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _compileKey(
+    minionId: str, grains: dict[str, Any], env: PillarEnv, override: dict[str, Any] | None
+) -> str:
+    """
+    @return: what makes two compiles the same: the minion, its grains, the
+        environments and the override, as one string.
+    """
+    return json.dumps([minionId, grains, list(env), override or {}], sort_keys=True, default=repr)
