@@ -570,3 +570,107 @@ class GrainsTests(SynchronousTestCase):
         self.assertIs(result["return"], True)
         self.assertEqual(self.context.grains["role"], "custom")
         self.assertEqual(self.changes[-1]["role"], "custom")
+
+
+class MasterSyncTests(SynchronousTestCase):
+    """
+    C{salttwist-run saltutil.sync_runners} / C{sync_all}: custom runners
+    copied from the master's own file roots into its C{cachedir/extmods}
+    and loaded into its runner map (the one its runner dispatch and
+    reactor use), and loaded again at the next start.
+    """
+
+    def setUp(self) -> None:
+        from salttwist.config import loadMasterConfig
+
+        self.root = os.path.abspath(self.mktemp())
+        self.base = os.path.join(self.root, "srv", "salt")
+        os.makedirs(self.base)
+        self.config = loadMasterConfig(
+            self.root, overrides={"root_dir": self.root, "file_roots": {"base": [self.base]}}
+        )
+        self.master = self.makeMaster()
+        self.addCleanup(self._forgetModules)
+
+    def _forgetModules(self) -> None:
+        for name in [n for n in sys.modules if n.startswith(extmods.PACKAGE + ".")]:
+            del sys.modules[name]
+
+    def makeMaster(self) -> Any:
+        from salttwist import crypt
+        from salttwist.events.bus import LocalEventBus
+        from salttwist.master.core import Master
+        from salttwist.master.keys import MasterKeys
+        from salttwist.pki.keystore import InMemoryKeyStore
+
+        key = crypt.generatePrivateKey()
+        return Master(
+            self.config,
+            MasterKeys(key, crypt.publicKeyToPem(key.public_key()), b"r" * 32),
+            InMemoryKeyStore(),
+            LocalEventBus(),
+            runSynchronously,
+            Clock(),
+        )
+
+    def serve(self, relative: str, text: str) -> str:
+        return write(os.path.join(self.base, relative), text)
+
+    def runner(self, fun: str, *arg: Any) -> Any:
+        reply = self.successResultOf(self.master.clientRunner(None, {"fun": fun, "arg": list(arg)}))
+        return reply["return"]
+
+    def test_syncRunners(self) -> None:
+        """
+        A synced runner is copied, loaded at once with C{__opts__} and
+        C{__utils__}, and runs in a thread of the master; it is loaded
+        again at the next start; removed from the roots, it is gone.
+        """
+        path = self.serve(
+            "_runners/hello.py",
+            """
+            def world(name="you"):
+                '''Say hello.'''
+                return __utils__["shout.loud"](f"hello {name} from {__opts__['root_dir']}")
+            """,
+        )
+        self.serve("_utils/shout.py", "def loud(text):\n    return text.upper()\n")
+        self.assertEqual(
+            self.runner("saltutil.sync_all"),
+            {"runners": ["runners.hello"], "utils": ["utils.shout"]},
+        )
+        expected = f"HELLO ME FROM {self.root.upper()}"
+        self.assertEqual(self.runner("hello.world", {"name": "me", "__kwarg__": True}), expected)
+        self.assertIn("runners", os.listdir(os.path.join(self.config["cachedir"], "extmods")))
+
+        restarted = self.makeMaster()
+        self.assertIn("hello.world", restarted.runners)
+
+        os.remove(path)
+        self.assertEqual(self.runner("saltutil.sync_runners"), [])
+        self.assertNotIn("hello.world", self.master.runners)
+        self.assertIs(self.master.runners, self.master.runnerDispatch.runners)
+        self.assertIn("jobs.list_jobs", self.master.runners)
+
+    def test_unknownSaltenv(self) -> None:
+        """
+        A saltenv the master's file server does not have is an error
+        naming it.
+        """
+        failure = self.failureResultOf(
+            self.master.clientRunner(
+                None,
+                {"fun": "saltutil.sync_runners", "arg": [{"saltenv": "nope", "__kwarg__": True}]},
+            ),
+            ValueError,
+        )
+        self.assertIn("cannot sync _runners from saltenv 'nope'", str(failure.value))
+
+    def test_overrideBuiltinRunner(self) -> None:
+        """
+        A custom runner module named as a built-in one replaces it whole.
+        """
+        self.serve("_runners/manage.py", "def up():\n    return ['custom']\n")
+        self.assertEqual(self.runner("saltutil.sync_runners"), ["runners.manage"])
+        self.assertEqual(self.runner("manage.up"), ["custom"])
+        self.assertNotIn("manage.down", self.master.runners)

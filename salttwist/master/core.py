@@ -186,7 +186,9 @@ class Master:
         self.clock = clock
         self.maxFrameBytes: int = config["max_frame_bytes"]
         self.grainsCache = grainsCache or GrainsCache(None, runBlocking)
-        self.runners = loadRunners()
+        # With the custom runners synced into extension_modules (blocking:
+        # they are imported, at start, before the reactor runs).
+        self.runners = loadRunners(config=config)
         self.jobs = JobRegistry()
         #: Req-channel requests handled per command, for C{master_stats}.
         self.requestStats = RequestStats()

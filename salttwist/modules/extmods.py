@@ -203,8 +203,8 @@ def installSynced(
     clean: bool = True,
 ) -> SyncResult:
     """
-    Copy fetched files of one kind into C{destination} (blocking: call it
-    in a thread). The first saltenv holding a file wins.
+    Copy the files a file client fetched of one kind into C{destination}
+    (blocking: call it in a thread). The first saltenv holding a file wins.
 
     @param kind: C{modules}, C{grains}, ...
     @param fetched: for each saltenv in order, the local folder the file
@@ -219,42 +219,63 @@ def installSynced(
     @raise CommandExecutionError: if a fetched file lies outside its folder
         or the destination cannot be written.
     """
+    files: list[tuple[str, str]] = []
+    for cacheRoot, cachedFiles in fetched:
+        for cached in sorted(cachedFiles):
+            relPath = os.path.relpath(cached, cacheRoot)
+            if relPath.startswith(os.pardir + os.sep) or os.path.isabs(relPath):
+                raise CommandExecutionError(f"{cached} is not under {cacheRoot}")
+            files.append((relPath, cached))
+    return installFiles(kind, files, destination, whitelist, blacklist, clean)
+
+
+def installFiles(
+    kind: str,
+    files: Iterable[tuple[str, str]],
+    destination: str,
+    whitelist: set[str] | None = None,
+    blacklist: set[str] | None = None,
+    clean: bool = True,
+) -> SyncResult:
+    """
+    Copy files of one kind into C{destination} (blocking), as
+    L{installSynced} does.
+
+    @param files: C{(relative path, file to copy)} pairs in order of
+        preference: the first of a relative path wins.
+    """
     result = SyncResult()
     try:
         os.makedirs(destination, mode=0o700, exist_ok=True)
     except OSError as e:
         raise CommandExecutionError(f"cannot create {destination}: {e.strerror or e}") from e
     remote: set[str] = set()
-    for cacheRoot, files in fetched:
-        for cached in sorted(files):
-            relPath = os.path.relpath(cached, cacheRoot)
-            if relPath.startswith(os.pardir + os.sep) or os.path.isabs(relPath):
-                raise CommandExecutionError(f"{cached} is not under {cacheRoot}")
-            if not relPath.endswith(_SOURCE_SUFFIX) or "__pycache__" in relPath.split(os.sep):
+    for relPath, source in files:
+        if not relPath.endswith(_SOURCE_SUFFIX) or "__pycache__" in relPath.split(os.sep):
+            continue
+        if relPath in remote:
+            continue
+        name = relPath[: -len(_SOURCE_SUFFIX)].replace(os.sep, ".")
+        if whitelist is not None and name not in whitelist:
+            continue
+        if blacklist is not None and name in blacklist:
+            continue
+        remote.add(relPath)
+        target = os.path.join(destination, relPath)
+        try:
+            if os.path.isfile(target) and _digest(target) == _digest(source):
                 continue
-            if relPath in remote:
-                continue
-            name = relPath[: -len(_SOURCE_SUFFIX)].replace(os.sep, ".")
-            if whitelist is not None and name not in whitelist:
-                continue
-            if blacklist is not None and name in blacklist:
-                continue
-            remote.add(relPath)
-            target = os.path.join(destination, relPath)
-            try:
-                if os.path.isfile(target) and _digest(target) == _digest(cached):
-                    continue
-                os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
-                # Written beside and renamed: a loader never reads half a file.
-                partial = f"{target}.partial"
-                shutil.copyfile(cached, partial)
-                os.replace(partial, target)
-            except OSError as e:
-                raise CommandExecutionError(
-                    f"cannot copy {cached} to {target}: {e.strerror or e}"
-                ) from e
-            log.info("synced {kind} {name} into {target}", kind=kind, name=name, target=target)
-            result.changed.append(f"{kind}.{name}")
+            os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+            # Written beside and renamed: a loader never reads half a file.
+            partial = f"{target}.partial"
+            shutil.copyfile(source, partial)
+            os.replace(partial, target)
+        except OSError as e:
+            raise CommandExecutionError(
+                f"cannot copy {source} to {target}: {e.strerror or e}"
+            ) from e
+        log.info("synced {kind} {name} into {target}", kind=kind, name=name, target=target)
+        result.changed.append(f"{kind}.{name}")
     if clean:
         result.removed = _clean(destination, remote)
     return result
@@ -829,3 +850,53 @@ def refreshGrains(context: LoaderContext) -> Deferred[bool]:
         return True
 
     return inThread(context.reactor, gather).addCallback(apply)
+
+
+# -- the master's custom code (runners) --------------------------------------
+
+
+def syncFromFileServer(
+    fileServer: Any,
+    kind: str,
+    envs: Iterable[str],
+    destination: str,
+    whitelist: set[str] | None = None,
+    blacklist: set[str] | None = None,
+    clean: bool = True,
+) -> SyncResult:
+    """
+    Sync one kind from the master's own file server (blocking: the file
+    server's methods and the copies block): the files of C{_<kind>/} of
+    each saltenv, read where the file server finds them.
+
+    @param fileServer: a L{salttwist.fileserver.server.FileServer}.
+    @raise ValueError: naming the saltenv, if the file server refuses it.
+    """
+    folder = sourceDir(kind)
+    files: list[tuple[str, str]] = []
+    for env in envs:
+        try:
+            listed = fileServer.fileList(env, f"{folder}/")
+            for path in listed:
+                found = fileServer.findFile(path, env)
+                if found is not None:
+                    relPath = path[len(folder) + 1 :]
+                    files.append((os.path.join(*relPath.split("/")), found.realPath))
+        except ValueError as e:
+            raise ValueError(f"cannot sync {folder} from saltenv {env!r}: {e}") from e
+    return installFiles(kind, files, destination, whitelist, blacklist, clean)
+
+
+def loadCustomRunners(opts: Mapping[str, Any]) -> list[LoadedModule]:
+    """
+    Load the master's synced C{_runners} modules (blocking), with
+    C{__opts__} (the master's config), C{__context__} and C{__utils__}
+    (the master's synced C{_utils}) in their globals.
+    """
+    if not opts.get("extension_modules") and not opts.get("cachedir"):
+        return []
+    extDir = extensionModulesDir(opts)
+    sharedContext: dict[str, Any] = {}
+    utils = loadUtils(extDir, opts, sharedContext)
+    dunders = {"__opts__": opts, "__context__": sharedContext, "__utils__": utils}
+    return loadExtensionModules(os.path.join(extDir, "runners"), "runners", dunders)

@@ -29,10 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from twisted.logger import Logger
+
 if TYPE_CHECKING:
     from salttwist.interfaces import IRunnerMaster
 
-RUNNERS: tuple[str, ...] = ("jobs", "manage", "salt", "fileserver")
+_log = Logger()
+
+RUNNERS: tuple[str, ...] = ("jobs", "manage", "salt", "fileserver", "saltutil")
 
 
 @dataclass(frozen=True)
@@ -98,11 +102,54 @@ class RunnerContext:
     user: str = "root"
 
 
-def loadRunners(modules: tuple[str, ...] | None = None) -> dict[str, Callable[..., Any]]:
+def loadRunners(
+    modules: tuple[str, ...] | None = None, config: dict[str, Any] | None = None
+) -> dict[str, Callable[..., Any]]:
     """
-    @return: every public function of the runner modules, by
-        C{module.function}.
+    The runner functions, by C{module.function}: every public function of
+    the built-in runner modules and, given the master's C{config}, of the
+    custom runners synced into its C{extension_modules/runners}
+    (C{salttwist-run saltutil.sync_runners}; blocking then: they are
+    imported). A custom runner module named as a built-in one replaces it
+    whole, as Salt lets it (logged); each custom runner is wrapped by
+    L{customRunner}.
     """
     from salttwist.modules import publicFunctions
 
-    return publicFunctions("salttwist.runners", RUNNERS if modules is None else modules)
+    functions = publicFunctions("salttwist.runners", RUNNERS if modules is None else modules)
+    if config is None:
+        return functions
+    from salttwist.modules.extmods import loadCustomRunners
+
+    builtins = {name.partition(".")[0] for name in functions}
+    for module in loadCustomRunners(config):
+        if module.name in builtins:
+            _log.warn(
+                "custom runner module {path} replaces the built-in runner module {name}",
+                path=module.path,
+                name=module.name,
+            )
+            for name in [n for n in functions if n.partition(".")[0] == module.name]:
+                del functions[name]
+            builtins.discard(module.name)
+        for name, function in module.functions.items():
+            functions[name] = customRunner(function)
+    return functions
+
+
+def customRunner(function: Callable[..., Any]) -> Callable[..., Any]:
+    """
+    Wrap a custom runner function (Salt's form: plain arguments, blocking
+    code) as a salttwist runner: it takes the L{RunnerContext} first and
+    runs the function in a thread (C{context.master.runBlocking}), in the
+    master process (a custom runner is the master's own trusted code, from
+    its own file roots).
+    """
+
+    def run(context: RunnerContext, *args: Any, **kwargs: Any) -> Any:
+        return context.master.runBlocking(function, *args, **kwargs)
+
+    run.__name__ = function.__name__
+    run.__doc__ = function.__doc__
+    run.customRunner = function  # type: ignore[attr-defined]
+    return run
