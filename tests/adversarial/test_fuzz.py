@@ -275,7 +275,9 @@ class TargetFuzzTests(SynchronousTestCase):
             compileTarget(tgt, tgtType, _NODEGROUPS, delimiter)
         except TargetError:
             return
-        result = matchMinion("web1", tgt, tgtType, grains=_GRAINS, nodegroups=_NODEGROUPS)
+        result = matchMinion(
+            "web1", tgt, tgtType, grains=_GRAINS, nodegroups=_NODEGROUPS, delimiter=delimiter
+        )
         self.assertIsInstance(result, bool)
 
     @FUZZ
