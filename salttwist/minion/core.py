@@ -40,6 +40,7 @@ from salttwist.minion.connection import (
     newConnectionMachine,
 )
 from salttwist.minion.jobber import Jobber
+from salttwist.minion.pillar import MinionPillar
 from salttwist.minion.pubclient import PubClientProtocol
 from salttwist.minion.returns import PERSIST_AFTER, ReturnDelivery, StoredReturn
 from salttwist.minion.returnsqueue import ReturnsQueue
@@ -144,6 +145,8 @@ class Minion:
         self.returns.writeLimit = config.get("req_write_buffer", self.returns.writeLimit)
         self.returns.memoryLimit = config.get("returns_memory_max", self.returns.memoryLimit)
         self.jobber = Jobber(minionId, executor, reactor, self.returns.jobDone, infoLogged(config))
+        #: The minion's pillar, fetched over its session (C{context.pillar}).
+        self.pillar = MinionPillar(minionId, executor.context, lambda: self.returns.req, reactor)
         #: Publications come on the req connection (the C{single_connection}
         #: option), not on a pub connection of their own.
         self.singleConnection = bool(config.get("single_connection", False))
@@ -456,6 +459,8 @@ class Minion:
         self.log.info("minion {id} authenticated and subscribed to its master", id=self.id)
         self.bus.fire(MASTER_CONNECTED, {"master": self.masterHost})
         self.sendGrains()
+        # Its pillar, with the grains just sent (a failure is logged there).
+        self.pillar.refresh(cleanCache=False).addErrback(lambda _: None)
         self.returns.flush()
         waiters, self._readyWaiters = self._readyWaiters, []
         for waiter in waiters:

@@ -117,6 +117,8 @@ def buildMinion(
     context.onGrainsChanged = minion.sendGrains
     context.fireMaster = minion.fireMaster
     context.fireLocal = minion.bus.fire
+    context.refreshPillar = minion.pillar.refresh
+    context.fetchPillar = minion.pillar.fetch
     return minion
 
 
