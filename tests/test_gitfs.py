@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat
+import tempfile
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -502,3 +504,82 @@ class FileServerWithGitTests(GitTestCase):
         self.assertEqual(server.findFile("d.sls", "dev").backend, "git")
         self.assertEqual(server.envs(backend="roots"), ["base"])
         self.assertEqual(server.update(backend="git"), {"git": False})
+
+
+class MasterGitfsUpdateTests(GitTestCase):
+    """
+    The master fetches its gitfs remotes at start and every
+    C{gitfs_update_interval} seconds, in a thread (here: synchronously).
+    """
+
+    def makeService(self, **overrides: object) -> object:
+        """
+        @return: a L{MasterService} on a L{MemoryReactorClock} whose
+            C{file_roots} is empty and C{gitfs_remotes} C{self.repo}.
+        """
+        from twisted.internet.testing import MemoryReactorClock
+
+        from salttwist.config import loadMasterConfig
+        from salttwist.master.core import runSynchronously
+        from salttwist.master.service import MasterService
+        from tests.test_master_service import _RecordingJobCache
+
+        # A short root: UNIX socket paths are short.
+        root = tempfile.mkdtemp(prefix="stg-")
+        self.addCleanup(shutil.rmtree, root, True)
+        roots = os.path.join(self.base, "roots")
+        os.makedirs(roots, exist_ok=True)
+        self.reactor = MemoryReactorClock()
+        options: dict[str, object] = {
+            "root_dir": root,
+            "interface": "127.0.0.1",
+            "file_roots": {"base": [roots]},
+            "gitfs_remotes": [self.repo.path],
+            "gitfs_update_interval": 30,
+        }
+        options.update(overrides)
+        config = loadMasterConfig(root, overrides=options)
+        return MasterService(
+            config,
+            self.reactor,
+            runBlocking=runSynchronously,
+            jobCache=_RecordingJobCache(),
+            useWorkers=False,
+        )
+
+    def gitfsTimers(self, service: object) -> list[object]:
+        """
+        @return: the periodic services of C{service} calling the gitfs
+            update.
+        """
+        return [
+            child
+            for child in service  # type: ignore[attr-defined]
+            if getattr(child, "_f", None) == service._updateGitfs  # type: ignore[attr-defined]
+        ]
+
+    def test_periodicUpdate(self) -> None:
+        """
+        With C{git} in C{fileserver_backend}, the remotes are fetched when
+        the service starts and again every C{gitfs_update_interval}.
+        """
+        service = self.makeService(fileserver_backend=["roots", "git"])
+        [timer] = self.gitfsTimers(service)
+        self.assertEqual(timer.step, 30.0)  # type: ignore[attr-defined]
+        fileServer = service.master.fileServer  # type: ignore[attr-defined]
+        git = fileServer.backends[1]
+        timer.startService()  # type: ignore[attr-defined]
+        self.addCleanup(timer.stopService)  # type: ignore[attr-defined]
+        self.assertTrue(git._ready)
+        self.assertEqual(fileServer.fileList("base"), ["top.sls"])
+        self.repo.commitBranch("master", {"top.sls": "x", "new.sls": "n"}, fresh=False)
+        self.reactor.advance(29)
+        self.assertEqual(fileServer.fileList("base"), ["top.sls"])
+        self.reactor.advance(1)
+        self.assertEqual(fileServer.fileList("base"), ["new.sls", "top.sls"])
+
+    def test_noGitNoTimer(self) -> None:
+        """
+        Without C{git} in C{fileserver_backend}, nothing is fetched.
+        """
+        self.assertEqual(self.gitfsTimers(self.makeService()), [])

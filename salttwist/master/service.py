@@ -9,7 +9,9 @@ each of its children starts and stops one part:
   - L{WorkerPoolService}: the worker processes, handed to the master once up;
   - the Salt reactor (C{reactor} option), a L{salttwist.master.reactor.Reactor};
   - L{PeriodicService}s (L{TimerService}s): key reconciliation, the
-    publication key's rotation, presence and statistics events;
+    publication key's rotation, presence and statistics events, and the
+    gitfs fetch (C{gitfs_update_interval}, when C{fileserver_backend}
+    names C{git});
   - L{ChannelService}s (L{StreamServerEndpointService}s): the pub and req
     ports and the two event-bus sockets, bound in C{privilegedStartService},
     before privileges drop.
@@ -172,10 +174,12 @@ class PeriodicService(TimerService):
 
     log = Logger(namespace=_LOG_NAMESPACE)
 
-    def __init__(self, step: float, f: Callable[[], Any], clock: Any) -> None:
+    def __init__(self, step: float, f: Callable[[], Any], clock: Any, now: bool = False) -> None:
         super().__init__(step, self._runOnce)
         self.clock = clock
         self._f = f
+        #: Whether the first call is at the start rather than one step later.
+        self.now = now
 
     def _runOnce(self) -> Deferred[Any]:
         # A failure is logged and the loop goes on: one bad run must not
@@ -193,7 +197,7 @@ class PeriodicService(TimerService):
         Service.startService(self)
         self._loop = LoopingCall(self._runOnce)
         self._loop.clock = self.clock
-        self._loopFinished = self._loop.start(self.step, now=False)
+        self._loopFinished = self._loop.start(self.step, now=self.now)
         self._loopFinished.addErrback(self._failed)
 
     def stopService(self) -> Deferred[None]:
@@ -453,6 +457,11 @@ class MasterService(MultiService):
                 MasterStats(master, reactor, self.eventPublisher),
                 reactor,
             ).setServiceParent(self)
+        # gitfs fetches its remotes at start and every gitfs_update_interval.
+        if any(name in ("git", "gitfs") for name in config["fileserver_backend"]):
+            PeriodicService(
+                float(config["gitfs_update_interval"]), self._updateGitfs, reactor, now=True
+            ).setServiceParent(self)
         sockDir = config["sock_dir"]
         #: The sockets, in the order of L{_listening}'s ports: pub, req,
         #: the bus's publisher and its pull socket.
@@ -493,6 +502,23 @@ class MasterService(MultiService):
         ]
         for channel in self.channels:
             channel.setServiceParent(self)
+
+    def _updateGitfs(self) -> Deferred[None] | None:
+        """
+        Fetch the gitfs remotes (L{salttwist.fileserver.server.FileServer.update}
+        of the C{git} backend) in a thread: git runs as blocking
+        subprocesses. A remote that fails is logged by the backend and
+        keeps serving its last good trees.
+        """
+        fileServer = self.master.fileServer
+        if fileServer is None:
+            return None
+
+        def updated(changed: dict[str, bool]) -> None:
+            if changed.get("git"):
+                self.log.info("gitfs: new commits fetched; serving them")
+
+        return self.master.runBlocking(fileServer.update, "git").addCallback(updated)
 
     def _channelEndpoint(self, port: int, role: str) -> Any:
         """
