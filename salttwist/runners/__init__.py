@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 _log = Logger()
 
-RUNNERS: tuple[str, ...] = ("jobs", "manage", "salt", "fileserver", "saltutil")
+RUNNERS: tuple[str, ...] = ("jobs", "manage", "salt", "pillar", "fileserver", "saltutil")
 
 
 @dataclass(frozen=True)
