@@ -333,8 +333,8 @@ def _checkReactor(value: Any) -> list[dict[str, list[str]]]:
     """
     Check Salt's C{reactor} option: a list of single-key mappings from a tag
     glob to one reaction file or a list of them. The result always has a
-    list of files. C{salt://} paths need Salt's file server, which salttwist
-    does not have.
+    list of files. A file may be a path (relative ones start at the config
+    directory) or a C{salt://} URL of the master's file server.
     """
     if not isinstance(value, list):
         raise _BadValue(_REACTOR_SHAPE)
@@ -353,11 +353,6 @@ def _checkReactor(value: Any) -> list[dict[str, list[str]]]:
             if not isinstance(path, str) or not path:
                 raise _BadValue(
                     f"{_REACTOR_SHAPE} (entry {tagGlob!r}: every file must be a non-empty string)"
-                )
-            if path.startswith("salt://"):
-                raise _BadValue(
-                    f"{_REACTOR_SHAPE} (entry {tagGlob!r}: {path!r}: salt:// paths need a file"
-                    " server, which salttwist does not have; give a filesystem path)"
                 )
         checked.append({tagGlob: list(files)})
     return checked

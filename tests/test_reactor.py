@@ -663,7 +663,6 @@ class ConfigTests(SynchronousTestCase):
             (["a"], "entry 1 is not a single-key mapping"),
             ([{"a": []}], "has no reaction file"),
             ([{"a": [3]}], "every file must be a non-empty string"),
-            ([{"a": "salt://r.sls"}], "salt:// paths need a file server"),
         ]
         for value, expected in cases:
             error = self.assertRaises(ConfigError, self.load, reactor=value)

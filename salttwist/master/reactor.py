@@ -44,7 +44,11 @@ How it runs:
     most C{reactor_worker_hwm} wait; a reaction that finds the queue full is
     dropped, logged, and reported as a C{salt/reactor/error} event.
   - Files are read in a thread (C{runBlocking}), every time, so an edited
-    file takes effect at the next event. Rendering and YAML parsing run in
+    file takes effect at the next event. A C{salt://} path
+    (C{salt://reactor/start.sls}, C{?saltenv=dev} for another saltenv than
+    C{base}) is read from the master's file server (its C{file_roots} or
+    gitfs), in the same thread; one the file server does not have is a
+    failure naming it, reported as every other. Rendering and YAML parsing run in
     a thread too: a small file renders in well under a millisecond (the
     compiled template is cached while the file is unchanged), but one that
     embeds C{{{ data }}} of a big event (a 1 MB return) takes far longer,
@@ -89,6 +93,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from salttwist import serial
+from salttwist.fileserver.interfaces import FileServerError
+from salttwist.fileserver.paths import SALT_SCHEME, parseSaltUrl
 from salttwist.interfaces import IEventBus
 
 if TYPE_CHECKING:
@@ -317,16 +323,27 @@ def _tagPrefix(tagGlob: str) -> str:
     return tagGlob if match is None else tagGlob[: match.start()]
 
 
-def readReactionFiles(fileSpec: str, configDir: str) -> list[tuple[str, str]]:
+def readReactionFiles(
+    fileSpec: str, configDir: str, fileServer: Any = None
+) -> list[tuple[str, str]]:
     """
     Read the files of one configured reaction entry (blocking: call it in a
     thread). A relative path is taken from the config directory; a path
-    with glob characters reads every matching file, in sorted order.
+    with glob characters reads every matching file, in sorted order. A
+    C{salt://} URL (C{salt://reactor/start.sls}, C{?saltenv=} for another
+    saltenv than C{base}) is one file of the master's file server, read
+    where C{fileServer} finds it; its pair is named by the URL.
 
+    @param fileServer: the master's L{salttwist.fileserver.server.FileServer},
+        for C{salt://} URLs.
     @return: (path, text) pairs.
     @raise ReactionError: if no file matches, one cannot be read, is too
-        large, or is not UTF-8.
+        large, or is not UTF-8; for a C{salt://} URL, if the file server
+        does not have it or refuses it (a path leaving the roots, a
+        saltenv it does not have), naming the URL.
     """
+    if fileSpec.startswith(SALT_SCHEME):
+        return [(fileSpec, _readText(_findSaltFile(fileSpec, fileServer), fileSpec))]
     if _GLOB_CHARS.search(fileSpec):
         # Only the configured part is a pattern, not the config directory.
         pattern = os.path.join(glob.escape(configDir), fileSpec)
@@ -335,20 +352,47 @@ def readReactionFiles(fileSpec: str, configDir: str) -> list[tuple[str, str]]:
             raise ReactionError(f"no reaction file matches {os.path.join(configDir, fileSpec)}")
     else:
         paths = [os.path.join(configDir, fileSpec)]
-    files = []
-    for one in paths:
-        try:
-            with open(one, "rb") as f:
-                raw = f.read(MAX_REACTION_FILE_BYTES + 1)
-        except OSError as e:
-            raise ReactionError(f"cannot read {one}: {e.strerror or e}") from e
-        if len(raw) > MAX_REACTION_FILE_BYTES:
-            raise ReactionError(f"{one} is over {MAX_REACTION_FILE_BYTES} bytes")
-        try:
-            files.append((one, raw.decode("utf-8")))
-        except UnicodeDecodeError as e:
-            raise ReactionError(f"{one} is not UTF-8: {e}") from e
-    return files
+    return [(one, _readText(one, one)) for one in paths]
+
+
+def _findSaltFile(url: str, fileServer: Any) -> str:
+    """
+    @return: where the master's file server keeps C{salt://} file C{url}
+        (blocking).
+    @raise ReactionError: naming C{url}, if there is no file server, it
+        has no such file, or refuses the path or saltenv.
+    """
+    if fileServer is None:
+        raise ReactionError(f"{url}: this master has no file server to read salt:// files from")
+    try:
+        path, saltenv = parseSaltUrl(url)
+        found = fileServer.findFile(path, saltenv or "base")
+    except FileServerError as e:
+        raise ReactionError(f"{url}: {e}") from e
+    if found is None:
+        raise ReactionError(
+            f"{url}: no such file on the master's file server (saltenv {saltenv or 'base'!r})"
+        )
+    return str(found.realPath)
+
+
+def _readText(path: str, shown: str) -> str:
+    """
+    @return: the text of reaction file C{path} (blocking).
+    @raise ReactionError: naming it as C{shown}, if it cannot be read, is
+        too large, or is not UTF-8.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_REACTION_FILE_BYTES + 1)
+    except OSError as e:
+        raise ReactionError(f"cannot read {shown}: {e.strerror or e}") from e
+    if len(raw) > MAX_REACTION_FILE_BYTES:
+        raise ReactionError(f"{shown} is over {MAX_REACTION_FILE_BYTES} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ReactionError(f"{shown} is not UTF-8: {e}") from e
 
 
 class Reactor(Service):
@@ -370,6 +414,7 @@ class Reactor(Service):
         configDir: str,
         workers: int = 10,
         highWaterMark: int = 10000,
+        fileServer: Any = None,
     ) -> None:
         """
         @param master: the master whose bus, runners and publish path are used.
@@ -377,8 +422,12 @@ class Reactor(Service):
         @param configDir: where relative reaction file paths start.
         @param workers: C{reactor_worker_threads}: reactions in flight at most.
         @param highWaterMark: C{reactor_worker_hwm}: reactions waiting at most.
+        @param fileServer: where C{salt://} reaction files are read (a
+            L{salttwist.fileserver.server.FileServer}); by default the
+            master's C{fileServer}, looked up at each reaction.
         """
         self.master = master
+        self.fileServer = fileServer
         self.bus: IEventBus = master.bus
         self.clock = master.clock
         self.configDir = configDir
@@ -479,7 +528,7 @@ class Reactor(Service):
     async def _react(self, reaction: _Reaction) -> None:
         try:
             files = await self.master.runBlocking(
-                readReactionFiles, reaction.fileSpec, self.configDir
+                readReactionFiles, reaction.fileSpec, self.configDir, self._fileServer()
             )
         except Exception as e:
             self.failed += 1
@@ -492,6 +541,15 @@ class Reactor(Service):
             self.reacted += 1
         else:
             self.failed += 1
+
+    def _fileServer(self) -> Any:
+        """
+        @return: the file server C{salt://} reaction files are read from:
+            the one given, else the master's (L{None} if it has none).
+        """
+        if self.fileServer is not None:
+            return self.fileServer
+        return getattr(self.master, "fileServer", None)
 
     async def _reactWithFile(self, reaction: _Reaction, path: str, text: str) -> bool:
         try:
