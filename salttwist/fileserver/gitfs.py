@@ -426,9 +426,10 @@ class GitBackend(RootsBackend):
 
     def _updateLocked(self) -> bool:
         """
-        L{update}, with the lock held.
+        L{update}, with the lock held. Readers wait for the first update
+        (see L{_ensureReady}), not for later ones: they keep the last state
+        until the new one is swapped in.
         """
-        self._ready = True
         oldStates = self._states
         newStates: list[dict[str, tuple[str, str]]] = []
         for remote, old in zip(self.remotes, oldStates, strict=True):
@@ -443,11 +444,18 @@ class GitBackend(RootsBackend):
                     error=message,
                 )
                 new = old
+            except Exception as e:
+                # A bug, not the remote: logged with its traceback; the
+                # other remotes still update.
+                self.errors[remote.label] = f"internal error: {e}"
+                self.log.failure("gitfs: updating {remote} failed", remote=remote.label)
+                new = old
             else:
                 self.errors.pop(remote.label, None)
             newStates.append(new)
         self._states = newStates
         self._envRoots = self._merge(newStates)
+        self._ready = True
         changed = [_commits(s) for s in oldStates] != [_commits(s) for s in newStates]
         # The trees just replaced stay for one more update: a transfer
         # reading one finishes first.
