@@ -497,3 +497,18 @@ class Minion:
         return maybeDeferred(
             req.request, {"cmd": "_minion_event", "id": self.id, "tag": tag, "data": data}
         )
+
+    def masterRequest(self, payload: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        """
+        Send one request over this minion's session (the file server's
+        C{_file_*} and C{_serve_file}, see
+        L{salttwist.fileserver.client.RemoteFileClient}).
+
+        @return: a L{Deferred} firing with the master's answer, or failing
+            with L{RequestError} carrying the master's error, or with
+            L{ConnectionError} if the minion is not connected.
+        """
+        req = self.returns.req
+        if req is None:
+            return fail(ConnectionError(f"minion {self.id} is not connected to its master"))
+        return maybeDeferred(req.request, payload)

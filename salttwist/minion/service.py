@@ -26,6 +26,8 @@ from salttwist.daemon import (
 )
 from salttwist.events import minionEventSockets
 from salttwist.events.bus import EventPublisherFactory, EventPullFactory
+from salttwist.fileserver.client import LocalFileClient, RemoteFileClient
+from salttwist.fileserver.server import FileServer
 from salttwist.grains import coreGrains, grainsFilePath
 from salttwist.minion.core import ConnectTCP, Minion
 from salttwist.minion.returnsqueue import ReturnsQueue
@@ -117,9 +119,31 @@ def buildMinion(
     context.onGrainsChanged = minion.sendGrains
     context.fireMaster = minion.fireMaster
     context.fireLocal = minion.bus.fire
+    context.fileClient = buildFileClient(config, minionId, minion.masterRequest, runBlocking)
     context.refreshPillar = minion.pillar.refresh
     context.fetchPillar = minion.pillar.fetch
     return minion
+
+
+def buildFileClient(
+    config: dict[str, Any], minionId: str, request: Any, runBlocking: Any
+) -> RemoteFileClient | LocalFileClient:
+    """
+    The minion's file client: over its session (L{RemoteFileClient}), or
+    from its own C{file_roots} with C{file_client: local}
+    (L{LocalFileClient}); both cache under C{cachedir/files}.
+
+    @param request: sends one session request (L{Minion.masterRequest}).
+    @raise StartupError: for a C{file_client: local} whose file server
+        options are wrong.
+    """
+    if config.get("file_client") == "local":
+        try:
+            fileServer = FileServer.fromConfig(config)
+        except ValueError as e:
+            raise StartupError(f"file_client local: {e}") from e
+        return LocalFileClient(fileServer, config["cachedir"], runBlocking)
+    return RemoteFileClient(request, config["cachedir"], runBlocking, minionId)
 
 
 class MinionService(Service):
