@@ -41,6 +41,7 @@ MODULES = (
     "event",
     "key",
     "pillar",
+    "cp",
 )
 
 
