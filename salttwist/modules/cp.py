@@ -1302,6 +1302,8 @@ def recv(files: dict[str, Any], dest: str) -> dict[str, bool] | str:
     CLI Example:
 
         salttwist-cp '*' /etc/motd /etc/motd
+        # what salttwist-cp publishes:
+        salttwist '*' cp.recv '{"/etc/motd": "Welcome"}' /etc/motd
     """
     if not isinstance(files, dict):
         raise SaltInvocationError("files must be a map of paths to contents")
@@ -1341,6 +1343,8 @@ def recv_chunked(
     CLI Example:
 
         salttwist-cp -C '*' /srv/big.iso /tmp/
+        # what salttwist-cp publishes (no compression, base64 of "hi"):
+        salttwist '*' cp.recv_chunked /tmp/hi aGk= compressed=False
     """
     try:
         dest = _checkDest(dest)
