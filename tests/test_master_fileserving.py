@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import CancelledError, Deferred, maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import EventLoggingObserver
 from twisted.logger import formatEvent, globalLogPublisher
@@ -22,7 +22,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.blocking import runSynchronously
 from salttwist.config import loadMasterConfig
-from salttwist.fileserver.limits import FairLimits, LimitExceeded
+from salttwist.fileserver.limits import FairLimits, LimitExceeded, SessionClosed
 from salttwist.master.fileserving import CHANGED, FileRequests
 
 CONTENT = b"".join(b"line %06d of the big file\n" % i for i in range(1000))
@@ -349,7 +349,7 @@ class LimitTests(SynchronousTestCase):
     def test_dropOwner(self) -> None:
         """
         The waiting requests of a closed session fail with
-        L{CancelledError}; the others keep their place.
+        L{SessionClosed}; the others keep their place.
         """
         for _ in range(5):
             self.limits.acquire("m")
@@ -357,7 +357,7 @@ class LimitTests(SynchronousTestCase):
         a = self.limits.acquire("m", owner=gone)
         b = self.limits.acquire("m", owner=kept)
         self.limits.dropOwner("m", gone)
-        self.failureResultOf(a, CancelledError)
+        self.failureResultOf(a, SessionClosed)
         self.clock.advance(0.1)
         self.successResultOf(b)
 
@@ -426,7 +426,7 @@ class RoomLimitTests(RoomTestCase):
         dropped = room.fileEnvs(first, {})
         kept = room.fileEnvs(second, {})
         room.sessionEnded(first)
-        self.failureResultOf(dropped, CancelledError)
+        self.failureResultOf(dropped, SessionClosed)
         self.clock.advance(1)
         self.assertEqual(self.successResultOf(kept), {"ret": ["base", "dev"]})
 

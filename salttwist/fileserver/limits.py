@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import Deferred
 
 #: The most requests one minion may have waiting for its limits; past it a
 #: request is refused (a well-behaved client keeps a handful in flight).
@@ -29,6 +29,13 @@ class LimitExceeded(ValueError):
     A request refused because its minion already has too much waiting: the
     message says which bound and its value (a L{ValueError}, answered to
     the minion as the request's error).
+    """
+
+
+class SessionClosed(ValueError):
+    """
+    A waiting request dropped because its session closed (a L{ValueError}:
+    the req channel answers it quietly, to nobody).
     """
 
 
@@ -176,7 +183,7 @@ class FairLimits:
     def dropOwner(self, key: str, owner: object) -> None:
         """
         Forget the waiting requests of minion C{key} that came on session
-        C{owner} (it closed): they fail with L{CancelledError}.
+        C{owner} (it closed): they fail with L{SessionClosed}.
         """
         account = self._accounts.get(key)
         if account is None:
@@ -187,7 +194,7 @@ class FairLimits:
         account.queue = deque(w for w in account.queue if w.owner is not owner)
         for waiting in dropped:
             account.held -= waiting.held
-            waiting.deferred.errback(CancelledError("the session closed"))
+            waiting.deferred.errback(SessionClosed("the session closed"))
         self._drain(key)
 
     def waiting(self, key: str) -> int:
