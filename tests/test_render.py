@@ -22,6 +22,7 @@ from salttwist.render import (
     renderJinja,
     renderText,
 )
+from salttwist.render.datacache import MISSING, DataCache
 
 
 class DictLoader:
@@ -553,3 +554,60 @@ class YamlTests(SynchronousTestCase):
         """
         value = {"a": [1, {"b": "c: d"}], "u": "\u00e9"}
         self.assertEqual(loadYaml(dumpYaml(value)), value)
+
+
+class DataCacheTests(SynchronousTestCase):
+    """
+    L{DataCache} keeps parsed data by text and hands out fresh copies.
+    """
+
+    def test_freshCopies(self) -> None:
+        """
+        Each hit is a new object equal to what was parsed.
+        """
+        cache = DataCache()
+        data = {"a": [1, {"b": None}], 2: b"raw", "f": 1.5, "t": True}
+        cache.put("yaml", "text", data)
+        first = cache.get("yaml", "text")
+        self.assertEqual(first, data)
+        first["a"].append("changed")
+        self.assertEqual(cache.get("yaml", "text"), data)
+        self.assertIs(cache.get("json", "text"), MISSING)
+        self.assertEqual((cache.hits, cache.misses), (2, 1))
+
+    def test_notCached(self) -> None:
+        """
+        Data msgpack cannot give back exactly is not kept.
+        """
+        cache = DataCache()
+        cache.put("yaml", "set", {"s": {1, 2}})
+        self.assertIs(cache.get("yaml", "set"), MISSING)
+        cache.put("yaml", "tuplekey", {(1, 2): "x"})
+        self.assertIs(cache.get("yaml", "tuplekey"), MISSING)
+
+    def test_bounded(self) -> None:
+        """
+        The oldest entries go past the entry and byte bounds.
+        """
+        cache = DataCache(maxEntries=2, maxBytes=1000)
+        for i in range(3):
+            cache.put("yaml", str(i), i)
+        self.assertIs(cache.get("yaml", "0"), MISSING)
+        self.assertEqual(cache.get("yaml", "2"), 2)
+        cache.put("yaml", "big", "x" * 200)
+        cache.put("yaml", "big2", "y" * 200)
+        self.assertIs(cache.get("yaml", "2"), MISSING)
+        cache.put("yaml", "huge", "z" * 900)
+        self.assertIs(cache.get("yaml", "huge"), MISSING)
+
+    def test_renderTextCached(self) -> None:
+        """
+        With C{cacheData}, rendering the same text twice gives equal,
+        distinct data; errors are never cached.
+        """
+        first = renderText("k: [1, 2]\n", {}, cacheData=True)
+        second = renderText("k: [1, 2]\n", {}, cacheData=True)
+        self.assertEqual(first, second)
+        self.assertIsNot(first, second)
+        for _ in range(2):
+            self.assertRaises(RenderError, renderText, "k: [\n", {}, cacheData=True)

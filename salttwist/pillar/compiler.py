@@ -246,6 +246,7 @@ class _Compiler:
                     defaultPipeline=self.renderer,
                     loader=roots.read,
                     name=topName,
+                    cacheData=True,
                 )
             except RenderError as e:
                 self.errors.add(
@@ -425,6 +426,7 @@ class _Compiler:
                 defaultPipeline=self.renderer,
                 loader=roots.read,
                 name=relPath,
+                cacheData=True,
             )
         except RenderError as e:
             self.errors.add(

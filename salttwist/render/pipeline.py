@@ -15,6 +15,7 @@ import posixpath
 from collections.abc import Callable
 from typing import Any
 
+from salttwist.render import datacache
 from salttwist.render.errors import RenderError
 from salttwist.render.jinja import TemplateLoader, renderJinja
 from salttwist.render.yamlio import loadYaml
@@ -75,6 +76,26 @@ def _slsContext(sls: str, name: str | None) -> dict[str, str]:
     }
 
 
+def _parse(renderer: str, text: str, path: str, cacheData: bool) -> Any:
+    """
+    Parse C{text} as YAML or JSON, through the shared cache if asked.
+    """
+    if cacheData:
+        data = datacache.SHARED.get(renderer, text)
+        if data is not datacache.MISSING:
+            return data
+    if renderer == "yaml":
+        data = loadYaml(text, path)
+    else:
+        try:
+            data = json.loads(text) if text.strip() else None
+        except json.JSONDecodeError as e:
+            raise RenderError(path, e.lineno, e.msg) from None
+    if cacheData:
+        datacache.SHARED.put(renderer, text, data)
+    return data
+
+
 def renderText(
     text: str,
     context: dict[str, Any],
@@ -85,6 +106,7 @@ def renderText(
     defaultPipeline: str = "jinja|yaml",
     loader: Callable[[str], tuple[str, str]] | TemplateLoader | None = None,
     name: str | None = None,
+    cacheData: bool = False,
 ) -> Any:
     """
     Render C{text} through its pipeline.
@@ -103,6 +125,10 @@ def renderText(
     @param name: the file's name relative to the root (C{"web/nginx.sls"}),
         for relative includes and C{tpldir}; derived from C{sls} when not
         given.
+    @param cacheData: keep the data YAML and JSON give, by text, in the
+        process's L{salttwist.render.datacache.SHARED} cache (for the pillar,
+        where many minions render the same text); every result is still a
+        fresh copy.
     @return: the data (or text, for a pipeline that ends with C{jinja}); an
         empty YAML document is L{None}.
     @raise RenderError: naming the SLS and saltenv (when given), the file,
@@ -127,13 +153,8 @@ def renderText(
                 )
             if renderer == "jinja":
                 data = renderJinja(data, context, path=path, loader=loader, name=name)
-            elif renderer == "yaml":
-                data = loadYaml(data, path)
             else:
-                try:
-                    data = json.loads(data) if data.strip() else None
-                except json.JSONDecodeError as e:
-                    raise RenderError(path, e.lineno, e.msg) from None
+                data = _parse(renderer, data, path, cacheData)
         return data
     except RenderError as e:
         if sls is not None:
