@@ -583,3 +583,26 @@ class MasterGitfsUpdateTests(GitTestCase):
         Without C{git} in C{fileserver_backend}, nothing is fetched.
         """
         self.assertEqual(self.gitfsTimers(self.makeService()), [])
+
+    def test_badConfigStopsStart(self) -> None:
+        """
+        A file-server option that is wrong stops the master at start with
+        a L{StartupError} naming it (no traceback).
+        """
+        from salttwist.daemon import StartupError
+
+        cases = [
+            (
+                {
+                    "fileserver_backend": ["git"],
+                    "gitfs_remotes": [{self.repo.path: [{"password": "x"}]}],
+                },
+                "password",
+            ),
+            ({"fileserver_backend": ["roots", "hgfs"]}, "unknown backend 'hgfs'"),
+            ({"file_ignore_regex": ["(unclosed"]}, "file_ignore_regex"),
+        ]
+        for overrides, why in cases:
+            e = self.assertRaises(StartupError, self.makeService, **overrides)
+            self.assertIn("file server: ", str(e))
+            self.assertIn(why, str(e))
