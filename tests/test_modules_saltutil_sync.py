@@ -222,3 +222,46 @@ class SyncTests(SynchronousTestCase):
         self.assertEqual(self.ret("saltutil.sync_modules"), ["modules.broken", "modules.good"])
         self.assertEqual(self.ret("good.f"), "ok")
         self.assertEqual(self.run_("broken.f")["retcode"], 254)
+
+    def test_refreshPillarAfterGrains(self) -> None:
+        """
+        C{sync_grains} and C{sync_all} ask for the pillar again without
+        waiting for it (the grains may change what its top file matches);
+        C{sync_modules} does not, nor does C{refresh=False}.
+        """
+        from twisted.internet.defer import Deferred
+
+        asked: list[Deferred[Any]] = []
+
+        def refreshPillar() -> Deferred[Any]:
+            d: Deferred[Any] = Deferred()
+            asked.append(d)
+            return d
+
+        self.context.refreshPillar = refreshPillar
+        self.serve("_grains/role.py", "def role():\n    return {'role': 'custom'}\n")
+        self.assertEqual(self.ret("saltutil.sync_modules"), [])
+        self.assertEqual(len(asked), 0)
+        self.assertEqual(self.ret("saltutil.sync_grains", kw(refresh=False)), ["grains.role"])
+        self.assertEqual(len(asked), 0)
+        self.assertEqual(self.ret("saltutil.sync_grains"), [])
+        self.assertEqual(len(asked), 1)
+        self.ret("saltutil.sync_all")
+        self.assertEqual(len(asked), 2)
+
+    def test_refreshEvenIfNothingCopied(self) -> None:
+        """
+        With C{refresh}, the modules are loaded again even when nothing
+        was copied, as Salt's C{sync_modules} does.
+        """
+        directory = os.path.join(self.cachedir, "extmods", "modules")
+        os.makedirs(directory)
+        with open(os.path.join(directory, "local.py"), "w") as f:
+            f.write("def f():\n    return 'local'\n")
+        self.assertEqual(self.ret("saltutil.sync_modules", kw(saltenv="dev")), [])
+        # Not on the file server: removed, and so not loaded.
+        self.assertEqual(self.run_("local.f")["retcode"], 254)
+        self.serve("_modules/hello.py", "def world():\n    return 1\n")
+        self.assertEqual(self.ret("saltutil.sync_modules", kw(refresh=False)), ["modules.hello"])
+        self.assertEqual(self.ret("saltutil.sync_modules"), [])
+        self.assertEqual(self.ret("hello.world"), 1)

@@ -312,12 +312,16 @@ async def syncKinds(
     refresh: bool = True,
     extmodWhitelist: Any = None,
     extmodBlacklist: Any = None,
+    refreshPillar: bool = False,
 ) -> dict[str, list[str]]:
     """
     Sync each of C{kinds} from the file server through
     C{context.fileClient} (on the reactor thread: the fetches are the file
-    client's, the copies run in a thread), then, with C{refresh} and if
-    anything changed, reload the custom code (L{reloadExtensions}).
+    client's, the copies run in a thread), then, with C{refresh}, reload
+    the custom code (L{reloadExtensions}) even if nothing changed, as
+    Salt's C{refresh} does, and with C{refreshPillar} too ask for the
+    pillar again without waiting for it (Salt's C{sync_grains} and
+    C{sync_all}: grains may change what the pillar's top file matches).
 
     @return: for each kind, Salt's names of the files copied.
     @raise CommandExecutionError: with no file client, a saltenv the file
@@ -332,7 +336,6 @@ async def syncKinds(
     extDir = extensionModulesDir(context.opts)
     clean = context.opts.get("clean_dynamic_modules", True) is not False
     results: dict[str, list[str]] = {}
-    touched = False
     for kind in kinds:
         whitelist = nameList(extmodWhitelist, kind, "extmod_whitelist")
         blacklist = nameList(extmodBlacklist, kind, "extmod_blacklist")
@@ -357,10 +360,25 @@ async def syncKinds(
             clean,
         )
         results[kind] = result.changed
-        touched = touched or result.touched
-    if refresh and touched:
+    if refresh:
         await reloadExtensions(context)
+        if refreshPillar and context.refreshPillar is not None:
+            _refreshPillarLater(context)
     return results
+
+
+def _refreshPillarLater(context: LoaderContext) -> None:
+    """
+    Ask for the pillar again, not waiting for it (Salt's
+    C{refresh_pillar(wait=False)}); a failure is logged.
+    """
+    assert context.refreshPillar is not None
+    try:
+        d = maybeDeferred(context.refreshPillar)
+    except Exception:
+        log.failure("pillar refresh after a sync failed")
+        return
+    d.addErrback(lambda f: log.failure("pillar refresh after a sync failed", f))
 
 
 # -- loading ------------------------------------------------------------------

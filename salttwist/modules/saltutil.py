@@ -164,7 +164,13 @@ def _syncOne(
 ) -> Deferred[list[str]]:
     d = Deferred.fromCoroutine(
         extmods.syncKinds(
-            context, [kind], saltenv, _truth(refresh), extmod_whitelist, extmod_blacklist
+            context,
+            [kind],
+            saltenv,
+            _truth(refresh),
+            extmod_whitelist,
+            extmod_blacklist,
+            refreshPillar=kind == "grains",
         )
     )
     return d.addCallback(lambda results: results[kind])
@@ -192,9 +198,10 @@ def sync_modules(
     """
     Sync the custom execution modules of the file server's C{_modules}
     folder (of C{saltenv}: a name or a comma-separated list; C{base} by
-    default) into C{extension_modules/modules}, and with C{refresh} load
-    them at once. Returns the modules copied because they were new or
-    changed (C{["modules.mymod"]}); files the file server no longer has are
+    default) into C{extension_modules/modules}, and with C{refresh} (even
+    if nothing was copied, as Salt's) load them again at once. Returns the
+    modules copied because they were new or changed
+    (C{["modules.mymod"]}); files the file server no longer has are
     removed.
 
     CLI Example: C{salttwist '*' saltutil.sync_modules saltenv=base,dev}
@@ -214,7 +221,8 @@ def sync_grains(
     """
     Sync the custom grain modules of C{_grains} into
     C{extension_modules/grains}; with C{refresh}, gather the grains again
-    with them and report them to the master. Returns the modules copied
+    with them, report them to the master and ask for the pillar again
+    (not waiting for it). Returns the modules copied
     (C{["grains.role"]}).
 
     CLI Example: C{salttwist '*' saltutil.sync_grains}
@@ -272,7 +280,8 @@ def sync_all(
     """
     Sync every kind of custom module a minion loads (C{_modules},
     C{_states}, C{_grains}, C{_utils}) and with C{refresh} load them once
-    at the end. Returns the modules copied by kind:
+    at the end and ask for the pillar again (not waiting for it). Returns
+    the modules copied by kind:
     C{{"modules": [...], "states": [...], "grains": [...], "utils": [...]}}.
     C{extmod_whitelist} and C{extmod_blacklist} map kinds to module names
     (C{{"modules": ["mymod"]}}). C{_runners} are synced on the master
@@ -288,6 +297,7 @@ def sync_all(
             _truth(refresh),
             extmod_whitelist,
             extmod_blacklist,
+            refreshPillar=True,
         )
     )
 
