@@ -27,6 +27,7 @@ from salttwist.fileserver.client import (
     RemoteFileClient,
 )
 from salttwist.fileserver.interfaces import FileServerError, IFileClient
+from salttwist.fileserver.limits import FairLimits
 from salttwist.fileserver.server import FileServer
 from salttwist.master.reqserver import FILE_AND_PILLAR_FUNCS
 from salttwist.pki.keystore import ACCEPTED
@@ -426,3 +427,29 @@ class SessionTests(MinionTestCase):
         self.assertIsInstance(client, LocalFileClient)
         with open(self.successResultOf(client.cacheFile("salt://a.txt")), "rb") as f:
             self.assertEqual(f.read(), b"local")
+
+    def test_limitsOverSession(self) -> None:
+        """
+        Through the real req channel, a minion over its limits has its
+        requests wait, then refused once its queue is full (the refusal
+        reaches it as a L{FileServerError}); requests still waiting when
+        its session closes are dropped without an error logged.
+        """
+        self.master.fileRequests.limits = FairLimits(
+            self.net.reactor, rate=1, burst=2, inflightBytes=65536, maxQueued=3
+        )
+        minion = self.readyMinion()
+        client = minion.executor.context.fileClient
+        replies = [client.envs() for _ in range(8)]
+        self.net.flush()
+        self.assertEqual(sum(1 for d in replies if d.called), 5)
+        for d in replies[5:]:
+            self.assertIn("file-server requests waiting", str(self.failureResultOf(d).value))
+        self.assertEqual(self.master.fileRequests.limits.waiting("m1"), 3)
+        self.net.advance(1)
+        self.assertTrue(replies[2].called)
+        minion.stop()
+        self.net.flush()
+        self.assertEqual(self.master.fileRequests.limits.waiting("m1"), 0)
+        self.assertEqual(self.logged("internal error"), [])
+        self.assertEqual(self.logged("failed"), [])
