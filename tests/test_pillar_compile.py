@@ -16,6 +16,7 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.pillar import compilePillar, compilePillarWithErrors, showTop, showTopWithErrors
+from salttwist.pillar.compiler import MAX_INCLUDE_DEPTH
 
 GRAINS: dict[str, Any] = {
     "os": "Debian",
@@ -477,6 +478,36 @@ class ErrorTests(CompileTestCase):
         errors = self.compile()["_errors"]
         self.assertIn("leaves the file-server root", errors[0])
         self.assertIn(self.badPath, errors[0])
+
+    def test_deepIncludeChain(self) -> None:
+        """
+        A chain of includes deeper than L{MAX_INCLUDE_DEPTH} stops there
+        with an error; the rest is kept.
+        """
+        self.top("base:\n  '*':\n    - good\n    - chain.n0\n")
+        for i in range(MAX_INCLUDE_DEPTH + 5):
+            self.write(f"chain/n{i}.sls", f"include:\n  - .n{i + 1}\nn{i}: {i}\n")
+        pillar = self.compile()
+        self.assertEqual(pillar["good"], 1)
+        self.assertEqual(pillar["n0"], 0)
+        self.assertEqual(pillar[f"n{MAX_INCLUDE_DEPTH}"], MAX_INCLUDE_DEPTH)
+        self.assertNotIn(f"n{MAX_INCLUDE_DEPTH + 1}", pillar)
+        self.assertIn("deeper than", pillar["_errors"][0])
+
+    def test_neverRaises(self) -> None:
+        """
+        Options of a shape nobody checked give C{_errors}, not an
+        exception.
+        """
+        self.opts["pillar_roots"] = {"base": 5}
+        pillar, full = compilePillarWithErrors(self.opts, "web1", GRAINS)
+        self.assertEqual(
+            pillar, {"_errors": ["Pillar compilation failed. Please see master log for details."]}
+        )
+        self.assertIn("TypeError", full[0])
+        top, errors = showTopWithErrors(self.opts, "web1", GRAINS)
+        self.assertEqual(top, {})
+        self.assertIn("TypeError", errors[0])
 
     def test_badOverride(self) -> None:
         """

@@ -51,6 +51,9 @@ _PILLAR_TYPES = ("pillar", "pillar_pcre", "pillar_exact")
 
 _GLOB_CHARS = frozenset("*?[")
 
+#: The deepest chain of SLS includes followed.
+MAX_INCLUDE_DEPTH = 64
+
 
 class _Errors:
     """
@@ -145,8 +148,11 @@ class _Roots:
 
 
 def _readText(path: str) -> str:
-    with open(path, "rb") as f:
-        raw = f.read()
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise RenderError(path, None, f"cannot read the file: {e.strerror or e}") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -390,16 +396,29 @@ class _Compiler:
         return pillar
 
     def renderSls(
-        self, sls: str, env: str, mods: dict[str, Any], defaults: dict, pillar: dict
+        self,
+        sls: str,
+        env: str,
+        mods: dict[str, Any],
+        defaults: dict,
+        pillar: dict,
+        depth: int = 0,
     ) -> Any:
         """
         Render one SLS and its includes.
 
+        @param depth: how many includes led here.
         @return: its data (a mapping), or L{None} when there is none.
         """
         problem = _checkSlsName(sls)
         if problem is not None:
             self.errors.add(f"{problem} (saltenv '{env}')")
+            return None
+        if depth > MAX_INCLUDE_DEPTH:
+            self.errors.add(
+                f"Including SLS '{sls}' in environment '{env}' goes deeper than"
+                f" {MAX_INCLUDE_DEPTH} includes"
+            )
             return None
         roots = self.roots.get(env)
         found = roots.findSls(sls) if roots is not None else None
@@ -486,7 +505,7 @@ class _Compiler:
                 if name in mods:
                     nstate = mods[name]
                 else:
-                    nstate = self.renderSls(name, env, mods, subDefaults, pillar)
+                    nstate = self.renderSls(name, env, mods, subDefaults, pillar, depth + 1)
                 if not nstate or not isinstance(nstate, dict):
                     continue
                 if key:
@@ -596,8 +615,18 @@ def compilePillarWithErrors(
         C{_errors} when something failed) and the full text of every error
         for the master's log.
     """
-    compiler = _Compiler(opts, minionId, grains, saltenv, pillarenv, override)
-    return compiler.compile(), compiler.errors.full
+    try:
+        compiler = _Compiler(opts, minionId, grains, saltenv, pillarenv, override)
+        return compiler.compile(), compiler.errors.full
+    except Exception as e:
+        # A bug of ours or options of a shape nobody checked: still an
+        # answer, never an exception in the master's worker.
+        log.debug("pillar compilation failed for %s", minionId, exc_info=True)
+        full = f"Pillar compilation failed: {type(e).__name__}: {e}"
+        public = full
+        if opts.get("pillar_safe_render_error", True):
+            public = "Pillar compilation failed. Please see master log for details."
+        return {"_errors": [public]}, [full]
 
 
 def compilePillar(
@@ -631,11 +660,15 @@ def showTopWithErrors(
         top files give C{minionId} (Salt's C{pillar.show_top}) and the full
         text of the errors met reading them.
     """
-    compiler = _Compiler(opts, minionId, grains, None, pillarenv, None)
-    pillar: dict[str, Any] = {}
-    if opts.get("ext_pillar_first", False):
-        pillar = compiler.extPillar({})
-    return compiler.topMatches(compiler.getTop(pillar), pillar), compiler.errors.full
+    try:
+        compiler = _Compiler(opts, minionId, grains, None, pillarenv, None)
+        pillar: dict[str, Any] = {}
+        if opts.get("ext_pillar_first", False):
+            pillar = compiler.extPillar({})
+        return compiler.topMatches(compiler.getTop(pillar), pillar), compiler.errors.full
+    except Exception as e:
+        log.debug("pillar top failed for %s", minionId, exc_info=True)
+        return {}, [f"Pillar top failed: {type(e).__name__}: {e}"]
 
 
 def showTop(
