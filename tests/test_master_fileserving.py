@@ -22,6 +22,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.blocking import runSynchronously
 from salttwist.config import loadMasterConfig
+from salttwist.daemon import StartupError
 from salttwist.fileserver.limits import FairLimits, LimitExceeded, SessionClosed
 from salttwist.master.fileserving import CHANGED, FileRequests
 
@@ -186,6 +187,19 @@ class ListingTests(RoomTestCase):
         self.assertIn(
             "loc", self.call(self.room.serveFile, {"path": "top.sls", "loc": -1})["error"]
         )
+
+
+class StartupTests(RoomTestCase):
+    """
+    A file server that cannot be built stops the master at start.
+    """
+
+    def test_unknownBackend(self) -> None:
+        """
+        An unknown C{fileserver_backend} is a L{StartupError} naming it.
+        """
+        e = self.assertRaises(StartupError, self.makeRoom, fileserver_backend=["roots", "svn"])
+        self.assertIn("unknown backend 'svn'", str(e))
 
 
 class ServeTests(RoomTestCase):
@@ -555,6 +569,21 @@ class PushTests(RoomTestCase):
             self.room.fileRecv, {"path": "f", "loc": 0, "data": b"a", "size": 2, "eof": True}
         )
         self.assertIn("ends at 1 bytes, announced 2", reply["error"])
+
+    def test_refusedChunkEndsPush(self) -> None:
+        """
+        A chunk refused by the limits ends its push: its temporary file is
+        removed and a later chunk is refused, never appended after a gap.
+        """
+        self.room.limits = FairLimits(self.clock, 1, 1, 65536, maxQueued=0)
+        first = {"path": "f", "loc": 0, "data": b"ab", "size": 6, "eof": False}
+        self.assertEqual(self.call(self.room.fileRecv, first), {"ret": True})
+        second = {"path": "f", "loc": 2, "data": b"cd", "size": 6, "eof": False}
+        self.assertIn("requests waiting", self.call(self.room.fileRecv, second)["error"])
+        self.clock.advance(5)
+        third = {"path": "f", "loc": 4, "data": b"ef", "size": 6, "eof": True}
+        self.assertIn("out of order", self.call(self.room.fileRecv, third)["error"])
+        self.assertEqual(os.listdir(self.files), [])
 
     def test_unfinishedRemovedAtSessionEnd(self) -> None:
         """

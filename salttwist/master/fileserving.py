@@ -45,8 +45,9 @@ from typing import Any
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.logger import Logger
 
+from salttwist.daemon import StartupError
 from salttwist.fileserver.interfaces import FileServerError
-from salttwist.fileserver.limits import FairLimits
+from salttwist.fileserver.limits import FairLimits, LimitExceeded
 from salttwist.fileserver.paths import checkPrefix, checkRelativePath, checkSaltenv
 from salttwist.fileserver.server import FileServer
 
@@ -143,6 +144,8 @@ class FileRequests:
         runners use it too (C{master.fileRequests.fileServer}).
     @ivar limits: the per-minion L{FairLimits}.
     @ivar chunkSize: C{file_buffer_size}, the most bytes of one chunk.
+    @raise StartupError: if the file server's options are wrong (an
+        unknown backend, a bad ignore pattern or C{gitfs_remotes}).
     """
 
     log = Logger()
@@ -157,7 +160,13 @@ class FileRequests:
         self.config = config
         self.clock = clock
         self.runBlocking = runBlocking
-        self.fileServer = fileServer if fileServer is not None else FileServer.fromConfig(config)
+        if fileServer is None:
+            try:
+                fileServer = FileServer.fromConfig(config)
+            except ValueError as e:
+                where = config.get("conf_file", "the master config")
+                raise StartupError(f"{where}: {e}") from e
+        self.fileServer = fileServer
         self.limits = FairLimits.fromConfig(config, clock)
         self.chunkSize: int = config.get("file_buffer_size", _MB)
         self._sessions: dict[int, _SessionFiles] = {}
@@ -393,7 +402,16 @@ class FileRequests:
             d.addErrback(failed)
             return d.addCallback(lambda _: {"ret": True})
 
-        return self._limited(proto, work, nbytes=len(data), held=len(data))
+        try:
+            return self._limited(proto, work, nbytes=len(data), held=len(data))
+        except LimitExceeded:
+            # The chunk is lost: the push cannot go on (the minion sends it
+            # again from the start).
+            push.broken = True
+            if files.pushes.get(path) is push:
+                del files.pushes[path]
+            self._discard(minionId, push)
+            raise
 
     def _discard(self, minionId: str, push: _Push) -> None:
         """
