@@ -15,7 +15,7 @@ import posixpath
 from collections.abc import Callable
 from typing import Any
 
-from salttwist.render import datacache
+from salttwist.render.datacache import MISSING, SHARED
 from salttwist.render.errors import RenderError
 from salttwist.render.jinja import TemplateLoader, renderJinja
 from salttwist.render.yamlio import loadYaml
@@ -81,8 +81,8 @@ def _parse(renderer: str, text: str, path: str, cacheData: bool) -> Any:
     Parse C{text} as YAML or JSON, through the shared cache if asked.
     """
     if cacheData:
-        data = datacache.SHARED.get(renderer, text)
-        if data is not datacache.MISSING:
+        data = SHARED.get(renderer, text)
+        if data is not MISSING:
             return data
     if renderer == "yaml":
         data = loadYaml(text, path)
@@ -92,7 +92,7 @@ def _parse(renderer: str, text: str, path: str, cacheData: bool) -> Any:
         except json.JSONDecodeError as e:
             raise RenderError(path, e.lineno, e.msg) from None
     if cacheData:
-        datacache.SHARED.put(renderer, text, data)
+        SHARED.put(renderer, text, data)
     return data
 
 
