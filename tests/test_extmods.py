@@ -287,14 +287,42 @@ class LoaderTests(SynchronousTestCase):
 
     def test_customFunctionsRunInThreads(self) -> None:
         """
-        Custom functions are not marked to run on the reactor, nor to take
-        the loader context: the executor runs them in a thread.
+        Custom functions are not marked to run on the reactor: the executor
+        runs them in a thread. C{sys.argspec} shows their own arguments.
         """
-        self.module("blocking", "def work():\n    return 1\n")
+        self.module("blocking", "def work(a, b=2, *rest, c=3, **more):\n    return 1\n")
         self.load()
         function = self.context.functions["blocking.work"]
         self.assertFalse(getattr(function, "runsOnReactor", False))
-        self.assertFalse(getattr(function, "needsContext", False))
+        spec = self.call("sys.argspec", "blocking.work")["return"]["blocking.work"]
+        self.assertEqual((spec["args"], spec["defaults"]), (["a", "b"], [2]))
+        self.assertEqual((spec["kwonlyargs"], spec["kwonlydefaults"]), (["c"], {"c": 3}))
+        self.assertEqual((spec["varargs"], spec["kwargs"]), (True, True))
+
+    def test_jobPillarOverride(self) -> None:
+        """
+        A job's C{pillar=} override is what a custom function's
+        C{__pillar__} holds during that job only; a function called through
+        C{__salt__} during the job sees it too.
+        """
+        self.module(
+            "pil",
+            """
+            def show():
+                return dict(__pillar__)
+
+            def nested():
+                return __salt__["pil.show"]()
+            """,
+        )
+        self.load()
+        self.context.pillar = {"a": 1, "b": {"c": 2}}
+        override = {"pillar": {"b": {"d": 3}}, "__kwarg__": True}
+        self.assertEqual(self.call("pil.show", override)["return"], {"a": 1, "b": {"c": 2, "d": 3}})
+        self.assertEqual(
+            self.call("pil.nested", override)["return"], {"a": 1, "b": {"c": 2, "d": 3}}
+        )
+        self.assertEqual(self.call("pil.show")["return"], {"a": 1, "b": {"c": 2}})
 
     def test_virtual(self) -> None:
         """

@@ -63,6 +63,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import CoroutineType, ModuleType
 from typing import Any
@@ -393,17 +394,64 @@ class LivePillar(Mapping[str, Any]):
     def __init__(self, context: LoaderContext) -> None:
         self._context = context
 
+    @property
+    def _pillar(self) -> Mapping[str, Any]:
+        # A job's own context (its pillar= override) while one of its
+        # functions runs, else the minion's.
+        return (_JOB_CONTEXT.get() or self._context).pillar
+
     def __getitem__(self, key: str) -> Any:
-        return self._context.pillar[key]
+        return self._pillar[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(dict(self._context.pillar))
+        return iter(dict(self._pillar))
 
     def __len__(self) -> int:
-        return len(self._context.pillar)
+        return len(self._pillar)
 
     def __repr__(self) -> str:
-        return f"LivePillar({sorted(self._context.pillar)!r})"
+        return f"LivePillar({sorted(self._pillar)!r})"
+
+
+#: The loader context of the job whose custom function runs now (in this
+#: thread): L{jobFunction} sets it, L{LivePillar} and L{SaltFunctions}
+#: read it.
+_JOB_CONTEXT: ContextVar[LoaderContext | None] = ContextVar("_JOB_CONTEXT", default=None)
+
+
+def jobFunction(function: Callable[..., Any]) -> Callable[..., Any]:
+    """
+    Wrap a custom execution function (Salt's form: plain arguments) so it
+    takes the job's loader context as salttwist's functions marked
+    L{needsContext <salttwist.modules.needsContext>} do, and runs with it
+    as the current job's: its C{__pillar__} is then that job's pillar
+    (with a job's C{pillar=} override). Its signature, name and docstring
+    stay the function's (with the context first, as C{sys.argspec}
+    expects). A function already marked to take the context or to run on
+    the reactor (a module written for salttwist) is returned as it is.
+    """
+    if getattr(function, "needsContext", False) or getattr(function, "runsOnReactor", False):
+        return function
+
+    def run(context: LoaderContext, *args: Any, **kwargs: Any) -> Any:
+        token = _JOB_CONTEXT.set(context)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _JOB_CONTEXT.reset(token)
+
+    signature = inspect.signature(function)
+    contextParameter = inspect.Parameter("context", inspect.Parameter.POSITIONAL_ONLY)
+    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[contextParameter, *signature.parameters.values()]
+    )
+    run.__name__ = function.__name__
+    run.__qualname__ = function.__qualname__
+    run.__doc__ = function.__doc__
+    run.__module__ = function.__module__
+    run.needsContext = True  # type: ignore[attr-defined]
+    run.customFunction = function  # type: ignore[attr-defined]
+    return run
 
 
 def _awaitable(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -447,9 +495,9 @@ class SaltFunctions(Mapping[str, Callable[..., Any]]):
 
     def __getitem__(self, key: str) -> Callable[..., Any]:
         function = self._context.functions[key]
-        context = self._context
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            context = _JOB_CONTEXT.get() or self._context
             if getattr(function, "needsContext", False):
                 args = (context, *args)
             if getattr(function, "runsOnReactor", False) and _offReactor(context.reactor):
@@ -675,7 +723,9 @@ def loadExtensions(context: LoaderContext, withGrains: bool = True) -> Extension
         "__utils__": extensions.utils,
     }
     for module in loadExtensionModules(os.path.join(extDir, "modules"), "modules", dunders):
-        extensions.functions.update(module.functions)
+        extensions.functions.update(
+            (name, jobFunction(function)) for name, function in module.functions.items()
+        )
         extensions.modules[module.name] = module.path
     if withGrains:
         grainDunders = {
