@@ -133,16 +133,17 @@ class PipelineTests(SynchronousTestCase):
         """
         text = (
             "v: '{{ sls }} {{ slspath }} {{ slsdotpath }} {{ slscolonpath }}"
-            " {{ sls_path }} {{ tpldir }} {{ tplfile }} {{ saltenv }}'"
+            " {{ sls_path }} {{ tpldir }} {{ tplfile }} {{ saltenv }} {{ tplroot }}'"
         )
         self.assertEqual(
             renderText(text, {}, sls="web.nginx.conf", saltenv="dev")["v"],
             "web.nginx.conf web/nginx web.nginx web:nginx web_nginx web/nginx"
-            " web/nginx/conf.sls dev",
+            " web/nginx/conf.sls dev web",
         )
         self.assertEqual(
             renderText(text, {}, sls="web.nginx", name="web/nginx/init.sls")["v"],
-            "web.nginx web/nginx web.nginx web:nginx web_nginx web/nginx web/nginx/init.sls base",
+            "web.nginx web/nginx web.nginx web:nginx web_nginx web/nginx"
+            " web/nginx/init.sls base web",
         )
 
 

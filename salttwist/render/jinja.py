@@ -401,7 +401,8 @@ def renderJinja(
     @param text: the template.
     @param context: its variables (C{grains}, C{pillar}, C{opts}, C{saltenv}
         ...). When C{name} is given, Salt's C{tplpath}, C{tplfile},
-        C{tpldir} and C{tpldot} are added unless present.
+        C{tpldir}, C{tpldot} and C{tplroot} (the first directory, as
+        formulas compute it) are added unless present.
     @param path: the file it came from, for errors.
     @param loader: returns C{(text, path)} of the other files the template
         includes or imports, by name relative to the file-server root;
@@ -420,6 +421,7 @@ def renderJinja(
         context.setdefault("tplfile", mainName)
         context.setdefault("tpldir", tpldir)
         context.setdefault("tpldot", tpldir.replace("/", ".") if tpldir != "." else "")
+        context.setdefault("tplroot", tpldir.split("/")[0] if tpldir != "." else "")
     jinjaLoader = _Loader(mainName, text, path, loader)
     env = _makeEnvironment(jinjaLoader)
     try:
