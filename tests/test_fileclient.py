@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from salttwist.blocking import runSynchronously
 from salttwist.fileserver.client import (
     INDEX_FILE,
     WINDOW,
+    CacheIndex,
     LocalFileClient,
     RemoteFileClient,
 )
@@ -453,3 +456,38 @@ class SessionTests(MinionTestCase):
         self.assertEqual(self.master.fileRequests.limits.waiting("m1"), 0)
         self.assertEqual(self.logged("internal error"), [])
         self.assertEqual(self.logged("failed"), [])
+
+
+class CacheIndexTests(SynchronousTestCase):
+    """
+    L{CacheIndex} used from several threads at once.
+    """
+
+    def test_threads(self) -> None:
+        """
+        Threads recording and saving at once lose nothing and raise
+        nothing; a new index reads every entry back.
+        """
+        directory = os.path.abspath(self.mktemp())
+        os.makedirs(directory)
+        index = CacheIndex(os.path.join(directory, INDEX_FILE))
+        errors: list[BaseException] = []
+
+        def work(n: int) -> None:
+            try:
+                for i in range(200):
+                    index.record(f"/c/{n}/{i}", i, i, "h")
+                    if i % 20 == 0:
+                        index.save()
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        index.save()
+        self.assertEqual(errors, [])
+        again = CacheIndex(index.path)
+        self.assertEqual(len(again._load()), 1600)

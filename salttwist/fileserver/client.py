@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import secrets
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -97,15 +98,23 @@ class CacheIndex:
     The SHA-256 of cached files, keyed by path and checked against their
     C{(size, mtime_ns)}; saved in C{cachedir/file_index.json} (written
     atomically; a stale or lost entry only costs one hash). Every method
-    blocks: call it in a thread.
+    blocks: call it in a thread; several threads may use it at once.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._entries: dict[str, tuple[int, int, str]] | None = None
         self._dirty = False
+        #: Guards the entries; hashing and saving happen outside it.
+        self._lock = threading.Lock()
+        #: One save at a time, so an older snapshot never replaces a newer.
+        self._saveLock = threading.Lock()
 
     def _load(self) -> dict[str, tuple[int, int, str]]:
+        """
+        The entries, read from the file on first use (call with the lock
+        held).
+        """
         if self._entries is None:
             entries: dict[str, tuple[int, int, str]] = {}
             try:
@@ -125,14 +134,15 @@ class CacheIndex:
             size and mtime are those recorded, else computed (and
             recorded); L{None} if there is no such file.
         """
-        entries = self._load()
         try:
             info = os.stat(path)
         except OSError:
-            if entries.pop(path, None) is not None:
-                self._dirty = True
+            with self._lock:
+                if self._load().pop(path, None) is not None:
+                    self._dirty = True
             return None
-        known = entries.get(path)
+        with self._lock:
+            known = self._load().get(path)
         if known is not None and known[0] == info.st_size and known[1] == info.st_mtime_ns:
             return known[2]
         try:
@@ -146,41 +156,46 @@ class CacheIndex:
         """
         Remember the hash of a file just written.
         """
-        entries = self._load()
-        entries[path] = (size, mtimeNs, hsum)
-        while len(entries) > INDEX_MAX:
-            del entries[next(iter(entries))]
-        self._dirty = True
+        with self._lock:
+            entries = self._load()
+            entries.pop(path, None)
+            entries[path] = (size, mtimeNs, hsum)
+            while len(entries) > INDEX_MAX:
+                del entries[next(iter(entries))]
+            self._dirty = True
 
     def stale(self, wanted: Iterable[tuple[str, str]]) -> list[str]:
         """
         @param wanted: C{(path, hsum)} pairs.
         @return: the paths whose cached copy is missing or has another
-            hash; the index is saved if it changed.
+            hash.
         """
-        result = [path for path, hsum in wanted if self.hashOf(path) != hsum]
-        self.save()
-        return result
+        return [path for path, hsum in wanted if self.hashOf(path) != hsum]
 
     def save(self) -> None:
         """
         Write the index if it changed (to a temporary file renamed over
         it).
         """
-        if not self._dirty or self._entries is None:
-            return
-        self._dirty = False
-        tmp = f"{self.path}.{secrets.token_hex(4)}.tmp"
-        try:
-            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-            with open(tmp, "w") as f:
-                json.dump({k: list(v) for k, v in self._entries.items()}, f)
-            os.replace(tmp, self.path)
-        except OSError:
+        with self._saveLock:
+            with self._lock:
+                if not self._dirty or self._entries is None:
+                    return
+                self._dirty = False
+                snapshot = {k: list(v) for k, v in self._entries.items()}
+            tmp = f"{self.path}.{secrets.token_hex(4)}.tmp"
             try:
-                os.unlink(tmp)
+                os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+                with open(tmp, "w") as f:
+                    json.dump(snapshot, f)
+                os.replace(tmp, self.path)
             except OSError:
-                pass
+                with self._lock:
+                    self._dirty = True
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
 
 
 class _Download:
@@ -207,7 +222,8 @@ class _Download:
 
     def finish(self, hsum: str, index: CacheIndex, shown: str) -> str:
         """
-        Check the hash and rename the file into place.
+        Check the hash, rename the file into place and record its hash in
+        C{index} (saved by the caller, once for many files).
 
         @raise FileServerError: if the content is not what C{hsum} says.
         """
@@ -221,7 +237,6 @@ class _Download:
         os.replace(self.tmp, self.target)
         info = os.stat(self.target)
         index.record(self.target, info.st_size, info.st_mtime_ns, hsum)
-        index.save()
         return self.target
 
     def abort(self) -> None:
@@ -327,10 +342,13 @@ class _CachingClient:
                 for name in sorted(wanted)
                 if targets[name] in stale
             ]
-            if fetches:
-                await gatherResults(fetches, consumeErrors=True).addErrback(
-                    lambda failure: failure.value.subFailure
-                )
+            try:
+                if fetches:
+                    await gatherResults(fetches, consumeErrors=True).addErrback(
+                        lambda failure: failure.value.subFailure
+                    )
+            finally:
+                await self.runBlocking(self.index.save)
             if includeEmpty:
                 directories = [d for d in await dirs(env, under) if inside(d)]
                 paths = [self.cachedPath(d, env) for d in directories]
@@ -444,10 +462,12 @@ class RemoteFileClient(_CachingClient):
             hsum = info.get("hsum")
             if not hsum:
                 return ""
-            if await self.runBlocking(self.index.hashOf, target) == hsum:
+            try:
+                if await self.runBlocking(self.index.hashOf, target) == hsum:
+                    return target
+                return await self._fetch(relative, env, target, hsum)
+            finally:
                 await self.runBlocking(self.index.save)
-                return target
-            return await self._fetch(relative, env, target, hsum)
 
         return self._once(target, lambda: Deferred.fromCoroutine(run()))
 
@@ -745,7 +765,7 @@ class LocalFileClient(_CachingClient):
         relative, env = splitUrl(path, saltenv)
         target = self.cachedPath(relative, env)
         return self._once(
-            target, lambda: self.runBlocking(self._cacheBlocking, relative, env, target, None)
+            target, lambda: self.runBlocking(self._cacheBlocking, relative, env, target, True)
         )
 
     def cacheDir(
@@ -763,15 +783,22 @@ class LocalFileClient(_CachingClient):
             lambda env, prefix: self.runBlocking(self.fileServer.hashes, env, prefix),
             self.dirList,
             lambda relative, env, target, hsum: self.runBlocking(
-                self._cacheBlocking, relative, env, target, hsum
+                self._cacheBlocking, relative, env, target, False
             ),
         )
 
-    def _cacheBlocking(self, relative: str, env: str, target: str, hsum: str | None) -> str:
+    def _cacheBlocking(self, relative: str, env: str, target: str, save: bool) -> str:
         """
         Copy one file into the cache if its cached copy differs (blocking:
-        in a thread).
+        in a thread), and save the index if C{save} (else the caller does).
         """
+        try:
+            return self._copyBlocking(relative, env, target)
+        finally:
+            if save:
+                self.index.save()
+
+    def _copyBlocking(self, relative: str, env: str, target: str) -> str:
         shown = f"salt://{relative} (saltenv {env})"
         for _ in range(RETRIES + 1):
             found = self.fileServer.findFile(relative, env)
@@ -782,7 +809,6 @@ class LocalFileClient(_CachingClient):
                 return ""
             wanted = info["hsum"]
             if self.index.hashOf(target) == wanted:
-                self.index.save()
                 return target
             download = _Download(target)
             try:
