@@ -8,13 +8,15 @@ L{LocalFileClient}, then loaded.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import textwrap
 from typing import Any
 
 from twisted.internet.task import Clock
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.internet.utils import getProcessOutputAndValue
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from salttwist.blocking import runSynchronously
 from salttwist.fileserver.client import LocalFileClient
@@ -265,3 +267,47 @@ class SyncTests(SynchronousTestCase):
         self.assertEqual(self.ret("saltutil.sync_modules", kw(refresh=False)), ["modules.hello"])
         self.assertEqual(self.ret("saltutil.sync_modules"), [])
         self.assertEqual(self.ret("hello.world"), 1)
+
+
+class MasterlessCallTests(TestCase):
+    """
+    C{salttwist-call --local saltutil.sync_all} syncs from the minion's own
+    C{file_roots}, and a later C{salttwist-call} loads the synced module
+    and grain (real processes).
+    """
+
+    def setUp(self) -> None:
+        self.configDir = os.path.abspath(self.mktemp())
+        self.roots = os.path.join(self.configDir, "srv")
+        os.makedirs(os.path.join(self.roots, "_modules"))
+        os.makedirs(os.path.join(self.roots, "_grains"))
+        with open(os.path.join(self.roots, "_modules", "hello.py"), "w") as f:
+            f.write("def world():\n    return 'hi ' + __grains__['role']\n")
+        with open(os.path.join(self.roots, "_grains", "role.py"), "w") as f:
+            f.write("def role():\n    return {'role': 'custom'}\n")
+        with open(os.path.join(self.configDir, "minion"), "w") as f:
+            f.write(
+                f"root_dir: {self.configDir}\nid: caller1\n"
+                f"file_roots:\n  base:\n    - {self.roots}\n"
+            )
+
+    async def call(self, *args: str) -> Any:
+        out, err, code = await getProcessOutputAndValue(
+            sys.executable,
+            ["-m", "salttwist.cli.call", "-c", self.configDir, *args, "--out", "json"],
+            env=dict(os.environ),
+        )
+        self.assertEqual(code, 0, (out, err))
+        return json.loads(out)["local"]
+
+    async def test_syncThenCall(self) -> None:
+        """
+        The masterless sync returns Salt's shape; the next call has the
+        custom module and grain.
+        """
+        self.assertEqual(
+            await self.call("--local", "saltutil.sync_all"),
+            {"modules": ["modules.hello"], "states": [], "grains": ["grains.role"], "utils": []},
+        )
+        self.assertEqual(await self.call("--local", "hello.world"), "hi custom")
+        self.assertEqual(await self.call("--local", "grains.get", "role"), "custom")

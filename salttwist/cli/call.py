@@ -99,6 +99,12 @@ async def callFunction(
     runBlocking = threadRunner(reactor)
     executor = Executor(loadFunctions(), context, runBlocking)
     context.functions = executor.functions
+    if config["autoload_dynamic_modules"]:
+        from salttwist.modules.extmods import autoloadExtensions
+
+        # The custom modules and grains the minion synced (blocking, as the
+        # grains above: a one-shot command).
+        autoloadExtensions(context)
     if local:
         await _prepareLocal(context, minionId, runBlocking)
     elif caller is not None:

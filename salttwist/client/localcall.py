@@ -51,6 +51,11 @@ class LocalCaller:
         self._runBlocking = runBlocking if runBlocking is not None else threadRunner(reactor)
         self.executor = Executor(loadFunctions(), self.context, self._runBlocking)
         self.context.functions = self.executor.functions
+        if config.get("autoload_dynamic_modules", True):
+            from salttwist.modules.extmods import autoloadExtensions
+
+            # The custom modules and grains the minion synced (blocking).
+            autoloadExtensions(self.context)
 
     def run(self, fun: str, arg: list[Any]) -> Deferred[dict[str, Any]]:
         """
