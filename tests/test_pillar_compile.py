@@ -298,6 +298,23 @@ class SlsTests(CompileTestCase):
             self.compile(), {"main": 1, "accounts": {"local": {"alice": {"shell": "/bin/zsh"}}}}
         )
 
+    def test_includesOverrideSls(self) -> None:
+        """
+        With C{pillar_includes_override_sls}, the included files win.
+        """
+        self.opts["pillar_includes_override_sls"] = True
+        self.top("base:\n  '*':\n    - web\n")
+        self.write("web/init.sls", "include:\n  - common\nshared: web\n")
+        self.write("common.sls", "shared: common\n")
+        self.assertEqual(self.compile(), {"shared": "common"})
+
+    def test_ignoreMissing(self) -> None:
+        """
+        C{ignore_missing} on a target hides its missing SLS files.
+        """
+        self.top("base:\n  '*':\n    - nothere\n    - ignore_missing: True\n")
+        self.assertEqual(self.compile(), {})
+
     def test_includeCycle(self) -> None:
         """
         Files including each other are each rendered once.

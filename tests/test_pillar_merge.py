@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 
+from hypothesis import given
+from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.pillar.merge import STRATEGIES, merge, mergeOverwrite, mergeRecurse
@@ -109,3 +111,69 @@ class OverwriteTests(SynchronousTestCase):
         before merging).
         """
         self.assertEqual(merge({"l": [1]}, {"l": [2]}, "overwrite", mergeLists=True), {"l": [2]})
+
+
+_keys = st.sampled_from(["a", "b", "c", "d"])
+_leaves = st.one_of(st.integers(0, 3), st.lists(st.integers(0, 3), max_size=3), st.none())
+_pillars = st.recursive(
+    st.dictionaries(_keys, _leaves, max_size=4),
+    lambda children: st.dictionaries(_keys, st.one_of(_leaves, children), max_size=4),
+    max_leaves=12,
+)
+
+
+def _leafPaths(data: dict, prefix: tuple = ()) -> dict[tuple, object]:
+    """
+    The non-mapping values of C{data} by their key path (an empty mapping
+    merges into the earlier one, adding nothing).
+    """
+    paths: dict[tuple, object] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            paths.update(_leafPaths(value, (*prefix, key)))
+        else:
+            paths[(*prefix, key)] = value
+    return paths
+
+
+def _lookup(data: dict, path: tuple) -> object:
+    for key in path:
+        data = data[key]
+    return data
+
+
+class MergeProperties(SynchronousTestCase):
+    """
+    Properties of C{recurse} on generated pillars.
+    """
+
+    @given(_pillars, _pillars)
+    def test_laterLeavesWin(self, a: dict, b: dict) -> None:
+        """
+        Every leaf of the later source is in the result, unchanged (lists
+        joined with C{mergeLists} keep its items).
+        """
+        merged = merge(a, b, "recurse")
+        for path, value in _leafPaths(b).items():
+            self.assertEqual(_lookup(merged, path), value)
+        joined = merge(a, b, "recurse", mergeLists=True)
+        for path, value in _leafPaths(b).items():
+            found = _lookup(joined, path)
+            if isinstance(value, list) and isinstance(found, list):
+                self.assertTrue(all(item in found for item in value))
+            else:
+                self.assertEqual(found, value)
+
+    @given(_pillars, _pillars)
+    def test_earlierKeysKept(self, a: dict, b: dict) -> None:
+        """
+        A top-level key only in the earlier source keeps its value; the
+        arguments are not changed.
+        """
+        before = (copy.deepcopy(a), copy.deepcopy(b))
+        for strategy in STRATEGIES:
+            merged = merge(a, b, strategy)
+            for key in a.keys() - b.keys():
+                self.assertEqual(merged[key], a[key])
+            self.assertEqual(set(merged), set(a) | set(b))
+        self.assertEqual((a, b), before)
