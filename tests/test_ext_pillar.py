@@ -196,6 +196,51 @@ class FileTreeTests(SynchronousTestCase):
         result = self.compile(conf=conf)
         self.assertEqual((result["k"], result["certs"]["c.pem"]), ("v", "PEM\n"))
 
+    def test_oneNewlineStripped(self) -> None:
+        """
+        As in Salt, only the last newline goes, of text and binary files
+        alike.
+        """
+        host = os.path.join(self.root, "hosts", "web1")
+        os.makedirs(host)
+        with open(os.path.join(host, "two"), "w") as f:
+            f.write("a\n\n")
+        with open(os.path.join(host, "bin"), "wb") as f:
+            f.write(b"\xff\n")
+        self.assertEqual(self.compile(), {"two": "a\n", "bin": b"\xff"})
+
+    def test_relativeRootDir(self) -> None:
+        """
+        A relative C{root_dir} is looked for under each root of the
+        pillarenv, the results merged; without a pillarenv it is an error.
+        """
+        first, second = os.path.abspath(self.mktemp()), os.path.abspath(self.mktemp())
+        writeTree(os.path.join(first, "ext", "hosts", "web1"), {"a": "1", "b": "first"})
+        writeTree(os.path.join(second, "ext", "hosts", "web1"), {"b": "second"})
+        opts = {"pillarenv": "base", "pillar_roots": {"base": [first, second]}}
+        ext = FileTreePillar(opts)
+        self.assertEqual(ext.compile("web1", {}, {"root_dir": "ext"}), {"a": "1", "b": "second"})
+        e = self.assertRaises(
+            ExtPillarError, FileTreePillar({}).compile, "web1", {}, {"root_dir": "ext"}
+        )
+        self.assertIn("pillarenv is not set", str(e))
+
+    def test_template(self) -> None:
+        """
+        With C{template: True} each file goes through the render pipeline
+        with the grains.
+        """
+        host = os.path.join(self.root, "hosts", "web1")
+        os.makedirs(host)
+        with open(os.path.join(host, "conf"), "w") as f:
+            f.write("os: {{ grains.os }}\n")
+        conf = {"root_dir": self.root, "template": True}
+        self.assertEqual(self.compile(conf=conf), {"conf": {"os": "Debian"}})
+        with open(os.path.join(host, "conf"), "w") as f:
+            f.write("a: b: c\n")
+        e = self.assertRaises(ExtPillarError, self.compile, conf=conf)
+        self.assertIn("line 1", str(e))
+
     def test_binaryAndEmptyDir(self) -> None:
         """
         A file that is not UTF-8 gives bytes; an empty directory an empty

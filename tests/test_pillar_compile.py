@@ -668,6 +668,18 @@ class ExtPillarOrderTests(CompileTestCase):
             full[1], "Failed to load ext_pillar cmd_json: command exited with status 3"
         )
 
+    def test_fileTreeRelativeToPillarenv(self) -> None:
+        """
+        The external pillars see the pillarenv chosen for the compilation:
+        C{file_tree}'s relative C{root_dir} is under its roots.
+        """
+        self.write("ext/hosts/web1/motd", "hello\n")
+        self.opts["ext_pillar"] = [{"file_tree": {"root_dir": "ext"}}]
+        self.assertEqual(self.compile(pillarenv="base")["motd"], "hello")
+        self.assertIn(
+            "pillarenv is not set", compilePillarWithErrors(self.opts, "web1", GRAINS)[1][0]
+        )
+
     def test_excluded(self) -> None:
         """
         C{exclude_ext_pillar} skips the named external pillars.

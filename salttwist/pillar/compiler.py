@@ -194,6 +194,8 @@ class _Compiler:
             if opts.get("pillarenv_from_saltenv") and saltenv:
                 pillarenv = saltenv
         self.pillarenv = pillarenv or None
+        # What the external pillars see (file_tree's relative root_dir).
+        self.opts["pillarenv"] = self.pillarenv
         self.strategy = opts.get("pillar_source_merging_strategy") or "smart"
         self.renderer = opts.get("renderer") or "jinja|yaml"
         self.mergeLists = bool(opts.get("pillar_merge_lists", False))

@@ -23,13 +23,14 @@ import shlex
 import signal
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from zope.interface import implementer
 
 from salttwist.pillar.interfaces import ExtPillarError, IExtPillar
 from salttwist.pillar.merge import mergeRecurse
-from salttwist.render import RenderError, loadYaml
+from salttwist.render import RenderError, loadYaml, renderText
 from salttwist.targeting import TargetError, compileTarget
 
 #: A factory of external pillars: the master's options to an L{IExtPillar}.
@@ -53,14 +54,19 @@ class FileTreePillar:
     Salt's C{file_tree}. Configuration (a mapping):
 
       - C{root_dir} (required): holds C{hosts/<minion id>/} and
-        C{nodegroups/<nodegroup>/};
+        C{nodegroups/<nodegroup>/}; a relative C{root_dir} is looked for
+        under each root of the C{pillarenv}'s C{pillar_roots}, in order, and
+        the results merged (as Salt since 2018.3);
       - C{follow_dir_links} (C{False}): follow symbolic links to
         directories (and then files reached through links may lie outside
         C{root_dir}, as in Salt); without it, links that leave C{root_dir}
         are skipped;
-      - C{keep_newline} (C{False}): keep the files' trailing newlines;
-        C{True} for all, or a list of globs of paths relative to the host or
-        nodegroup directory.
+      - C{keep_newline} (C{False}): keep the one trailing newline of each
+        file, which is otherwise removed; C{True} for all, or a list of
+        globs of paths relative to the host or nodegroup directory;
+      - C{template} (C{False}) and C{render_default}: render each file
+        through a pipeline (the C{renderer} option by default) with
+        C{grains}, C{opts} and C{pillar} in the context.
 
     The nodegroups the minion is in come first, in the order of the
     C{nodegroups} option, then its host directory, merged recursively. A
@@ -70,6 +76,7 @@ class FileTreePillar:
     name = "file_tree"
 
     def __init__(self, opts: dict[str, Any]) -> None:
+        self._opts = opts
         self._nodegroups: dict[str, Any] = dict(opts.get("nodegroups") or {})
 
     def compile(
@@ -79,12 +86,48 @@ class FileTreePillar:
             conf = {"root_dir": conf}
         if not isinstance(conf, dict) or not isinstance(conf.get("root_dir"), str):
             raise ExtPillarError("file_tree needs a mapping with root_dir")
-        root = os.path.abspath(conf["root_dir"])
-        if not os.path.isdir(root):
-            raise ExtPillarError(f"file_tree root_dir {root!r} is not a directory")
-        _checkMinionId(minionId)
-        follow = bool(conf.get("follow_dir_links", False))
         keepNewline = conf.get("keep_newline", False)
+        if not isinstance(keepNewline, (bool, list)):
+            raise ExtPillarError("file_tree: keep_newline must be true, false or a list of globs")
+        _checkMinionId(minionId)
+        rootDir = conf["root_dir"]
+        if os.path.isabs(rootDir):
+            if not os.path.isdir(rootDir):
+                raise ExtPillarError(f"file_tree root_dir {rootDir!r} is not a directory")
+            roots = [rootDir]
+        else:
+            pillarenv = self._opts.get("pillarenv")
+            if not pillarenv:
+                raise ExtPillarError(
+                    f"file_tree root_dir {rootDir!r} is relative but pillarenv is not set"
+                )
+            envRoots = (self._opts.get("pillar_roots") or {}).get(pillarenv)
+            if not envRoots:
+                raise ExtPillarError(
+                    f"file_tree root_dir {rootDir!r} is relative but pillarenv"
+                    f" {pillarenv!r} has no pillar_roots"
+                )
+            roots = []
+            for envRoot in envRoots:
+                candidate = os.path.normpath(os.path.join(envRoot, rootDir))
+                if candidate not in roots and os.path.isdir(candidate):
+                    roots.append(candidate)
+        options = _TreeOptions(
+            follow=bool(conf.get("follow_dir_links", False)),
+            keepNewline=keepNewline,
+            template=conf.get("template", False) is True,
+            pipeline=str(conf.get("render_default") or self._opts.get("renderer") or "jinja|yaml"),
+            context={"grains": grains or {}, "opts": self._opts, "pillar": pillar},
+        )
+        result: dict = {}
+        for root in roots:
+            result = mergeRecurse(result, self._compileRoot(minionId, root, grains, options))
+        return result
+
+    def _compileRoot(
+        self, minionId: str, root: str, grains: dict | None, options: _TreeOptions
+    ) -> dict:
+        root = os.path.abspath(root)
         result: dict = {}
         groupsDir = os.path.join(root, "nodegroups")
         if self._nodegroups and os.path.isdir(groupsDir):
@@ -97,16 +140,16 @@ class FileTreePillar:
                 except TargetError as e:
                     raise ExtPillarError(f"file_tree nodegroup {group!r}: {e}") from None
                 if matcher.matches(minionId, grains):
-                    result = mergeRecurse(result, self._tree(groupDir, root, follow, keepNewline))
+                    result = mergeRecurse(result, self._tree(groupDir, root, options))
         hostDir = os.path.join(root, "hosts", minionId)
         if os.path.isdir(hostDir):
-            result = mergeRecurse(result, self._tree(hostDir, root, follow, keepNewline))
+            result = mergeRecurse(result, self._tree(hostDir, root, options))
         return result
 
-    def _tree(self, top: str, root: str, follow: bool, keepNewline: object) -> dict:
+    def _tree(self, top: str, root: str, options: _TreeOptions) -> dict:
         realRoot = os.path.realpath(root)
         tree: dict = {}
-        for dirPath, dirNames, fileNames in os.walk(top, followlinks=follow):
+        for dirPath, dirNames, fileNames in os.walk(top, followlinks=options.follow):
             dirNames.sort()
             relDir = os.path.relpath(dirPath, top)
             node = tree
@@ -115,26 +158,47 @@ class FileTreePillar:
                     node = node.setdefault(part, {})
             for dirName in list(dirNames):
                 full = os.path.join(dirPath, dirName)
-                if not follow and not _inside(full, realRoot):
+                if not options.follow and not _inside(full, realRoot):
                     dirNames.remove(dirName)
+                else:
+                    node.setdefault(dirName, {})
             for fileName in sorted(fileNames):
                 full = os.path.join(dirPath, fileName)
-                if not follow and not _inside(full, realRoot):
+                if not options.follow and not _inside(full, realRoot):
                     continue
                 if not os.path.isfile(full):
                     continue
-                with open(full, "rb") as f:
-                    raw = f.read()
-                value: Any
-                try:
-                    value = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    value = raw
                 relFile = fileName if relDir == "." else f"{relDir}/{fileName}"
-                if isinstance(value, str) and not _keepNewline(relFile, keepNewline):
-                    value = value.rstrip("\n")
-                node[fileName] = value
+                node[fileName] = self._value(full, relFile, options)
         return tree
+
+    def _value(self, path: str, relPath: str, options: _TreeOptions) -> Any:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except OSError as e:
+            raise ExtPillarError(f"file_tree: cannot read {path}: {e.strerror or e}") from None
+        if raw.endswith(b"\n") and not _keepNewline(relPath, options.keepNewline):
+            raw = raw[:-1]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw
+        if not options.template:
+            return text
+        try:
+            return renderText(text, options.context, path=path, defaultPipeline=options.pipeline)
+        except RenderError as e:
+            raise ExtPillarError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class _TreeOptions:
+    follow: bool
+    keepNewline: bool | list
+    template: bool
+    pipeline: str
+    context: dict[str, Any]
 
 
 def _inside(path: str, realRoot: str) -> bool:
