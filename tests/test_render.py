@@ -230,6 +230,17 @@ class ErrorTests(SynchronousTestCase):
         self.assertEqual((e.path, e.line), ("/t", 2))
         self.assertIn("nope.sls", e.cause)
 
+    def test_badDataInLoadBlock(self) -> None:
+        """
+        Bad YAML in a C{load_yaml} block names the template's file and line
+        and the line inside the block.
+        """
+        text = "a\n{% load_yaml as d %}\nx: [\n{% endload %}\n"
+        e = self.assertRaises(RenderError, renderJinja, text, {}, path="/t.sls")
+        self.assertEqual(e.path, "/t.sls")
+        self.assertIsNotNone(e.line)
+        self.assertIn("load_yaml: line", e.cause)
+
     def test_raise(self) -> None:
         """
         Salt's C{raise()} global fails the render with its message.

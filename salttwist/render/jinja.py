@@ -431,6 +431,12 @@ def renderJinja(
         if e.path == "<string>":
             where, line = _templateLine(e, jinjaLoader.paths)
             raise RenderError(where or path, line, e.cause) from None
+        if e.path in ("<load_yaml>", "<load_json>"):
+            # Data parsed by a filter or a load_* block: the template's line,
+            # and the line inside the data.
+            where, line = _templateLine(e, jinjaLoader.paths)
+            cause = f"{e.path[1:-1]}: line {e.line}: {e.cause}" if e.line else e.cause
+            raise RenderError(where or path, line, cause) from None
         raise
     except jinja2.TemplateSyntaxError as e:
         raise RenderError(e.filename or path, e.lineno, e.message or "syntax error") from None
