@@ -325,6 +325,35 @@ class UpdateTests(GitTestCase):
         trees = {backend.findFile("top.sls", env).realPath for env in ("base", "v1", "copy")}
         self.assertEqual(len(trees), 1)
 
+    def test_treesExportedAtFirstUse(self) -> None:
+        """
+        Only C{base}'s tree is exported by an update; another ref's at its
+        first use, after which it is kept and, when its ref moves,
+        exported again by the update; refs never used cost no export.
+        """
+        for n in range(5):
+            self.repo.commitBranch("master", {"top.sls": f"{n}"}, fresh=False)
+            self.repo.git("tag", f"v{n}")
+        self.repo.commitBranch("dev", {"d": "1"})
+        self.repo.git("checkout", "-q", "master")
+        backend = self.backend()
+        backend.update()
+        trees = backend.remotes[0].trees
+        self.assertEqual(len(os.listdir(trees)), 1)
+        self.assertEqual(self.content(backend, "top.sls", "v2"), "2")
+        self.assertEqual(self.content(backend, "d", "dev"), "1")
+        self.assertEqual(len(os.listdir(trees)), 3)
+        self.assertFalse(backend.update())
+        self.assertEqual(len(os.listdir(trees)), 3)
+        self.repo.commitBranch("dev", {"d": "2"}, fresh=False)
+        self.assertTrue(backend.update())
+        # dev's new tree is exported by the update; its old one stays one
+        # more update.
+        self.assertEqual(len(os.listdir(trees)), 4)
+        self.assertEqual(self.content(backend, "d", "dev"), "2")
+        backend.update()
+        self.assertEqual(len(os.listdir(trees)), 3)
+
     def test_lazyFirstUse(self) -> None:
         """
         A backend never updated fetches at its first use.

@@ -43,10 +43,12 @@ Layout, under C{cachedir/gitfs/<sha256 of the URL>/}:
     C{root} subdirectory, under the C{mountpoint}), exported with
     C{git read-tree} and C{git checkout-index} into a temporary directory
     renamed into place, so a tree is complete or absent; one export per
-    commit, shared by every ref at that commit, made again only when a
-    ref moves;
+    commit, shared by every ref at that commit. An update exports the
+    trees of C{base} and of the refs already in use whose commit moved;
+    any other ref's tree is exported at its first use (a repository with
+    hundreds of tags costs one export per tag actually asked for);
   - C{state-<config>.json}: the saltenvs of the last good update and their
-    commits and trees, so a restarted master serves at once.
+    commits, so a restarted master serves at once.
 The trees are then served as L{RootsBackend} serves C{file_roots}, with the
 same confinement (a symlink in the repository leading out of its tree is
 refused). A failed fetch keeps the last good trees; trees no longer used
@@ -85,6 +87,11 @@ from salttwist.fileserver.roots import RootsBackend
 
 #: Seconds a git command may take before its process group is killed.
 GIT_TIMEOUT = 300.0
+#: A saltenv's commit and the directory of its exported tree (L{None}
+#: until its first use).
+_Ref = tuple[str, str | None]
+#: A commit id (SHA-1 or SHA-256).
+_COMMIT = re.compile(r"\A[0-9a-f]{40}(?:[0-9a-f]{24})?\Z")
 #: The per-remote options of C{gitfs_remotes} that are supported.
 REMOTE_OPTIONS = ("base", "mountpoint", "name", "root")
 
@@ -204,6 +211,12 @@ class GitRemote:
             from those of another remote of the same URL.
         """
         return _shortHash(self.root, self.mountpoint)
+
+    def treeFor(self, commit: str) -> str:
+        """
+        @return: the directory of C{commit}'s exported tree.
+        """
+        return os.path.join(self.trees, f"{commit}-{self.treeSuffix}")
 
     @property
     def stateFile(self) -> str:
@@ -352,13 +365,20 @@ class GitBackend(RootsBackend):
         self.whitelist = list(opts.get("gitfs_env_whitelist") or [])
         self.blacklist = list(opts.get("gitfs_env_blacklist") or [])
         self.errors: dict[str, str] = {}
+        #: Held by an update (one at a time; readers do not wait for it).
         self._lock = threading.Lock()
+        #: Held while the states are read and swapped, and trees pruned.
+        self._stateLock = threading.Lock()
+        #: Held while a tree is exported on demand (one at a time).
+        self._exportLock = threading.Lock()
+        #: Trees being exported on demand: never pruned meanwhile.
+        self._exporting: set[str] = set()
         #: Whether an update ran (or a saved state was loaded): until then
         #: the first use updates.
         self._ready = False
-        #: Per remote, C{{saltenv: (commit, tree directory)}}.
-        self._states: list[dict[str, tuple[str, str]]] = [self._load(r) for r in self.remotes]
-        self._envRoots = self._merge(self._states)
+        #: Per remote, C{{saltenv: (commit, tree directory or None until
+        #: exported)}}; replaced whole, never changed in place.
+        self._states: list[dict[str, _Ref]] = [self._load(r) for r in self.remotes]
         if any(self._states):
             self._ready = True
 
@@ -377,10 +397,22 @@ class GitBackend(RootsBackend):
 
     def roots(self, saltenv: str) -> list[str]:
         """
-        @return: the trees serving C{saltenv}, in the remotes' order.
+        @return: the trees serving C{saltenv}, in the remotes' order; a
+            ref's tree is exported at its first use (see L{_updateRemote}).
         """
         self._ensureReady()
-        return self._envRoots.get(saltenv, [])
+        trees: list[str] = []
+        for index, state in enumerate(self._states):
+            ref = state.get(saltenv)
+            if ref is None:
+                continue
+            commit, tree = ref
+            if tree is None:
+                tree = self._exportOnDemand(index, saltenv, commit)
+                if tree is None:
+                    continue
+            trees.append(tree)
+        return trees
 
     def envs(self) -> list[str]:
         """
@@ -388,17 +420,7 @@ class GitBackend(RootsBackend):
             the whitelist and blacklist), sorted.
         """
         self._ensureReady()
-        return sorted(self._envRoots)
-
-    def _merge(self, states: list[dict[str, tuple[str, str]]]) -> dict[str, list[str]]:
-        """
-        @return: C{{saltenv: [tree, ...]}} in the remotes' order.
-        """
-        merged: dict[str, list[str]] = {}
-        for state in states:
-            for saltenv, (_, tree) in state.items():
-                merged.setdefault(saltenv, []).append(tree)
-        return merged
+        return sorted({saltenv for state in self._states for saltenv in state})
 
     def exposed(self, saltenv: str) -> bool:
         """
@@ -409,14 +431,50 @@ class GitBackend(RootsBackend):
             return False
         return not any(_exprMatch(saltenv, e) for e in self.blacklist)
 
+    def _exportOnDemand(self, index: int, saltenv: str, commit: str) -> str | None:
+        """
+        Export C{commit} of remote C{index} for C{saltenv}'s first use,
+        and record it in the state (if the ref has not moved meanwhile).
+        Exports do not wait for an update's fetch: commits are immutable.
+
+        @return: the tree, or L{None} if it could not be exported (logged).
+        """
+        remote = self.remotes[index]
+        path = remote.treeFor(commit)
+        with self._stateLock:
+            self._exporting.add(path)
+        try:
+            with self._exportLock:
+                try:
+                    tree = self._export(remote, commit)
+                except (GitError, OSError) as e:
+                    self.log.error(
+                        "gitfs: {remote}: cannot export {saltenv} ({commit}): {error}",
+                        remote=remote.label,
+                        saltenv=saltenv,
+                        commit=commit,
+                        error=str(e),
+                    )
+                    return None
+            with self._stateLock:
+                state = self._states[index]
+                if state.get(saltenv, (None, None))[0] == commit:
+                    states = list(self._states)
+                    states[index] = {**state, saltenv: (commit, tree)}
+                    self._states = states
+            return tree
+        finally:
+            with self._stateLock:
+                self._exporting.discard(path)
+
     # Updating.
 
     def update(self) -> bool:
         """
         Fetch every remote (clone it the first time), export the trees of
-        the refs that moved, and switch to the new state. A remote that
-        fails keeps its last good state; its error is logged and kept in
-        L{errors}.
+        the refs in use that moved, and switch to the new state. A remote
+        that fails keeps its last good state; its error is logged and kept
+        in L{errors}.
 
         @return: whether any saltenv appeared, went, or moved to another
             commit.
@@ -431,7 +489,7 @@ class GitBackend(RootsBackend):
         until the new one is swapped in.
         """
         oldStates = self._states
-        newStates: list[dict[str, tuple[str, str]]] = []
+        fetched: list[dict[str, _Ref]] = []
         for remote, old in zip(self.remotes, oldStates, strict=True):
             try:
                 new = self._updateRemote(remote, old)
@@ -452,21 +510,41 @@ class GitBackend(RootsBackend):
                 new = old
             else:
                 self.errors.pop(remote.label, None)
-            newStates.append(new)
-        self._states = newStates
-        self._envRoots = self._merge(newStates)
-        self._ready = True
-        changed = [_commits(s) for s in oldStates] != [_commits(s) for s in newStates]
-        # The trees just replaced stay for one more update: a transfer
-        # reading one finishes first.
-        self._prune(_trees(newStates) | _trees(oldStates))
-        return changed
+            fetched.append(new)
+        with self._stateLock:
+            # Trees exported on demand while this update fetched are kept.
+            current = self._states
+            newStates = [
+                {
+                    saltenv: (commit, tree or _treeIfSame(now.get(saltenv), commit))
+                    for saltenv, (commit, tree) in new.items()
+                }
+                for new, now in zip(fetched, current, strict=True)
+            ]
+            self._states = newStates
+            self._ready = True
+            # The trees just replaced stay for one more update: a transfer
+            # reading one finishes first.
+            self._prune(_trees(newStates) | _trees(current) | _trees(oldStates) | self._exporting)
+        for remote, state, old in zip(self.remotes, newStates, oldStates, strict=True):
+            if state != old or not os.path.exists(remote.stateFile):
+                try:
+                    self._save(remote, state)
+                except OSError as e:
+                    self.log.warn(
+                        "gitfs: cannot save the state of {remote}: {error}",
+                        remote=remote.label,
+                        error=str(e),
+                    )
+        return [_commits(s) for s in oldStates] != [_commits(s) for s in newStates]
 
-    def _updateRemote(
-        self, remote: GitRemote, old: dict[str, tuple[str, str]]
-    ) -> dict[str, tuple[str, str]]:
+    def _updateRemote(self, remote: GitRemote, old: dict[str, _Ref]) -> dict[str, _Ref]:
         """
-        Fetch C{remote} and export its new commits.
+        Fetch C{remote} and list its refs. A ref whose commit is unchanged
+        keeps its tree; the trees of C{base} and of the refs already in
+        use (exported before) are exported now; the others at their first
+        use, so a repository with hundreds of tags costs one export per
+        tag actually asked for.
 
         @return: its new state.
         @raise GitError: if a git command fails.
@@ -477,14 +555,16 @@ class GitBackend(RootsBackend):
                 self._git(["--git-dir", remote.mirror, "fetch", "--prune", "--quiet", "origin"])
             else:
                 self._clone(remote)
-            new: dict[str, tuple[str, str]] = {}
+            new: dict[str, _Ref] = {}
             for saltenv, commit in self._refs(remote).items():
                 previous = old.get(saltenv)
-                if previous is not None and previous[0] == commit and os.path.isdir(previous[1]):
-                    new[saltenv] = previous
-                else:
+                if previous is not None and previous[0] == commit:
+                    kept = previous[1] is not None and os.path.isdir(previous[1])
+                    new[saltenv] = previous if kept else (commit, None)
+                elif saltenv == "base" or (previous is not None and previous[1] is not None):
                     new[saltenv] = (commit, self._export(remote, commit))
-            self._save(remote, new)
+                else:
+                    new[saltenv] = (commit, None)
         return new
 
     def _clone(self, remote: GitRemote) -> None:
@@ -561,7 +641,7 @@ class GitBackend(RootsBackend):
 
         @return: the tree's directory.
         """
-        dest = os.path.join(remote.trees, f"{commit}-{remote.treeSuffix}")
+        dest = remote.treeFor(commit)
         if os.path.isdir(dest):
             return dest
         tmp = tempfile.mkdtemp(prefix=".export-", dir=remote.trees)
@@ -647,15 +727,14 @@ class GitBackend(RootsBackend):
 
     # The state of the last good update, kept on disk.
 
-    def _save(self, remote: GitRemote, state: dict[str, tuple[str, str]]) -> None:
+    def _save(self, remote: GitRemote, state: dict[str, _Ref]) -> None:
         """
-        Write C{remote}'s state (atomically).
+        Write C{remote}'s state (atomically): each saltenv's commit (its
+        tree is found again from the commit).
         """
         data = {
             "url": redactUrl(remote.url),
-            "refs": {
-                env: [commit, os.path.basename(tree)] for env, (commit, tree) in state.items()
-            },
+            "refs": {saltenv: commit for saltenv, (commit, _) in state.items()},
         }
         fd, tmp = tempfile.mkstemp(prefix=".state-", dir=remote.directory)
         try:
@@ -667,27 +746,25 @@ class GitBackend(RootsBackend):
                 os.unlink(tmp)
             raise
 
-    def _load(self, remote: GitRemote) -> dict[str, tuple[str, str]]:
+    def _load(self, remote: GitRemote) -> dict[str, _Ref]:
         """
-        @return: C{remote}'s saved state, without the saltenvs whose tree
-            is gone or that are no longer exposed; C{{}} if none.
+        @return: C{remote}'s saved state (the saltenvs still exposed, each
+            with its tree if that is still there); C{{}} if none, or if the
+            file is not one this backend wrote.
         """
         try:
             with open(remote.stateFile) as f:
-                data = json.load(f)
-            refs = data["refs"]
-            state: dict[str, tuple[str, str]] = {}
-            for saltenv, (commit, treeName) in refs.items():
-                tree = os.path.join(remote.trees, treeName)
-                if (
-                    os.path.dirname(tree) == remote.trees
-                    and os.path.isdir(tree)
-                    and self.exposed(saltenv)
-                ):
-                    checkSaltenv(saltenv)
-                    state[saltenv] = (commit, tree)
+                refs = json.load(f)["refs"]
+            state: dict[str, _Ref] = {}
+            for saltenv, commit in refs.items():
+                checkSaltenv(saltenv)
+                if not isinstance(commit, str) or not _COMMIT.match(commit):
+                    return {}
+                if self.exposed(saltenv):
+                    tree = remote.treeFor(commit)
+                    state[saltenv] = (commit, tree if os.path.isdir(tree) else None)
             return state
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return {}
 
     def clearCache(self) -> None:
@@ -695,11 +772,10 @@ class GitBackend(RootsBackend):
         Remove every mirror and tree: the next use (or L{update}) clones
         again.
         """
-        with self._lock:
+        with self._lock, self._stateLock:
             for remote in self.remotes:
                 shutil.rmtree(remote.directory, ignore_errors=True)
             self._states = [{} for _ in self.remotes]
-            self._envRoots = {}
             self._ready = False
 
     # Running git.
@@ -776,15 +852,24 @@ class _Flock:
         os.close(self.fd)
 
 
-def _commits(state: dict[str, tuple[str, str]]) -> dict[str, str]:
+def _commits(state: dict[str, _Ref]) -> dict[str, str]:
     """
     @return: C{{saltenv: commit}} of a remote's state.
     """
     return {env: commit for env, (commit, _) in state.items()}
 
 
-def _trees(states: list[dict[str, tuple[str, str]]]) -> set[str]:
+def _trees(states: list[dict[str, _Ref]]) -> set[str]:
     """
     @return: every tree the states use.
     """
-    return {tree for state in states for (_, tree) in state.values()}
+    return {tree for state in states for (_, tree) in state.values() if tree is not None}
+
+
+def _treeIfSame(ref: _Ref | None, commit: str) -> str | None:
+    """
+    @return: C{ref}'s tree if C{ref} is at C{commit}, else L{None}.
+    """
+    if ref is not None and ref[0] == commit:
+        return ref[1]
+    return None
