@@ -81,6 +81,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
+from twisted.internet.defer import Deferred, fail, maybeDeferred
 
 from salttwist import crypt
 from salttwist._startup import MASTER_GC_THRESHOLDS
@@ -324,6 +325,160 @@ class SharedPublications:
         return dict(load)
 
 
+class SwarmPillar:
+    """
+    The pillar of a swarm process's simulated minions, for the pillar
+    refresh benchmark (C{--pillar-mark}).
+
+    Each minion's L{LoaderContext.refreshPillar} asks its master for its
+    pillar over its own session (C{_pillar}, Salt's wire: C{{"cmd":
+    "_pillar", "saltenv": None, "pillarenv": None, "pillar_override": None,
+    "grains": {...}}} -> C{{"ret": {pillar}}}) and keeps the answer as
+    C{context.pillar}, unless the minion's own code gave it a
+    C{refreshPillar} already (then that one runs). Either way the refresh
+    is wrapped to note, for the value of the pillar key C{markKey} each
+    minion then holds, when the last minion got it: so a benchmark can
+    change the master's top file, have every minion refresh (a
+    C{saltutil.refresh_pillar} job, or L{refreshAll} when the trigger file
+    changes) and read from the status files when all of them hold the new
+    value.
+
+    @ivar markKey: the pillar key counted.
+    @ivar requests: C{_pillar} refreshes started.
+    @ivar failures: refreshes that failed, with the reasons in C{reasons}.
+    @ivar markLastAt: C{time.time()} at which a minion last received each
+        mark value.
+    """
+
+    def __init__(self, markKey: str) -> None:
+        self.markKey = markKey
+        self.requests = 0
+        self.failures = 0
+        self.reasons: Counter[str] = Counter()
+        self.markLastAt: dict[str, float] = {}
+        self._minions: list[Minion] = []
+
+    def attach(self, minion: Minion) -> None:
+        """
+        Give C{minion} a pillar refresh that is counted.
+        """
+        context = minion.executor.context
+        own = context.refreshPillar or (lambda *args, **kwargs: self.fetch(minion))
+
+        def refresh(*args: Any, **kwargs: Any) -> Any:
+            self.requests += 1
+            return maybeDeferred(own, *args, **kwargs).addCallbacks(
+                lambda pillar: self._received(minion, pillar),
+                lambda failure: self._failed(minion, failure),
+            )
+
+        context.refreshPillar = refresh
+        self._minions.append(minion)
+
+    def fetch(self, minion: Minion) -> Deferred[dict[str, Any]]:
+        """
+        Ask the master for C{minion}'s pillar over its session, and keep it
+        as the minion's C{context.pillar}.
+
+        @return: a L{Deferred} firing with the pillar.
+        """
+        req = minion.returns.req
+        if req is None:
+            return fail(ConnectionError(f"minion {minion.id} is not connected to its master"))
+        context = minion.executor.context
+        payload = {
+            "cmd": "_pillar",
+            "saltenv": None,
+            "pillarenv": None,
+            "pillar_override": None,
+            "grains": context.grains,
+        }
+
+        def keep(reply: dict[str, Any]) -> dict[str, Any]:
+            pillar = reply.get("ret")
+            if not isinstance(pillar, dict):
+                raise ValueError(f"_pillar answered {type(pillar).__name__}, not a map")
+            context.pillar = pillar
+            return pillar
+
+        return maybeDeferred(req.request, payload).addCallback(keep)
+
+    def _received(self, minion: Minion, pillar: Any) -> Any:
+        mark = minion.executor.context.pillar.get(self.markKey)
+        if mark is not None:
+            self.markLastAt[str(mark)] = time.time()
+        return pillar
+
+    def _failed(self, minion: Minion, failure: Any) -> Any:
+        self.failures += 1
+        reason = f"{type(failure.value).__name__}: {failure.value}"
+        self.reasons[reason.replace(minion.id, "<id>")[:160]] += 1
+        return failure
+
+    def refreshAll(self) -> None:
+        """
+        Every minion of this process refreshes its pillar now (those not
+        connected fail, and are counted).
+        """
+        for minion in self._minions:
+            minion.executor.context.refreshPillar().addErrback(lambda _: None)
+
+    def status(self) -> dict[str, Any]:
+        """
+        @return: how many minions hold each mark value now (C{marks}), when
+            the last one got each, and the counters.
+        """
+        marks: Counter[str] = Counter()
+        for minion in self._minions:
+            mark = minion.executor.context.pillar.get(self.markKey)
+            if mark is not None:
+                marks[str(mark)] += 1
+        return {
+            "marks": dict(marks),
+            "mark_last_at": dict(self.markLastAt),
+            "requests": self.requests,
+            "failures": self.failures,
+            "failure_reasons": dict(self.reasons.most_common(5)),
+        }
+
+
+class PillarTrigger:
+    """
+    Calls C{refresh} each time the file C{path} changes (appears, or its
+    size or modification time differs from the last look): how a benchmark
+    has every simulated minion of a process refresh its pillar at once.
+    What the file held when the swarm started does not count.
+    """
+
+    #: Seconds between two looks at the file.
+    INTERVAL = 0.005
+
+    def __init__(self, path: str, refresh: Callable[[], None]) -> None:
+        self.path = path
+        self.refresh = refresh
+        self.fired = 0
+        self._last = self._state()
+
+    def _state(self) -> tuple[int, int] | None:
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return info.st_mtime_ns, info.st_size
+
+    def check(self) -> None:
+        """
+        Look at the file; call C{refresh} if it changed.
+        """
+        state = self._state()
+        if state is not None and state != self._last:
+            self._last = state
+            self.fired += 1
+            self.refresh()
+        else:
+            self._last = state
+
+
 def _writePrivate(path: str, data: bytes) -> None:
     # No fsync (unlike crypt.writePrivateFile): the swarm's directories are
     # scratch, and thousands of fsyncs would dominate building it.
@@ -352,12 +507,16 @@ class Swarm:
         returnBytes: int = 0,
         configOverrides: dict[str, Any] | None = None,
         masterPub: bytes | None = None,
+        pillarMarkKey: str | None = None,
     ) -> None:
         """
         @param masterPub: the master's public key, pinned in every minion
             before it starts (C{minion_master.pub}), as minions that have
             met this master before hold it; without it each minion pins
             the key at its first authentication, as a new minion does.
+        @param pillarMarkKey: count the minions' pillar refreshes and the
+            values of this pillar key they hold (L{SwarmPillar}); L{None}:
+            no pillar counting.
         """
         self.reactor = reactor
         self.minions: list[Minion] = []
@@ -375,6 +534,7 @@ class Swarm:
         self._armed: set[str] = set()
         self._payloadFunction = onReactor(lambda size=None: self._payload(size))
         self.publications = SharedPublications()
+        self.pillar = SwarmPillar(pillarMarkKey) if pillarMarkKey else None
         with _fastBuild():
             for index in indexes:
                 self.minions.append(
@@ -432,6 +592,8 @@ class Swarm:
             self.publications.open, minion.jobber._openPublication
         )
         self._instrument(minion)
+        if self.pillar is not None:
+            self.pillar.attach(minion)
         return minion
 
     def _payload(self, size: int | None = None) -> str:
@@ -528,6 +690,7 @@ class Swarm:
             "kids": {str(kid): n for kid, n in kids.items()},
             "kid_last_at": {str(kid): t for kid, t in self.kidLastAt.items()},
             "failure_reasons": dict(self.failureReasons.most_common(5)),
+            **({"pillar": self.pillar.status()} if self.pillar is not None else {}),
         }
 
 
@@ -574,9 +737,37 @@ def readStatus(statusDir: str) -> dict[str, Any]:
             )
         if status["last_ready_at"] is not None:
             total["last_ready_at"] = max(total["last_ready_at"] or 0.0, status["last_ready_at"])
+        if "pillar" in status:
+            _addPillarStatus(total, status["pillar"])
     total["kids"] = dict(total["kids"])
     total["failure_reasons"] = dict(total["failure_reasons"].most_common(5))
+    if "pillar" in total:
+        for name in ("marks", "failure_reasons"):
+            total["pillar"][name] = dict(total["pillar"][name].most_common())
     return total
+
+
+def _addPillarStatus(total: dict[str, Any], pillar: dict[str, Any]) -> None:
+    """
+    Add one process's L{SwarmPillar.status} to C{total["pillar"]}: the
+    counts summed, each mark's last time the latest.
+    """
+    into = total.setdefault(
+        "pillar",
+        {
+            "marks": Counter(),
+            "mark_last_at": {},
+            "requests": 0,
+            "failures": 0,
+            "failure_reasons": Counter(),
+        },
+    )
+    into["marks"].update(pillar["marks"])
+    into["failure_reasons"].update(pillar["failure_reasons"])
+    into["requests"] += pillar["requests"]
+    into["failures"] += pillar["failures"]
+    for mark, at in pillar["mark_last_at"].items():
+        into["mark_last_at"][mark] = max(into["mark_last_at"].get(mark, 0.0), at)
 
 
 def _writeStatus(path: str, status: dict[str, Any]) -> None:
@@ -650,8 +841,12 @@ def _runShard(options: argparse.Namespace) -> int:
         returnBytes=options.return_bytes,
         configOverrides={"single_connection": True} if options.single_connection else None,
         masterPub=_readMasterPub(options.pin_master),
+        pillarMarkKey=options.pillar_mark,
     )
     status = LoopingCall(lambda: _writeStatus(statusPath, swarm.status()))
+    if swarm.pillar is not None and options.pillar_trigger_file:
+        trigger = PillarTrigger(options.pillar_trigger_file, swarm.pillar.refreshAll)
+        reactor.callWhenRunning(LoopingCall(trigger.check).start, PillarTrigger.INTERVAL)
     gc.collect()
     gc.freeze()
     gc.set_threshold(*MASTER_GC_THRESHOLDS)
@@ -722,6 +917,20 @@ def _parser() -> argparse.ArgumentParser:
             "restart); by default each pins it at its first authentication."
         ),
     )
+    parser.add_argument(
+        "--pillar-mark",
+        metavar="KEY",
+        help=(
+            "Count the minions' pillar refreshes and the values of this pillar key they hold "
+            "(status files, 'pillar'); a minion with no refresh of its own asks for its pillar "
+            "with _pillar over its session."
+        ),
+    )
+    parser.add_argument(
+        "--pillar-trigger-file",
+        metavar="PATH",
+        help="With --pillar-mark: every minion refreshes its pillar each time this file changes.",
+    )
     parser.add_argument("--shard", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--shards", type=int, default=1, help=argparse.SUPPRESS)
     return parser
@@ -781,6 +990,12 @@ def main(argv: list[str] | None = None) -> int:
         *(["--go-file", options.go_file] if options.go_file else []),
         *(["--single-connection"] if options.single_connection else []),
         *(["--pin-master", options.pin_master] if options.pin_master else []),
+        *(["--pillar-mark", options.pillar_mark] if options.pillar_mark else []),
+        *(
+            ["--pillar-trigger-file", options.pillar_trigger_file]
+            if options.pillar_trigger_file
+            else []
+        ),
     ]
     children = [
         subprocess.Popen([sys.executable, SWARM_SCRIPT, *shardArgs, "--shard", str(shard)])
