@@ -272,6 +272,18 @@ class SandboxTests(SynchronousTestCase):
         )
         self.assertIn("unsafe", e.cause)
 
+    def test_boundedRepeat(self) -> None:
+        """
+        C{*} and C{**} cannot build values that would fill the memory;
+        ordinary arithmetic still works.
+        """
+        for text in ("{{ 'x' * 10**9 }}", "{{ [1] * 100000000 }}", "{{ 10 ** 100000 }}"):
+            e = self.assertRaises(RenderError, renderJinja, text, {})
+            self.assertIn("beyond", e.cause)
+        self.assertEqual(
+            renderJinja("{{ 'ab' * 3 }} {{ 2 ** 10 }} {{ 3 * 4 }}", {}), "ababab 1024 12"
+        )
+
     def test_privateRefused(self) -> None:
         """
         C{_private} attributes of context objects are not reachable.

@@ -44,6 +44,7 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 from jinja2.bccache import Bucket, BytecodeCache
+from jinja2.exceptions import SecurityError
 from jinja2.ext import Extension
 from jinja2.sandbox import SandboxedEnvironment
 
@@ -159,13 +160,41 @@ class _Loader(jinja2.BaseLoader):
         return text, path, lambda: True
 
 
+#: The longest string or list a template may build with C{*}, and the
+#: largest integer exponent of C{**}.
+MAX_REPEAT = 10_000_000
+MAX_EXPONENT = 10_000
+
+
 class _SaltEnvironment(SandboxedEnvironment):
     """
-    The sandbox, with Salt's resolution of relative template names.
+    The sandbox, with Salt's resolution of relative template names and
+    bounds on C{*} and C{**} (C{{{ 'x' * 10**10 }}} would fill the worker's
+    memory).
     """
+
+    intercepted_binops = frozenset(["*", "**"])
 
     def join_path(self, template: str, parent: str) -> str:
         return confineName(template, parent)
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for sequence, count in ((left, right), (right, left)):
+                if (
+                    isinstance(sequence, (str, bytes, list, tuple))
+                    and isinstance(count, int)
+                    and len(sequence) * count > MAX_REPEAT
+                ):
+                    raise SecurityError(f"repeating a sequence beyond {MAX_REPEAT} items")
+        elif (
+            operator == "**"
+            and isinstance(right, int)
+            and isinstance(left, int)
+            and abs(right) > MAX_EXPONENT
+        ):
+            raise SecurityError(f"an exponent beyond {MAX_EXPONENT}")
+        return super().call_binop(context, operator, left, right)
 
 
 class _SerializerExtension(Extension):
