@@ -222,6 +222,12 @@ class PillarRequests:
         generation: int,
     ) -> None:
         pillar, errors = result
+        self.log.debug(
+            "pillar for minion {id} compiled: {keys} top-level keys, {errors} errors",
+            id=minionId,
+            keys=len(pillar) if isinstance(pillar, dict) else 0,
+            errors=len(errors),
+        )
         for text in errors:
             self.log.error("pillar for minion {id}: {error}", id=minionId, error=text)
         if not isinstance(pillar, dict):
