@@ -74,6 +74,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -371,8 +372,9 @@ class GitBackend(RootsBackend):
         self._stateLock = threading.Lock()
         #: Held while a tree is exported on demand (one at a time).
         self._exportLock = threading.Lock()
-        #: Trees being exported on demand: never pruned meanwhile.
-        self._exporting: set[str] = set()
+        #: Trees being exported on demand (how many times): never pruned
+        #: meanwhile.
+        self._exporting: Counter[str] = Counter()
         #: Whether an update ran (or a saved state was loaded): until then
         #: the first use updates.
         self._ready = False
@@ -442,7 +444,7 @@ class GitBackend(RootsBackend):
         remote = self.remotes[index]
         path = remote.treeFor(commit)
         with self._stateLock:
-            self._exporting.add(path)
+            self._exporting[path] += 1
         try:
             with self._exportLock:
                 try:
@@ -465,7 +467,9 @@ class GitBackend(RootsBackend):
             return tree
         finally:
             with self._stateLock:
-                self._exporting.discard(path)
+                self._exporting[path] -= 1
+                if not self._exporting[path]:
+                    del self._exporting[path]
 
     # Updating.
 
@@ -525,7 +529,8 @@ class GitBackend(RootsBackend):
             self._ready = True
             # The trees just replaced stay for one more update: a transfer
             # reading one finishes first.
-            self._prune(_trees(newStates) | _trees(current) | _trees(oldStates) | self._exporting)
+            keep = _trees(newStates) | _trees(current) | _trees(oldStates)
+            self._prune(keep | set(self._exporting))
         for remote, state, old in zip(self.remotes, newStates, oldStates, strict=True):
             if state != old or not os.path.exists(remote.stateFile):
                 try:
