@@ -193,6 +193,12 @@ class FileServer:
         """
         path = checkRelativePath(path)
         self._checkSaltenv(saltenv)
+        return self._find(path, saltenv)
+
+    def _find(self, path: str, saltenv: str) -> FoundFile | None:
+        """
+        L{findFile} of a path and saltenv already checked.
+        """
         for b in self.backends:
             found = b.findFile(path, saltenv)
             if found is not None:
@@ -222,9 +228,11 @@ class FileServer:
         @raise FileServerError: as L{fileList}.
         """
         result: dict[str, str] = {}
+        # fileList checked the saltenv and the prefix; its paths are
+        # normalised.
         for path in self.fileList(saltenv, prefix):
             try:
-                found = self.findFile(path, saltenv)
+                found = self._find(path, saltenv)
             except FileServerError:
                 continue
             if found is None:
