@@ -75,6 +75,16 @@ def peakRss(pid: int) -> int:
     raise AssertionError(f"no VmHWM in /proc/{pid}/status")
 
 
+def cpuSeconds(pid: int) -> float:
+    """
+    @return: the CPU time process C{pid} used so far (user and system, its
+        threads included).
+    """
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class FileTransferTests(TestCase):
     """
     C{cp.cache_file} through a real master and minion.
@@ -117,11 +127,14 @@ class FileTransferTests(TestCase):
         masterPid, minionPid = self.cluster.master.pid, self.cluster.minions[MINION].pid
         assert masterPid is not None and minionPid is not None
         masterBefore, minionBefore = peakRss(masterPid), peakRss(minionPid)
+        masterCpu, minionCpu = cpuSeconds(masterPid), cpuSeconds(minionPid)
         start = time.monotonic()
         result, path = await self.cacheFile("salt://big.bin")
         elapsed = time.monotonic() - start
         self.assertEqual(path, os.path.join(self.minionCache, "files", "base", "big.bin"))
         self.assertEqual(await deferToThread(sha256Of, path), expected)
+        masterCpu = cpuSeconds(masterPid) - masterCpu
+        minionCpu = cpuSeconds(minionPid) - minionCpu
         masterGrowth = peakRss(masterPid) - masterBefore
         minionGrowth = peakRss(minionPid) - minionBefore
         self.assertLess(masterGrowth, PEAK_GROWTH_BOUND, f"master peak grew {masterGrowth}")
@@ -132,7 +145,8 @@ class FileTransferTests(TestCase):
             f"MiB/s), {net:.2f} s without the command's own {overhead:.2f} s "
             f"({BIG_SIZE / MIB / net:.0f} MiB/s, the master's first hash of the file "
             f"included); peak RSS growth master {masterGrowth / MIB:.1f} MiB, minion "
-            f"{minionGrowth / MIB:.1f} MiB"
+            f"{minionGrowth / MIB:.1f} MiB; CPU master {masterCpu:.2f} s, minion "
+            f"{minionCpu:.2f} s"
         )
         mtime = os.stat(path).st_mtime_ns
         start = time.monotonic()
