@@ -48,6 +48,7 @@ ASYNC = (
     "get_dir",
     "get_template",
     "get_url",
+    "get_file_str",
     "cache_file",
     "cache_files",
     "cache_dir",
@@ -250,6 +251,26 @@ class GetFileTests(CpTestCase):
         self.assertGreater(self.served(), served)
         self.assertEqual(readBytes(target), b"changed\n")
 
+    def test_destChangedRewritten(self) -> None:
+        """
+        A destination changed since it was written (same size, other
+        bytes) is written again from the cache, without a transfer.
+        """
+        target = self.cp("get_file", "salt://web/files/big.txt", self.dest)
+        served = self.served()
+        with open(target, "r+b") as f:
+            f.write(b"X")
+        self.cp("get_file", "salt://web/files/big.txt", self.dest)
+        self.assertEqual(readBytes(target), CONTENT)
+        self.assertEqual(self.served(), served)
+
+    def test_getFileStr(self) -> None:
+        """
+        C{get_file_str} gives the contents, C{False} for a missing file.
+        """
+        self.assertEqual(self.cp("get_file_str", "salt://top.sls"), "base:\n  '*': [web]\n")
+        self.assertIs(self.cp("get_file_str", "salt://nothing"), False)
+
     def test_keepsMode(self) -> None:
         """
         An existing destination keeps its mode.
@@ -327,6 +348,16 @@ class GetDirTests(CpTestCase):
         """
         self.assertEqual(self.cp("get_dir", "salt://nothing", self.dest), [])
         self.assertIn("..", self.fails("get_dir", "salt://../x", self.dest))
+
+    def test_changedDestRewritten(self) -> None:
+        """
+        A copied file changed on the minion is copied again.
+        """
+        [big, _] = self.cp("get_dir", "salt://web/files", self.dest)
+        with open(big, "r+b") as f:
+            f.write(b"X")
+        self.cp("get_dir", "salt://web/files", self.dest)
+        self.assertEqual(readBytes(big), CONTENT)
 
     def test_oneFetchPerFile(self) -> None:
         """

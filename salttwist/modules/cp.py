@@ -56,7 +56,10 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import tempfile
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
@@ -227,7 +230,8 @@ def _copyInto(source: str, dest: str) -> None:
     """
     (Blocking.) Copy C{source} to C{dest} through a temporary file beside
     it, renamed into place: a reader never sees half a file. An existing
-    C{dest} keeps its mode; a new one gets the source's.
+    C{dest} keeps its mode; a new one gets the source's. The copy is the
+    kernel's (C{sendfile}, through L{shutil.copyfile}).
     """
     parent = os.path.dirname(dest) or "."
     try:
@@ -236,8 +240,8 @@ def _copyInto(source: str, dest: str) -> None:
         mode = None
     fd, temp = tempfile.mkstemp(prefix=".cp-", dir=parent)
     try:
-        with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
-            shutil.copyfileobj(src, out, _BLOCK)
+        os.close(fd)
+        shutil.copyfile(source, temp)
         if mode is None:
             shutil.copymode(source, temp)
         else:
@@ -255,25 +259,95 @@ def _unlinkQuietly(path: str) -> None:
         pass
 
 
-def _copyIfChanged(source: str, dest: str, hsum: str | None = None) -> bool:
+class _WrittenIndex:
+    """
+    The SHA-256 of the destinations this module wrote, in memory, each
+    checked against the file's C{(size, mtime_ns, inode)}: checking again
+    that an unchanged destination holds the master's file costs a C{stat},
+    not a read (the cache's own index works the same way). Any change to
+    the file (a write, a replacement) makes it hashed again.
+    """
+
+    #: Destinations remembered at most (the oldest forgotten first).
+    limit = 100_000
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, tuple[int, int, int, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def hashOf(self, path: str) -> str | None:
+        """
+        (Blocking.) @return: the SHA-256 of the regular file C{path}, from
+            memory when it is unchanged since recorded, else read; L{None}
+            if there is no such file.
+        """
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        key = (info.st_size, info.st_mtime_ns, info.st_ino)
+        with self._lock:
+            known = self._entries.get(path)
+        if known is not None and known[:3] == key:
+            return known[3]
+        hsum = _fileHash(path)
+        if hsum is not None:
+            self._store(path, key, hsum)
+        return hsum
+
+    def record(self, path: str, hsum: str) -> None:
+        """
+        (Blocking.) Remember that the file just written at C{path} has
+        C{hsum}.
+        """
+        try:
+            info = os.stat(path)
+        except OSError:
+            return
+        self._store(path, (info.st_size, info.st_mtime_ns, info.st_ino), hsum)
+
+    def _store(self, path: str, key: tuple[int, int, int], hsum: str) -> None:
+        with self._lock:
+            self._entries.pop(path, None)
+            self._entries[path] = (*key, hsum)
+            while len(self._entries) > self.limit:
+                self._entries.popitem(last=False)
+
+
+_written = _WrittenIndex()
+
+
+def _copyIfChanged(
+    source: str,
+    dest: str,
+    hsum: str | None = None,
+    sourceHash: Callable[[str], str | None] = _fileHash,
+) -> bool:
     """
     (Blocking.) Copy C{source} to C{dest} unless C{dest} already holds the
-    same bytes: same size and same SHA-256 (C{hsum}, the source's when
-    known, else computed). Nothing is hashed when C{dest} is missing or
-    its size differs.
+    same bytes: the same size and SHA-256. Nothing is hashed when C{dest}
+    is missing or its size differs.
 
+    @param hsum: the source's SHA-256 when known.
+    @param sourceHash: gives the source's SHA-256 otherwise.
     @return: whether it copied.
     """
     try:
         same = os.path.getsize(dest) == os.path.getsize(source) and os.path.isfile(dest)
     except OSError:
         same = False
-    if same and _fileHash(dest) == (hsum or _fileHash(source)):
-        return False
+    if same:
+        hsum = hsum or sourceHash(source)
+        if hsum is not None and _written.hashOf(dest) == hsum:
+            return False
     try:
         _copyInto(source, dest)
     except OSError as e:
         raise CommandExecutionError(f"cannot write {dest}: {e.strerror}") from e
+    if hsum is not None:
+        _written.record(dest, hsum)
     return True
 
 
@@ -468,13 +542,17 @@ async def get_dir(
         copies.append((client.cachedPath(name, saltenv), os.path.join(dest, local), None))
     empty = [os.path.join(dest, d[len(prefix) :].lstrip("/")) for d in _emptyDirs(files, dirs)]
 
+    # The cache's own index knows the cached files' hashes (a stat each).
+    index = getattr(client, "index", None)
+    sourceHash = index.hashOf if index is not None else _fileHash
+
     def place() -> list[str]:
         written = []
         for source, target, hsum in copies:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             if not os.path.isfile(source):
                 continue
-            _copyIfChanged(source, target, hsum)
+            _copyIfChanged(source, target, hsum, sourceHash)
             written.append(target)
         for target in empty:
             os.makedirs(target, exist_ok=True)
@@ -941,6 +1019,23 @@ async def cache_file(
         )
         return False
     return cached
+
+
+@onReactor
+@needsContext
+async def get_file_str(context: LoaderContext, path: str, saltenv: str | None = None) -> str | bool:
+    """
+    Cache a file (as L{cache_file}) and return its contents as text (at
+    most 64 MiB), or C{False} if it cannot be cached.
+
+    CLI Example:
+
+        salttwist '*' cp.get_file_str salt://my/file
+    """
+    cached = await cache_file(context, path, saltenv)
+    if not cached:
+        return False
+    return await inThread(context.reactor, _readText, cached)
 
 
 @onReactor
