@@ -22,7 +22,7 @@ from salttwist.blocking import runSynchronously
 from salttwist.config import loadMasterConfig
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.pillarcache import PillarCache
-from salttwist.master.pillarserving import PillarRequests
+from salttwist.master.pillarserving import MAX_COMPILES_PER_MINION, PillarRequests
 from salttwist.master.pillartasks import COMPILE_TASK, compileMinionPillar, showMinionTop
 from salttwist.workers import TaskError, WorkerFailed
 from salttwist.workers.pool import InlineWorkerPool
@@ -277,6 +277,27 @@ class SharedCompileTests(PillarRoomTestCase):
         # Done: the next request compiles again.
         self.ask("web1", grains={"os": "x"})
         self.assertEqual(len(pool.calls), 3)
+
+    def test_boundedPerMinion(self) -> None:
+        """
+        A minion may have L{MAX_COMPILES_PER_MINION} compiles with
+        different inputs running; more are refused until one is over,
+        other minions unaffected.
+        """
+        pool = RecordingPool()
+        self.room.workers = pool
+        for n in range(MAX_COMPILES_PER_MINION):
+            self.ask("web1", grains={"n": n})
+        error = self.assertRaises(ValueError, self.ask, "web1", grains={"n": "more"})
+        self.assertIn("pillar compiles running already", str(error))
+        self.ask("db1")
+        pool.calls[0][2].callback([{}, []])
+        pool.calls[1][2].errback(TaskError(COMPILE_TASK, "RuntimeError", "boom"))
+        self.ask("web1", grains={"n": "more"})
+        self.ask("web1", grains={"n": "again"})
+        self.assertRaises(ValueError, self.ask, "web1", grains={"n": "too many"})
+        self.assertEqual(len(pool.calls), MAX_COMPILES_PER_MINION + 3)
+        self.flushLoggedErrors()
 
     def test_inWorkerTask(self) -> None:
         """

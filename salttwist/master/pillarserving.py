@@ -33,6 +33,11 @@ from twisted.python.failure import Failure
 from salttwist.master.pillarcache import PillarCache, PillarEnv
 from salttwist.master.pillartasks import COMPILE_TASK
 
+#: Compiles with different inputs one minion may have running at once:
+#: past that its requests are refused until one is over, so a minion
+#: sending many requests with varied grains cannot keep the workers busy.
+MAX_COMPILES_PER_MINION = 4
+
 
 class PillarRequests:
     """
@@ -63,6 +68,8 @@ class PillarRequests:
         #: The compiles running, by their inputs: the L{Deferred}s waiting
         #: for each.
         self._inFlight: dict[str, list[Deferred[dict[str, Any]]]] = {}
+        #: How many compiles run for each minion.
+        self._running: dict[str, int] = {}
         #: Compiles started, for tests and figures.
         self.compiles = 0
 
@@ -139,13 +146,20 @@ class PillarRequests:
         if waiters is not None:
             waiters.append(waiter)
             return waiter
+        running = self._running.get(minionId, 0)
+        if running >= MAX_COMPILES_PER_MINION:
+            raise ValueError(
+                f"minion {minionId!r} has {running} pillar compiles running already; "
+                "ask again when they are over"
+            )
+        self._running[minionId] = running + 1
         self._inFlight[key] = [waiter]
         self.compiles += 1
         generation = self.pillarCache.generation(minionId)
         d = self._compile(minionId, grains, saltenv, pillarenv, override or {})
         d.addCallbacks(
             self._compiled,
-            self._failed,
+            self._compileFailed,
             callbackArgs=(key, minionId, env, bool(override), generation),
             errbackArgs=(key, minionId),
         )
@@ -212,6 +226,14 @@ class PillarRequests:
             copy.deepcopy(override),
         )
 
+    def _over(self, minionId: str) -> None:
+        """
+        One of C{minionId}'s compiles is over.
+        """
+        running = self._running.pop(minionId, 1) - 1
+        if running > 0:
+            self._running[minionId] = running
+
     def _compiled(
         self,
         result: list[Any],
@@ -221,6 +243,7 @@ class PillarRequests:
         overridden: bool,
         generation: int,
     ) -> None:
+        self._over(minionId)
         pillar, errors = result
         self.log.debug(
             "pillar for minion {id} compiled: {keys} top-level keys, {errors} errors",
@@ -237,6 +260,10 @@ class PillarRequests:
             self.pillarCache.store(minionId, pillar, self.clock.seconds(), env)
         for waiter in self._inFlight.pop(key, []):
             waiter.callback(pillar)
+
+    def _compileFailed(self, failure: Failure, key: str, minionId: str) -> None:
+        self._over(minionId)
+        self._failed(failure, key, minionId)
 
     def _failed(self, failure: Failure, key: str, minionId: str) -> None:
         value = failure.value
