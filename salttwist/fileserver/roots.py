@@ -28,7 +28,7 @@ master's C{runBlocking}), never on the reactor.
 
 Speed: the listings walk with C{os.scandir}, whose entries carry their
 type, so a plain file costs no C{stat}: 10,000 files in 100 directories
-list in about 40 ms (see L{tests.test_fileserver_roots}).
+list in about 20 ms (see L{tests.test_fileserver_roots}).
 """
 
 from __future__ import annotations
