@@ -10,7 +10,9 @@ attempt logged, without any pillar).
 The compile is blocking (files, Jinja, YAML, ext_pillar commands): it runs
 in one of the master's worker processes (L{salttwist.master.pillartasks}),
 or in a thread through C{runBlocking} while there are none. Requests for the
-same minion with the same inputs that arrive while a compile runs share it.
+same minion with the same inputs that arrive while a compile runs share it;
+a minion has at most L{MAX_COMPILES_PER_MINION} compiles with different
+inputs running at once.
 The result is kept in the L{PillarCache} (pillar targeting reads it) and,
 with C{pillar_cache}, answers later requests for C{pillar_cache_ttl}
 seconds unless the minion asks for a clean one (C{clean_cache}, as
