@@ -345,6 +345,24 @@ class SlsTests(CompileTestCase):
         self.write("y.sls", "y: '{{ raw2 }}'\n")
         self.assertEqual(self.compile()["y"], "{{ raw2 }}")
 
+    def test_deliverable(self) -> None:
+        """
+        The pillar is made of what the wire carries (msgpack, string keys):
+        SLS, external pillar and override keys that are not strings become
+        their text.
+        """
+        from salttwist import serial
+
+        self.top("base:\n  '*':\n    - ports\n")
+        self.write("ports.sls", "ports:\n  80: http\n  443: https\n")
+        self.opts["ext_pillar"] = [{"cmd_yaml": "echo '8080: alt'"}]
+        pillar = self.compile(override={"o": {1: {2, 3}}})
+        self.assertEqual(
+            pillar,
+            {"ports": {"80": "http", "443": "https"}, "8080": "alt", "o": {"1": [2, 3]}},
+        )
+        self.assertEqual(serial.loads(serial.dumps(pillar)), pillar)
+
     def test_emptySls(self) -> None:
         """
         An empty SLS adds nothing and is no error.

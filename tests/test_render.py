@@ -572,6 +572,30 @@ class YamlTests(SynchronousTestCase):
         data = loadYaml("base: &b {x: 1}\nother:\n  <<: *b\n  y: 2\n")
         self.assertEqual(data["other"], {"x": 1, "y": 2})
 
+    def test_wire(self) -> None:
+        """
+        With C{wire}, the data is what msgpack with string keys carries;
+        without, keys keep their YAML types as in Salt.
+        """
+        text = "ports:\n  80: http\n  true: yes\n  ~: none\nbig: 123456789012345678901234567890\n"
+        text += "s: !!set {b: null, a: null}\nsmall: 5\n"
+        self.assertEqual(
+            loadYaml(text, wire=True),
+            {
+                "ports": {"80": "http", "True": True, "None": "none"},
+                "big": "123456789012345678901234567890",
+                "s": ["a", "b"],
+                "small": 5,
+            },
+        )
+        self.assertEqual(loadYaml(text)["ports"][80], "http")
+        e = self.assertRaises(RenderError, loadYaml, "1: a\n'1': b\n", wire=True)
+        self.assertEqual((e.line, e.cause), (2, "duplicate key '1'"))
+        self.assertEqual(
+            renderText('#!json\n{"n": 123456789012345678901234567890}', {}, wire=True),
+            {"n": "123456789012345678901234567890"},
+        )
+
     def test_dumpRoundTrip(self) -> None:
         """
         L{dumpYaml} output loads back.

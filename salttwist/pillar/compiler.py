@@ -147,6 +147,51 @@ class _Roots:
         return self._avail
 
 
+_PLAIN = (str, bool, float, bytes, type(None))
+
+
+def deliverable(value: Any) -> Any:
+    """
+    C{value} made of what the wire (msgpack with string keys) carries, so
+    a pillar never fails to reach its minion: mapping keys that are not
+    strings become their text (YAML's C{80: http} gives C{"80"}), tuples
+    and sets become lists, integers beyond 64 bits and other objects their
+    text. Containers are copied only where something changes.
+    """
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**64 else str(value)
+    if isinstance(value, dict):
+        changed = False
+        items = []
+        for key, item in value.items():
+            newKey = key if isinstance(key, str) else str(key)
+            newItem = deliverable(item)
+            changed = changed or newKey is not key or newItem is not item
+            items.append((newKey, newItem))
+        if not changed and type(value) is dict:
+            return value
+        result: dict[str, Any] = {}
+        for key, item in items:
+            result.setdefault(key, item)
+        return result
+    if isinstance(value, list):
+        newItems = [deliverable(item) for item in value]
+        if type(value) is list and all(a is b for a, b in zip(newItems, value, strict=True)):
+            return value
+        return newItems
+    if isinstance(value, (tuple, set, frozenset)):
+        items = [deliverable(item) for item in value]
+        if isinstance(value, (set, frozenset)):
+            try:
+                items.sort()
+            except TypeError:
+                pass
+        return items
+    return str(value)
+
+
 def _readText(path: str) -> str:
     try:
         with open(path, "rb") as f:
@@ -204,7 +249,7 @@ class _Compiler:
         self.override: dict[str, Any] = {}
         if override is not None:
             if isinstance(override, dict):
-                self.override = override
+                self.override = deliverable(override)
             else:
                 self.errors.add("Pillar data must be a dictionary")
         pillarRoots = opts.get("pillar_roots") or {}
@@ -448,6 +493,7 @@ class _Compiler:
                 loader=roots.read,
                 name=relPath,
                 cacheData=True,
+                wire=True,
             )
         except RenderError as e:
             self.errors.add(
@@ -562,7 +608,7 @@ class _Compiler:
                         f" {type(data).__name__}, not a mapping"
                     )
                     continue
-                pillar = self.merge(pillar, data)
+                pillar = self.merge(pillar, deliverable(data))
         return pillar
 
     # The whole.

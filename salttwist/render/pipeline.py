@@ -76,23 +76,34 @@ def _slsContext(sls: str, name: str | None) -> dict[str, str]:
     }
 
 
-def _parse(renderer: str, text: str, path: str, cacheData: bool) -> Any:
+def _wireInt(text: str) -> int | str:
+    value = int(text)
+    return value if -(2**63) <= value < 2**64 else text
+
+
+def _parse(renderer: str, text: str, path: str, cacheData: bool, wire: bool) -> Any:
     """
     Parse C{text} as YAML or JSON, through the shared cache if asked.
     """
+    kind = f"{renderer}-wire" if wire else renderer
     if cacheData:
-        data = SHARED.get(renderer, text)
+        data = SHARED.get(kind, text)
         if data is not MISSING:
             return data
     if renderer == "yaml":
-        data = loadYaml(text, path)
+        data = loadYaml(text, path, wire=wire)
     else:
         try:
-            data = json.loads(text) if text.strip() else None
+            if not text.strip():
+                data = None
+            elif wire:
+                data = json.loads(text, parse_int=_wireInt)
+            else:
+                data = json.loads(text)
         except json.JSONDecodeError as e:
             raise RenderError(path, e.lineno, e.msg) from None
     if cacheData:
-        SHARED.put(renderer, text, data)
+        SHARED.put(kind, text, data)
     return data
 
 
@@ -107,6 +118,7 @@ def renderText(
     loader: Callable[[str], tuple[str, str]] | TemplateLoader | None = None,
     name: str | None = None,
     cacheData: bool = False,
+    wire: bool = False,
 ) -> Any:
     """
     Render C{text} through its pipeline.
@@ -129,6 +141,8 @@ def renderText(
         process's L{salttwist.render.datacache.SHARED} cache (for the pillar,
         where many minions render the same text); every result is still a
         fresh copy.
+    @param wire: YAML and JSON give only what msgpack with string keys
+        carries (see L{loadYaml}), for data sent to a minion.
     @return: the data (or text, for a pipeline that ends with C{jinja}); an
         empty YAML document is L{None}.
     @raise RenderError: naming the SLS and saltenv (when given), the file,
@@ -154,7 +168,7 @@ def renderText(
             if renderer == "jinja":
                 data = renderJinja(data, context, path=path, loader=loader, name=name)
             else:
-                data = _parse(renderer, data, path, cacheData)
+                data = _parse(renderer, data, path, cacheData, wire)
         return data
     except RenderError as e:
         if sls is not None:

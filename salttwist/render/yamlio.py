@@ -59,7 +59,41 @@ _SaltLoader.add_constructor("tag:yaml.org,2002:map", _SaltLoader.construct_mappi
 _SaltLoader.add_constructor("tag:yaml.org,2002:timestamp", _SaltLoader.construct_yaml_str)
 
 
-def loadYaml(text: str, path: str = "<string>") -> Any:
+class _WireLoader(_SaltLoader):
+    """
+    Salt's YAML made of what the wire carries (msgpack, string keys): keys
+    that are not strings become their text (C{80: http} gives C{"80"}),
+    sets become lists, integers beyond 64 bits their text.
+    """
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        mapping = super().construct_mapping(node, deep)
+        if all(type(key) is str for key in mapping):
+            return mapping
+        result: dict[str, Any] = {}
+        for (keyNode, _), (key, value) in zip(node.value, mapping.items(), strict=False):
+            text = key if isinstance(key, str) else str(key)
+            if text in result:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {text!r}", keyNode.start_mark
+                )
+            result[text] = value
+        return result
+
+    def construct_wire_int(self, node: Any) -> Any:
+        value = self.construct_yaml_int(node)
+        return value if -(2**63) <= value < 2**64 else str(value)
+
+    def construct_wire_set(self, node: Any) -> Any:
+        return sorted(self.construct_mapping(node), key=str)
+
+
+_WireLoader.add_constructor("tag:yaml.org,2002:map", _WireLoader.construct_mapping)
+_WireLoader.add_constructor("tag:yaml.org,2002:int", _WireLoader.construct_wire_int)
+_WireLoader.add_constructor("tag:yaml.org,2002:set", _WireLoader.construct_wire_set)
+
+
+def loadYaml(text: str, path: str = "<string>", *, wire: bool = False) -> Any:
     """
     Parse one YAML document as Salt does (safe: no Python objects).
 
@@ -67,12 +101,15 @@ def loadYaml(text: str, path: str = "<string>") -> Any:
 
     @param text: the YAML text.
     @param path: the file it came from, for errors.
+    @param wire: give only what msgpack with string keys carries (for data
+        sent to a minion, the pillar): keys that are not strings become
+        their text, sets lists, integers beyond 64 bits their text.
     @return: the data; an empty document is L{None}.
     @raise RenderError: on a syntax error or a duplicate key, naming C{path},
         the 1-based line and the cause (the key, for a duplicate).
     """
     try:
-        return yaml.load(text, Loader=_SaltLoader)  # noqa: S506 (a safe loader)
+        return yaml.load(text, Loader=_WireLoader if wire else _SaltLoader)  # noqa: S506
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else None
