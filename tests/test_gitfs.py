@@ -445,6 +445,17 @@ class UpdateTests(GitTestCase):
         self.assertTrue(backend.update())
         self.assertEqual(backend.errors, {})
 
+    def test_extTransportRefused(self) -> None:
+        """
+        An C{ext::} remote (a command line as a URL) is refused by git: the
+        command never runs.
+        """
+        marker = os.path.join(self.base, "pwned")
+        backend = self.backend(gitfs_remotes=[f"ext::touch {marker}"])
+        self.assertFalse(backend.update())
+        self.assertFalse(os.path.exists(marker))
+        self.assertIn("transport 'ext' not allowed", backend.errors[f"ext::touch {marker}"])
+
 
 class ConfigTests(SynchronousTestCase):
     """

@@ -322,7 +322,8 @@ def gitEnvironment() -> dict[str, str]:
     """
     @return: the environment git commands run with: C{PATH}, C{HOME} (for
         C{~/.ssh}) and C{SSH_AUTH_SOCK} kept; no user or system git
-        config, no terminal prompt, SSH in batch mode, the C locale.
+        config, no terminal prompt, SSH in batch mode, the C locale, and
+        only the C{file}, C{git}, C{http}, C{https} and C{ssh} transports.
     """
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -333,6 +334,9 @@ def gitEnvironment() -> dict[str, str]:
         "GIT_CONFIG_GLOBAL": os.devnull,
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
+        # Only these transports: never ext:: (a command line as a URL) or
+        # a remote helper a repository's submodule might name.
+        "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh",
     }
     if "SSH_AUTH_SOCK" in os.environ:
         env["SSH_AUTH_SOCK"] = os.environ["SSH_AUTH_SOCK"]
