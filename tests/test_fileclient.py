@@ -453,6 +453,8 @@ class SessionTests(MinionTestCase):
         self.assertTrue(replies[2].called)
         minion.stop()
         self.net.flush()
+        for d in replies[3:5]:
+            self.failureResultOf(d, ConnectionError)
         self.assertEqual(self.master.fileRequests.limits.waiting("m1"), 0)
         self.assertEqual(self.logged("internal error"), [])
         self.assertEqual(self.logged("failed"), [])

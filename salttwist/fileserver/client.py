@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from twisted.internet.defer import Deferred, DeferredSemaphore, fail, gatherResults
+from twisted.internet.error import ConnectionClosed
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -386,10 +387,15 @@ class RemoteFileClient(_CachingClient):
     def _ask(self, payload: dict[str, Any]) -> Deferred[dict[str, Any]]:
         """
         Send one request; the master's refusal becomes L{FileServerError}
-        in its words.
+        in its words, a connection lost meanwhile a L{ConnectionError}.
         """
 
         def refused(failure: Any) -> Any:
+            if failure.check(ConnectionClosed):
+                raise ConnectionError(
+                    f"minion {self.minionId} lost its connection to the master during "
+                    f"{payload.get('cmd')}"
+                )
             failure.trap(RequestError)
             raise FileServerError(str(failure.value))
 
