@@ -833,6 +833,29 @@ class GetUrlHttpTests(TestCase):
         )
 
     @inlineCallbacks
+    def test_backPressure(self) -> Any:
+        """
+        With small water marks the connection is paused and resumed many
+        times while the writes catch up; the file still arrives whole.
+        """
+        self.patch(cp, "_HIGH_WATER", 64 * 1024)
+        self.patch(cp, "_LOW_WATER", 16 * 1024)
+        pauses: list[int] = []
+        original = cp._BodyToFile.dataReceived
+
+        def dataReceived(protocol: Any, data: bytes) -> None:
+            wasPaused = protocol.paused
+            original(protocol, data)
+            if protocol.paused and not wasPaused:
+                pauses.append(protocol.pendingBytes)
+
+        self.patch(cp._BodyToFile, "dataReceived", dataReceived)
+        target = os.path.join(self.dest, "slow.bin")
+        result = yield self.cp("get_url", f"{self.base}/slow.bin", target)
+        self.assertEqual(readBytes(result), self.body)
+        self.assertTrue(pauses, "the connection was never paused")
+
+    @inlineCallbacks
     def test_cached(self) -> Any:
         """
         Without C{dest} the file goes to C{extrn_files}; C{source_hash}
