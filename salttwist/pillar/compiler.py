@@ -42,7 +42,7 @@ from typing import Any
 from salttwist.pillar.ext import getExtPillar
 from salttwist.pillar.merge import merge
 from salttwist.render import RenderError, renderText
-from salttwist.targeting import TargetError, compileTarget
+from salttwist.targeting import compileTarget
 
 log = logging.getLogger(__name__)
 
@@ -313,7 +313,8 @@ class _Compiler:
             if not isinstance(data, dict):
                 self.errors.add(
                     f"Pillar top file {path} (saltenv '{env}') does not render to a mapping"
-                    " of saltenvs"
+                    " of saltenvs",
+                    f"Pillar top file of saltenv '{env}' does not render to a mapping of saltenvs",
                 )
                 continue
             tops.append((env, data))
@@ -385,7 +386,7 @@ class _Compiler:
                         found = matcher.matches(self.minionId, self.grains, pillar)
                     else:
                         found = matcher.matches(self.minionId, self.grains)
-                except TargetError as e:
+                except Exception as e:  # TargetError, or grains of a shape it cannot use
                     self.errors.add(
                         f"Pillar top file: target '{tgt}' (match: {matchType}) in saltenv"
                         f" '{env}': {e}"
