@@ -61,6 +61,7 @@ ASYNC = (
     "envs",
     "hash_file",
     "push",
+    "push_dir",
 )
 
 
@@ -595,6 +596,22 @@ class PushTests(CpTestCase):
         self.assertEqual(readBytes(self.stored(*local.lstrip("/").split("/"))), b"report" * 5000)
         self.assertIs(self.cp("push", local, upload_path="/reports/today.txt"), True)
         self.assertEqual(readBytes(self.stored("reports", "today.txt")), b"report" * 5000)
+
+    def test_pushDir(self) -> None:
+        """
+        C{push_dir} pushes the files of a directory (those matching
+        C{glob}), under C{upload_path}; an empty match is C{False}.
+        """
+        writeFile(self.dest, "conf/a.conf", b"a")
+        writeFile(self.dest, "conf/sub/b.conf", b"b")
+        writeFile(self.dest, "conf/c.txt", b"c")
+        conf = os.path.join(self.dest, "conf")
+        self.assertIs(self.cp("push_dir", conf, glob="*.conf", upload_path="/up"), True)
+        self.assertEqual(readBytes(self.stored("up", "a.conf")), b"a")
+        self.assertEqual(readBytes(self.stored("up", "sub", "b.conf")), b"b")
+        self.assertFalse(os.path.exists(self.stored("up", "c.txt")))
+        self.assertIs(self.cp("push_dir", conf, glob="*.nothing"), False)
+        self.assertIs(self.cp("push_dir", "relative"), False)
 
     def test_removeSource(self) -> None:
         """

@@ -1383,6 +1383,54 @@ async def push(
     return True
 
 
+@onReactor
+@needsContext
+async def push_dir(
+    context: LoaderContext, path: str, glob: str | None = None, upload_path: str | None = None
+) -> bool:
+    """
+    Push every file under the directory C{path} (those whose name matches
+    C{glob}, if given) to the master, as L{push} does, keeping their
+    layout under C{upload_path} if given. A file C{path} is pushed alone.
+    Returns C{True}, or C{False} at the first file refused (or when there
+    is none).
+
+    CLI Example:
+
+        salttwist '*' cp.push_dir /etc/modprobe.d/ glob='*.conf'
+        salttwist '*' cp.push_dir /usr/lib/mysql upload_path='/newmysql/path'
+    """
+    if not isinstance(path, str) or "../" in path or not os.path.isabs(path):
+        return False
+    real = os.path.realpath(path)
+
+    def walk() -> list[str] | None:
+        if os.path.isfile(real):
+            return None
+        found = []
+        for directory, _, names in os.walk(real):
+            found.extend(
+                os.path.join(directory, n)
+                for n in names
+                if glob is None or fnmatch.fnmatch(n, str(glob))
+            )
+        return sorted(found)
+
+    files = await inThread(context.reactor, walk)
+    if files is None:
+        return await push(context, real, upload_path=upload_path)
+    if not files:
+        return False
+    for name in files:
+        target = None
+        if upload_path:
+            relative = os.path.relpath(name, real)
+            target = "/" + "/".join(p for p in (str(upload_path).strip("/"), relative) if p)
+        if not await push(context, name, upload_path=target):
+            return False
+    return True
+
+
 # salttwist-cp's receiving end ------------------------------------------------
 
 
