@@ -456,6 +456,8 @@ def _configManagementOptions() -> dict[str, _Option]:
         "pillarenv": _Option(None, _checkString),
         "pillarenv_from_saltenv": _Option(False, _checkBool),
         "pillar_safe_render_error": _Option(True, _checkBool),
+        "pillar_includes_override_sls": _Option(False, _checkBool),
+        "exclude_ext_pillar": _Option([], _checkStringList),
     }
 
 
