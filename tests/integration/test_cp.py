@@ -233,3 +233,26 @@ class PushTests(CpTestCase):
             await self.salt("minion1", "cp.push", local, "upload_path=/reports/r.bin"), True
         )
         self.assertEqual(readBytes(os.path.join(files, "reports", "r.bin")), data)
+
+    async def test_salttwistCall(self) -> None:
+        """
+        C{salttwist-call} (a transient session of the minion's id, beside
+        its daemon) reaches the file server too.
+        """
+        dest = os.path.join(self.out, "called.txt")
+        result = await runCommand(
+            [
+                "salttwist-call",
+                "-c",
+                self.cluster.minionDir("minion1"),
+                "cp.get_file",
+                "salt://hello.txt",
+                dest,
+                "--out",
+                "json",
+            ],
+            cwd=self.cluster.baseDir,
+        )
+        self.assertEqual(result.code, 0, self.cluster.explain(result))
+        self.assertEqual(json.loads(result.out), {"local": dest})
+        self.assertEqual(readBytes(dest), HELLO)
