@@ -483,8 +483,13 @@ class PillarTargetingThroughMasterTests(MinionTestCase):
         self.second.start()
         self.net.flush()
         self.successResultOf(ready)
+        # Each minion fetched its pillar once subscribed (empty: the master
+        # has no pillar_roots) and the master cached it; start from pillars
+        # set here, which the master has not cached.
         self.first.executor.context.pillar = {"role": "web", "net": {"dc": "Paris"}}
         self.second.executor.context.pillar = {"role": "db", "net": {"dc": "Lyon"}}
+        self.master.pillarCache.forget("m1")
+        self.master.pillarCache.forget("m2")
 
     def cacheBoth(self) -> None:
         """
@@ -536,6 +541,9 @@ class PillarTargetingThroughMasterTests(MinionTestCase):
         self.assertEqual(self.expectAndRun("role:web", "pillar"), (["m1", "m2"], ["m1"]))
         self.assertEqual(self.expectAndRun("not I@role:web", "compound"), (["m1", "m2"], ["m2"]))
         self.assertEqual(self.expectAndRun("I@role:web and m2", "compound"), (["m2"], []))
+        # An empty pillar cached is known: it matches no pillar word.
+        self.master.pillarCache.store("m2", {})
+        self.assertEqual(self.expectAndRun("role:web", "pillar"), (["m1"], ["m1"]))
 
     def test_minionDecides(self) -> None:
         """
