@@ -175,6 +175,20 @@ class OwnPillarTests(PillarRoomTestCase):
         self.assertNotIn(SECRET, self.logText())
         self.assertIsNone(self.cache.get("db1"))
 
+    def test_grainsIdIsTheSessions(self) -> None:
+        """
+        Grains claiming another id are compiled with the session's id.
+        """
+        self.rewrite("top.sls", "base:\n  '*':\n    - who\n")
+        self.rewrite(
+            "who.sls",
+            "who: {{ grains['id'] }}\n{% if grains['id'] == 'db1' %}\nleak: yes\n{% endif %}\n",
+        )
+        self.assertEqual(self.pillarOf("web1", grains={"id": "db1"}), {"who": "web1"})
+        self.assertEqual(self.pillarOf("web1", grains={}), {"who": "web1"})
+        self.grains.grains["web1"] = {"id": "db1"}
+        self.assertEqual(self.pillarOf("web1"), {"who": "web1"})
+
     def test_malformed(self) -> None:
         """
         A saltenv, pillarenv or override of the wrong type is refused.
@@ -269,7 +283,7 @@ class SharedCompileTests(PillarRoomTestCase):
         self.assertEqual(len(pool.calls), 2)
         task, args, d = pool.calls[0]
         self.assertEqual(task, COMPILE_TASK)
-        self.assertEqual(args[1:], ("web1", {"os": "x"}, None, None, {}))
+        self.assertEqual(args[1:], ("web1", {"os": "x", "id": "web1"}, None, None, {}))
         d.callback([{"a": 1}, []])
         self.assertEqual(self.successResultOf(first), {"ret": {"a": 1}})
         self.assertEqual(self.successResultOf(second), {"ret": {"a": 1}})

@@ -105,6 +105,10 @@ class PillarRequests:
         grains = load.get("grains")
         if not isinstance(grains, dict):
             grains = self.grainsCache.grains.get(minionId) or {}
+        if grains.get("id") != minionId:
+            # The session's id is the minion's, whatever its grains claim:
+            # a template reading grains['id'] sees that one.
+            grains = {**grains, "id": minionId}
         d = self.pillarFor(
             minionId,
             grains,
