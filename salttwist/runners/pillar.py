@@ -34,6 +34,8 @@ def _grainsOf(context: RunnerContext, minion: str, extra: dict[str, Any]) -> dic
     cache = getattr(context.master, "grainsCache", None)
     cached = cache.grains.get(minion) if cache is not None else None
     grains = dict(cached) if isinstance(cached, dict) else {"fqdn": minion}
+    # As the master's own compile: the id is the minion's.
+    grains["id"] = minion
     grains.update(extra)
     return grains
 
