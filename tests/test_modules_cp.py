@@ -23,8 +23,8 @@ import stat
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, inlineCallbacks
-from twisted.internet.task import Clock
+from twisted.internet.defer import CancelledError, Deferred, inlineCallbacks
+from twisted.internet.task import Clock, deferLater
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.resource import Resource
 from twisted.web.server import Site
@@ -811,6 +811,30 @@ class _Counting(Resource):
         return self.body
 
 
+class _Stalling(Resource):
+    """
+    A web resource that sends the start of a body and never the rest.
+
+    @ivar lost: fires when the client drops the connection.
+    """
+
+    isLeaf = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: Deferred[None] = Deferred()
+        self.lost: Deferred[None] = Deferred()
+
+    def render_GET(self, request: Any) -> Any:
+        from twisted.web.server import NOT_DONE_YET
+
+        request.setHeader(b"content-length", b"1000000")
+        request.write(b"x" * 1000)
+        request.notifyFinish().addBoth(lambda _: self.lost.callback(None))
+        self.started.callback(None)
+        return NOT_DONE_YET
+
+
 class GetUrlHttpTests(TestCase):
     """
     C{cp.get_url} and C{cp.cache_file} of C{http://} URLs, against a real
@@ -928,6 +952,33 @@ class GetUrlHttpTests(TestCase):
         self.assertEqual(self.resource.requests, [])
         result = yield self.cp("get_url", f"{self.base}/f", target, makedirs=True)
         self.assertEqual(readBytes(result), self.body)
+
+    @inlineCallbacks
+    def test_cancelled(self) -> Any:
+        """
+        A download cancelled (C{saltutil.kill_job}) drops the connection
+        and leaves no partial file.
+        """
+        stalling = _Stalling()
+        port = reactor.listenTCP(0, Site(stalling), interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        url = f"http://127.0.0.1:{port.getHost().port}/stall"
+        for stage in ("headers", "body"):
+            d = self.cp("get_url", url, os.path.join(self.dest, "stalled"))
+            yield stalling.started
+            if stage == "body":
+                # Wait until the body is being written to its temporary file.
+                for _ in range(500):
+                    if os.listdir(self.dest):
+                        break
+                    yield deferLater(reactor, 0.01, lambda: None)
+                self.assertTrue(os.listdir(self.dest), "the download never started")
+            d.cancel()
+            yield self.assertFailure(d, CancelledError)
+            yield stalling.lost
+            self.assertEqual(os.listdir(self.dest), [], stage)
+            stalling.started = Deferred()
+            stalling.lost = Deferred()
 
     @inlineCallbacks
     def test_refused(self) -> Any:

@@ -64,7 +64,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import CancelledError, Deferred, maybeDeferred
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -836,7 +836,12 @@ async def _download(context: LoaderContext, url: str, dest: str | None) -> Any:
 
     try:
         response = await treq.get(url, reactor=context.reactor, unbuffered=True, persistent=False)
+    except CancelledError:
+        raise
     except Exception as e:
+        reasons = getattr(e, "reasons", None) or []
+        if any(isinstance(r, Failure) and r.check(CancelledError) for r in reasons):
+            raise CancelledError() from e
         raise CommandExecutionError(f"Error reading {_redact(url)}: {e}") from e
     if response.code >= 400:
         await _discard(response)
@@ -845,34 +850,20 @@ async def _download(context: LoaderContext, url: str, dest: str | None) -> Any:
     if dest is None:
         body = await _collectBounded(response)
         return body.decode("utf-8", errors="replace")
-    fd, temp = await inThread(
-        context.reactor, tempfile.mkstemp, prefix=".cp-", dir=os.path.dirname(dest)
-    )
-    out = os.fdopen(fd, "wb")
     finished: Deferred[None] = Deferred()
-    response.deliverBody(_BodyToFile(context.reactor, out, finished))
+    body = _BodyToFile(context.reactor, os.path.dirname(dest), finished)
+    response.deliverBody(body)
     try:
         await finished
     except BaseException as e:
-        await inThread(context.reactor, _closeAndRemove, out, temp)
-        if isinstance(e, CommandExecutionError):
+        # Failed, or cancelled (saltutil.kill_job): drop the connection and
+        # the partial file.
+        await body.discard()
+        if isinstance(e, (CommandExecutionError, CancelledError)):
             raise
         raise CommandExecutionError(f"Error reading {_redact(url)}: {e}") from e
-
-    def install() -> None:
-        out.close()
-        os.chmod(temp, 0o644)
-        os.replace(temp, dest)
-
-    await inThread(context.reactor, install)
+    await inThread(context.reactor, body.install, dest)
     return dest
-
-
-def _closeAndRemove(out: Any, temp: str) -> None:
-    try:
-        out.close()
-    finally:
-        _unlinkQuietly(temp)
 
 
 async def _discard(response: Any) -> None:
@@ -909,24 +900,44 @@ async def _collectBounded(response: Any, limit: int = _MAX_CONTENTS) -> bytes:
 
 class _BodyToFile(Protocol):
     """
-    Write a response body to an open file, in the reactor's threads, one
-    batch at a time and in order; the connection is paused while more than
-    L{_HIGH_WATER} bytes wait to be written, resumed below L{_LOW_WATER}.
+    Write a response body to a temporary file in a directory, in the
+    reactor's threads, one batch at a time and in order; the connection is
+    paused while more than L{_HIGH_WATER} bytes wait to be written, resumed
+    below L{_LOW_WATER}. The file is made by the first write (in its
+    thread), then L{install}ed at its destination or L{discard}ed.
 
     @ivar finished: fires with L{None} once every byte is written, or
         fails with why the body or a write failed.
     """
 
-    def __init__(self, reactor: Any, out: Any, finished: Deferred[None]) -> None:
+    def __init__(self, reactor: Any, directory: str, finished: Deferred[None]) -> None:
         self.reactor = reactor
-        self.out = out
+        self.directory = directory
         self.finished = finished
+        self.out: Any = None
+        self.temp: str | None = None
         self.pending: list[bytes] = []
         self.pendingBytes = 0
-        self.writing = False
+        #: The write under way in a thread, if any.
+        self.writing: Deferred[None] | None = None
         self.paused = False
         self.ended = False
         self.failed = False
+
+    def _open(self) -> None:
+        """
+        (Blocking.) Make the temporary file, once.
+        """
+        if self.out is None:
+            fd, self.temp = tempfile.mkstemp(prefix=".cp-", dir=self.directory)
+            self.out = os.fdopen(fd, "wb")
+
+    def _write(self, batch: bytes) -> None:
+        """
+        (Blocking.) Write one batch.
+        """
+        self._open()
+        self.out.write(batch)
 
     def dataReceived(self, data: bytes) -> None:
         if self.failed:
@@ -939,7 +950,7 @@ class _BodyToFile(Protocol):
         self._writeNext()
 
     def _writeNext(self) -> None:
-        if self.writing or self.failed:
+        if self.writing is not None or self.failed:
             return
         if not self.pending:
             if self.ended and not self.finished.called:
@@ -947,21 +958,19 @@ class _BodyToFile(Protocol):
             return
         batch = b"".join(self.pending)
         self.pending = []
-        self.writing = True
-        inThread(self.reactor, self.out.write, batch).addCallbacks(
-            self._written, self._writeFailed, callbackArgs=(len(batch),)
-        )
+        self.writing = inThread(self.reactor, self._write, batch)
+        self.writing.addCallbacks(self._written, self._writeFailed, callbackArgs=(len(batch),))
 
     def _written(self, _: object, size: int) -> None:
-        self.writing = False
+        self.writing = None
         self.pendingBytes -= size
-        if self.paused and self.pendingBytes < _LOW_WATER and not self.ended:
+        if self.paused and self.pendingBytes < _LOW_WATER and not self.ended and not self.failed:
             self.paused = False
             self.transport.resumeProducing()
         self._writeNext()
 
     def _writeFailed(self, failure: Failure) -> None:
-        self.writing = False
+        self.writing = None
         self.failed = True
         self.pending = []
         if not self.ended:
@@ -983,6 +992,39 @@ class _BodyToFile(Protocol):
                 self.finished.errback(reason)
             return
         self._writeNext()
+
+    def install(self, dest: str) -> None:
+        """
+        (Blocking.) Close the file (made empty if no byte came) and rename
+        it to C{dest}.
+        """
+        self._open()
+        self.out.close()
+        assert self.temp is not None
+        os.chmod(self.temp, 0o644)
+        os.replace(self.temp, dest)
+
+    async def discard(self) -> None:
+        """
+        Stop: drop what waits, the connection, and (once the write under
+        way, if any, is done) the temporary file.
+        """
+        self.failed = True
+        self.pending = []
+        if not self.ended and self.transport is not None:
+            self.transport.stopProducing()
+        while self.writing is not None:
+            writing = Deferred()
+            self.writing.addBoth(lambda result, w=writing: w.callback(None) or result)
+            await writing
+
+        def remove() -> None:
+            if self.out is not None:
+                self.out.close()
+            if self.temp is not None:
+                _unlinkQuietly(self.temp)
+
+        await inThread(self.reactor, remove)
 
 
 # The cache -------------------------------------------------------------------
