@@ -21,9 +21,9 @@ from salttwist.modules import (
     loadFunctions,
     needsContext,
     onReactor,
+    saltutil,
 )
 from salttwist.modules import pillar as pillarmod
-from salttwist.modules import saltutil
 from salttwist.modules.executor import Executor
 
 PILLAR = {
