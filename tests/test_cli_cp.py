@@ -343,6 +343,29 @@ class CopyTests(SynchronousTestCase):
         self.assertIn("-C", str(self.failureResultOf(d, cli.UsageError).value))
         self.assertEqual(self.client.jobs, [])
 
+    def test_frameLimits(self) -> None:
+        """
+        Chunks and one-job copies stay well under the master's frame
+        limit: 1 MiB chunks and 16 MiB jobs with the default 100 MiB
+        frames, smaller with small frames, never under 4 KiB chunks.
+        """
+        self.assertEqual(cli.frameLimits(104857600), (cli.CHUNK_SIZE, cli.ONE_JOB_MAX))
+        chunk, oneJob = cli.frameLimits(65536)
+        self.assertEqual(oneJob, 32768)
+        self.assertLess(chunk * 4 // 3, 32768)
+        self.assertEqual(cli.frameLimits(1000)[0], 4096)
+
+    def test_chunkSizeOption(self) -> None:
+        """
+        The chunk size set from the master's limits is the one used.
+        """
+        options = self.options("-C", "good", os.path.join(self.src, "motd"), self.dest + "/")
+        options.chunk_size = 4
+        d = Deferred.fromCoroutine(cli.copyChunked(self.client, runSynchronously, options, 5.0))
+        ret, _ = self.successResultOf(d)
+        self.assertEqual(len(self.client.jobs), len(b"Welcome\n") // 4)
+        self.assertEqual(self.read("motd"), b"Welcome\n")
+
     def test_succeeded(self) -> None:
         """
         Success is every minion taking every file.

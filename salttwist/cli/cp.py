@@ -14,7 +14,8 @@ Two modes, as Salt's:
       C{{path: True}}. A source too large for one publication is refused
       with a word about C{-C};
     - C{-C/--chunked}: files and directories (recursively, empty ones
-      made), each file sent in chunks of L{CHUNK_SIZE} bytes, gzip-compressed
+      made), each file sent in chunks of L{CHUNK_SIZE} bytes (less when the
+      master's C{max_frame_bytes} is under 2.8 MiB), gzip-compressed
       unless C{-n/--no-compression}, one C{cp.recv_chunked} job per chunk;
       each chunk goes to the minions that took every earlier one, so a
       minion that failed is not sent the rest. The destination is a
@@ -58,6 +59,20 @@ CHUNK_SIZE = 1 << 20
 
 #: The most the default mode sends in one job; more asks for C{-C}.
 ONE_JOB_MAX = 16 << 20
+
+
+def frameLimits(maxFrameBytes: int) -> tuple[int, int]:
+    """
+    The chunk size and the most one C{cp.recv} job may carry for a master
+    whose frames are at most C{maxFrameBytes} (C{max_frame_bytes}): half a
+    frame at most (the rest is for the job's other fields, its encryption
+    and signature), a chunk's base64 taking 4/3 of it.
+
+    @return: C{(chunk size, one-job maximum)}, in bytes.
+    """
+    room = maxFrameBytes // 2
+    return min(CHUNK_SIZE, max(4096, room * 3 // 4 - 1024)), min(ONE_JOB_MAX, room)
+
 
 NO_RESPONSE = "Minion did not return. [No response]"
 NO_MATCH = "No minions matched the target. No command was sent, no jid was assigned.\n"
@@ -275,7 +290,7 @@ async def copyChunked(
 
     for path, mode in sorted(files.items()):
         remote = remotePath(path, options.sources, dest, isDir)
-        chunks = readChunks(path, CHUNK_SIZE, options.gzip)
+        chunks = readChunks(path, getattr(options, "chunk_size", CHUNK_SIZE), options.gzip)
         alive: list[str] | None = None if matched is None else list(matched)
         append = False
         try:
@@ -315,6 +330,8 @@ async def copyOneJob(
     if not os.path.isabs(dest):
         raise UsageError(f"DEST must be an absolute path on the minions: {dest!r}")
 
+    limit = getattr(options, "one_job_max", ONE_JOB_MAX)
+
     def load() -> dict[str, Any]:
         loaded: dict[str, Any] = {}
         total = 0
@@ -327,9 +344,9 @@ async def copyOneJob(
             if not os.path.isfile(source):
                 raise UsageError(f"{source} does not exist or is not a file")
             total += os.path.getsize(source)
-            if total > ONE_JOB_MAX:
+            if total > limit:
                 raise UsageError(
-                    f"the sources are larger than {ONE_JOB_MAX} bytes, too large for one "
+                    f"the sources are larger than {limit} bytes, too large for one "
                     'job: use "--chunked" (-C)'
                 )
             with open(source, "rb") as f:
@@ -375,6 +392,7 @@ async def runCopy(reactor: Any, options: argparse.Namespace, config: dict[str, A
     from salttwist.transport.errors import RequestError
 
     timeout = options.timeout if options.timeout is not None else float(config["timeout"])
+    options.chunk_size, options.one_job_max = frameLimits(config["max_frame_bytes"])
     client = LocalClient(config, reactor, keepConnected=True)
     copy = copyChunked if options.chunked else copyOneJob
     try:
