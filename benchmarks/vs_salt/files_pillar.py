@@ -56,6 +56,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -74,6 +75,8 @@ SWARM_SCRIPT = os.path.join(run.REPO, "benchmarks", "swarm.py")
 DEFAULT_KEYS_DIR = os.path.join(run.REPO, "benchmarks", ".keys")
 #: Where the content goes in each master's C{file_roots}, and its URLs.
 BIG_PATH = "bench/big.bin"
+#: The swarm's size issue 20's goal (under 15 s) is set for.
+SWARM_GOAL_MINIONS = 5000
 MANY_PATH = "bench/many"
 
 
@@ -580,7 +583,11 @@ def measureSwarm(
     goFile = os.path.join(base, "go")
     trigger = os.path.join(base, "refresh")
     os.makedirs(statusDir)
-    out: dict[str, Any] = {"minions": n, "procs": options.swarm_procs, "trigger": "file"}
+    out: dict[str, Any] = {
+        "minions": n,
+        "procs": options.swarm_procs,
+        "triggers": options.swarm_trigger,
+    }
     out["start_quiet"] = run.waitQuiet(quiet)
     master = processes.start(
         [twist.bin(twist.master), "-c", masterDir, "-l", "error"],
@@ -664,60 +671,40 @@ def measureSwarm(
                 0.1,
             )
             out["start_pillar"] = "not all had it when connected: one untimed refresh"
-        phase = run.Phase.whenQuiet(quiet)
+        phase = run.Phase.whenQuiet(swarmQuiet(quiet, options))
         out["master_memory_idle"] = run.treeMemory(master.pid)
         rounds = []
         swarmPids = status()["pids"]
-        for k in range(1, options.swarm_repeats + 1):
-            name = f"bench_round_{k}"
-            expected = f"round-{k}"
-            writeAtomically(os.path.join(pillarRoot, f"{name}.sls"), roundSls(k))
-            before = status()
-            cpu0 = run.treeCpu([master.pid])
-            swarmCpu0 = run.treeCpu(swarmPids)
-            peak = {"main_rss_mb": 0.0, "tree_rss_mb": 0.0}
-            started = time.time()
-            writeAtomically(os.path.join(pillarRoot, "top.sls"), topSls(["bench", name]))
-            writeAtomically(trigger, f"{expected}\n")
-
-            def done(expected: str = expected, peak: dict[str, float] = peak) -> Any:
-                memory = run.treeMemory(master.pid)
-                for key in peak:
-                    peak[key] = max(peak[key], memory[key])
-                s = status()
-                return s if s["marks"].get(expected, 0) >= n else None
-
-            try:
-                after = waitFor(done, f"{n} minions to hold {expected}", options.round_seconds, 0.1)
-                ok = True
-            except RuntimeError:
-                after = status()
-                ok = False
-            lastAt = after["mark_last_at"].get(expected)
-            rounds.append(
-                {
-                    "round": k,
-                    "ok": ok,
-                    "to_all_s": round(lastAt - started, 3) if ok and lastAt else None,
-                    "minions_with_new": after["marks"].get(expected, 0),
-                    "pillar_requests": after["pillar_requests"] - before["pillar_requests"],
-                    "pillar_failures": after["pillar_failures"] - before["pillar_failures"],
-                    "failure_reasons": after["pillar_failure_reasons"],
-                    "master_cpu_s": round(run.treeCpu([master.pid]) - cpu0, 2),
-                    "swarm_cpu_s": round(run.treeCpu(swarmPids) - swarmCpu0, 2),
-                    "master_peak_main_rss_mb": peak["main_rss_mb"],
-                    "master_peak_tree_rss_mb": peak["tree_rss_mb"],
-                }
-            )
-            print(f"    round {k}: {rounds[-1]}", flush=True)
-            time.sleep(1.0)
-        times = [r["to_all_s"] for r in rounds if r["to_all_s"] is not None]
+        refresher = SwarmRefresher(twist, masterDir, trigger, options.round_seconds)
+        k = 0
+        for how in options.swarm_trigger:
+            for _ in range(options.swarm_repeats):
+                k += 1
+                rounds.append(
+                    swarmRound(
+                        k,
+                        how,
+                        n,
+                        pillarRoot,
+                        refresher,
+                        status,
+                        master.pid,
+                        swarmPids,
+                        options,
+                        quiet,
+                    )
+                )
+                print(f"    round {k} ({how}): {rounds[-1]}", flush=True)
         out["rounds"] = rounds
-        out["to_all"] = {
-            "median_s": round(statistics.median(times), 3) if times else None,
-            "max_s": max(times) if times else None,
-            "failures": len(rounds) - len(times),
-        }
+        for how in options.swarm_trigger:
+            times = [r["to_all_s"] for r in rounds if r["trigger"] == how and r["to_all_s"]]
+            count = sum(1 for r in rounds if r["trigger"] == how)
+            out.setdefault("to_all_by_trigger", {})[how] = {
+                "median_s": round(statistics.median(times), 3) if times else None,
+                "max_s": max(times) if times else None,
+                "failures": count - len(times),
+            }
+        out["to_all"] = out["to_all_by_trigger"][options.swarm_trigger[0]]
         out["master_memory_after"] = run.treeMemory(master.pid)
         out["master_peak_tree_rss_mb"] = max(
             (r["master_peak_tree_rss_mb"] for r in rounds), default=None
@@ -726,6 +713,152 @@ def measureSwarm(
     finally:
         processes.stop([p for p in (swarm, master) if p is not None])
     return out
+
+
+def swarmQuiet(quiet: run.QuietWait, options: argparse.Namespace) -> run.QuietWait:
+    """
+    @return: the quiet rule before each of the swarm's rounds: C{quiet}'s,
+        but waiting at most C{--swarm-quiet-timeout} seconds (thousands of
+        simulated minions have idle work of their own, and the rounds are
+        many).
+    """
+    return run.QuietWait(
+        cores=quiet.cores,
+        window=quiet.window,
+        timeout=min(quiet.timeout, options.swarm_quiet_timeout),
+        perMinion=quiet.perMinion,
+    )
+
+
+class SwarmRefresher:
+    """
+    How a round has every simulated minion refresh its pillar: C{job}
+    publishes C{'*' saltutil.refresh_pillar} through the master (the
+    C{salttwist} command, as Salt users do: each minion runs the real
+    function, which sends C{_pillar}); C{file} changes the swarm's trigger
+    file (every minion sends C{_pillar} at once, no job).
+    """
+
+    def __init__(self, system: run.SaltTwist, masterDir: str, trigger: str, seconds: float) -> None:
+        self.system = system
+        self.masterDir = masterDir
+        self.trigger = trigger
+        self.seconds = seconds
+        self.job: subprocess.Popen[bytes] | None = None
+        self.jobStarted = 0.0
+
+    def start(self, how: str, mark: str) -> None:
+        """
+        Start the refresh of every minion, by C{how}.
+        """
+        if how == "file":
+            writeAtomically(self.trigger, f"{mark}\n")
+            return
+        argv = [
+            self.system.bin(self.system.cli),
+            "-c",
+            self.masterDir,
+            "*",
+            "saltutil.refresh_pillar",
+            "-t",
+            f"{self.seconds:g}",
+            "--out",
+            "quiet",
+        ]
+        self.jobStarted = time.monotonic()
+        self.job = subprocess.Popen(
+            argv,
+            env=self.system.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def finish(self) -> dict[str, Any]:
+        """
+        Wait for the job's command to end (killed after C{seconds}).
+
+        @return: its exit code and wall seconds; nothing for C{file}.
+        """
+        job, self.job = self.job, None
+        if job is None:
+            return {}
+        try:
+            _, err = job.communicate(timeout=max(1.0, self.seconds))
+        except subprocess.TimeoutExpired:
+            job.kill()
+            _, err = job.communicate()
+        out: dict[str, Any] = {
+            "job_exit_code": job.returncode,
+            "job_wall_s": round(time.monotonic() - self.jobStarted, 3),
+        }
+        if job.returncode != 0:
+            out["job_stderr"] = err.decode(errors="replace")[-500:]
+        return out
+
+
+def swarmRound(
+    k: int,
+    how: str,
+    n: int,
+    pillarRoot: str,
+    refresher: SwarmRefresher,
+    status: Callable[[], dict[str, Any]],
+    masterPid: int,
+    swarmPids: list[int],
+    options: argparse.Namespace,
+    quiet: run.QuietWait,
+) -> dict[str, Any]:
+    """
+    One round of the swarm: once the machine is quiet, a new SLS, the
+    top change (the clock starts), every minion refreshing (C{how}), until
+    all C{n} hold the new mark (the last one's time, from the swarm).
+
+    @return: the round's figures.
+    """
+    name = f"bench_round_{k}"
+    expected = f"round-{k}"
+    writeAtomically(os.path.join(pillarRoot, f"{name}.sls"), roundSls(k))
+    found = run.waitQuiet(swarmQuiet(quiet, options))
+    before = status()
+    cpu0 = run.treeCpu([masterPid])
+    swarmCpu0 = run.treeCpu(swarmPids)
+    peak = {"main_rss_mb": 0.0, "tree_rss_mb": 0.0}
+    started = time.time()
+    writeAtomically(os.path.join(pillarRoot, "top.sls"), topSls(["bench", name]))
+    refresher.start(how, expected)
+
+    def done() -> Any:
+        memory = run.treeMemory(masterPid)
+        for key in peak:
+            peak[key] = max(peak[key], memory[key])
+        s = status()
+        return s if s["marks"].get(expected, 0) >= n else None
+
+    try:
+        after = waitFor(done, f"{n} minions to hold {expected}", options.round_seconds, 0.1)
+        ok = True
+    except RuntimeError:
+        after = status()
+        ok = False
+    lastAt = after["mark_last_at"].get(expected)
+    job = refresher.finish()
+    return {
+        "round": k,
+        "trigger": how,
+        "ok": ok,
+        "to_all_s": round(lastAt - started, 3) if ok and lastAt else None,
+        "minions_with_new": after["marks"].get(expected, 0),
+        "pillar_requests": after["pillar_requests"] - before["pillar_requests"],
+        "pillar_failures": after["pillar_failures"] - before["pillar_failures"],
+        "failure_reasons": after["pillar_failure_reasons"],
+        "master_cpu_s": round(run.treeCpu([masterPid]) - cpu0, 2),
+        "swarm_cpu_s": round(run.treeCpu(swarmPids) - swarmCpu0, 2),
+        "master_peak_main_rss_mb": peak["main_rss_mb"],
+        "master_peak_tree_rss_mb": peak["tree_rss_mb"],
+        **job,
+        **found,
+    }
 
 
 # -- output --------------------------------------------------------------------
@@ -767,8 +900,10 @@ def addRatios(results: dict[str, Any]) -> dict[str, Any]:
     cached = run._get(twist, "cache_dir", "cached", "median_s")
     goals["cache_dir_under_0_5_s"] = None if cached is None else cached < 0.5
     goals["pillar_10x"] = atLeast(ratios["pillar_refresh_to_all_s"], 10)
+    # Issue 20's goal is for 5,000 minions: a smaller swarm has no verdict.
     swarmS = run._get(results, "swarm", "to_all", "max_s")
-    goals["swarm_under_15_s"] = None if swarmS is None else swarmS < 15
+    bigEnough = (run._get(results, "swarm", "minions") or 0) >= SWARM_GOAL_MINIONS
+    goals["swarm_under_15_s"] = None if swarmS is None or not bigEnough else swarmS < 15
     results["ratios"] = ratios
     results["goals"] = goals
     return results
@@ -827,6 +962,8 @@ def table(results: dict[str, Any]) -> str:
                 cells.append(f"{node['quiet_wait_s']:.0f}s {node['quiet_busy_cores']:.2f}")
         lines.append(f"{'    waited for quiet (s, busy cores)':50} {cells[0]:>10} {cells[1]:>10}")
 
+    # The column header's line: the rows below go if no system was run.
+    rowsStart = len(lines) - 1
     mb = options.get("big_mb", "")
     row(
         f"cp.get_file {mb} MB cold (MB/s)",
@@ -880,6 +1017,8 @@ def table(results: dict[str, Any]) -> str:
     )
     row("    master tree RSS after (MB)", ("memory", "master", "tree_rss_mb"), "pillar", "", "")
     quietRow("pillar")
+    if not systems:
+        del lines[rowsStart:]
     failures = []
     for name, node in (("salt", salt), ("salttwist", twist)):
         for phase, figure in (
@@ -900,14 +1039,19 @@ def table(results: dict[str, Any]) -> str:
     if swarm:
         lines.append("")
         lines.append(f"salttwist alone, {swarm.get('minions')} simulated minions (the swarm):")
-        to = swarm.get("to_all", {})
         verdict = {True: "met", False: "NOT met", None: "-"}[goals.get("swarm_under_15_s")]
-        lines.append(
-            f"{'  top change to all refreshed (s, median / max)':50} "
-            f"{_cell(to.get('median_s')):>10} {_cell(to.get('max_s')):>10}  goal < 15 s: {verdict}"
-        )
+        byTrigger = swarm.get("to_all_by_trigger") or {"": swarm.get("to_all", {})}
+        for index, (how, to) in enumerate(byTrigger.items()):
+            label = f"  top change to all refreshed, {how} (s, median / max)"
+            goal = f"  goal < 15 s: {verdict}" if index == 0 else ""
+            lines.append(
+                f"{label:50} {_cell(to.get('median_s')):>10} {_cell(to.get('max_s')):>10}{goal}"
+            )
         for label, key in (
-            ("  master tree RSS idle, 5,000 connected (MB)", "master_memory_idle"),
+            (
+                f"  master tree RSS idle, all {swarm.get('minions')} connected (MB)",
+                "master_memory_idle",
+            ),
             ("  master tree RSS after the rounds (MB)", "master_memory_after"),
         ):
             lines.append(f"{label:50} {_cell(run._get(swarm, key, 'tree_rss_mb')):>10}")
@@ -968,7 +1112,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pillar-repeats", type=int, default=3, help="pillar rounds per system")
     p.add_argument("--swarm-minions", type=int, default=5000)
     p.add_argument("--swarm-procs", type=int, default=2)
-    p.add_argument("--swarm-repeats", type=int, default=3, help="pillar rounds of the swarm")
+    p.add_argument(
+        "--swarm-repeats", type=int, default=3, help="pillar rounds of the swarm, per trigger"
+    )
+    p.add_argument(
+        "--swarm-trigger",
+        default="job,file",
+        help="how the swarm's minions are made to refresh: job (a saltutil.refresh_pillar "
+        "job to '*'), file (the swarm's trigger file: _pillar at once, no job), or both in "
+        "that order (default job,file; the first one's figure is the goal's)",
+    )
+    p.add_argument(
+        "--swarm-quiet-timeout",
+        type=float,
+        default=30.0,
+        help="the longest quiet wait before each swarm round (default 30)",
+    )
     p.add_argument("--keys-dir", default=DEFAULT_KEYS_DIR)
     p.add_argument("--job-timeout", type=float, default=300.0, help="cp jobs' timeout")
     p.add_argument("--pillar-job-timeout", type=float, default=60.0)
@@ -992,6 +1151,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     options = parser().parse_args(argv)
     options.phases = [p for p in options.phases.split(",") if p]
+    options.swarm_trigger = [t for t in options.swarm_trigger.split(",") if t]
+    if not options.swarm_trigger or set(options.swarm_trigger) - {"job", "file"}:
+        sys.stderr.write("--swarm-trigger: job, file or both\n")
+        return 2
     unknown = set(options.phases) - set(PHASES)
     if unknown:
         sys.stderr.write(f"unknown phases: {', '.join(sorted(unknown))}\n")
@@ -1035,10 +1198,13 @@ def main(argv: list[str] | None = None) -> int:
             "pillar: the clock starts at the top.sls write (the new SLS was written before) "
             "and stops when '*' pillar.get bench_mark answers the new round on every minion, "
             "after '*' saltutil.refresh_pillar wait=True.",
-            "swarm (salttwist only): simulated minions of benchmarks/swarm.py; each round a "
-            "top.sls write, then every simulated minion refreshes its pillar at once over "
-            "its session (the trigger file; no job is published); to_all_s runs from the "
-            "top write to the last minion holding the new value.",
+            "swarm (salttwist only): simulated minions of benchmarks/swarm.py; each round "
+            "waits for quiet, writes top.sls, then every simulated minion refreshes its "
+            "pillar over its session (_pillar): trigger job = a '*' saltutil.refresh_pillar "
+            "job from the salttwist command (its start-up included), trigger file = the "
+            "swarm's trigger file (all at once, no job); to_all_s runs from the top write "
+            "to the last minion holding the new value (the swarm's clock, same machine). "
+            "The goal is judged on the first trigger's slowest round.",
             "quiet: each timed phase waits until all CPUs together were busy less than "
             "quiet_cores + quiet_per_minion x minions over quiet_window s (run.py's rule).",
         ],
