@@ -23,8 +23,13 @@ from salttwist.config import loadMasterConfig
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.pillarcache import PillarCache
 from salttwist.master.pillarserving import MAX_COMPILES_PER_MINION, PillarRequests
-from salttwist.master.pillartasks import COMPILE_TASK, compileMinionPillar, showMinionTop
-from salttwist.workers import TaskError, WorkerFailed
+from salttwist.master.pillartasks import (
+    COMPILE_MANY_TASK,
+    compileManyPillars,
+    compileMinionPillar,
+    showMinionTop,
+)
+from salttwist.workers import WorkerFailed
 from salttwist.workers.pool import InlineWorkerPool
 from tests._pools import RecordingPool
 
@@ -253,7 +258,7 @@ class RenderErrorTests(PillarRoomTestCase):
         pool = RecordingPool()
         self.room.workers = pool
         d = self.ask("web1")
-        pool.calls[0][2].errback(TaskError(COMPILE_TASK, "RuntimeError", "boom"))
+        pool.calls[0][2].callback([{"errorType": "RuntimeError", "errorMessage": "boom"}])
         failure = self.failureResultOf(d, ValueError)
         self.assertEqual(
             str(failure.value),
@@ -273,18 +278,18 @@ class SharedCompileTests(PillarRoomTestCase):
     def test_shared(self) -> None:
         """
         Two requests of one minion while its compile runs share it: one
-        task, both answered.
+        item of one task call, both answered.
         """
-        pool = RecordingPool()
+        pool = RecordingPool(size=2)
         self.room.workers = pool
         first = self.ask("web1", grains={"os": "x"})
         second = self.ask("web1", grains={"os": "x"})
         other = self.ask("db1", grains={"os": "x"})
         self.assertEqual(len(pool.calls), 2)
         task, args, d = pool.calls[0]
-        self.assertEqual(task, COMPILE_TASK)
-        self.assertEqual(args[1:], ("web1", {"os": "x", "id": "web1"}, None, None, {}))
-        d.callback([{"a": 1}, []])
+        self.assertEqual(task, COMPILE_MANY_TASK)
+        self.assertEqual(args, ([["web1", {"os": "x", "id": "web1"}, None, None, {}]], self.config))
+        d.callback([{"result": [{"a": 1}, []]}])
         self.assertEqual(self.successResultOf(first), {"ret": {"a": 1}})
         self.assertEqual(self.successResultOf(second), {"ret": {"a": 1}})
         self.assertNoResult(other)
@@ -292,26 +297,48 @@ class SharedCompileTests(PillarRoomTestCase):
         self.ask("web1", grains={"os": "x"})
         self.assertEqual(len(pool.calls), 3)
 
+    def test_batched(self) -> None:
+        """
+        Compiles that wait for a worker go together in the next task call,
+        each answered with its own result or error.
+        """
+        pool = RecordingPool(size=1)
+        self.room.workers = pool
+        web = self.ask("web1")
+        db = self.ask("db1")
+        other = self.ask("x1")
+        self.assertEqual(len(pool.calls), 1)
+        pool.calls[0][2].callback([{"result": [{"w": 1}, []]}])
+        self.assertEqual(self.successResultOf(web), {"ret": {"w": 1}})
+        self.assertEqual(len(pool.calls), 2)
+        items = pool.calls[1][1][0]
+        self.assertEqual([item[0] for item in items], ["db1", "x1"])
+        pool.calls[1][2].callback(
+            [{"result": [{"d": 1}, []]}, {"errorType": "RuntimeError", "errorMessage": "bad"}]
+        )
+        self.assertEqual(self.successResultOf(db), {"ret": {"d": 1}})
+        self.failureResultOf(other, ValueError)
+
     def test_boundedPerMinion(self) -> None:
         """
         A minion may have L{MAX_COMPILES_PER_MINION} compiles with
         different inputs running; more are refused until one is over,
         other minions unaffected.
         """
-        pool = RecordingPool()
+        pool = RecordingPool(size=8)
         self.room.workers = pool
-        for n in range(MAX_COMPILES_PER_MINION):
-            self.ask("web1", grains={"n": n})
+        asked = [self.ask("web1", grains={"n": n}) for n in range(MAX_COMPILES_PER_MINION)]
         error = self.assertRaises(ValueError, self.ask, "web1", grains={"n": "more"})
         self.assertIn("pillar compiles running already", str(error))
         self.ask("db1")
-        pool.calls[0][2].callback([{}, []])
-        pool.calls[1][2].errback(TaskError(COMPILE_TASK, "RuntimeError", "boom"))
+        pool.calls[0][2].callback([{"result": [{}, []]}])
+        pool.calls[1][2].callback([{"errorType": "RuntimeError", "errorMessage": "boom"}])
         self.ask("web1", grains={"n": "more"})
         self.ask("web1", grains={"n": "again"})
         self.assertRaises(ValueError, self.ask, "web1", grains={"n": "too many"})
         self.assertEqual(len(pool.calls), MAX_COMPILES_PER_MINION + 3)
-        self.flushLoggedErrors()
+        self.successResultOf(asked[0])
+        self.failureResultOf(asked[1], ValueError)
 
     def test_inWorkerTask(self) -> None:
         """
@@ -331,7 +358,7 @@ class SharedCompileTests(PillarRoomTestCase):
         pool = RecordingPool()
         self.room.workers = pool
         d = self.ask("db1")
-        pool.calls[0][2].errback(WorkerFailed(COMPILE_TASK, 123, "died"))
+        pool.calls[0][2].errback(WorkerFailed(COMPILE_MANY_TASK, 123, "died"))
         self.assertEqual(self.successResultOf(d)["ret"]["db_password"], SECRET)
 
     def test_tasks(self) -> None:
@@ -342,6 +369,11 @@ class SharedCompileTests(PillarRoomTestCase):
         self.assertEqual((pillar["db_password"], errors), (SECRET, []))
         top, errors = showMinionTop(self.config, "web1", {})
         self.assertEqual((top, errors), ({"base": ["common", "web"]}, []))
+        answers = compileManyPillars(
+            [["db1", {}, None, None, None], ["web1", {}, None, None, {"x": 1}]], self.config
+        )
+        self.assertEqual(answers[0]["result"][0]["db_password"], SECRET)
+        self.assertEqual(answers[1]["result"][0]["x"], 1)
 
 
 class PillarCacheTests(PillarRoomTestCase):
@@ -418,7 +450,7 @@ class KeyEventTests(PillarRoomTestCase):
         self.room.workers = pool
         d = self.ask("db1")
         self.room.keyEvent("salt/key", {"act": "delete", "id": "db1"})
-        pool.calls[0][2].callback([{"a": 1}, []])
+        pool.calls[0][2].callback([{"result": [{"a": 1}, []]}])
         self.successResultOf(d)
         self.assertIsNone(self.cache.get("db1"))
 

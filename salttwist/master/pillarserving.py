@@ -9,7 +9,9 @@ attempt logged, without any pillar).
 
 The compile is blocking (files, Jinja, YAML, ext_pillar commands): it runs
 in one of the master's worker processes (L{salttwist.master.pillartasks}),
-or in a thread through C{runBlocking} while there are none. Requests for the
+or in a thread through C{runBlocking} while there are none. Compiles that
+wait for a worker (a refresh of every minion) go up to L{COMPILE_BATCH} to
+one task call (L{TaskBatcher}), the config sent once per call. Requests for the
 same minion with the same inputs that arrive while a compile runs share it;
 a minion has at most L{MAX_COMPILES_PER_MINION} compiles with different
 inputs running at once.
@@ -33,12 +35,17 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from salttwist.master.pillarcache import PillarCache, PillarEnv
-from salttwist.master.pillartasks import COMPILE_TASK
+from salttwist.master.pillartasks import COMPILE_MANY_TASK
+from salttwist.workers.batch import TaskBatcher
 
 #: Compiles with different inputs one minion may have running at once:
 #: past that its requests are refused until one is over, so a minion
 #: sending many requests with varied grains cannot keep the workers busy.
 MAX_COMPILES_PER_MINION = 4
+
+
+#: The most compiles one task call carries (when they wait for a worker).
+COMPILE_BATCH = 16
 
 
 class PillarRequests:
@@ -70,6 +77,8 @@ class PillarRequests:
         #: The compiles running, by their inputs: the L{Deferred}s waiting
         #: for each.
         self._inFlight: dict[str, list[Deferred[dict[str, Any]]]] = {}
+        #: Sends compiles to the workers (L{TaskBatcher}), made on first use.
+        self._batcher: TaskBatcher | None = None
         #: How many compiles run for each minion.
         self._running: dict[str, int] = {}
         #: Compiles started, for tests and figures.
@@ -187,6 +196,8 @@ class PillarRequests:
         """
         workers = self.workers
         args = (self.config, minionId, grains, saltenv, pillarenv, override)
+        # Through a batcher: compiles that wait for a worker (a refresh of
+        # every minion) go several to one task call, the config once.
         if workers is None:
             return self._inThread(*args)
 
@@ -203,7 +214,13 @@ class PillarRequests:
             )
             return self._inThread(*args)
 
-        return workers.run(COMPILE_TASK, *args).addErrback(notInWorker)
+        batcher = self._batcher
+        if batcher is None or batcher.pool is not workers:
+            batcher = self._batcher = TaskBatcher(
+                workers, COMPILE_MANY_TASK, lambda: (self.config,), maxBatch=COMPILE_BATCH
+            )
+        d = batcher.run(minionId, grains, saltenv, pillarenv, override)
+        return d.addErrback(notInWorker)
 
     def _inThread(
         self,

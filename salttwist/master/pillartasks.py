@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from salttwist.workers.batch import runEach
 from salttwist.workers.tasks import task
 
 #: The task names the master and the runners call (strings: a runner knows
 #: no module of the master).
 COMPILE_TASK = "salttwist.master.pillartasks.compileMinionPillar"
+COMPILE_MANY_TASK = "salttwist.master.pillartasks.compileManyPillars"
 SHOW_TOP_TASK = "salttwist.master.pillartasks.showMinionTop"
 
 
@@ -49,6 +51,36 @@ def compileMinionPillar(
         opts, minionId, grains, saltenv=saltenv, pillarenv=pillarenv, override=override
     )
     return [pillar, list(errors)]
+
+
+@task(idempotent=True)
+def compileManyPillars(items: list[list[Any]], opts: dict[str, Any]) -> list[dict[str, Any]]:
+    """
+    Compile several minions' pillars, each item C{[minionId, grains,
+    saltenv, pillarenv, override]}: what a
+    L{salttwist.workers.batch.TaskBatcher} sends when requests wait for a
+    worker, so they cost one task call (and the config crosses once).
+
+    Each answer is checked to be msgpack-able here, so a pillar that cannot
+    be sent fails its own minion only, not the whole batch.
+
+    @return: one answer per item (L{salttwist.workers.batch.runEach}):
+        C{{"result": [pillar, errors]}}, or that item's error.
+    """
+    from salttwist import serial
+
+    def one(
+        minionId: str,
+        grains: dict[str, Any],
+        saltenv: str | None,
+        pillarenv: str | None,
+        override: dict[str, Any] | None,
+    ) -> list[Any]:
+        result = compileMinionPillar(opts, minionId, grains, saltenv, pillarenv, override)
+        serial.dumps(result)
+        return result
+
+    return runEach(one, items)
 
 
 @task(idempotent=True)
