@@ -246,14 +246,18 @@ class RemoteClientTests(RemoteTestCase):
 
     def test_sameFileOnce(self) -> None:
         """
-        Two C{cacheFile} of the same file at once share one transfer.
+        Two C{cacheFile} of the same file at once share one transfer; what
+        the first caller chains on its result does not change the second's.
         """
         self.requests.hold = True
         first = self.client.cacheFile("big.bin")
+        seen: list[str] = []
+        first.addCallback(seen.append)
         second = self.client.cacheFile("salt://big.bin?saltenv=base")
         while self.requests.held:
             self.requests.release()
-        self.assertEqual(self.successResultOf(first), self.successResultOf(second))
+        path = self.client.cachedPath("big.bin")
+        self.assertEqual((seen, self.successResultOf(second)), ([path], path))
         self.assertEqual(len(self.requests.commands("_file_hash")), 1)
 
     def test_cacheDir(self) -> None:

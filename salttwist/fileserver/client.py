@@ -29,9 +29,16 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from twisted.internet.defer import Deferred, DeferredSemaphore, fail, gatherResults
+from twisted.internet.defer import (
+    Deferred,
+    DeferredSemaphore,
+    fail,
+    gatherResults,
+    maybeDeferred,
+)
 from twisted.internet.error import ConnectionClosed
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from salttwist.fileserver.interfaces import FileServerError, IFileClient
@@ -261,7 +268,7 @@ class _CachingClient:
         self.index = CacheIndex(os.path.join(cachedir, INDEX_FILE))
         #: Fetches under way by target path: a second request of the same
         #: file waits for the first.
-        self._fetching: dict[str, Deferred[str]] = {}
+        self._fetching: dict[str, list[Deferred[str]]] = {}
 
     def cachedPath(self, path: str, saltenv: str = "base") -> str:
         """
@@ -274,30 +281,26 @@ class _CachingClient:
     def _once(self, target: str, fetch: Callable[[], Deferred[str]]) -> Deferred[str]:
         """
         Run C{fetch} unless a fetch of C{target} is under way: then wait
-        for that one.
+        for that one. Every caller gets a L{Deferred} of its own, so what
+        one caller chains on its result never changes another's.
         """
-        running = self._fetching.get(target)
-        if running is not None:
-            waiter: Deferred[str] = Deferred()
-
-            def relay(result: Any) -> Any:
-                if isinstance(result, str):
-                    waiter.callback(result)
-                else:
-                    waiter.errback(result)
-                return result
-
-            running.addBoth(relay)
+        waiter: Deferred[str] = Deferred()
+        waiters = self._fetching.get(target)
+        if waiters is not None:
+            waiters.append(waiter)
             return waiter
-        d = fetch()
-        self._fetching[target] = d
+        waiters = self._fetching[target] = [waiter]
 
-        def done(result: Any) -> Any:
-            self._fetching.pop(target, None)
-            return result
+        def done(result: Any) -> None:
+            del self._fetching[target]
+            for each in waiters:
+                if isinstance(result, Failure):
+                    each.errback(result)
+                else:
+                    each.callback(result)
 
-        d.addBoth(done)
-        return d
+        maybeDeferred(fetch).addBoth(done)
+        return waiter
 
     def _cacheDirWith(
         self,
