@@ -311,3 +311,52 @@ class MasterlessCallTests(TestCase):
         )
         self.assertEqual(await self.call("--local", "hello.world"), "hi custom")
         self.assertEqual(await self.call("--local", "grains.get", "role"), "custom")
+
+
+class ConcurrentSyncTests(TestCase):
+    """
+    Syncs running at once, in real threads of the real reactor, do not
+    trip over each other's copies.
+    """
+
+    async def test_twoSyncsAtOnce(self) -> None:
+        """
+        Two C{sync_all} jobs started together both succeed; between them
+        every module is copied once and loads.
+        """
+        from twisted.internet import reactor
+        from twisted.internet.defer import gatherResults
+
+        from salttwist.blocking import threadRunner
+
+        root = os.path.abspath(self.mktemp())
+        base = os.path.join(root, "srv")
+        cachedir = os.path.join(root, "cache")
+        for n in range(20):
+            path = os.path.join(base, "_modules", f"mod{n}.py")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(f"def n():\n    return {n}\n")
+        os.makedirs(cachedir)
+        opts = {"id": "m1", "cachedir": cachedir, "file_roots": {"base": [base]}, "grains": {}}
+        context = LoaderContext(opts=opts, grains={"id": "m1"}, reactor=reactor)
+        runBlocking = threadRunner(reactor)
+        context.fileClient = LocalFileClient(FileServer(opts), cachedir, runBlocking)
+        executor = Executor(loadFunctions(), context, runBlocking)
+        context.functions = executor.functions
+        self.addCleanup(
+            lambda: [
+                sys.modules.pop(name)
+                for name in list(sys.modules)
+                if name.startswith(extmods.PACKAGE + ".")
+            ]
+        )
+        results = await gatherResults(
+            [executor.run("saltutil.sync_all", []), executor.run("saltutil.sync_all", [])]
+        )
+        for result in results:
+            self.assertTrue(result["success"], result)
+        copied = sorted(results[0]["return"]["modules"] + results[1]["return"]["modules"])
+        self.assertEqual(copied, sorted(f"modules.mod{n}" for n in range(20)))
+        ran = await executor.run("mod7.n", [])
+        self.assertEqual(ran["return"], 7)

@@ -62,6 +62,7 @@ import inspect
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -245,6 +246,23 @@ def installFiles(
     @param files: C{(relative path, file to copy)} pairs in order of
         preference: the first of a relative path wins.
     """
+    # Two syncs at once (two jobs, or a runner and a job) copy one at a time.
+    with _INSTALL_LOCK:
+        return _installFiles(kind, files, destination, whitelist, blacklist, clean)
+
+
+#: Held while files are copied into an extension_modules folder.
+_INSTALL_LOCK = threading.Lock()
+
+
+def _installFiles(
+    kind: str,
+    files: Iterable[tuple[str, str]],
+    destination: str,
+    whitelist: set[str] | None,
+    blacklist: set[str] | None,
+    clean: bool,
+) -> SyncResult:
     result = SyncResult()
     try:
         os.makedirs(destination, mode=0o700, exist_ok=True)
