@@ -99,6 +99,7 @@ class CpTestCase(RoomTestCase):
             {"cachedir": self.cachedir, "id": "m1"},
             {"id": "m1", "os": "Debian"},
             Clock(),
+            loadFunctions(),
             fileClient=self.client,
             pillar={"role": "web"},
         )
@@ -385,6 +386,21 @@ class GetTemplateTests(CpTestCase):
             self.cp("get_template", "salt://templates/motd.j2", target, x="42"), target
         )
         self.assertEqual(readBytes(target), b"host m1 role web env base x 42\n")
+
+    def test_saltFunctions(self) -> None:
+        """
+        C{salt[...]} calls execution functions, those taking the loader
+        context and those running on the reactor too.
+        """
+        writeFile(
+            self.base,
+            "templates/calls.j2",
+            b"{{ salt['test.echo']('hi') }} {{ salt['grains.get']('os') }} "
+            b"{{ salt['saltutil.running']() | length }}\n",
+        )
+        target = os.path.join(self.dest, "calls")
+        self.cp("get_template", "salt://templates/calls.j2", target)
+        self.assertEqual(readBytes(target), b"hi Debian 0\n")
 
     def test_noDest(self) -> None:
         """

@@ -42,8 +42,8 @@ Differences from Salt, each on purpose:
     - C{cp.get_template} fails with the template's error (file, line,
       cause) where Salt logs it and returns C{''};
     - templates are rendered in a thread: C{salt[...]} calls in them reach
-      the blocking execution functions (those marked to run on the reactor
-      give back a L{Deferred}, not their value).
+      execution functions as Salt's C{__salt__} does (those that run on the
+      reactor are called there and waited for).
 """
 
 from __future__ import annotations
@@ -417,8 +417,10 @@ def _templateContext(
     The variables of a template: C{salt}, C{pillar}, C{grains}, C{opts},
     C{saltenv}, then the caller's keyword arguments (which win, as in Salt).
     """
+    from salttwist.modules.extmods import SaltFunctions
+
     variables: dict[str, Any] = {
-        "salt": context.functions,
+        "salt": SaltFunctions(context),
         "pillar": context.pillar,
         "grains": context.grains,
         "opts": context.opts,

@@ -50,7 +50,11 @@ class CpTestCase(TestCase):
         writeFile(self.roots, "hello.txt", HELLO)
         writeFile(self.roots, "web/init.sls", b"nginx: {}\n")
         writeFile(self.roots, "web/files/site.conf", b"server {}\n")
-        writeFile(self.roots, "motd.j2", b"Welcome to {{ grains.id }} ({{ saltenv }})\n")
+        writeFile(
+            self.roots,
+            "motd.j2",
+            b"Welcome to {{ grains.id }} ({{ saltenv }}) {{ salt['test.echo']('echoed') }}\n",
+        )
         os.makedirs(os.path.join(self.roots, "web", "empty"))
         self.cluster.writeMasterConfig(file_roots={"base": [self.roots]}, **self.masterOptions)
         await self.cluster.startReady(self.minionIds)
@@ -114,7 +118,7 @@ class CpModuleTests(CpTestCase):
         self.assertEqual(
             await self.salt("minion2", "cp.get_template", "salt://motd.j2", motd), motd
         )
-        self.assertEqual(readBytes(motd), b"Welcome to minion2 (base)\n")
+        self.assertEqual(readBytes(motd), b"Welcome to minion2 (base) echoed\n")
 
         self.assertEqual(
             await self.salt("minion1", "cp.list_master"),
