@@ -194,6 +194,14 @@ class OwnPillarTests(PillarRoomTestCase):
         self.grains.grains["web1"] = {"id": "db1"}
         self.assertEqual(self.pillarOf("web1"), {"who": "web1"})
 
+    def test_rogueIdBounded(self) -> None:
+        """
+        A long or odd claimed id is logged escaped and cut.
+        """
+        error = self.assertRaises(ValueError, self.ask, "web1", id="x\n" * 500)
+        self.assertLess(len(str(error)), 200)
+        self.assertNotIn("\n", self.logText())
+
     def test_malformed(self) -> None:
         """
         A saltenv, pillarenv or override of the wrong type is refused.

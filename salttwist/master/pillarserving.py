@@ -96,13 +96,17 @@ class PillarRequests:
         minionId = proto.minionId
         claimed = load.get("id")
         if claimed is not None and claimed != minionId:
+            # Escaped and bounded: the claimed id is whatever the peer sent.
+            other = repr(claimed)
+            if len(other) > 100:
+                other = other[:100] + "..."
             self.log.warn(
-                "minion {id!r} asked for the pillar of {other!r}: refused",
+                "minion {id!r} asked for the pillar of {other}: refused",
                 id=minionId,
-                other=claimed,
+                other=other,
             )
             raise ValueError(
-                f"minion {minionId!r} may only ask for its own pillar, not for {claimed!r}'s"
+                f"minion {minionId!r} may only ask for its own pillar, not for {other}'s"
             )
         saltenv = _optionalString(load, "saltenv")
         pillarenv = _optionalString(load, "pillarenv")
