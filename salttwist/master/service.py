@@ -49,7 +49,6 @@ from salttwist.daemon import (
 )
 from salttwist.events import EVENT_PUB_SOCKET, EVENT_PULL_SOCKET
 from salttwist.events.bus import EventPublisherFactory, EventPullFactory, LocalEventBus
-from salttwist.fileserver.server import checkConfig as checkFileServerConfig
 from salttwist.master.acl import setUpUserKeys
 from salttwist.master.core import Master
 from salttwist.master.grainscache import GrainsCache
@@ -352,10 +351,6 @@ class MasterService(MultiService):
                 minSize=min(IDLE_WORKERS, size),
                 idleTimeout=WORKER_IDLE_TIMEOUT,
             )
-        try:
-            checkFileServerConfig(config)
-        except ValueError as e:
-            raise StartupError(f"file server: {e}") from e
         self.master = Master(
             config,
             loadMasterKeys(config["pki_dir"], config["cachedir"], config["keysize"]),
