@@ -307,15 +307,3 @@ class FileServer:
             b.clearCache()
         with self._hashLock:
             self._hashes.clear()
-
-
-def checkConfig(opts: dict[str, Any]) -> None:
-    """
-    Check the file server's options at a daemon's start (the backends are
-    built and dropped; no git command runs).
-
-    @raise ValueError: naming the option and the problem (an unknown
-        backend, a bad C{file_roots} saltenv, an ignore regex that does not
-        compile, a malformed or unsupported C{gitfs_remotes} entry).
-    """
-    FileServer.fromConfig(opts)
