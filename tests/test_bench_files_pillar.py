@@ -282,7 +282,8 @@ class PhaseGetFileTests(SynchronousTestCase):
         self.assertFalse(os.path.exists(cache))
         functions = [fun for _, fun in fake.calls]
         self.assertEqual(functions[:4], ["cp.hash_file", "test.ping", "test.ping", "test.ping"])
-        self.assertEqual(functions[4:], ["cp.get_file"] * 4)
+        self.assertEqual(functions[4:], ["cp.get_file"] * 6)
+        self.assertEqual(len(out["cached_touched"]["samples_s"]), 2)
 
 
 class ResultsTests(SynchronousTestCase):
@@ -356,6 +357,7 @@ class ResultsTests(SynchronousTestCase):
             {
                 "get_file_cold_mb_per_s": 10.0,
                 "get_file_cached_mb_per_s": 2.0,
+                "get_file_cached_touched_mb_per_s": None,
                 "cache_dir_cached_s": 20.0,
                 "pillar_refresh_to_all_s": 6.0,
             },

@@ -17,7 +17,10 @@ One phase per run; it prints one JSON object on standard output:
     C{cp.get_file SOURCE DEST} to C{--target} (cold), checked (the return
     is DEST, the file has C{--size} bytes and the SHA-256 C{--sha256}),
     then the same call again (cached: the minion compares its copy's hash
-    with the master's and transfers nothing); before them, untimed, a
+    with the master's and transfers nothing), then once more after the
+    copies' modification times were changed (cached_touched: a minion that
+    keeps the hash it recorded with a file's size and time must hash the
+    file again, as Salt's always does); before them, untimed, a
     C{cp.hash_file} (so both masters have hashed the file once, as a
     master serving it would have) and C{--pings} C{test.ping} to the same
     minion, whose median is the job's own cost (the baseline);
@@ -102,6 +105,26 @@ def clearPaths(paths: list[str]) -> None:
             os.remove(path)
 
 
+def touchFiles(paths: list[str]) -> int:
+    """
+    Set the modification time of each file of C{paths} (a file, or every
+    file under a directory) to now, leaving its bytes alone.
+
+    @return: how many files were touched.
+    """
+    now = time.time_ns()
+    files = []
+    for path in paths:
+        if os.path.isdir(path):
+            for folder, _, names in os.walk(path):
+                files += [os.path.join(folder, name) for name in names]
+        elif os.path.isfile(path):
+            files.append(path)
+    for path in files:
+        os.utime(path, ns=(now, now))
+    return len(files)
+
+
 def stats(samples: list[float]) -> dict[str, Any]:
     """
     @return: the median, min and max of C{samples} (seconds) and the
@@ -174,6 +197,7 @@ def phaseGetFile(client: Any, options: argparse.Namespace) -> dict[str, Any]:
     baseline = pingBaseline(client, target, options.pings, options.timeout)
     cold: list[float] = []
     cached: list[float] = []
+    touched: list[float] = []
     errors: list[str] = []
     args = [source, dest]
     for _ in range(options.repeats):
@@ -200,6 +224,18 @@ def phaseGetFile(client: Any, options: argparse.Namespace) -> dict[str, Any]:
             cached.append(elapsed)
         else:
             errors.append(f"cached: {problem}")
+        # Cached again, the copies' modification times changed (same
+        # bytes): a minion that trusts a hash it recorded with the file's
+        # size and time must hash it again, as Salt's always does.
+        touchFiles([dest, *options.clear])
+        elapsed, ret = timedCall(
+            lambda: client.cmd(target, "cp.get_file", args, timeout=options.timeout)
+        )
+        problem = checkGetFile(ret, target, dest, options.size, None)
+        if problem is None:
+            touched.append(elapsed)
+        else:
+            errors.append(f"touched: {problem}")
     megabytes = options.size / 1e6
     out: dict[str, Any] = {
         "source": source,
@@ -208,9 +244,10 @@ def phaseGetFile(client: Any, options: argparse.Namespace) -> dict[str, Any]:
         "ping_baseline": baseline,
         "cold": {**stats(cold), "failures": options.repeats - len(cold)},
         "cached": {**stats(cached), "failures": options.repeats - len(cached)},
+        "cached_touched": {**stats(touched), "failures": options.repeats - len(touched)},
         "errors": errors[:10],
     }
-    for name in ("cold", "cached"):
+    for name in ("cold", "cached", "cached_touched"):
         median = out[name]["median_s"]
         out[name]["mb_per_s"] = round(megabytes / median, 2) if median else None
     return out
