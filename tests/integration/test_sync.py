@@ -23,7 +23,7 @@ from typing import Any
 
 from twisted.trial.unittest import TestCase
 
-from tests.integration.harness import Cluster, CommandResult, runCommand, waitFor
+from tests.integration.harness import Cluster, CommandResult, EventWatcher, runCommand, waitFor
 
 MINION = "minion1"
 
@@ -55,6 +55,13 @@ def go(name="master"):
 """
 
 
+REACTION = """\
+answer:
+  event.send:
+    - tag: myco/reacted/{{ data['id'] }}
+"""
+
+
 class SyncTests(TestCase):
     """
     Custom modules, grains and runners through a real master and minion.
@@ -68,7 +75,11 @@ class SyncTests(TestCase):
         self.serve("_modules/hello.py", HELLO)
         self.serve("_grains/role.py", ROLE)
         self.serve("_runners/myrunner.py", RUNNER)
-        self.cluster.writeMasterConfig(file_roots={"base": [self.roots]})
+        self.serve("reactor/go.sls", REACTION)
+        self.cluster.writeMasterConfig(
+            file_roots={"base": [self.roots]},
+            reactor=[{"myco/go": ["salt://reactor/go.sls", "salt://reactor/missing.sls"]}],
+        )
         await self.cluster.startReady((MINION,))
 
     async def tearDown(self) -> None:
@@ -156,3 +167,21 @@ class SyncTests(TestCase):
         said = await self.runJson("myrunner.go", "name=you")
         self.assertEqual(said, "custom runner says hi to you on 127.0.0.1")
         self.assertEqual(await self.runJson("saltutil.sync_all"), {"runners": [], "utils": []})
+
+    async def test_reactorSaltUrl(self) -> None:
+        """
+        A reaction file given as a C{salt://} URL is read from the master's
+        file roots; one the file server does not have fails in
+        C{salt/reactor/error}, the other reactions still run.
+        """
+        watcher = EventWatcher()
+        await watcher.connect(self.cluster.sockDir, ("salt/reactor/", "myco/"))
+        self.addCleanup(watcher.close)
+        result = await self.cluster.salt(MINION, "event.send", "myco/go", "--static")
+        self.assertEqual(result.code, 0, self.cluster.explain(result))
+        await waitFor(
+            lambda: {f"myco/reacted/{MINION}", "salt/reactor/error"} <= set(watcher.tags),
+            "the salt:// reaction and the error of the missing one",
+            context=lambda: f"{watcher.tags}\n{self.cluster.logs()}",
+        )
+        self.assertIn("salt://reactor/missing.sls", self.cluster.logs())
