@@ -402,6 +402,32 @@ class GetTemplateTests(CpTestCase):
         self.cp("get_template", "salt://templates/calls.j2", target)
         self.assertEqual(readBytes(target), b"hi Debian 0\n")
 
+    def test_includesFromFileServer(self) -> None:
+        """
+        A template's C{{% from ... import %}}, C{{% include %}} and
+        C{import_yaml} (relative to the root or, with C{./}, to the
+        template's directory) are fetched through the file client; a
+        missing one fails naming it.
+        """
+        writeFile(self.base, "templates/map.jinja", b"{% set port = 8080 %}")
+        writeFile(self.base, "templates/part.txt", b"part {{ grains['id'] }}")
+        writeFile(self.base, "templates/data.yaml", b"user: www\n")
+        writeFile(
+            self.base,
+            "templates/site.j2",
+            b'{% from "templates/map.jinja" import port with context %}'
+            b'{% import_yaml "./data.yaml" as data %}'
+            b'{{ port }} {{ data.user }} {% include "templates/part.txt" %}\n',
+        )
+        target = os.path.join(self.dest, "site")
+        self.cp("get_template", "salt://templates/site.j2", target)
+        self.assertEqual(readBytes(target), b"8080 www part m1\n")
+        writeFile(self.base, "templates/broken.j2", b'{% include "templates/none.txt" %}')
+        self.assertIn(
+            "templates/none.txt",
+            self.fails("get_template", "salt://templates/broken.j2", self.dest),
+        )
+
     def test_noDest(self) -> None:
         """
         Without C{dest} the result goes to the C{extrn_files} cache.

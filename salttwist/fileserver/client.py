@@ -848,3 +848,46 @@ def _failed(error: Exception) -> Deferred[Any]:
 
 
 __all__ = ["CacheIndex", "LocalFileClient", "RemoteFileClient", "splitUrl"]
+
+
+def threadTemplateLoader(
+    reactor: Any, client: Any, saltenv: str
+) -> Callable[[str], tuple[str, str]]:
+    """
+    A template loader (L{salttwist.render.jinja.TemplateLoader}) for a
+    render running in a thread of the minion: each file a template
+    includes or imports (C{{% include %}}, C{{% from "x/map.jinja" import
+    y %}}, C{import_yaml} ...) is fetched into the cache by C{client} (an
+    L{IFileClient}, called on the reactor thread) and read here.
+
+    From a thread other than the reactor's, the loader waits for the file
+    client's L{Deferred}. On the reactor's own thread (a render run
+    synchronously, as in tests) it takes the L{Deferred}'s result only if
+    it has one already, and fails rather than wait.
+
+    @param saltenv: the saltenv names are looked up in.
+    @return: C{loader(name) -> (text, cached path)}, raising L{LookupError}
+        when the file server has no such file.
+    """
+    from twisted.internet.threads import blockingCallFromThread
+    from twisted.python import threadable
+
+    def fetch(name: str) -> Any:
+        if not threadable.isInIOThread() and hasattr(reactor, "callFromThread"):
+            return blockingCallFromThread(reactor, client.cacheFile, name, saltenv)
+        results: list[Any] = []
+        client.cacheFile(name, saltenv).addBoth(results.append)
+        if not results:
+            raise LookupError(f"salt://{name} cannot be fetched from the reactor's thread")
+        if isinstance(results[0], Failure):
+            results[0].raiseException()
+        return results[0]
+
+    def loader(name: str) -> tuple[str, str]:
+        cached = fetch(name)
+        if not cached:
+            raise LookupError(f"salt://{name} is not on the file server (saltenv {saltenv})")
+        with open(cached, encoding="utf-8") as f:
+            return f.read(), cached
+
+    return loader

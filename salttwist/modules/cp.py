@@ -609,6 +609,7 @@ async def get_template(
         raise CommandExecutionError(
             f"Attempted to render template with unavailable engine {template}"
         )
+    from salttwist.fileserver.client import threadTemplateLoader
     from salttwist.render import RenderError, renderJinja
 
     kwargs = _public(kwargs)
@@ -631,7 +632,13 @@ async def get_template(
         with open(cached, encoding="utf-8") as f:
             text = f.read()
         try:
-            rendered = renderJinja(text, variables, path=url)
+            rendered = renderJinja(
+                text,
+                variables,
+                path=url,
+                loader=threadTemplateLoader(context.reactor, client, saltenv),
+                name=relative,
+            )
         except RenderError as e:
             raise CommandExecutionError(f"Failed to render template {url}: {e}") from e
         final = _placeDest(dest, relative.rsplit("/", 1)[-1], bool(makedirs))
