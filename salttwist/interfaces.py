@@ -109,6 +109,10 @@ class IRunnerMaster(Interface):
         "The minions' grains as the master last heard them: C{grains}, a mapping"
         " of minion id to grains."
     )
+    pillarCache = Attribute(
+        "The minions' pillar as the master last compiled it: C{byId()}, a mapping"
+        " of minion id to pillar (read it on the reactor thread; never log it)."
+    )
     subscribers = Attribute(
         "The minions connected now: a mapping of minion id to the protocol of"
         " its connection (whose C{transport.getPeer()} says where it is)."

@@ -174,6 +174,19 @@ class StatusTests(ManageTestCase):
         )
         self.assertEqual(self.run_("manage.down", tgt="odd", tgt_type="nodegroup"), [])
 
+    def test_pillarTarget(self) -> None:
+        """
+        A pillar target is matched with the master's pillar cache: a minion
+        whose cached pillar does not match is not counted as down, one whose
+        pillar is not cached may match and is.
+        """
+        self.master.pillarCache.store("minion1", {"role": "web"})
+        self.master.pillarCache.store("minion3", {"role": "db"})
+        self.assertEqual(
+            self.run_("manage.status", tgt="role:web", tgt_type="pillar"),
+            {"up": ["minion1"], "down": ["minion2"]},
+        )
+
     def test_badTarget(self) -> None:
         """
         An invalid target fails with the targeting error.

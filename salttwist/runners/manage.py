@@ -54,18 +54,22 @@ async def _accepted(context: RunnerContext) -> list[str]:
 async def _targeted(context: RunnerContext, tgt: Any, tgtType: str) -> list[str]:
     """
     @return: the accepted minions C{tgt} targets, as the master works out
-        the minions a job expects (cached grains for grain targets, the
-        master's nodegroups).
+        the minions a job expects (cached grains and pillar for grain and
+        pillar targets, the master's nodegroups).
     @raise ValueError: if the target is invalid.
     """
     master = context.master
     # The grains are copied here, on the reactor thread that changes them.
     grains = dict(master.grainsCache.grains)
+    pillarCache = getattr(master, "pillarCache", None)
+    pillars = dict(pillarCache.byId()) if pillarCache is not None else {}
     nodegroups = master.config.get("nodegroups") or {}
 
     def select() -> list[str]:
         keys = master.keyStore.listKeys(ACCEPTED)
-        return checkMinions(keys, tgt, tgtType, grainsById=grains, nodegroups=nodegroups)
+        return checkMinions(
+            keys, tgt, tgtType, grainsById=grains, nodegroups=nodegroups, pillarById=pillars
+        )
 
     try:
         return await master.runBlocking(select)
