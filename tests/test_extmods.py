@@ -438,6 +438,14 @@ class LoaderTests(SynchronousTestCase):
         self.assertIn("hello.world", self.call("sys.list_functions")["return"])
         self.assertIn("hello", self.call("sys.list_modules")["return"])
 
+    def test_autoloadWithoutCustomModulesStaysLazy(self) -> None:
+        """
+        With nothing synced, loading the custom modules at start imports
+        no built-in module (the minion starts as lazily as before).
+        """
+        extmods.autoloadExtensions(self.context)
+        self.assertEqual(self.context.functions.loaded(), [])
+
     def test_saltFunctionsAdapt(self) -> None:
         """
         C{__salt__} gives a function that takes the loader context its

@@ -11,8 +11,9 @@ of each saltenv are fetched into the minion's cache
 content changed are copied into C{extension_modules/<kind>/}, and files
 there that the file server no longer has are removed (Salt's
 C{clean_dynamic_modules}, on by default). The names copied are returned in
-Salt's shape, C{["modules.mymod"]}; a removal is not listed but counts as
-a change (the modules are reloaded).
+Salt's shape, C{["modules.mymod"]}; a removal is not listed. With
+C{refresh} a minion loads its custom code again after every sync, as
+Salt's does; the master reloads its runners when a file changed.
 
 Loading (L{loadExtensionModules}): each C{.py} file at the top of
 C{extension_modules/<kind>/} is imported from its file under the private
@@ -29,6 +30,10 @@ loader overwrites what a module set itself):
     (L{SaltFunctions});
   - C{__context__}: a dict shared by the modules of one load;
   - C{__utils__}: the functions of the synced C{_utils} modules.
+
+Custom execution functions are wrapped by L{jobFunction}: they take the
+job's loader context (so C{__pillar__} is that job's, with its C{pillar=}
+override) and run in a thread, as built-in blocking functions do.
 
 C{__virtual__()} decides: C{False} or C{(False, reason)} skips the module
 (logged with the reason), a string names it, anything else keeps it, named
@@ -705,6 +710,8 @@ class Extensions:
     modules: dict[str, str] = field(default_factory=dict)
     utils: dict[str, Callable[..., Any]] = field(default_factory=dict)
     grainModules: list[LoadedModule] = field(default_factory=list)
+    #: The built-in modules' names, when there are custom modules.
+    builtins: set[str] = field(default_factory=set)
 
 
 def loadUtils(
@@ -745,6 +752,11 @@ def loadExtensions(context: LoaderContext, withGrains: bool = True) -> Extension
             (name, jobFunction(function)) for name, function in module.functions.items()
         )
         extensions.modules[module.name] = module.path
+    builtinModules = getattr(context.functions, "builtinModules", None)
+    if extensions.modules and builtinModules is not None:
+        # Imports every built-in module (here, in the loading thread), only
+        # when there are custom ones that may replace some.
+        extensions.builtins = set(builtinModules())
     if withGrains:
         grainDunders = {
             "__opts__": context.opts,
@@ -840,8 +852,7 @@ def installExtensions(context: LoaderContext, extensions: Extensions) -> None:
     functions = context.functions
     setExtensions = getattr(functions, "setExtensions", None)
     if setExtensions is not None:
-        replaced = set(extensions.modules) & set(functions.builtinModules())
-        for name in sorted(replaced):
+        for name in sorted(set(extensions.modules) & extensions.builtins):
             log.warn(
                 "custom module {path} replaces the built-in module {name}",
                 path=extensions.modules[name],
@@ -850,8 +861,9 @@ def installExtensions(context: LoaderContext, extensions: Extensions) -> None:
         setExtensions(extensions.functions)
     else:
         functions.update(extensions.functions)
-    names = ", ".join(sorted(extensions.modules)) or "none"
-    log.info("custom execution modules loaded: {names}", names=names)
+    if extensions.modules:
+        names = ", ".join(sorted(extensions.modules))
+        log.info("custom execution modules loaded: {names}", names=names)
 
 
 def _replaceGrains(context: LoaderContext, grains: dict[str, Any]) -> bool:
