@@ -233,6 +233,33 @@ class MinionPillarPathTests(MinionTestCase):
         self.assertEqual(minion.executor.context.pillar, {"motd": motd})
         self.assertFalse([event for event in self.net.events if SECRET in repr(event)])
 
+    def test_masterless(self) -> None:
+        """
+        With C{file_client: local} the minion compiles its pillar from its
+        own C{pillar_roots} when it starts, without a master, and again at
+        each refresh; the master compiles nothing for it.
+        """
+        localRoot = writeTree(
+            os.path.abspath(self.mktemp()),
+            {"top.sls": "base:\n  '*':\n    - local\n", "local.sls": "where: {{ grains['id'] }}\n"},
+        )
+        self.net.refuse = 1
+        minion = self.makeMinion("local1", file_client="local", pillar_roots={"base": [localRoot]})
+        minion.start()
+        self.net.flush()
+        self.assertEqual(minion.executor.context.pillar, {"where": "local1"})
+        writeTree(localRoot, {"local.sls": "where: changed\n"})
+        ret = self.successResultOf(minion.executor.run("saltutil.refresh_pillar", []))
+        self.assertIs(ret["return"], True)
+        self.assertEqual(minion.executor.context.pillar, {"where": "changed"})
+        writeTree(localRoot, {"local.sls": "where: [broken\n"})
+        ret = self.successResultOf(minion.executor.run("pillar.items", []))
+        self.assertEqual(ret["return"], {"where": "changed"})
+        self.successResultOf(minion.executor.run("saltutil.refresh_pillar", []))
+        self.assertIn("_errors", minion.executor.context.pillar)
+        self.assertTrue(self.logged("local pillar: "))
+        self.assertEqual(self.master.pillarRequests.compiles, 0)
+
     def test_rogueSessionRefused(self) -> None:
         """
         A minion's own session asking for another minion's pillar is

@@ -198,6 +198,9 @@ class Minion:
         """
         if self._machine.start():
             self.returns.stopped = False
+            if self.pillar.localCompile is not None:
+                # Masterless pillar (file_client: local): compiled now.
+                self.pillar.refresh(cleanCache=False).addErrback(lambda _: None)
             self._service.startService()
 
     def stop(self) -> None:

@@ -11,6 +11,10 @@ new one, started once the running one is over (the running one may have
 been compiled before whatever change the caller wants to see). Callers that
 ask meanwhile share that next fetch. A failed fetch keeps the pillar the
 minion had and logs why; nothing of the pillar is logged.
+
+With C{file_client: local} (Salt's masterless minion) the minion compiles
+its pillar itself from its own C{pillar_roots}, in a thread
+(L{localCompiler}), at start and at each refresh.
 """
 
 from __future__ import annotations
@@ -101,6 +105,10 @@ class MinionPillar:
         self._clock = clock
         self._timeout = timeout
         self.fetches = 0
+        #: With C{file_client: local}: compiles the pillar here instead
+        #: (C{(saltenv, pillarenv, override) -> Deferred[pillar]}, see
+        #: L{localCompiler}); L{None}: the master compiles it.
+        self.localCompile: Callable[..., Deferred[dict[str, Any]]] | None = None
         #: The waiters of the running refresh, or L{None} when none runs.
         self._running: list[Deferred[dict[str, Any]]] | None = None
         #: The waiters of the refresh to start when the running one is over.
@@ -121,6 +129,18 @@ class MinionPillar:
         @return: a L{Deferred} firing with the pillar, or failing with
             L{PillarUnavailable}.
         """
+        if self.localCompile is not None:
+            self.fetches += 1
+
+            def compileFailed(failure: Failure) -> Failure:
+                return Failure(
+                    PillarUnavailable(
+                        f"the local pillar could not be compiled: "
+                        f"{type(failure.value).__name__}: {failure.value}"
+                    )
+                )
+
+            return self.localCompile(saltenv, pillarenv, override).addErrback(compileFailed)
         req = self._session()
         if req is None:
             return fail(PillarUnavailable(f"minion {self.id} is not connected to its master"))
@@ -195,3 +215,53 @@ class MinionPillar:
                 waiter.errback(result.value)
             else:
                 waiter.callback(result)
+
+
+def localCompiler(
+    context: LoaderContext, minionId: str, runBlocking: Callable[..., Deferred[Any]]
+) -> Callable[..., Deferred[dict[str, Any]]]:
+    """
+    The pillar compiled by the minion itself from its own C{pillar_roots}
+    (C{file_client: local}, Salt's masterless minion), in a thread through
+    C{runBlocking} (a render is blocking work). The full texts of render
+    errors go to the minion's log at error level; the pillar carries
+    Salt's C{_errors}.
+
+    @return: C{compile(saltenv, pillarenv, override)}, a L{Deferred} of the
+        pillar.
+    """
+    log = Logger(namespace=__name__)
+
+    def compileHere(
+        grains: dict[str, Any],
+        saltenv: str | None,
+        pillarenv: str | None,
+        override: dict[str, Any] | None,
+    ) -> tuple[dict[str, Any], list[str]]:
+        from salttwist.pillar import compilePillarWithErrors
+
+        return compilePillarWithErrors(
+            context.opts,
+            minionId,
+            grains,
+            saltenv=saltenv if saltenv is not None else context.opts.get("saltenv"),
+            pillarenv=pillarenv if pillarenv is not None else context.opts.get("pillarenv"),
+            override=override,
+        )
+
+    def compiled(result: tuple[dict[str, Any], list[str]]) -> dict[str, Any]:
+        pillar, errors = result
+        for text in errors:
+            log.error("minion {id}: local pillar: {error}", id=minionId, error=text)
+        return pillar
+
+    def compile(
+        saltenv: str | None = None,
+        pillarenv: str | None = None,
+        override: dict[str, Any] | None = None,
+    ) -> Deferred[dict[str, Any]]:
+        # The grains are copied here, on the reactor thread that changes them.
+        grains = dict(context.grains)
+        return runBlocking(compileHere, grains, saltenv, pillarenv, override).addCallback(compiled)
+
+    return compile

@@ -30,6 +30,7 @@ from salttwist.fileserver.client import LocalFileClient, RemoteFileClient
 from salttwist.fileserver.server import FileServer
 from salttwist.grains import coreGrains, grainsFilePath
 from salttwist.minion.core import ConnectTCP, Minion
+from salttwist.minion.pillar import localCompiler
 from salttwist.minion.returnsqueue import ReturnsQueue
 from salttwist.modules import LoaderContext, loadFunctions
 from salttwist.modules.executor import Executor
@@ -122,6 +123,9 @@ def buildMinion(
     context.fileClient = buildFileClient(config, minionId, minion.masterRequest, runBlocking)
     context.refreshPillar = minion.pillar.refresh
     context.fetchPillar = minion.pillar.fetch
+    if config.get("file_client") == "local":
+        # Masterless (Salt's): the pillar is compiled here from pillar_roots.
+        minion.pillar.localCompile = localCompiler(context, minionId, runBlocking)
     return minion
 
 
