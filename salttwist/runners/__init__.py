@@ -10,8 +10,11 @@ works off the reactor).
 
 The modules, by Salt's names: C{jobs} (the job cache and running jobs),
 C{manage} (which minions are up) and C{salt} (C{salt.cmd}: an execution module
-function run in the master). C{state.event} is not a runner here: like Salt's,
-it runs in the C{salttwist-run} command (L{salttwist.cli.run}).
+function run in the master), C{pillar}, C{fileserver}, and C{saltutil}
+(C{sync_runners}: custom runners from the file server's C{_runners},
+loaded by L{loadRunners} and run by L{customRunner}). C{state.event} is not
+a runner here: like Salt's, it runs in the C{salttwist-run} command
+(L{salttwist.cli.run}).
 
 Where a runner runs (issue 5): a runner that needs only the config and the
 job cache is marked with L{inWorker} and, when the master has worker
