@@ -509,9 +509,11 @@ class MergeStrategyTests(TopTestCase):
 
     def test_unknownStrategyIsMerge(self) -> None:
         self.opts["top_file_merging_strategy"] = "bogus"
-        self.assertEqual(
-            self.matches(), {"base": ["core"], "qa": ["qa_from_base"], "dev": ["devtools"]}
-        )
+        with self.assertLogs("salttwist.state.top", "WARNING") as logged:
+            self.assertEqual(
+                self.matches(), {"base": ["core"], "qa": ["qa_from_base"], "dev": ["devtools"]}
+            )
+        self.assertIn("Invalid top_file_merging_strategy 'bogus'", logged.output[0])
 
     def test_same(self) -> None:
         """
@@ -849,3 +851,105 @@ class ShowTopTests(TopTestCase):
         self.assertEqual(len(errors), 1)
         self.assertIn(f"{path}, line 3", errors[0])
         self.assertIn("division by zero", errors[0])
+
+
+class GitfsTests(TopTestCase):
+    """
+    Top files from a real git repository's branches (gitfs) beside
+    C{file_roots}: the branches are saltenvs read after those of
+    C{file_roots}, as Salt's C{_get_envs}.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        from tests.test_fileserver_contract import GitRepository
+
+        self.repo = GitRepository(os.path.join(self.base, "repo"))
+        self.repo.commitBranch(
+            "master", {"top.sls": "base: {'*': [from_git]}\n", "gitonly.sls": ""}
+        )
+        self.repo.commitBranch(
+            "feature",
+            {
+                "top.sls": "include: [extra]\nfeature: {'web*': [feat]}\n",
+                "extra.sls": "feature: {'G@os:Debian': [feat_debian]}\n",
+            },
+        )
+        self.top("base", "base: {'*': [from_roots]}\n")
+        self.fileServer: FileServer | None = None
+
+    def server(self) -> FileServer:
+        from salttwist.fileserver.gitfs import GitBackend
+        from salttwist.fileserver.roots import RootsBackend
+
+        if self.fileServer is None:
+            cachedir = os.path.join(self.base, "cache")
+            git = GitBackend({"gitfs_remotes": [self.repo.path]}, cachedir)
+            self.assertTrue(git.update())
+            self.fileServer = FileServer(self.opts, [RootsBackend(self.opts), git])
+        return self.fileServer
+
+    def test_branchesAreSaltenvs(self) -> None:
+        """
+        The roots' C{base} top file wins over the git one (the first
+        backend holding it); the branch's top and its include give its
+        section.
+        """
+        self.assertEqual(topEnvs(self.opts, self.server()), ["base", "feature"])
+        self.assertEqual(
+            self.matches(), {"base": ["from_roots"], "feature": ["feat", "feat_debian"]}
+        )
+
+    def test_same(self) -> None:
+        self.opts["top_file_merging_strategy"] = "same"
+        self.assertEqual(self.matches(saltenv="feature"), {"feature": ["feat", "feat_debian"]})
+        self.assertEqual(self.matches("db1", grains={}), {"base": ["from_roots"]})
+        self.assertEqual(self.matches("db1"), {"base": ["from_roots"], "feature": ["feat_debian"]})
+
+
+class DocsExampleTests(TopTestCase):
+    """
+    The example of C{docs/fileserver.md} ("Top files and saltenvs") gives
+    what the page says.
+    """
+
+    def test_example(self) -> None:
+        self.env("dev")
+        self.write("dev", "devtools.sls", "")
+        self.write("base", "tops/extra.sls", "base: {'db*': [backup]}\n")
+        self.top(
+            "base",
+            """\
+            include:
+              - tops.*
+            base:
+              '*':
+                - core
+              'web* and G@os:Debian':
+                - nginx
+              'roles:db':
+                - match: grain
+                - postgres
+              'role:cache':
+                - match: pillar
+                - redis
+              webservers:
+                - match: nodegroup
+                - haproxy
+                - subfilter:
+                    'G@os:RedHat': [selinux]
+                - dev: devtools
+            dev:
+              'web*':
+                - nginx.debug
+            """,
+        )
+        self.opts["nodegroups"] = {"webservers": "web*"}
+        self.assertEqual(
+            self.matches(pillar={"role": "cache"}),
+            {"base": ["core", "nginx", "redis", "haproxy"], "dev": ["devtools", "nginx.debug"]},
+        )
+        self.assertEqual(
+            self.matches("db1", grains={"os": "RedHat", "roles": ["db"]}),
+            {"base": ["core", "postgres", "backup"]},
+        )
