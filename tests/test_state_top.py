@@ -435,6 +435,17 @@ class IncludeTests(TopTestCase):
         merged = mergeTops(tops, self.opts)
         self.assertEqual(merged, {"base": {"*": ["more"], "db*": ["pg"], "web*": ["nginx"]}})
 
+    def test_includeOfItself(self) -> None:
+        """
+        An include naming the top file itself (or a glob matching it) does
+        not read it again.
+        """
+        self.top("base", "include: ['*']\nbase: {'*': [core]}\n")
+        self.write("base", "other.sls", "base: {'web*': [web]}\n")
+        tops = gatherTops(self.opts, self.server())
+        self.assertEqual(len(tops["base"]), 2)
+        self.assertEqual(self.matches(), {"base": ["core", "web"]})
+
     def test_missingPlainInclude(self) -> None:
         path = self.top("base", "include: [nothere, maybe.*]\nbase: {'*': [core]}\n")
         errors: list[str] = []

@@ -71,14 +71,17 @@ from __future__ import annotations
 
 import fnmatch
 import logging
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from salttwist.fileserver.interfaces import FileServerError, FoundFile
 from salttwist.fileserver.paths import checkRelativePath, parseSaltUrl
 from salttwist.pillar.compiler import _readText
 from salttwist.render import RenderError, renderText
 from salttwist.targeting import compileTarget
+
+if TYPE_CHECKING:
+    from salttwist.fileserver.server import FileServer
 
 log = logging.getLogger(__name__)
 
@@ -103,18 +106,6 @@ class TopError(ValueError):
     message names the top file, the line when known, the saltenv and the
     cause.
     """
-
-
-class IFileServer(Protocol):
-    """
-    What this module asks of L{salttwist.fileserver.server.FileServer}.
-    """
-
-    def envs(self) -> list[str]: ...
-
-    def fileList(self, saltenv: str, prefix: str = "") -> list[str]: ...
-
-    def findFile(self, path: str, saltenv: str) -> FoundFile | None: ...
 
 
 class TopFile(dict):
@@ -184,7 +175,7 @@ def topFileName(opts: Mapping[str, Any]) -> str:
         raise TopError(f"state_top {name!r}: {e}") from None
 
 
-def topEnvs(opts: Mapping[str, Any], fileServer: IFileServer) -> list[str]:
+def topEnvs(opts: Mapping[str, Any], fileServer: FileServer) -> list[str]:
     """
     The saltenvs whose top files are read, in order (Salt's C{_get_envs}):
     C{env_order} without repeats, keeping only the saltenvs the file server
@@ -209,7 +200,7 @@ def topEnvs(opts: Mapping[str, Any], fileServer: IFileServer) -> list[str]:
     return envs
 
 
-def listStates(fileServer: IFileServer, saltenv: str) -> list[str]:
+def listStates(fileServer: FileServer, saltenv: str) -> list[str]:
     """
     @return: the SLS names of C{saltenv} (C{web/nginx.sls} is
         C{web.nginx}, C{web/init.sls} is C{web}), sorted, as Salt's
@@ -230,7 +221,7 @@ def listStates(fileServer: IFileServer, saltenv: str) -> list[str]:
     return sorted(states)
 
 
-def _findSls(fileServer: IFileServer, sls: str, saltenv: str) -> FoundFile | None:
+def _findSls(fileServer: FileServer, sls: str, saltenv: str) -> FoundFile | None:
     base = sls.replace(".", "/")
     for path in (base + ".sls", base + "/init.sls"):
         try:
@@ -242,7 +233,7 @@ def _findSls(fileServer: IFileServer, sls: str, saltenv: str) -> FoundFile | Non
     return None
 
 
-def _loaderFor(fileServer: IFileServer, saltenv: str):
+def _loaderFor(fileServer: FileServer, saltenv: str) -> Callable[[str], tuple[str, str]]:
     """
     @return: the Jinja loader of C{saltenv}: C{{% include %}} and
         C{{% import %}} read through the file server (confined to the
@@ -378,7 +369,7 @@ def _empty(saltenv: str) -> TopFile:
 
 
 def _renderTop(
-    fileServer: IFileServer,
+    fileServer: FileServer,
     found: FoundFile,
     name: str,
     saltenv: str,
@@ -415,7 +406,7 @@ def _renderTop(
 
 def gatherTops(
     opts: Mapping[str, Any],
-    fileServer: IFileServer,
+    fileServer: FileServer,
     *,
     saltenv: str | None = None,
     context: Mapping[str, Any] | None = None,
@@ -502,7 +493,7 @@ def gatherTops(
 
 
 def _readIncludes(
-    fileServer: IFileServer,
+    fileServer: FileServer,
     env: str,
     envTops: list[dict],
     topName: str,
@@ -515,7 +506,10 @@ def _readIncludes(
     globs of the same saltenv), and theirs, each file once.
     """
     avail: list[str] | None = None
+    # The top file itself is not read again when an include names it.
     done: set[str] = set()
+    if topName.endswith(".sls"):
+        done.add(topName[: -len(".sls")].replace("/", "."))
     index = 0
     while index < len(envTops):
         top = envTops[index]
@@ -550,7 +544,7 @@ def _readIncludes(
                 )
 
 
-def _sections(top: Mapping[str, Any]):
+def _sections(top: Mapping[str, Any]) -> Iterator[tuple[str, dict]]:
     """
     @return: C{(saltenv, targets)} of a top file's sections (not
         C{include}), the well-formed ones.
@@ -764,7 +758,7 @@ def topMatches(
 
 def showTop(
     opts: Mapping[str, Any],
-    fileServer: IFileServer,
+    fileServer: FileServer,
     minionId: str,
     grains: Mapping[str, Any] | None,
     pillar: Mapping[str, Any] | None = None,
