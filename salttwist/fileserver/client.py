@@ -21,10 +21,8 @@ files costs a C{stat} each, not a hash (L{CacheIndex}).
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
-import secrets
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -94,6 +92,8 @@ def splitUrl(path: str, saltenv: str) -> tuple[str, str]:
 
 
 def _sha256(path: str) -> str:
+    import hashlib  # late: a minion that fetches no file never loads libcrypto's
+
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1024 * 1024):
@@ -191,7 +191,7 @@ class CacheIndex:
                     return
                 self._dirty = False
                 snapshot = {k: list(v) for k, v in self._entries.items()}
-            tmp = f"{self.path}.{secrets.token_hex(4)}.tmp"
+            tmp = f"{self.path}.{os.urandom(4).hex()}.tmp"
             try:
                 os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
                 with open(tmp, "w") as f:
@@ -218,8 +218,10 @@ class _Download:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         if os.path.isdir(target) and not os.path.islink(target):
             raise FileServerError(f"cannot cache {target}: a directory is in the way")
-        self.tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.part")
+        self.tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.part")
         self._file = open(self.tmp, "xb")
+        import hashlib  # late: a minion that fetches no file never loads libcrypto's
+
         self._digest = hashlib.sha256()
         self.size = 0
 

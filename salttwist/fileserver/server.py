@@ -20,7 +20,6 @@ git backend swaps its state whole.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -255,6 +254,8 @@ class FileServer:
             if cached is not None:
                 self._hashes.move_to_end(key)
                 return cached
+        import hashlib  # late: a master or minion that hashes nothing never loads libcrypto
+
         digest = hashlib.sha256()
         try:
             with open(found.realPath, "rb") as f:

@@ -61,7 +61,6 @@ not loaded; only top-level C{.py} files are.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import inspect
 import os
@@ -172,6 +171,8 @@ def nameList(value: Any, kind: str, what: str) -> set[str] | None:
 
 
 def _digest(path: str) -> bytes:
+    import hashlib  # late: a minion that syncs nothing never loads libcrypto's
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 16), b""):
