@@ -438,6 +438,7 @@ def _configManagementOptions() -> dict[str, _Option]:
         "env_order": _Option([], _checkStringList),
         "default_top": _Option("base", _checkNonEmptyString),
         "state_top": _Option("top.sls", _checkNonEmptyString),
+        "state_top_saltenv": _Option(None, _checkNonEmptyString),
         "hash_type": _Option("sha256", _choice("sha256")),
         "renderer": _Option("jinja|yaml", _checkNonEmptyString),
         "gitfs_remotes": _Option([], _checkGitfsRemotes),
