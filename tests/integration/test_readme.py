@@ -18,7 +18,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 from collections.abc import Iterator
+from typing import Any
 
 from twisted.trial.unittest import FailTest, SynchronousTestCase, TestCase
 
@@ -34,6 +36,9 @@ from tests.integration.harness import (
 
 README = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "README.md")
 MINIONS = ("minion1", "web1", "web2")
+#: Where the README's examples write outside the test's directories (as a
+#: user would, under /tmp), removed after the test.
+README_DESTINATIONS = ("/tmp/salttwist-readme-motd", "/tmp/salttwist-readme-cp")
 #: The jid the README's examples use.
 EXAMPLE_JID = "20260316190000123456"
 UNTIL_CTRL_C = "until Ctrl-C"
@@ -92,7 +97,14 @@ class CommandExamplesParsingTests(SynchronousTestCase):
         programs = {shlex.split(command)[0] for _, command, _ in examples}
         self.assertEqual(
             programs,
-            {"salttwist", "salttwist-key", "salttwist-call", "salttwist-run", "salttwist-event"},
+            {
+                "salttwist",
+                "salttwist-key",
+                "salttwist-call",
+                "salttwist-run",
+                "salttwist-cp",
+                "salttwist-event",
+            },
         )
 
     def test_comments(self) -> None:
@@ -116,13 +128,45 @@ class ReadmeExamplesTests(TestCase):
     async def setUp(self) -> None:
         """
         A master (presence events every second, for the presence example)
-        with the README's three minions.
+        with the README's three minions, the file roots and pillar of the
+        README's examples (C{salt://motd}, C{role: web} for C{web*}), and
+        C{etc/motd} beside the commands for C{salttwist-cp}.
         """
         self.cluster = Cluster(self)
-        self.cluster.writeMasterConfig(presence_events=True, loop_interval=1)
-        await self.cluster.startReady(MINIONS)
+        roots = self._writeRoots(self.cluster.baseDir)
+        self.cluster.writeMasterConfig(presence_events=True, loop_interval=1, **roots)
+        await self.cluster.startReady(MINIONS, **roots)
+        for leftover in README_DESTINATIONS:
+            self.addCleanup(shutil.rmtree, leftover, True)
+            self.addCleanup(_removeFile, leftover)
         saved = os.environ.get(CONFIG_DIR_ENV)
         self.addCleanup(self._restoreEnvironment, saved)
+
+    @staticmethod
+    def _writeRoots(baseDir: str) -> dict[str, Any]:
+        """
+        Write the README's file roots and pillar under C{baseDir}.
+
+        @return: the C{file_roots} and C{pillar_roots} options.
+        """
+        files = {
+            "srv/salt/motd": "Welcome to {{ grains['id'] }}\n",
+            "srv/pillar/top.sls": "base:\n  '*':\n    - common\n  'web*':\n    - web\n",
+            "srv/pillar/common.sls": "site: example.org\n",
+            "srv/pillar/web.sls": (
+                "role: web\nports: {% for n in range(3) %}\n  - {{ 8080 + n }}{% endfor %}\n"
+            ),
+            "etc/motd": "Hello from the master\n",
+        }
+        for name, text in files.items():
+            path = os.path.join(baseDir, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+        return {
+            "file_roots": {"base": [os.path.join(baseDir, "srv", "salt")]},
+            "pillar_roots": {"base": [os.path.join(baseDir, "srv", "pillar")]},
+        }
 
     def _restoreEnvironment(self, saved: str | None) -> None:
         if saved is None:
@@ -211,3 +255,11 @@ class ReadmeExamplesTests(TestCase):
         if process.exitCode != 0:
             return f"$ {shlex.join(argv)} after Ctrl-C: {process.describe()}"
         return None
+
+
+def _removeFile(path: str) -> None:
+    """
+    Remove the file C{path} if there is one.
+    """
+    if os.path.isfile(path):
+        os.remove(path)
