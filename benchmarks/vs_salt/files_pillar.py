@@ -1205,10 +1205,17 @@ def main(argv: list[str] | None = None) -> int:
             "from one client process (files_pillar_client.py, the same code for both); "
             "ping_baseline is a test.ping to the same minion, the job's own cost.",
             "get_file cold: the destination and the minion's cachedir/files removed before "
-            "each sample; cached: the same call again at once. Both masters hashed the file "
-            "once before (an untimed cp.hash_file). MB = 10**6 bytes.",
+            "each sample; cached: the same call again at once; cached_touched: once more "
+            "after the copies' modification times were set to now (salttwist's minion "
+            "trusts the SHA-256 it recorded with a file's size and mtime, Salt's hashes "
+            "the file at every check). Both masters hashed the file once before (an "
+            "untimed cp.hash_file). MB = 10**6 bytes.",
             "cache_dir: one untimed call fills the minion's cache (fill_s), then the timed "
             "ones, every file cached.",
+            "pillar SLS: bench.sls renders --pillar-keys keys with Jinja loops, each "
+            "holding the minion's id from its grains, so every minion's pillar differs "
+            "(nothing can be shared between minions' renders); Salt 3008.5 masks pillar "
+            "values in pillar.get/pillar.items unless unmask=True, which its calls pass.",
             "pillar: the clock starts at the top.sls write (the new SLS was written before) "
             "and stops when '*' pillar.get bench_mark answers the new round on every minion, "
             "after '*' saltutil.refresh_pillar wait=True.",
