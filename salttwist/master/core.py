@@ -288,9 +288,7 @@ class Master:
         self.fileRecv = files.fileRecv
         self.minionPillar = pillar.minionPillar
 
-        bus.subscribe(["salt/key"], keyWatch.keyEvent)
-        # A deleted or rejected key drops that minion's cached pillar.
-        bus.subscribe(["salt/key"], pillar.keyEvent)
+        bus.subscribe(["salt/key"], self._keyChanged)
 
     @property
     def fileServer(self) -> Any:
@@ -299,6 +297,15 @@ class Master:
         (L{IRunnerMaster.fileServer}, for the C{fileserver.*} runners).
         """
         return getattr(self.fileRequests, "fileServer", None)
+
+    def _keyChanged(self, tag: str, data: Any) -> None:
+        """
+        A C{salt/key} event: the key watch acts on it, and a deleted or
+        rejected key drops that minion's cached pillar (one subscription
+        for both).
+        """
+        self.keyWatch.keyEvent(tag, data)
+        self.pillarRequests.keyEvent(tag, data)
 
     def _sessionEnded(self, proto: Any) -> None:
         """

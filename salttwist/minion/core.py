@@ -200,7 +200,7 @@ class Minion:
             self.returns.stopped = False
             if self.pillar.localCompile is not None:
                 # Masterless pillar (file_client: local): compiled now.
-                self.pillar.refresh(cleanCache=False).addErrback(lambda _: None)
+                self.pillar.refresh(cleanCache=False, announce=False).addErrback(lambda _: None)
             self._service.startService()
 
     def stop(self) -> None:
@@ -463,7 +463,7 @@ class Minion:
         self.bus.fire(MASTER_CONNECTED, {"master": self.masterHost})
         self.sendGrains()
         # Its pillar, with the grains just sent (a failure is logged there).
-        self.pillar.refresh(cleanCache=False).addErrback(lambda _: None)
+        self.pillar.refresh(cleanCache=False, announce=False).addErrback(lambda _: None)
         self.returns.flush()
         waiters, self._readyWaiters = self._readyWaiters, []
         for waiter in waiters:

@@ -114,6 +114,9 @@ class MinionPillar:
         #: The waiters of the refresh to start when the running one is over.
         self._next: list[Deferred[dict[str, Any]]] = []
         self._nextClean = False
+        self._nextAnnounce = False
+        #: Whether the running refresh fires L{PILLAR_REFRESH_COMPLETE}.
+        self._announce = False
 
     def fetch(
         self,
@@ -167,7 +170,7 @@ class MinionPillar:
 
         return d.addCallback(pillarFromReply).addErrback(failed)
 
-    def refresh(self, cleanCache: bool = True) -> Deferred[dict[str, Any]]:
+    def refresh(self, cleanCache: bool = True, announce: bool = True) -> Deferred[dict[str, Any]]:
         """
         Fetch the pillar and keep it in C{context.pillar} (replaced whole).
         While a refresh runs, wait for the next one instead.
@@ -176,6 +179,9 @@ class MinionPillar:
             C{pillar_cache} (Salt's C{clean_cache}, true by default as
             C{saltutil.refresh_pillar}'s; the fetch after each
             subscription passes false).
+        @param announce: fire L{PILLAR_REFRESH_COMPLETE} on the minion's
+            bus when it succeeded, as Salt's minion does after a refresh it
+            was asked for (the fetch after each subscription passes false).
         @return: a L{Deferred} of its own (cancelling it stops no fetch),
             firing with the new pillar, or failing with L{PillarUnavailable}
             (the previous pillar is kept).
@@ -184,12 +190,16 @@ class MinionPillar:
         if self._running is not None:
             self._next.append(waiter)
             self._nextClean = self._nextClean or cleanCache
+            self._nextAnnounce = self._nextAnnounce or announce
             return waiter
-        self._start([waiter], cleanCache)
+        self._start([waiter], cleanCache, announce)
         return waiter
 
-    def _start(self, waiters: list[Deferred[dict[str, Any]]], cleanCache: bool) -> None:
+    def _start(
+        self, waiters: list[Deferred[dict[str, Any]]], cleanCache: bool, announce: bool
+    ) -> None:
         self._running = waiters
+        self._announce = announce
         self.fetch(cleanCache=cleanCache).addBoth(self._done)
 
     def _done(self, result: dict[str, Any] | Failure) -> None:
@@ -204,12 +214,13 @@ class MinionPillar:
             self.context.pillar = result
             self.log.info("minion {id}: pillar refreshed", id=self.id)
             fireLocal = self.context.fireLocal
-            if fireLocal is not None:
+            if fireLocal is not None and self._announce:
                 fireLocal(PILLAR_REFRESH_COMPLETE, {"complete": True})
         if self._next:
             nextWaiters, self._next = self._next, []
             clean, self._nextClean = self._nextClean, False
-            self._start(nextWaiters, clean)
+            announce, self._nextAnnounce = self._nextAnnounce, False
+            self._start(nextWaiters, clean, announce)
         for waiter in waiters:
             if isinstance(result, Failure):
                 waiter.errback(result.value)
