@@ -60,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -355,13 +356,18 @@ def measureSystem(
     root: str,
     processes: run.Processes,
     quiet: run.QuietWait,
+    out: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """
     The file and pillar figures of one system (see the module docstring).
+
+    @param out: where the figures go, phase by phase (a new map by
+        default), so that those measured before a failure are kept.
+    @return: C{out}.
     """
     name = system.name
     cluster = FilesCluster(system, os.path.join(root, name), 1, processes)
-    out: dict[str, Any] = {}
+    out = {} if out is None else out
     try:
         _, pillarRoot = content.install(cluster.masterRoot, options.pillar_keys)
         print(f"  starting {name}: master and 1 minion", flush=True)
@@ -462,6 +468,16 @@ def measureSystem(
     finally:
         cluster.stop()
     return out
+
+
+def failureText(e: BaseException) -> str:
+    """
+    @return: C{e} and where it was raised, for the JSON and the table.
+    """
+    where = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])
+    return f"{type(e).__name__}: {e}"[-3000:] + (
+        "\n" + where if not isinstance(e, RuntimeError) else ""
+    )
 
 
 def clearPathsQuietly(paths: list[str]) -> None:
@@ -565,10 +581,15 @@ def measureSwarm(
     root: str,
     processes: run.Processes,
     quiet: run.QuietWait,
+    out: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """
     salttwist's master and C{--swarm-minions} simulated minions: rounds of
     a top change and every minion refreshing its pillar at once.
+
+    @param out: where the figures go as they are measured (a new map by
+        default), so that those measured before a failure are kept.
+    @return: C{out}.
     """
     n = options.swarm_minions
     base = os.path.join(root, "swarm")
@@ -586,11 +607,8 @@ def measureSwarm(
     goFile = os.path.join(base, "go")
     trigger = os.path.join(base, "refresh")
     os.makedirs(statusDir)
-    out: dict[str, Any] = {
-        "minions": n,
-        "procs": options.swarm_procs,
-        "triggers": options.swarm_trigger,
-    }
+    out = {} if out is None else out
+    out.update(minions=n, procs=options.swarm_procs, triggers=options.swarm_trigger)
     out["start_quiet"] = run.waitQuiet(quiet)
     master = processes.start(
         [twist.bin(twist.master), "-c", masterDir, "-l", "error"],
@@ -676,7 +694,7 @@ def measureSwarm(
             out["start_pillar"] = "not all had it when connected: one untimed refresh"
         phase = run.Phase.whenQuiet(swarmQuiet(quiet, options))
         out["master_memory_idle"] = run.treeMemory(master.pid)
-        rounds = []
+        rounds = out["rounds"] = []
         swarmPids = status()["pids"]
         refresher = SwarmRefresher(twist, masterDir, trigger, options.round_seconds)
         k = 0
@@ -698,7 +716,6 @@ def measureSwarm(
                     )
                 )
                 print(f"    round {k} ({how}): {rounds[-1]}", flush=True)
-        out["rounds"] = rounds
         for how in options.swarm_trigger:
             times = [r["to_all_s"] for r in rounds if r["trigger"] == how and r["to_all_s"]]
             count = sum(1 for r in rounds if r["trigger"] == how)
@@ -1046,6 +1063,8 @@ def table(results: dict[str, Any]) -> str:
                 failures.append(f"  {name} {phase} {figure}: {count} failed sample(s)")
             if run._get(node, phase, "error"):
                 failures.append(f"  {name} {phase}: {node[phase]['error']}")
+        if node.get("error"):
+            failures.append(f"  {name}: {node['error']}")
         for phase in ("get_file", "cache_dir", "pillar"):
             for error in run._get(node, phase, "errors") or []:
                 failures.append(f"  {name} {phase}: {error}")
@@ -1256,21 +1275,22 @@ def main(argv: list[str] | None = None) -> int:
         for name, system in systems.items():
             if set(options.phases) & {"getfile", "cachedir", "pillar"}:
                 print(name, flush=True)
+                # Filled phase by phase: what was measured before a failure stays.
+                out = results["systems"][name] = {}
                 try:
-                    results["systems"][name] = measureSystem(
-                        system, content, options, root, processes, quiet
-                    )
-                except RuntimeError as e:
-                    results["systems"][name] = {"error": str(e)[-3000:]}
-                    sys.stderr.write(f"{name}: {e}\n")
+                    measureSystem(system, content, options, root, processes, quiet, out)
+                except Exception as e:
+                    out["error"] = failureText(e)
+                    sys.stderr.write(f"{name}: {out['error']}\n")
         twist = systems.get("salttwist")
         if "swarm" in options.phases and isinstance(twist, FilesSaltTwist):
             print(f"swarm: {options.swarm_minions} simulated minions", flush=True)
+            out = results["swarm"] = {}
             try:
-                results["swarm"] = measureSwarm(twist, content, options, root, processes, quiet)
-            except RuntimeError as e:
-                results["swarm"] = {"error": str(e)[-3000:]}
-                sys.stderr.write(f"swarm: {e}\n")
+                measureSwarm(twist, content, options, root, processes, quiet, out)
+            except Exception as e:
+                out["error"] = failureText(e)
+                sys.stderr.write(f"swarm: {out['error']}\n")
     finally:
         processes.stopAll()
         if not options.keep:
