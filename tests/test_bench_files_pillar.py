@@ -637,3 +637,75 @@ class PillarTriggerTests(SynchronousTestCase):
         trigger.check()
         self.assertEqual(len(fired), 2)
         self.assertEqual(trigger.fired, 2)
+
+
+class ConfigTests(SynchronousTestCase):
+    """
+    Both systems serve the same roots, and the benchmark knows where each
+    minion caches files.
+    """
+
+    def test_roots(self) -> None:
+        """
+        salttwist's master gets C{file_roots} and C{pillar_roots} where
+        C{run.py} puts Salt's (under C{root_dir/srv}).
+        """
+        bench = _bench()
+        salt = bench.FilesSalt("/nonexistent").masterConfig("/r")
+        twist = bench.FilesSaltTwist("/nonexistent").masterConfig("/r")
+        for config in (salt, twist):
+            self.assertEqual(config["file_roots"], {"base": ["/r/srv/salt"]})
+            self.assertEqual(config["pillar_roots"], {"base": ["/r/srv/pillar"]})
+        self.assertEqual(bench.roots("/r"), ("/r/srv/salt", "/r/srv/pillar"))
+
+    def test_minionCache(self) -> None:
+        """
+        salttwist's minion is given its C{cachedir} (its default under
+        C{root_dir}); Salt's is under its own default path.
+        """
+        bench = _bench()
+        twist = bench.FilesSaltTwist("/nonexistent")
+        config = twist.minionConfig("/m", "salttwist-m00", 4506)
+        self.assertEqual(config["cachedir"], "/m/var/cache/salttwist/minion")
+        self.assertEqual(config["id"], "salttwist-m00")
+        salt = bench.FilesSalt("/nonexistent")
+        self.assertEqual(
+            salt.minionConfig("/m", "salt-m00", 4506)["cachedir"], salt.minionCacheDir("/m")
+        )
+
+
+class SwarmTableTests(SynchronousTestCase):
+    """
+    The swarm's rows: one per trigger, the goal on the first.
+    """
+
+    def test_byTrigger(self) -> None:
+        """
+        A swarm-only run shows no Salt rows; each trigger has its row, and
+        the goal's verdict is on the first trigger's.
+        """
+        bench = _bench()
+        results = {
+            "date": "2026-11-26",
+            "cpus": 2,
+            "load_at_start": [0.0, 0.0, 0.0],
+            "versions": {"salttwist": "salttwist 0.1"},
+            "options": {},
+            "systems": {},
+            "swarm": {
+                "minions": 5000,
+                "to_all_by_trigger": {
+                    "job": {"median_s": 12.0, "max_s": 14.0, "failures": 0},
+                    "file": {"median_s": 20.0, "max_s": 21.0, "failures": 0},
+                },
+                "to_all": {"median_s": 12.0, "max_s": 14.0, "failures": 0},
+                "master_memory_idle": {"tree_rss_mb": 900.0},
+            },
+        }
+        text = bench.table(bench.addRatios(results))
+        self.assertNotIn("cp.get_file", text)
+        job = next(line for line in text.splitlines() if ", job (s" in line)
+        self.assertTrue(job.endswith("goal < 15 s: met"))
+        fileRow = next(line for line in text.splitlines() if ", file (s" in line)
+        self.assertNotIn("goal", fileRow)
+        self.assertIn("all 5000 connected (MB)", text)
