@@ -18,6 +18,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist import crypt, serial
 from salttwist.transport.framing import (
+    BIG_READ,
     PREAUTH_MAX_FRAME,
     FrameProtocol,
     QuietFactory,
@@ -390,6 +391,36 @@ class FrameProtocolTests(SynchronousTestCase):
         log lines.
         """
         self.assertEqual(self.proto.peerName, "192.168.1.1:54321")
+
+
+class BigFrameReadTests(SynchronousTestCase):
+    """
+    While a big frame arrives, L{FrameProtocol} lets a socket transport
+    read more than Twisted's 64 KiB a call; back to 64 KiB when the
+    buffer is empty.
+    """
+
+    def test_bufferSize(self) -> None:
+        """
+        A frame header announcing a big frame raises the transport's
+        C{bufferSize} to what is missing (at most L{BIG_READ}); once the
+        frame is whole it is 64 KiB again. A small frame changes nothing.
+        """
+        transport = AbortRecordingTransport()
+        transport.bufferSize = 65536  # type: ignore[attr-defined]
+        proto = RecordingProtocol()
+        proto.setMaxFrame(8 << 20)
+        proto.makeConnection(transport)
+        data = encode({"data": b"x" * (3 << 20)})
+        proto.dataReceived(data[:100_000])
+        self.assertEqual(transport.bufferSize, BIG_READ)  # type: ignore[attr-defined]
+        proto.dataReceived(data[100_000:-300_000])
+        self.assertEqual(transport.bufferSize, 300_000)  # type: ignore[attr-defined]
+        proto.dataReceived(data[-300_000:])
+        self.assertEqual(transport.bufferSize, 65536)  # type: ignore[attr-defined]
+        self.assertEqual(len(proto.frames), 1)
+        proto.dataReceived(encode({"small": 1})[:5])
+        self.assertEqual(transport.bufferSize, 65536)  # type: ignore[attr-defined]
 
 
 class QuietFactoryTests(SynchronousTestCase):

@@ -279,7 +279,9 @@ class ReqServerProtocol(FrameProtocol):
                 self._held.append(payload)
                 self.sendHeld()
             else:
-                self.sendFrame(self._session.seal(payload))
+                # One msgpack pass, and a big payload's ciphertext (a file's
+                # chunk) is written without being copied into a frame.
+                self.sendSealed(*self._session.sealFrameParts(payload))
 
     def holdPayload(self, payload: dict[str, Any]) -> None:
         """

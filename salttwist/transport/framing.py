@@ -220,6 +220,8 @@ class FrameProtocol(Int32StringReceiver):
                 return
             end = offset + 4 + length
             if len(buffer) < end:
+                if length > _JOIN_LIMIT:
+                    self._readBigFrame(end - len(buffer))
                 break
             if length > _JOIN_LIMIT:
                 # One copy of a big frame's bytes, not two (a bytearray
@@ -237,6 +239,30 @@ class FrameProtocol(Int32StringReceiver):
             self.stringReceived(packet)
         if offset:
             del buffer[:offset]
+        if not buffer and self._bigReads:
+            self._readBigFrame(0)
+
+    #: Whether the transport reads more than Twisted's 64 KiB at a time
+    #: now (L{_readBigFrame}).
+    _bigReads = False
+
+    def _readBigFrame(self, missing: int) -> None:
+        """
+        While a big frame (a file's chunk, a large return) is arriving, let
+        the socket transport read up to L{BIG_READ} bytes a call instead of
+        Twisted's 64 KiB: 16 times fewer reads and appends for a 1 MiB
+        chunk. Back to 64 KiB once the buffer is empty (C{missing} 0), so a
+        small message never costs a big allocation.
+        """
+        transport = self.transport
+        if not hasattr(transport, "bufferSize"):
+            return
+        if missing:
+            transport.bufferSize = max(_DEFAULT_READ, min(missing, BIG_READ))
+            self._bigReads = True
+        else:
+            transport.bufferSize = _DEFAULT_READ
+            self._bigReads = False
 
     def setMaxFrame(self, size: int) -> None:
         """
@@ -330,6 +356,12 @@ class FrameProtocol(Int32StringReceiver):
         Handle one decoded frame. Override this.
         """
         raise NotImplementedError
+
+
+#: The most bytes a socket read asks for while a big frame arrives.
+BIG_READ = 1 << 20
+#: Twisted's own read size (C{twisted.internet.tcp.Connection.bufferSize}).
+_DEFAULT_READ = 1 << 16
 
 
 class QuietFactory(Factory):
