@@ -187,6 +187,20 @@ class StatusTests(ManageTestCase):
             {"up": ["minion1"], "down": ["minion2"]},
         )
 
+    def test_pillarOfDeletedKeyForgotten(self) -> None:
+        """
+        A key removed from the key store without any C{salt/key} event
+        takes its minion's cached pillar with it at the next check of the
+        key store (L{KeyWatch.reconcileKeys}); the others stay.
+        """
+        self.master.pillarCache.store("minion1", {"secret": "s1"})
+        self.master.pillarCache.store("minion2", {"secret": "s2"})
+        self.successResultOf(
+            self.keyStore.runBlocking(self.keyStore.deleteKey, ACCEPTED, "minion2")
+        )
+        self.successResultOf(self.master.reconcileKeys())
+        self.assertEqual(sorted(self.master.pillarCache.byId()), ["minion1"])
+
     def test_badTarget(self) -> None:
         """
         An invalid target fails with the targeting error.

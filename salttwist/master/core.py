@@ -289,6 +289,7 @@ class Master:
         self.minionPillar = pillar.minionPillar
 
         bus.subscribe(["salt/key"], self._keyChanged)
+        keyWatch.onAcceptedListed = self.pillarCache.keepOnly
 
     @property
     def fileServer(self) -> Any:

@@ -13,6 +13,7 @@ seconds.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -135,6 +136,11 @@ class KeyWatch:
             n=len(subscribers),
         )
 
+    #: Called with the accepted ids each time the key store was listed
+    #: (L{reconcileKeys}), so other rooms drop what they keep for minions
+    #: whose key is gone, however it went (the master's pillar cache).
+    onAcceptedListed: Callable[[frozenset[str]], None] | None = None
+
     def keyEvent(self, tag: str, data: dict[str, Any]) -> None:
         """
         A C{salt/key} event (from salttwist-key, through the pull socket):
@@ -173,6 +179,8 @@ class KeyWatch:
 
         def compare(acceptedIds: frozenset[str]) -> None:
             accepted.keep(generation, acceptedIds)
+            if self.onAcceptedListed is not None:
+                self.onAcceptedListed(acceptedIds)
             gone = [
                 m
                 for m, protos in before.items()

@@ -79,6 +79,14 @@ class PillarCache:
         self._stamps.pop(minionId, None)
         self._generations[minionId] = self._generations.get(minionId, 0) + 1
 
+    def keepOnly(self, acceptedIds: frozenset[str]) -> None:
+        """
+        Drop the pillar of every minion not in C{acceptedIds} (its key is
+        gone, even if no C{salt/key} event said so).
+        """
+        for minionId in [m for m in self.pillars if m not in acceptedIds]:
+            self.forget(minionId)
+
     def generation(self, minionId: str) -> int:
         """
         @return: how many times C{minionId} was forgotten: compare it before
