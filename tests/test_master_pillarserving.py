@@ -468,6 +468,27 @@ class PillarCacheUnitTests(SynchronousTestCase):
     L{PillarCache} on its own.
     """
 
+    def test_keptPacked(self) -> None:
+        """
+        A pillar is kept as its msgpack bytes; each read gives a new copy,
+        so a reader that changes what it got changes nothing cached.
+        C{byId} is a snapshot: a pillar stored after it does not show, and
+        each of its pillars is decoded once, when looked up.
+        """
+        cache = PillarCache()
+        cache.store("m", {"a": [1, 2]})
+        self.assertIsInstance(cache.pillars["m"], bytes)
+        got = cache.get("m")
+        got["a"].append(3)  # type: ignore[index]
+        self.assertEqual(cache.get("m"), {"a": [1, 2]})
+        view = cache.byId()
+        cache.store("n", {"b": 1})
+        self.assertEqual(sorted(view), ["m"])
+        self.assertNotIn("n", view)
+        self.assertIs(view["m"], view["m"])
+        self.assertEqual(view.get("n"), None)
+        self.assertEqual(sorted(cache.byId()), ["m", "n"])
+
     def test_fresh(self) -> None:
         """
         C{fresh} answers a pillar stored for the same environments less

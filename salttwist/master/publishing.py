@@ -164,9 +164,10 @@ class JobPublisher:
             user = user or "root"
         ownJobMinions = self._ownJobMinions(user, fun, arg) if aclSession else None
         grainsById = dict(self.grainsCache.grains)
-        # Copied (targeting may run in a thread) only for a pillar target:
-        # other targets pay nothing for it.
-        pillarById = dict(self.pillarCache.byId()) if matcher.usesPillar else None
+        # Taken as it is now (targeting may run in a thread; each pillar is
+        # decoded there when looked up) only for a pillar target: other
+        # targets pay nothing for it.
+        pillarById = self.pillarCache.byId() if matcher.usesPillar else None
         acl = self.acl
         accepted = self._accepted
 

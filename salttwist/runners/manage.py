@@ -62,7 +62,7 @@ async def _targeted(context: RunnerContext, tgt: Any, tgtType: str) -> list[str]
     # The grains are copied here, on the reactor thread that changes them.
     grains = dict(master.grainsCache.grains)
     pillarCache = getattr(master, "pillarCache", None)
-    pillars = dict(pillarCache.byId()) if pillarCache is not None else {}
+    pillars = pillarCache.byId() if pillarCache is not None else {}
     nodegroups = master.config.get("nodegroups") or {}
 
     def select() -> list[str]:
