@@ -50,6 +50,27 @@ def waitFor(what: str, check, timeout: float = 30.0):
     raise SystemExit(f"demo: timed out waiting for {what}")
 
 
+def writeRoots(root: str) -> None:
+    """
+    The master's file roots and pillar: a file, and a role for each
+    minion (the first one is the web server).
+    """
+    files = {
+        "srv/salt/motd": "Welcome to this host, managed by salttwist\n",
+        "srv/pillar/top.sls": (
+            f"base:\n  '*':\n    - common\n  {MINIONS[0]}:\n    - web\n  {MINIONS[1]}:\n    - db\n"
+        ),
+        "srv/pillar/common.sls": "site: example.org\n",
+        "srv/pillar/web.sls": "role: web\n",
+        "srv/pillar/db.sls": "role: db\n",
+    }
+    for name, text in files.items():
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+
+
 def main() -> int:
     """
     Run the demo.
@@ -58,7 +79,12 @@ def main() -> int:
     masterDir = os.path.join(root, "master-config")
     os.makedirs(masterDir)
     with open(os.path.join(masterDir, "master"), "w") as f:
-        f.write(f"root_dir: {root}/master\ninterface: 127.0.0.1\npublish_port: 0\nret_port: 0\n")
+        f.write(
+            f"root_dir: {root}/master\ninterface: 127.0.0.1\npublish_port: 0\nret_port: 0\n"
+            f"file_roots: {{base: [{root}/srv/salt]}}\n"
+            f"pillar_roots: {{base: [{root}/srv/pillar]}}\n"
+        )
+    writeRoots(root)
     processes: list[subprocess.Popen[bytes]] = []
     logs = []
     try:
@@ -140,6 +166,10 @@ def main() -> int:
             "json",
             "--static",
         )
+        command("salttwist", "-c", masterDir, "*", "pillar.items")
+        command("salttwist", "-c", masterDir, "-I", "role:web", "test.ping")
+        command("salttwist", "-c", masterDir, "*", "cp.list_master")
+        command("salttwist", "-c", masterDir, MINIONS[0], "cp.get_file_str", "salt://motd")
         print("\ndemo: done; stopping the master and the minions")
         return 0
     finally:
