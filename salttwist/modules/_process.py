@@ -22,6 +22,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.protocol import ProcessProtocol
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger, LogLevel
+from twisted.python import threadable
 from twisted.python.failure import Failure
 
 from salttwist.modules import CommandExecutionError, LoaderContext, SaltInvocationError
@@ -74,6 +75,19 @@ def inThread(reactor: Any, f: Callable[..., Any], *args: Any, **kwargs: Any) -> 
     if getThreadPool is None:
         return maybeDeferred(f, *args, **kwargs)
     return deferToThreadPool(reactor, getThreadPool(), f, *args, **kwargs)
+
+
+def offReactorThread(reactor: Any) -> bool:
+    """
+    Whether this is a thread other than the running reactor's, where a
+    call on the reactor must be waited for (C{blockingCallFromThread}); a
+    test's L{Clock} has no thread: everything runs where it is called.
+    """
+    return (
+        threadable.ioThread is not None
+        and not threadable.isInIOThread()
+        and hasattr(reactor, "callFromThread")
+    )
 
 
 def _logLevel(name: Any) -> LogLevel | None:

@@ -66,6 +66,7 @@ from urllib.parse import urlparse
 
 from twisted.internet.defer import CancelledError, Deferred, maybeDeferred
 from twisted.internet.protocol import Protocol
+from twisted.internet.threads import blockingCallFromThread
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -78,7 +79,7 @@ from salttwist.modules import (
     needsContext,
     onReactor,
 )
-from salttwist.modules._process import inThread
+from salttwist.modules._process import inThread, offReactorThread
 
 _log = Logger()
 
@@ -609,7 +610,6 @@ async def get_template(
         raise CommandExecutionError(
             f"Attempted to render template with unavailable engine {template}"
         )
-    from salttwist.fileserver.client import threadTemplateLoader
     from salttwist.render import RenderError, renderJinja
 
     kwargs = _public(kwargs)
@@ -636,7 +636,7 @@ async def get_template(
                 text,
                 variables,
                 path=url,
-                loader=threadTemplateLoader(context.reactor, client, saltenv),
+                loader=_templateLoader(context.reactor, client, saltenv),
                 name=relative,
             )
         except RenderError as e:
@@ -651,6 +651,44 @@ async def get_template(
         return await inThread(context.reactor, renderAndWrite)
     except (OSError, UnicodeDecodeError) as e:
         raise CommandExecutionError(f"cannot render {url} to {dest}: {e}") from e
+
+
+def _templateLoader(reactor: Any, client: Any, saltenv: str) -> Callable[[str], tuple[str, str]]:
+    """
+    A template loader (L{salttwist.render.jinja.TemplateLoader}) for a
+    render running in a thread: each file a template includes or imports
+    (C{{% include %}}, C{{% from "x/map.jinja" import y %}}, C{import_yaml}
+    ...) is fetched into the cache by the file client C{client} (called on
+    the reactor thread) and read here.
+
+    From a thread other than the reactor's the loader waits for the file
+    client's L{Deferred}; on the reactor's own thread (a render run
+    synchronously, as in tests) it takes the L{Deferred}'s result only if
+    it has one already, and fails rather than wait.
+
+    @return: C{loader(name) -> (text, cached path)}, raising L{LookupError}
+        when the file server has no such file.
+    """
+
+    def fetch(name: str) -> Any:
+        if offReactorThread(reactor):
+            return blockingCallFromThread(reactor, client.cacheFile, name, saltenv)
+        results: list[Any] = []
+        client.cacheFile(name, saltenv).addBoth(results.append)
+        if not results:
+            raise LookupError(f"salt://{name} cannot be fetched from the reactor's thread")
+        if isinstance(results[0], Failure):
+            results[0].raiseException()
+        return results[0]
+
+    def loader(name: str) -> tuple[str, str]:
+        cached = fetch(name)
+        if not cached:
+            raise LookupError(f"salt://{name} is not on the file server (saltenv {saltenv})")
+        with open(cached, encoding="utf-8") as f:
+            return f.read(), cached
+
+    return loader
 
 
 def _writeText(dest: str, text: str) -> None:

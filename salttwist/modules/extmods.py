@@ -76,11 +76,10 @@ from typing import Any
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.threads import blockingCallFromThread
 from twisted.logger import Logger
-from twisted.python import threadable
 
 from salttwist.grains import coreGrains, grainsFilePath, readGrainsFile
 from salttwist.modules import CommandExecutionError, LoaderContext, Retcode
-from salttwist.modules._process import inThread
+from salttwist.modules._process import inThread, offReactorThread
 
 log = Logger()
 
@@ -489,18 +488,6 @@ def _awaitable(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return value
 
 
-def _offReactor(reactor: Any) -> bool:
-    """
-    Whether this is a thread other than the running reactor's (a test's
-    L{Clock} has no thread: everything runs where it is called).
-    """
-    return (
-        threadable.ioThread is not None
-        and not threadable.isInIOThread()
-        and hasattr(reactor, "callFromThread")
-    )
-
-
 class SaltFunctions(Mapping[str, Callable[..., Any]]):
     """
     C{__salt__}: every execution function by name, callable from a custom
@@ -524,7 +511,7 @@ class SaltFunctions(Mapping[str, Callable[..., Any]]):
             context = _JOB_CONTEXT.get() or self._context
             if getattr(function, "needsContext", False):
                 args = (context, *args)
-            if getattr(function, "runsOnReactor", False) and _offReactor(context.reactor):
+            if getattr(function, "runsOnReactor", False) and offReactorThread(context.reactor):
                 value = blockingCallFromThread(
                     context.reactor, maybeDeferred, _awaitable, function, *args, **kwargs
                 )
