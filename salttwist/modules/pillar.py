@@ -85,24 +85,6 @@ def _traverse(data: Any, key: Any, default: Any, delimiter: str = DEFAULT_DELIMI
     return pointer
 
 
-def _merge(target: dict[Any, Any], source: Mapping[Any, Any], mergeLists: bool) -> dict[Any, Any]:
-    """
-    Salt's C{salt.utils.dictupdate.update}: C{source} into C{target},
-    recursively for mappings; lists joined when C{mergeLists}.
-
-    @return: C{target}.
-    """
-    for key, value in source.items():
-        current = target.get(key)
-        if isinstance(current, dict) and isinstance(value, Mapping):
-            _merge(current, value, mergeLists)
-        elif mergeLists and isinstance(current, list) and isinstance(value, list):
-            target[key] = current + [item for item in value if item not in current]
-        else:
-            target[key] = copy.deepcopy(value)
-    return target
-
-
 def _fresh(
     context: LoaderContext,
     saltenv: str | None,
@@ -220,7 +202,11 @@ def get(
                         if merge_nested_lists is not None
                         else bool(context.opts.get("pillar_merge_lists", False))
                     )
-                    return _merge(copy.deepcopy(fallback), found, mergeLists)
+                    # Imported here: the compiler's package (Jinja) is not
+                    # loaded into the minion for a plain pillar.get.
+                    from salttwist.pillar.merge import mergeRecurse
+
+                    return copy.deepcopy(mergeRecurse(fallback, found, mergeLists))
                 _log.error(
                     "pillar.get: the default of {key} is a dict but the pillar value is a "
                     "{type}: merge skipped",
