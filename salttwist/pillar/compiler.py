@@ -41,7 +41,7 @@ from typing import Any
 
 from salttwist.pillar.ext import getExtPillar
 from salttwist.pillar.merge import merge
-from salttwist.render import RenderError, renderText
+from salttwist.render import RenderError, readSource, renderText
 from salttwist.targeting import compileTarget
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class _Roots:
         path = self.find(relPath)
         if path is None:
             raise LookupError(f"'{relPath}' is not in the pillar_roots of saltenv '{self.saltenv}'")
-        return _readText(path), path
+        return readSource(path), path
 
     def findSls(self, sls: str) -> tuple[str, str] | None:
         """
@@ -190,18 +190,6 @@ def deliverable(value: Any) -> Any:
                 pass
         return items
     return str(value)
-
-
-def _readText(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise RenderError(path, None, f"cannot read the file: {e.strerror or e}") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise RenderError(path, None, f"not UTF-8 text (byte {e.start})") from None
 
 
 def _checkSlsName(sls: object) -> str | None:
@@ -292,7 +280,7 @@ class _Compiler:
                 continue
             try:
                 data = renderText(
-                    _readText(path),
+                    readSource(path),
                     self.context(env, pillar),
                     path=path,
                     saltenv=env,
@@ -485,7 +473,7 @@ class _Compiler:
         assert roots is not None
         try:
             state = renderText(
-                _readText(path),
+                readSource(path),
                 self.context(env, pillar, defaults),
                 path=path,
                 sls=sls,

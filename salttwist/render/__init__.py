@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from salttwist.render.errors import RenderError
 from salttwist.render.jinja import TemplateLoader, confineName, renderJinja, traverse
-from salttwist.render.pipeline import RENDERERS, parsePipeline, renderText, splitShebang
+from salttwist.render.pipeline import (
+    RENDERERS,
+    parsePipeline,
+    readSource,
+    renderText,
+    splitShebang,
+)
 from salttwist.render.yamlio import dumpYaml, loadYaml
 
 __all__ = [
@@ -29,6 +35,7 @@ __all__ = [
     "dumpYaml",
     "loadYaml",
     "parsePipeline",
+    "readSource",
     "renderJinja",
     "renderText",
     "splitShebang",

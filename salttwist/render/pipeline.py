@@ -24,6 +24,24 @@ from salttwist.render.yamlio import loadYaml
 RENDERERS = ("jinja", "yaml", "json")
 
 
+def readSource(path: str) -> str:
+    """
+    Read a template or SLS file as UTF-8 text (blocking).
+
+    @raise RenderError: naming C{path}, if it cannot be read or is not
+        UTF-8.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise RenderError(path, None, f"cannot read the file: {e.strerror or e}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RenderError(path, None, f"not UTF-8 text (byte {e.start})") from None
+
+
 def parsePipeline(spec: str, path: str = "<string>") -> list[str]:
     """
     @param spec: a pipeline, C{"jinja|yaml"} (spaces around names allowed).

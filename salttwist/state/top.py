@@ -76,8 +76,7 @@ from typing import TYPE_CHECKING, Any
 
 from salttwist.fileserver.interfaces import FileServerError, FoundFile
 from salttwist.fileserver.paths import checkRelativePath, parseSaltUrl
-from salttwist.pillar.compiler import _readText
-from salttwist.render import RenderError, renderText
+from salttwist.render import RenderError, readSource, renderText
 from salttwist.targeting import compileTarget
 
 if TYPE_CHECKING:
@@ -247,7 +246,7 @@ def _loaderFor(fileServer: FileServer, saltenv: str) -> Callable[[str], tuple[st
             raise LookupError(str(e)) from None
         if found is None:
             raise LookupError(f"'{name}' is not in saltenv '{saltenv}'")
-        return _readText(found.realPath), found.realPath
+        return readSource(found.realPath), found.realPath
 
     return load
 
@@ -386,7 +385,7 @@ def _renderTop(
     variables["saltenv"] = saltenv
     try:
         data = renderText(
-            _readText(found.realPath),
+            readSource(found.realPath),
             variables,
             path=found.realPath,
             saltenv=saltenv,
