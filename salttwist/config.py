@@ -421,6 +421,20 @@ def _checkGitfsRemotes(value: Any) -> list[Any]:
     return value
 
 
+#: The values of C{state_output} (and C{--state-output}), as Salt's.
+STATE_OUTPUTS = (
+    "full",
+    "terse",
+    "mixed",
+    "changes",
+    "filter",
+    "full_id",
+    "terse_id",
+    "mixed_id",
+    "changes_id",
+)
+
+
 def _configManagementOptions() -> dict[str, _Option]:
     """
     The rows of the file server, pillar and renderers (issue 20), read by
@@ -459,6 +473,14 @@ def _configManagementOptions() -> dict[str, _Option]:
         "pillar_safe_render_error": _Option(True, _checkBool),
         "pillar_includes_override_sls": _Option(False, _checkBool),
         "exclude_ext_pillar": _Option([], _checkStringList),
+        # The state system (issue 21).
+        "state_auto_order": _Option(True, _checkBool),
+        "failhard": _Option(False, _checkBool),
+        "test": _Option(False, _checkBool),
+        "state_events": _Option(False, _checkBool),
+        "state_output": _Option("full", _choice(*STATE_OUTPUTS)),
+        "state_verbose": _Option(True, _checkBool),
+        "state_output_diff": _Option(False, _checkBool),
     }
 
 

@@ -220,7 +220,7 @@ class Jobber:
                 "minion {id}: running {fun} for job {jid}", id=self.id, fun=fun, jid=load["jid"]
             )
         jid = load["jid"]
-        result = self.executor.call(fun, arg)
+        result = self.executor.call(fun, arg, jid)
         if not isinstance(result, Deferred):
             # It ran on the reactor and is done (test.ping): no Deferred,
             # and nothing could have seen it running.

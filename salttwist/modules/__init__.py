@@ -42,6 +42,16 @@ MODULES = (
     "key",
     "pillar",
     "cp",
+    "state",
+    "config",
+    "defaults",
+    "slsutil",
+    "service",
+    "user",
+    "group",
+    "cron",
+    "git",
+    "archive",
 )
 
 
@@ -105,6 +115,9 @@ class LoaderContext:
     #: L{Deferred} firing with it (C{pillar.items(pillarenv=...)}), on the
     #: reactor thread. L{None} where there is none.
     fetchPillar: Callable[..., Any] | None = None
+    #: The id of the job a function marked L{needsJid} runs for (in its own
+    #: copy of the context); L{None} otherwise.
+    jid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +145,17 @@ def needsContext(f: Callable[..., Any]) -> Callable[..., Any]:
     Mark C{f} as taking the L{LoaderContext} as its first argument.
     """
     f.needsContext = True  # type: ignore[attr-defined]
+    return f
+
+
+def needsJid(f: Callable[..., Any]) -> Callable[..., Any]:
+    """
+    Mark C{f} (which takes the L{LoaderContext}) as needing the id of the
+    job it runs for: it gets its own copy of the context, whose C{jid} is
+    set.
+    """
+    f.needsContext = True  # type: ignore[attr-defined]
+    f.needsJid = True  # type: ignore[attr-defined]
     return f
 
 

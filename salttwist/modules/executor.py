@@ -105,15 +105,20 @@ class Executor:
         self.context = context
         self._runInThread = runInThread
 
-    def run(self, fun: str, arg: list[Any]) -> Deferred[dict[str, Any]]:
+    def run(self, fun: str, arg: list[Any], jid: str | None = None) -> Deferred[dict[str, Any]]:
         """
+        @param jid: the job's id, given to a function marked L{needsJid
+            <salttwist.modules.needsJid>} as C{context.jid} (its own copy of
+            the context).
         @return: a L{Deferred} firing with C{{"return", "retcode", "success"}};
             it never fails.
         """
-        result = self.call(fun, arg)
+        result = self.call(fun, arg, jid)
         return result if isinstance(result, Deferred) else succeed(result)
 
-    def call(self, fun: str, arg: list[Any]) -> dict[str, Any] | Deferred[dict[str, Any]]:
+    def call(
+        self, fun: str, arg: list[Any], jid: str | None = None
+    ) -> dict[str, Any] | Deferred[dict[str, Any]]:
         """
         Like L{run}, but a function that runs on the reactor and returns a
         plain value (C{test.ping}) gives its shaped result itself, without a
@@ -137,6 +142,8 @@ class Executor:
         if "pillar" in kwargs and isinstance(kwargs["pillar"], dict):
             context = _pillarOverride(function, context, kwargs)
         if getattr(function, "needsContext", False):
+            if jid is not None and getattr(function, "needsJid", False):
+                context = dataclasses.replace(context, jid=jid)
             args = [context, *args]
         if not getattr(function, "runsOnReactor", False):
             d = self._runInThread(function, *args, **kwargs)

@@ -39,7 +39,15 @@ if TYPE_CHECKING:
 
 _log = Logger()
 
-RUNNERS: tuple[str, ...] = ("jobs", "manage", "salt", "pillar", "fileserver", "saltutil")
+RUNNERS: tuple[str, ...] = (
+    "jobs",
+    "manage",
+    "salt",
+    "pillar",
+    "fileserver",
+    "saltutil",
+    "state",
+)
 
 
 @dataclass(frozen=True)

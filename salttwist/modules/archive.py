@@ -1,0 +1,3 @@
+"""
+The archive execution module (being written: issue 21).
+"""

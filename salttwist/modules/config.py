@@ -1,0 +1,3 @@
+"""
+The config execution module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The cron execution module (being written: issue 21).
+"""

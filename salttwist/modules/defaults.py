@@ -1,0 +1,3 @@
+"""
+The defaults execution module (being written: issue 21).
+"""

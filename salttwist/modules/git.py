@@ -1,0 +1,3 @@
+"""
+The git execution module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The group execution module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The service execution module (being written: issue 21).
+"""

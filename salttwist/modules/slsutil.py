@@ -1,0 +1,3 @@
+"""
+The slsutil execution module (being written: issue 21).
+"""

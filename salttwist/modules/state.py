@@ -1,0 +1,3 @@
+"""
+The state execution module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The user execution module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The state runners (state.orchestrate; being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The archive state module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The cmd state module (being written: issue 21).
+"""

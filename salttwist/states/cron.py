@@ -1,0 +1,3 @@
+"""
+The cron state module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The file state module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The git state module (being written: issue 21).
+"""

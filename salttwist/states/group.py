@@ -1,0 +1,3 @@
+"""
+The group state module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The module state module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The pkg state module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The service state module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The test state module (being written: issue 21).
+"""

@@ -1,0 +1,3 @@
+"""
+The user state module (being written: issue 21).
+"""
