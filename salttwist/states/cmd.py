@@ -27,41 +27,12 @@ from twisted.logger import Logger
 
 from salttwist.modules._process import runCommand
 from salttwist.states import StateContext, stateReturn
+from salttwist.states._keywords import stateArguments
 
 log = Logger()
 
 #: The options C{cmd.run_all} takes, besides the command.
 _RUN_OPTIONS = frozenset(tuple(inspect.signature(runCommand).parameters)[2:])
-
-#: Keys of a low chunk or of the state system that are never options of
-#: the command.
-_NOT_OPTIONS = frozenset(
-    {
-        "name",
-        "names",
-        "fun",
-        "state",
-        "sfun",
-        "unless",
-        "onlyif",
-        "creates",
-        "check_cmd",
-        "retry",
-        "order",
-        "parallel",
-        "failhard",
-        "reload_modules",
-        "fire_event",
-        "saltenv",
-        "require",
-        "watch",
-        "onchanges",
-        "onfail",
-        "prereq",
-        "listen",
-        "use",
-    }
-)
 
 _UMASK = re.compile(r"^0?[0-7]{1,3}$")
 
@@ -170,8 +141,8 @@ def _options(kwargs: dict[str, Any]) -> dict[str, Any]:
     keywords.
     """
     options = {}
-    for key, value in kwargs.items():
-        if key.startswith("__") or key in _NOT_OPTIONS:
+    for key, value in stateArguments(kwargs).items():
+        if key in ("name", "saltenv"):
             continue
         if key in _RUN_OPTIONS:
             options[key] = value
