@@ -19,7 +19,12 @@ import stat
 import time
 from typing import Any
 
-from salttwist.modules import CommandExecutionError, SaltInvocationError
+from salttwist.modules import (
+    CommandExecutionError,
+    LoaderContext,
+    SaltInvocationError,
+    needsContext,
+)
 
 __virtualname__ = "file"
 
@@ -483,3 +488,1394 @@ def replace(
     if show_changes is not False:
         return "".join(difflib.unified_diff(original.splitlines(True), new.splitlines(True)))
     return changed
+
+
+# Owners and modes -------------------------------------------------------------
+
+
+def _normalizeMode(mode: Any) -> str | None:
+    """
+    Salt's C{normalize_mode}: a mode as a string of at least four octal
+    digits (C{644}, C{"0644"}, C{0o644} are all C{"0644"}), or L{None}.
+    """
+    if mode is None:
+        return None
+    text = str(mode).replace("0o", "0").strip('"').strip("'")
+    return text.lstrip("0").zfill(4)
+
+
+def uid_to_user(uid: Any) -> str | int:
+    """
+    Return the name of the user with the id C{uid} (the id itself if none
+    has it).
+
+    CLI Example:
+
+        salttwist '*' file.uid_to_user 0
+    """
+    try:
+        return pwd.getpwuid(int(uid)).pw_name
+    except (KeyError, ValueError, TypeError, OverflowError):
+        return uid
+
+
+def user_to_uid(user: Any) -> int | str:
+    """
+    Return the id of the user C{user} (a name or an id), the current user's
+    when empty, or C{''} if there is no such user (as Salt).
+
+    CLI Example:
+
+        salttwist '*' file.user_to_uid root
+    """
+    if user is None or user == "":
+        return os.geteuid()
+    if isinstance(user, int) and not isinstance(user, bool):
+        return user
+    try:
+        return pwd.getpwnam(str(user)).pw_uid
+    except KeyError:
+        if str(user).isdigit():
+            return int(str(user))
+        return ""
+
+
+def gid_to_group(gid: Any) -> str | int:
+    """
+    Return the name of the group with the id C{gid} (the id itself if none
+    has it).
+
+    CLI Example:
+
+        salttwist '*' file.gid_to_group 0
+    """
+    try:
+        return grp.getgrgid(int(gid)).gr_name
+    except (KeyError, ValueError, TypeError, OverflowError):
+        return gid
+
+
+def group_to_gid(group: Any) -> int | str:
+    """
+    Return the id of the group C{group} (a name or an id), the current
+    group's when empty, or C{''} if there is no such group (as Salt).
+
+    CLI Example:
+
+        salttwist '*' file.group_to_gid root
+    """
+    if group is None or group == "":
+        return os.getegid()
+    if isinstance(group, int) and not isinstance(group, bool):
+        return group
+    try:
+        return grp.getgrnam(str(group)).gr_gid
+    except KeyError:
+        if str(group).isdigit():
+            return int(str(group))
+        return ""
+
+
+def _stat(path: str, follow_symlinks: bool) -> os.stat_result | None:
+    try:
+        return os.stat(path) if follow_symlinks else os.lstat(path)
+    except OSError:
+        return None
+
+
+def get_uid(path: str, follow_symlinks: bool = True) -> int:
+    """
+    Return the id of the user owning C{path}, or C{-1} if it does not exist.
+
+    CLI Example:
+
+        salttwist '*' file.get_uid /etc/passwd
+    """
+    st = _stat(_expand(path), follow_symlinks)
+    return st.st_uid if st else -1
+
+
+def get_gid(path: str, follow_symlinks: bool = True) -> int:
+    """
+    Return the id of the group owning C{path}, or C{-1} if it does not
+    exist.
+
+    CLI Example:
+
+        salttwist '*' file.get_gid /etc/passwd
+    """
+    st = _stat(_expand(path), follow_symlinks)
+    return st.st_gid if st else -1
+
+
+def get_user(path: str, follow_symlinks: bool = True) -> str | int | bool:
+    """
+    Return the name of the user owning C{path} (its id when it has no
+    name), or C{False} if it does not exist.
+
+    CLI Example:
+
+        salttwist '*' file.get_user /etc/passwd
+    """
+    st = _stat(_expand(path), follow_symlinks)
+    return _userName(st.st_uid) if st else False
+
+
+def get_group(path: str, follow_symlinks: bool = True) -> str | int | bool:
+    """
+    Return the name of the group owning C{path} (its id when it has no
+    name), or C{False} if it does not exist.
+
+    CLI Example:
+
+        salttwist '*' file.get_group /etc/passwd
+    """
+    st = _stat(_expand(path), follow_symlinks)
+    return _groupName(st.st_gid) if st else False
+
+
+def get_mode(path: str, follow_symlinks: bool = True) -> str:
+    """
+    Return the mode of C{path} as Salt does (C{"0644"}), or C{''} if it
+    does not exist.
+
+    CLI Example:
+
+        salttwist '*' file.get_mode /etc/passwd
+    """
+    st = _stat(_expand(path), follow_symlinks)
+    return f"{stat.S_IMODE(st.st_mode):04o}" if st else ""
+
+
+def set_mode(path: str, mode: Any) -> str:
+    """
+    Set the mode of C{path} (C{644}, C{"0755"}) and return the mode it has
+    afterwards.
+
+    CLI Example:
+
+        salttwist '*' file.set_mode /etc/passwd 0644
+    """
+    path = _expand(path)
+    normal = _normalizeMode(mode)
+    try:
+        value = int(str(normal), 8)
+    except ValueError:
+        raise CommandExecutionError(f"Invalid mode: {mode}") from None
+    if not os.path.exists(path):
+        raise CommandExecutionError(f"{path}: File not found")
+    try:
+        os.chmod(path, value)
+    except OSError as e:
+        raise CommandExecutionError(f"Permission denied: {path}: {e.strerror}") from e
+    return get_mode(path)
+
+
+def _ids(user: Any, group: Any) -> tuple[int, int, list[str]]:
+    errors = []
+    uid: Any = -1
+    gid: Any = -1
+    if user is not None and user != "":
+        uid = user_to_uid(user)
+        if uid == "":
+            errors.append("User does not exist")
+            uid = -1
+    if group is not None and group != "":
+        gid = group_to_gid(group)
+        if gid == "":
+            errors.append("Group does not exist")
+            gid = -1
+    return int(uid), int(gid), errors
+
+
+def chown(path: str, user: Any, group: Any) -> Any:
+    """
+    Set the user and group owning C{path} (following a symlink). Returns
+    L{None}, or Salt's words when the user, group or path do not exist.
+
+    CLI Example:
+
+        salttwist '*' file.chown /etc/passwd root root
+    """
+    path = _expand(path)
+    uid, gid, errors = _ids(user, group)
+    if not os.path.exists(path):
+        errors.append(f"File not found: {path}")
+    if errors:
+        return "; ".join(errors)
+    try:
+        os.chown(path, uid, gid)
+    except OSError as e:
+        raise CommandExecutionError(f"Unable to chown {path}: {e.strerror}") from e
+    return None
+
+
+def lchown(path: str, user: Any, group: Any) -> Any:
+    """
+    Set the user and group owning C{path} itself (a symlink is not
+    followed). Returns L{None}, or Salt's words when the user or group do
+    not exist.
+
+    CLI Example:
+
+        salttwist '*' file.lchown /var/www/current root root
+    """
+    path = _expand(path)
+    uid, gid, errors = _ids(user, group)
+    if errors:
+        return "; ".join(errors)
+    try:
+        os.lchown(path, uid, gid)
+    except OSError as e:
+        raise CommandExecutionError(f"Unable to lchown {path}: {e.strerror}") from e
+    return None
+
+
+def chgrp(path: str, group: Any) -> Any:
+    """
+    Set the group owning C{path}.
+
+    CLI Example:
+
+        salttwist '*' file.chgrp /etc/passwd root
+    """
+    return chown(path, None, group)
+
+
+def _checkPerms(
+    name: str,
+    ret: dict[str, Any] | None,
+    user: Any,
+    group: Any,
+    mode: Any,
+    followSymlinks: bool = False,
+    test: bool = False,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """
+    Salt's C{check_perms}: bring C{name}'s owner and mode to C{user},
+    C{group} and C{mode} (each L{None} to leave alone), recording what
+    changed in C{ret["changes"]} (C{user}, C{group}, C{mode}) and failures
+    in C{ret["comment"]} and C{ret["result"]}. With C{test}, only record
+    what would change (and set the result to L{None} if anything would).
+
+    @return: C{(ret, perms)}, C{perms} holding the path's former C{luser},
+        C{lgroup} and C{lmode}.
+    """
+    name = _expand(name)
+    mode = _normalizeMode(mode)
+    if not ret:
+        ret = {"name": name, "changes": {}, "comment": "", "result": True}
+    origComment = ret["comment"]
+    comments: list[str] = []
+    cur = stats(name, follow_symlinks=followSymlinks)
+    perms: dict[str, Any] = {
+        "luser": cur["uid"] if isinstance(user, int) else cur["user"],
+        "lgroup": cur["gid"] if isinstance(group, int) else cur["group"],
+        "lmode": cur["mode"],
+    }
+    isLink = os.path.islink(name)
+    ignoreMode = isLink and not followSymlinks
+
+    def differs(wanted: Any, name_: Any, id_: Any) -> bool:
+        return wanted not in (name_, id_) and str(wanted) not in (str(name_), str(id_))
+
+    if user and differs(user, cur["user"], cur["uid"]):
+        perms["cuser"] = user
+    if group and differs(group, cur["group"], cur["gid"]):
+        perms["cgroup"] = group
+    if ("cuser" in perms or "cgroup" in perms) and not test:
+        chowner = lchown if ignoreMode else chown
+        error = chowner(name, user if user else cur["user"], group if group else cur["group"])
+        if error:
+            ret["result"] = False
+            comments.append(error)
+        elif not isLink:
+            # chown resets setuid and setgid bits: restore the mode first.
+            set_mode(name, cur["mode"])
+    if mode is not None and not test and not ignoreMode and mode != cur["mode"]:
+        perms["cmode"] = mode
+        try:
+            set_mode(name, mode)
+        except CommandExecutionError as e:
+            comments.append(str(e))
+    post = stats(name, follow_symlinks=followSymlinks)
+    if user and differs(user, post["user"], post["uid"]):
+        if test:
+            ret["changes"]["user"] = user
+        else:
+            ret["result"] = False
+            comments.append(f"Failed to change user to {user}")
+    elif user and "cuser" in perms:
+        ret["changes"]["user"] = user
+    if group and differs(group, post["group"], post["gid"]):
+        if test:
+            ret["changes"]["group"] = group
+        else:
+            ret["result"] = False
+            comments.append(f"Failed to change group to {group}")
+    elif group and "cgroup" in perms:
+        ret["changes"]["group"] = group
+    if mode is not None and not ignoreMode:
+        if mode != post["mode"]:
+            if test:
+                ret["changes"]["mode"] = mode
+            else:
+                ret["result"] = False
+                comments.append(f"Failed to change mode to {mode}")
+        elif "cmode" in perms:
+            ret["changes"]["mode"] = mode
+    if isinstance(origComment, str):
+        if origComment:
+            comments.insert(0, origComment)
+        ret["comment"] = "; ".join(comments)
+    else:
+        ret["comment"] = list(origComment) + comments
+    if test and ret["changes"]:
+        ret["result"] = None
+    return ret, perms
+
+
+@needsContext
+def check_perms(
+    context: LoaderContext,
+    name: str,
+    ret: dict[str, Any] | None,
+    user: Any,
+    group: Any,
+    mode: Any,
+    attrs: Any = None,
+    follow_symlinks: bool = False,
+    **kwargs: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """
+    Check and set the owner and mode of C{name} as Salt's C{check_perms}:
+    returns C{(ret, perms)}, C{ret} a state return whose C{changes} name
+    what changed (C{user}, C{group}, C{mode}), C{perms} the former owner
+    and mode (C{luser}, C{lgroup}, C{lmode}). With the C{test} option,
+    nothing is changed. (C{attrs} and SELinux are not supported.)
+
+    CLI Example:
+
+        salttwist '*' file.check_perms /etc/sudoers '{}' root root 400
+    """
+    if not os.path.lexists(_expand(name)):
+        raise CommandExecutionError(f"Path not found: {name}")
+    return _checkPerms(
+        name, ret, user, group, mode, bool(follow_symlinks), bool(context.opts.get("test"))
+    )
+
+
+# Hashes, diffs, searching ----------------------------------------------------
+
+
+def get_sum(path: str, form: str = "sha256") -> str:
+    """
+    Return the hex digest of the file C{path} (Salt's older name for
+    L{get_hash}), or C{'File not found'}.
+
+    CLI Example:
+
+        salttwist '*' file.get_sum /etc/passwd sha512
+    """
+    if not os.path.isfile(_expand(path)):
+        return "File not found"
+    return get_hash(path, form)
+
+
+def check_hash(path: str, file_hash: str) -> bool:
+    """
+    Return whether the file C{path} has the hash C{file_hash}: C{type:hex},
+    C{type=hex}, or a bare hex digest whose length names the type.
+
+    CLI Example:
+
+        salttwist '*' file.check_hash /etc/fstab sha256=<hex>
+    """
+    text = str(file_hash).strip()
+    hashType: str | None = None
+    for separator in ("=", ":"):
+        if separator in text:
+            hashType, text = text.split(separator, 1)
+            break
+    text = text.strip().lower()
+    if hashType is None:
+        hashType = _HASH_BY_LENGTH.get(len(text))
+        if hashType is None:
+            raise SaltInvocationError(
+                f"Hash {file_hash} (length: {len(text)}) could not be matched to a "
+                "supported hash type. The supported hash types and lengths are: "
+                + ", ".join(f"{t} ({n})" for n, t in sorted(_HASH_BY_LENGTH.items()))
+            )
+    return get_hash(path, hashType.strip().lower()) == text
+
+
+#: Hash types by the length of their hex digest.
+_HASH_BY_LENGTH = {32: "md5", 40: "sha1", 56: "sha224", 64: "sha256", 96: "sha384", 128: "sha512"}
+
+
+def _isBinaryData(data: bytes) -> bool:
+    """
+    Salt's C{is_binary} heuristic on a block of bytes: NUL bytes, or data
+    that does not decode as UTF-8 with more than 30% non-text bytes.
+    """
+    if not data:
+        return False
+    if b"\0" in data:
+        return True
+    try:
+        data.decode("utf-8")
+        return False
+    except UnicodeDecodeError:
+        pass
+    text = bytes(range(32, 127)) + b"\n\r\t\f\b"
+    nontext = data.translate(None, text)
+    return len(nontext) / len(data) > 0.30
+
+
+def _isBinaryFile(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return _isBinaryData(f.read(2048))
+    except OSError:
+        return False
+
+
+def _diffBytes(old: bytes, new: bytes, names: tuple[str, str] | None = None) -> str:
+    """
+    The change from C{old} to C{new} as Salt writes it: C{''} when equal,
+    Salt's words when either is binary, else a unified diff (with the file
+    names in its header when C{names} is given).
+    """
+    if old == new:
+        return ""
+    oldBin = _isBinaryData(old[:2048])
+    newBin = _isBinaryData(new[:2048])
+    if oldBin and newBin:
+        return "Replace binary file"
+    if oldBin:
+        return "Replace binary file with text file"
+    if newBin:
+        return "Replace text file with binary file"
+    oldLines = old.decode("utf-8", "replace").splitlines(True)
+    newLines = new.decode("utf-8", "replace").splitlines(True)
+    return "".join(difflib.unified_diff(oldLines, newLines, *(names or ())))
+
+
+def _readBytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise CommandExecutionError(f"Failed to read {path}: {e.strerror}") from e
+
+
+def get_diff(
+    file1: str,
+    file2: str,
+    saltenv: str = "base",
+    show_filenames: bool = True,
+    show_changes: bool = True,
+    template: bool = False,
+    **kwargs: Any,
+) -> str:
+    """
+    Return the unified diff between two files on the minion (C{''} when
+    they are equal; Salt's words when either is binary;
+    C{<show_changes=False>} when asked not to show it). (C{salt://} files:
+    cache them first with C{cp.cache_file}.)
+
+    CLI Example:
+
+        salttwist '*' file.get_diff /home/fred/.vimrc /home/fred/.vimrc.bak
+    """
+    paths = []
+    errors = []
+    for name in (file1, file2):
+        local = str(name)
+        if local.startswith("file://"):
+            local = local[len("file://") :]
+        if not os.path.isfile(_expand(local)):
+            errors.append(f"File {name} not found")
+        paths.append(_expand(local))
+    if errors:
+        raise CommandExecutionError(f"Failed to cache one or more files: {'; '.join(errors)}")
+    old, new = _readBytes(paths[0]), _readBytes(paths[1])
+    if old == new:
+        return ""
+    if not show_changes:
+        return "<show_changes=False>"
+    return _diffBytes(old, new, (paths[0], paths[1]) if show_filenames else None)
+
+
+def search(
+    path: str,
+    pattern: str,
+    flags: Any = 8,
+    bufsize: int = 1,
+    ignore_if_missing: bool = False,
+    multiline: bool = False,
+) -> bool:
+    """
+    Return whether the regular expression C{pattern} is found in the file
+    C{path} (C{multiline=True} adds C{MULTILINE} and C{DOTALL}, as Salt).
+
+    CLI Example:
+
+        salttwist '*' file.search /etc/crontab 'mymaintenance.sh'
+    """
+    if multiline:
+        flags = _flags(flags) | re.MULTILINE | re.DOTALL
+    return bool(
+        replace(
+            path,
+            pattern,
+            "",
+            flags=flags,
+            search_only=True,
+            ignore_if_missing=ignore_if_missing,
+        )
+    )
+
+
+def contains(path: str, text: str) -> bool:
+    """
+    Return whether the file C{path} contains the string C{text}.
+
+    CLI Example:
+
+        salttwist '*' file.contains /etc/crontab 'mymaintenance.sh'
+    """
+    path = _expand(path)
+    if not os.path.exists(path):
+        return False
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return str(text).strip() in f.read()
+    except OSError:
+        return False
+
+
+def contains_regex(path: str, regex: str, lchar: str = "") -> bool:
+    """
+    Return whether a line of the file C{path} (stripped of leading
+    C{lchar} characters) matches the regular expression C{regex}.
+
+    CLI Example:
+
+        salttwist '*' file.contains_regex /etc/crontab '^maint'
+    """
+    path = _expand(path)
+    if not os.path.exists(path):
+        return False
+    try:
+        compiled = re.compile(regex)
+    except re.error as e:
+        raise SaltInvocationError(f"Invalid regex {regex!r}: {e}") from None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if lchar:
+                line = line.lstrip(lchar)
+            if compiled.search(line):
+                return True
+    return False
+
+
+def contains_glob(path: str, glob_expr: str) -> bool:
+    """
+    Return whether a line of the file C{path} matches the glob C{glob_expr}.
+
+    CLI Example:
+
+        salttwist '*' file.contains_glob /etc/foobar '*cheese*'
+    """
+    path = _expand(path)
+    if not os.path.exists(path):
+        return False
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return any(fnmatch.fnmatch(line, glob_expr) for line in f)
+
+
+# Links, copies, directories --------------------------------------------------
+
+
+def is_link(path: str) -> bool:
+    """
+    Return whether C{path} is a symlink.
+
+    CLI Example:
+
+        salttwist '*' file.is_link /path/to/link
+    """
+    return os.path.islink(_expand(path))
+
+
+def is_hardlink(path: str) -> bool:
+    """
+    Return whether C{path} is a regular file with more than one link.
+
+    CLI Example:
+
+        salttwist '*' file.is_hardlink /path/to/link
+    """
+    path = _expand(path)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink > 1
+
+
+def readlink(path: str, canonicalize: bool = False) -> str:
+    """
+    Return the target of the symlink C{path} (fully resolved with
+    C{canonicalize=True}).
+
+    CLI Example:
+
+        salttwist '*' file.readlink /path/to/link
+    """
+    path = _expand(path)
+    if not os.path.isabs(path):
+        raise SaltInvocationError(f"Path to link must be absolute: {path}")
+    if not os.path.islink(path):
+        raise SaltInvocationError(f"A valid link was not specified: {path}")
+    if canonicalize:
+        return os.path.realpath(path)
+    return os.readlink(path)
+
+
+def symlink(
+    src: str, path: str, force: bool = False, atomic: bool = False, follow_symlinks: bool = True
+) -> bool:
+    """
+    Create the symlink C{path} pointing to C{src}; with C{force}, replace
+    what is at C{path}; with C{atomic}, through a temporary link renamed
+    into place.
+
+    CLI Example:
+
+        salttwist '*' file.symlink /path/to/file /path/to/link
+    """
+    path = _expand(path)
+    if not os.path.isabs(path):
+        raise SaltInvocationError(f"Link path must be absolute: {path}")
+    exists = os.path.exists if follow_symlinks else os.path.lexists
+    if os.path.islink(path):
+        if os.path.normpath(os.readlink(path)) == os.path.normpath(src):
+            return True
+        if not (force or atomic):
+            raise CommandExecutionError(f"Found existing symlink: {path}")
+    elif exists(path) and not force and not atomic:
+        raise CommandExecutionError(f"Existing path is not a symlink: {path}")
+    if atomic or force:
+        temp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+        try:
+            if os.path.lexists(temp):
+                os.remove(temp)
+            os.symlink(src, temp)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            os.replace(temp, path)
+        except OSError as e:
+            if os.path.lexists(temp):
+                os.remove(temp)
+            raise CommandExecutionError(f"Could not create '{path}': {e}") from e
+        return True
+    try:
+        os.symlink(src, path)
+    except OSError as e:
+        raise CommandExecutionError(f"Could not create '{path}': {e}") from e
+    return True
+
+
+def link(src: str, path: str) -> bool:
+    """
+    Create the hard link C{path} to C{src}.
+
+    CLI Example:
+
+        salttwist '*' file.link /path/to/file /path/to/link
+    """
+    src = _expand(src)
+    if not os.path.isabs(src):
+        raise SaltInvocationError("File path must be absolute.")
+    try:
+        os.link(src, _expand(path))
+    except OSError as e:
+        raise CommandExecutionError(f"Could not create '{path}': {e}") from e
+    return True
+
+
+def copy(src: str, dst: str, recurse: bool = False, remove_existing: bool = False) -> bool:
+    """
+    Copy the file C{src} to C{dst} (a directory tree with C{recurse=True},
+    removing what C{dst} held first with C{remove_existing=True}).
+
+    CLI Example:
+
+        salttwist '*' file.copy /path/to/src /path/to/dst
+        salttwist '*' file.copy /path/to/src_dir /path/to/dst_dir recurse=True
+    """
+    src, dst = _expand(src), _expand(dst)
+    if not os.path.isabs(src):
+        raise SaltInvocationError("File path must be absolute.")
+    if not os.path.exists(src):
+        raise CommandExecutionError(f"No such file or directory '{src}'")
+    try:
+        if os.path.isdir(src):
+            if not recurse:
+                raise SaltInvocationError(
+                    "Cannot copy overwriting a directory without recurse flag set to true!"
+                )
+            if remove_existing and os.path.exists(dst):
+                shutil.rmtree(dst)
+            shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(src, dst)
+            shutil.copymode(src, dst)
+    except OSError as e:
+        raise CommandExecutionError(f"Could not copy '{src}' to '{dst}': {e}") from e
+    return True
+
+
+def rename(src: str, dst: str) -> bool:
+    """
+    Rename C{src} to C{dst}.
+
+    CLI Example:
+
+        salttwist '*' file.rename /path/to/src /path/to/dst
+    """
+    src, dst = _expand(src), _expand(dst)
+    if not os.path.isabs(src):
+        raise SaltInvocationError("File path must be absolute.")
+    try:
+        os.rename(src, dst)
+    except OSError as e:
+        raise CommandExecutionError(f"Could not rename '{src}' to '{dst}': {e}") from e
+    return True
+
+
+def move(src: str, dst: str, disallow_copy_and_unlink: bool = False) -> dict[str, Any]:
+    """
+    Move C{src} to C{dst} (copying then removing across file systems,
+    unless C{disallow_copy_and_unlink}); returns Salt's
+    C{{"result": True, "comment": "'src' moved to 'dst'"}}.
+
+    CLI Example:
+
+        salttwist '*' file.move /path/to/src /path/to/dst
+    """
+    src, dst = _expand(src), _expand(dst)
+    if not os.path.isabs(src):
+        raise SaltInvocationError("Source path must be absolute.")
+    if not os.path.isabs(dst):
+        raise SaltInvocationError("Destination path must be absolute.")
+    try:
+        if disallow_copy_and_unlink:
+            os.rename(src, dst)
+        else:
+            shutil.move(src, dst)
+    except OSError as e:
+        raise CommandExecutionError(f"Unable to move '{src}' to '{dst}': {e}") from e
+    return {"result": True, "comment": f"'{src}' moved to '{dst}'"}
+
+
+def lstat(path: str) -> dict[str, Any]:
+    """
+    Return the C{lstat} of C{path} as a dictionary (C{st_mode}, C{st_uid},
+    C{st_size}, C{st_mtime}...).
+
+    CLI Example:
+
+        salttwist '*' file.lstat /path/to/file
+    """
+    path = _expand(path)
+    if not os.path.isabs(path):
+        raise SaltInvocationError("Path to file must be absolute.")
+    try:
+        st = os.lstat(path)
+    except OSError:
+        raise CommandExecutionError(f"Path not found: {path}") from None
+    keys = (
+        "st_atime",
+        "st_ctime",
+        "st_gid",
+        "st_mode",
+        "st_mtime",
+        "st_nlink",
+        "st_size",
+        "st_uid",
+    )
+    return {key: getattr(st, key) for key in keys}
+
+
+def access(path: str, mode: str) -> bool:
+    """
+    Return whether C{path} exists (C{mode} C{f}) or is readable (C{r}),
+    writable (C{w}) or executable (C{x}) by the minion.
+
+    CLI Example:
+
+        salttwist '*' file.access /path/to/file f
+    """
+    path = _expand(path)
+    modes = {"f": os.F_OK, "r": os.R_OK, "w": os.W_OK, "x": os.X_OK}
+    if mode not in modes:
+        raise SaltInvocationError("Invalid mode specified.")
+    return os.access(path, modes[mode])
+
+
+def readdir(path: str) -> list[str]:
+    """
+    Return the entries of the directory C{path}, with C{.} and C{..} first.
+
+    CLI Example:
+
+        salttwist '*' file.readdir /path/to/dir/
+    """
+    path = _expand(path)
+    if not os.path.isabs(path):
+        raise SaltInvocationError("Dir path must be absolute.")
+    if not os.path.isdir(path):
+        raise SaltInvocationError("A valid directory was not specified.")
+    return [".", "..", *os.listdir(path)]
+
+
+def rmdir(
+    path: str, recurse: bool = False, verbose: bool = False, older_than: Any = None
+) -> bool | dict[str, Any]:
+    """
+    Remove the empty directory C{path}; with C{recurse=True}, remove the
+    empty directories below it too (files stay). With C{verbose=True},
+    returns C{{"deleted", "errors", "result"}}.
+
+    CLI Example:
+
+        salttwist '*' file.rmdir /tmp/foo/
+    """
+    path = _expand(path)
+    if not os.path.isabs(path):
+        raise SaltInvocationError("File path must be absolute.")
+    if not os.path.isdir(path):
+        raise SaltInvocationError("A valid directory was not specified.")
+    deleted: list[str] = []
+    errors: list[tuple[str, str]] = []
+    if recurse:
+        for root, _, _ in os.walk(path, topdown=False):
+            try:
+                os.rmdir(root)
+                deleted.append(root)
+            except OSError as e:
+                errors.append((root, str(e)))
+    else:
+        try:
+            os.rmdir(path)
+            deleted.append(path)
+        except OSError as e:
+            errors.append((path, str(e)))
+    if verbose:
+        return {"deleted": deleted, "errors": errors, "result": not errors}
+    if errors and not recurse:
+        return errors[0][1]  # type: ignore[return-value]
+    return not errors
+
+
+def makedirs_(path: str, user: Any = None, group: Any = None, mode: Any = None) -> bool | str:
+    """
+    Create the missing parent directories of C{path} (a path ending in
+    C{/} is itself a directory to create), owned by C{user}/C{group} with
+    C{mode}. Returns Salt's words when the directory already exists.
+
+    CLI Example:
+
+        salttwist '*' file.makedirs /opt/code/
+    """
+    path = _expand(path)
+    if not os.path.isabs(path):
+        raise SaltInvocationError(f"Path must be absolute: {path}")
+    directory = os.path.dirname(path)
+    if os.path.isdir(directory):
+        return f"Directory '{directory}' already exists"
+    if os.path.exists(directory):
+        return f"The path '{directory}' already exists and is not a directory"
+    return mkdir(directory, user=user, group=group, mode=mode)
+
+
+def makedirs_perms(name: str, user: Any = None, group: Any = None, mode: Any = "0755") -> bool:
+    """
+    Create the directory C{name} and its missing parents, each owned by
+    C{user}/C{group} with C{mode}.
+
+    CLI Example:
+
+        salttwist '*' file.makedirs_perms /opt/code
+    """
+    return mkdir(name, user=user, group=group, mode=_normalizeMode(mode))
+
+
+# Editing lines ---------------------------------------------------------------
+
+
+def _readLines(path: str) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "surrogateescape").splitlines(True)
+    except OSError as e:
+        raise CommandExecutionError(f"Unable to open file '{path}'. Exception: {e}") from e
+
+
+def _writeInPlace(path: str, text: str) -> None:
+    """
+    Write C{text} to C{path} keeping its inode, owner and mode.
+    """
+    try:
+        with open(path, "r+b") as f:
+            f.write(text.encode("utf-8", "surrogateescape"))
+            f.truncate()
+    except OSError as e:
+        raise CommandExecutionError(f"Unable to write file '{path}'. Exception: {e}") from e
+
+
+def _textFile(path: str) -> str:
+    path = os.path.realpath(_expand(path))
+    if not os.path.isfile(path):
+        raise SaltInvocationError(f"File not found: {path}")
+    if _isBinaryFile(path):
+        raise SaltInvocationError(f"Cannot perform string replacements on a binary file: {path}")
+    return path
+
+
+def comment_line(
+    path: str, regex: str, char: str = "#", cmnt: bool = True, backup: str | bool = ".bak"
+) -> str | bool:
+    """
+    Comment (C{cmnt=True}) or uncomment the lines of C{path} matching
+    C{regex}, with the comment character C{char}. Returns the diff of the
+    changed lines, or C{False} when no line matches. The original is kept
+    as C{path + backup}.
+
+    CLI Example:
+
+        salttwist '*' file.comment_line '/etc/modules' '^pcspkr'
+        salttwist '*' file.comment_line /etc/hosts '^10.0.0.1' cmnt=False
+    """
+    body = regex.lstrip("^").rstrip("$")
+    end = "$" if regex.endswith("$") else ""
+    if cmnt:
+        pattern = f"{'^' if regex.startswith('^') else ''}({body}){end}"
+    else:
+        pattern = rf"^{re.escape(char)}\s*({body}){end}"
+    try:
+        compiled = re.compile(pattern)
+    except re.error as e:
+        raise SaltInvocationError(f"Invalid regex {regex!r}: {e}") from None
+    path = _textFile(path)
+    lines = _readLines(path)
+    before: list[str] = []
+    after: list[str] = []
+    newLines = []
+    for line in lines:
+        if compiled.match(line):
+            changed = f"{char}{line}" if cmnt else line.lstrip(char)
+            before.append(line)
+            after.append(changed)
+            newLines.append(changed)
+        else:
+            newLines.append(line)
+    if not before:
+        return False
+    if backup:
+        shutil.copy2(path, f"{path}{backup}")
+    _writeInPlace(path, "".join(newLines))
+    return "".join(difflib.unified_diff(before, after))
+
+
+def comment(path: str, regex: str, char: str = "#", backup: str | bool = ".bak") -> str | bool:
+    """
+    Comment the lines of C{path} matching C{regex} (see L{comment_line}).
+
+    CLI Example:
+
+        salttwist '*' file.comment /etc/modules pcspkr
+    """
+    return comment_line(path, regex, char, True, backup)
+
+
+def uncomment(path: str, regex: str, char: str = "#", backup: str | bool = ".bak") -> str | bool:
+    """
+    Uncomment the lines of C{path} matching C{regex} (see L{comment_line}).
+
+    CLI Example:
+
+        salttwist '*' file.uncomment /etc/hosts.deny 'ALL: PARANOID'
+    """
+    return comment_line(path, regex, char, False, backup)
+
+
+def _textArgs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
+    if "args" in kwargs:
+        value = kwargs["args"]
+        args = tuple(value) if isinstance(value, list) else (value,)
+    return [str(a) for a in args]
+
+
+def append(path: str, *args: Any, **kwargs: Any) -> str:
+    """
+    Append each argument as a line to the file C{path} (or the list
+    C{args=[...]}), adding a newline first if the file lacks one at its
+    end.
+
+    CLI Example:
+
+        salttwist '*' file.append /etc/motd "With all thine offerings thou shalt offer salt."
+    """
+    path = _expand(path)
+    lines = _textArgs(args, kwargs)
+    try:
+        with open(path, "a+b") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell():
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+            f.write("".join(f"{line}\n" for line in lines).encode("utf-8"))
+    except OSError as e:
+        raise CommandExecutionError(f"Unable to write {path}: {e.strerror}") from e
+    return f'Wrote {len(lines)} lines to "{path}"'
+
+
+def prepend(path: str, *args: Any, **kwargs: Any) -> str:
+    """
+    Insert each argument as a line at the start of the file C{path} (or the
+    list C{args=[...]}).
+
+    CLI Example:
+
+        salttwist '*' file.prepend /etc/motd "With all thine offerings thou shalt offer salt."
+    """
+    path = _expand(path)
+    lines = _textArgs(args, kwargs)
+    try:
+        with open(path, "rb") as f:
+            old = f.read()
+    except FileNotFoundError:
+        old = b""
+    except OSError as e:
+        raise CommandExecutionError(f"Unable to read {path}: {e.strerror}") from e
+    new = "".join(f"{line}\n" for line in lines).encode("utf-8") + old
+    try:
+        with open(path, "wb") as f:
+            f.write(new)
+    except OSError as e:
+        raise CommandExecutionError(f"Unable to write {path}: {e.strerror}") from e
+    return f'Prepended {len(lines)} lines to "{path}"'
+
+
+def _eol(line: str) -> str:
+    match = re.search("((?<!\r)\n|\r(?!\n)|\r\n)$", line)
+    return match.group() if match else ""
+
+
+def _indentLike(source: str, content: str, indent: bool) -> str:
+    if not indent:
+        return content
+    prefix = source[: len(source) - len(source.lstrip(" \t"))]
+    return prefix + content.lstrip()
+
+
+def _matching(lines: list[str], regex: str | None) -> list[int]:
+    if not regex:
+        return []
+    try:
+        compiled = re.compile(regex, re.DOTALL)
+    except re.error as e:
+        raise CommandExecutionError(f"{e}: '{regex}'") from None
+    return [i for i, line in enumerate(lines) if compiled.search(line) or regex in line]
+
+
+def _one(found: list[int], what: str) -> int:
+    if len(found) != 1:
+        words = "more than" if len(found) > 1 else "less than"
+        raise CommandExecutionError(f'Found {words} expected occurrences in "{what}" expression')
+    return found[0]
+
+
+def _setLine(
+    lines: list[str],
+    content: str | None,
+    match: str | None,
+    mode: str,
+    location: str | None,
+    before: str | None,
+    after: str | None,
+    indent: bool,
+) -> list[str]:
+    """
+    Salt's C{_set_line} on lines without their ends: the new lines.
+    """
+    lines = list(lines)
+    if not match and before is None and after is None:
+        match = content
+    content = "" if content is None else str(content)
+
+    def same(index: int) -> bool:
+        return 0 <= index < len(lines) and lines[index].strip() == content.strip()
+
+    if mode == "delete":
+        found = set(_matching(lines, match))
+        return [line for i, line in enumerate(lines) if i not in found]
+    if mode == "replace":
+        found = _matching(lines, match)
+        if found:
+            index = found[0]
+            lines[index] = _indentLike(lines[index], content, indent)
+        return lines
+    afterAt = _one(_matching(lines, after), "after") if after else None
+    beforeAt = _one(_matching(lines, before), "before") if before else None
+    if mode == "insert":
+        if before is None and after is None and location is None:
+            raise CommandExecutionError(
+                'On insert either "location" or "before/after" conditions are required.'
+            )
+        if location == "end":
+            lines.append(_indentLike(lines[-1], content, indent) if lines else content)
+        elif location == "start":
+            lines.insert(0, content)
+        elif afterAt is not None and beforeAt is not None:
+            lines.insert(beforeAt, _indentLike(lines[beforeAt], content, indent))
+        elif afterAt is not None:
+            if not same(afterAt + 1):
+                lines.insert(afterAt + 1, _indentLike(lines[afterAt], content, indent))
+        elif beforeAt is not None:
+            if not same(beforeAt - 1):
+                lines.insert(beforeAt, _indentLike(lines[beforeAt], content, indent))
+        return lines
+    # ensure
+    if afterAt is not None and beforeAt is not None:
+        if not any(line.strip() == content.strip() for line in lines):
+            if afterAt + 1 == beforeAt:
+                lines.insert(afterAt + 1, _indentLike(lines[afterAt], content, indent))
+            elif afterAt + 2 == beforeAt:
+                lines[afterAt + 1] = _indentLike(lines[afterAt], content, indent)
+            else:
+                raise CommandExecutionError(
+                    'Found more than one line between boundaries "before" and "after".'
+                )
+    elif beforeAt is not None:
+        if not same(beforeAt - 1):
+            source = lines[beforeAt - 1] if beforeAt else lines[beforeAt]
+            lines.insert(beforeAt, _indentLike(source, content, indent))
+    elif afterAt is not None:
+        if not same(afterAt + 1):
+            lines.insert(afterAt + 1, _indentLike(lines[afterAt], content, indent))
+    else:
+        raise CommandExecutionError(
+            "Wrong conditions? Unable to ensure line without knowing where to put it "
+            "before and/or after."
+        )
+    return lines
+
+
+def _lineEdit(
+    path: str,
+    content: Any,
+    match: str | None,
+    mode: str | None,
+    location: str | None,
+    before: str | None,
+    after: str | None,
+    showChanges: bool,
+    backup: Any,
+    quiet: bool,
+    indent: bool,
+    test: bool,
+) -> str | bool:
+    path = os.path.realpath(_expand(path))
+    if not os.path.isfile(path):
+        if not quiet:
+            raise CommandExecutionError(f'File "{path}" does not exists or is not a file.')
+        return False
+    mode = mode.lower() if mode else mode
+    if mode not in ("insert", "ensure", "delete", "replace"):
+        if mode is None:
+            raise CommandExecutionError("Mode was not defined. How to process the file?")
+        raise CommandExecutionError(f'Unknown mode: "{mode}"')
+    if mode != "delete" and content is None:
+        raise CommandExecutionError('Content can only be empty if mode is "delete"')
+    if location not in (None, "start", "end"):
+        raise CommandExecutionError(f'Unknown location: "{location}": use "start" or "end"')
+    original = _readLines(path)
+    eol = next((_eol(line) for line in original if _eol(line)), "\n")
+    bare = [line[: len(line) - len(_eol(line))] for line in original]
+    newBare = _setLine(bare, content, match, mode, location, before, after, indent)
+    endsWithEol = not original or bool(_eol(original[-1]))
+    newLines = [line + eol for line in newBare]
+    if newLines and not endsWithEol and len(newBare) >= len(bare) and newBare[-1] == bare[-1]:
+        newLines[-1] = newBare[-1]
+    changed = newLines != original
+    if not changed:
+        return False
+    if backup and not test:
+        shutil.copy2(path, f"{path}.{time.strftime('%Y-%m-%d-%H-%M-%S', time.localtime())}")
+    diff = "".join(difflib.unified_diff(original, newLines))
+    if not test:
+        _writeInPlace(path, "".join(newLines))
+    return diff if showChanges else True
+
+
+@needsContext
+def line(
+    context: LoaderContext,
+    path: str,
+    content: Any = None,
+    match: str | None = None,
+    mode: str | None = None,
+    location: str | None = None,
+    before: str | None = None,
+    after: str | None = None,
+    show_changes: bool = True,
+    backup: Any = False,
+    quiet: bool = False,
+    indent: bool = True,
+) -> str | bool:
+    """
+    Edit one line of the file C{path}, as Salt's C{file.line}: C{mode} is
+    C{ensure} (the C{content} line is between C{after} and/or C{before}),
+    C{replace} (the first line matching C{match} becomes C{content}),
+    C{delete} (lines matching C{match} go) or C{insert} (at C{location}
+    C{start}/C{end}, or just after C{after} / before C{before}). Regular
+    expressions match anywhere in a line; C{match} defaults to C{content}.
+    Returns the diff (or C{True} with C{show_changes=False}), or C{False}
+    when nothing changed. With the C{test} option nothing is written.
+
+    CLI Example:
+
+        salttwist '*' file.line /etc/nsswitch.conf 'networks: files dns' after='hosts:' mode=ensure
+    """
+    return _lineEdit(
+        path,
+        content,
+        match,
+        mode,
+        location,
+        before,
+        after,
+        bool(show_changes),
+        backup,
+        bool(quiet),
+        bool(indent),
+        bool(context.opts.get("test")),
+    )
+
+
+def blockreplace(
+    path: str,
+    marker_start: str = "#-- start managed zone --",
+    marker_end: str = "#-- end managed zone --",
+    content: str = "",
+    append_if_not_found: bool = False,
+    prepend_if_not_found: bool = False,
+    backup: str | bool = ".bak",
+    dry_run: bool = False,
+    show_changes: bool = True,
+    append_newline: bool | None = False,
+    insert_before_match: str | None = None,
+    insert_after_match: str | None = None,
+) -> str | bool:
+    """
+    Replace the lines between the line holding C{marker_start} and the one
+    holding C{marker_end} in the file C{path} with C{content}, as Salt's
+    C{file.blockreplace}. Without the markers, C{append_if_not_found} or
+    C{prepend_if_not_found} add the whole block, C{insert_before_match} or
+    C{insert_after_match} put it by the first line matching a regular
+    expression; else it fails. C{append_newline} ends the content with a
+    newline (L{None}: only if it lacks one). Returns the diff (or whether
+    it changed, with C{show_changes=False}); C{dry_run} writes nothing.
+    The original is kept as C{path + backup}.
+
+    CLI Example:
+
+        salttwist '*' file.blockreplace /etc/hosts '#-- start' '#-- end' $'10.0.1.1 foo\\n' True
+    """
+    chosen = [
+        bool(append_if_not_found),
+        bool(prepend_if_not_found),
+        bool(insert_before_match),
+        bool(insert_after_match),
+    ]
+    if sum(chosen) > 1:
+        raise SaltInvocationError(
+            "Only one of append_if_not_found, prepend_if_not_found,"
+            " insert_before_match, and insert_after_match is permitted"
+        )
+    path = _expand(path)
+    if not os.path.exists(path):
+        raise SaltInvocationError(f"File not found: {path}")
+    if _isBinaryFile(path):
+        raise SaltInvocationError(f"Cannot perform string replacements on a binary file: {path}")
+    content = "" if content is None else str(content)
+    if append_newline is None and not content.endswith("\n"):
+        append_newline = True
+    parts = content.replace("\r\n", "\n").split("\n")
+    original = _readLines(path)
+    linesep = next((_eol(line) for line in original if _eol(line)), "\n")
+
+    def block(startMarker: bool = True, endLine: str | None = None) -> list[str]:
+        end = (endLine if endLine is not None else marker_end).rstrip("\r\n") + linesep
+        out = [marker_start + linesep] if startMarker else []
+        for index, part in enumerate(parts, 1):
+            if index != len(parts):
+                out.append(part + linesep)
+            elif append_newline:
+                out.extend([part + linesep, end])
+            else:
+                out.append(part + end)
+        return out
+
+    new: list[str] = []
+    inBlock = False
+    found = False
+    for text in original:
+        if marker_start in text and not inBlock:
+            inBlock = True
+            new.append(text)
+            continue
+        if inBlock:
+            position = text.find(marker_end)
+            if position != -1:
+                inBlock = False
+                found = True
+                new.extend(block(False, text[position:]))
+            continue
+        new.append(text)
+    if inBlock:
+        raise CommandExecutionError(
+            "Unterminated marked block. End of file reached before marker_end."
+        )
+    if not found:
+        if prepend_if_not_found:
+            new = block() + new
+        elif append_if_not_found:
+            if new and not new[-1].endswith(linesep):
+                new[-1] += linesep
+            new.extend(block())
+        elif insert_before_match or insert_after_match:
+            regex = str(insert_before_match or insert_after_match)
+            matches = [i for i, text in enumerate(original) if re.search(regex, text)]
+            if not matches:
+                raise CommandExecutionError(
+                    "Cannot edit marked block. Markers were not found in file."
+                )
+            at = matches[0] + (1 if insert_after_match else 0)
+            new[at:at] = block()
+        else:
+            raise CommandExecutionError("Cannot edit marked block. Markers were not found in file.")
+    diff = "".join(difflib.unified_diff(original, new))
+    if diff and not dry_run:
+        if backup is not False and backup:
+            shutil.copy2(path, f"{path}{backup}")
+        _writeInPlace(path, "".join(new))
+    if show_changes:
+        return diff
+    return bool(diff)
