@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from salttwist.modules import CommandExecutionError
-from salttwist.modules.user import _groupList, _rootArgs, _run, groupEntries
+from salttwist.modules.user import _groupEntries, _groupList, _rootArgs, _run
 
 
 def _infoOf(entry: tuple[str, str, int, list[str]]) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def info(name: str, root: str | None = None) -> dict[str, Any]:
 
         salttwist '*' group.info adm
     """
-    for entry in groupEntries(root):
+    for entry in _groupEntries(root):
         if entry[0] == str(name):
             return _infoOf(entry)
     return {}
@@ -44,7 +44,7 @@ def getent(refresh: bool = False, root: str | None = None) -> list[dict[str, Any
 
         salttwist '*' group.getent
     """
-    return [_infoOf(entry) for entry in groupEntries(root)]
+    return [_infoOf(entry) for entry in _groupEntries(root)]
 
 
 def _check(argv: list[str], what: str) -> bool:

@@ -67,7 +67,7 @@ def _readColonFile(root: str | None, relative: str) -> list[list[str]]:
     return [line.split(":") for line in lines if line and not line.startswith("#")]
 
 
-def passwdEntries(root: str | None = None) -> list[tuple[str, str, int, int, str, str, str]]:
+def _passwdEntries(root: str | None = None) -> list[tuple[str, str, int, int, str, str, str]]:
     """
     @return: the users, as C{(name, passwd, uid, gid, gecos, home, shell)};
         from C{<root>/etc/passwd} when C{root} is given, else the name
@@ -91,7 +91,7 @@ def passwdEntries(root: str | None = None) -> list[tuple[str, str, int, int, str
     return entries
 
 
-def groupEntries(root: str | None = None) -> list[tuple[str, str, int, list[str]]]:
+def _groupEntries(root: str | None = None) -> list[tuple[str, str, int, list[str]]]:
     """
     @return: the groups, as C{(name, passwd, gid, members)}; from
         C{<root>/etc/group} when C{root} is given, else the name service.
@@ -110,7 +110,7 @@ def groupEntries(root: str | None = None) -> list[tuple[str, str, int, list[str]
     return entries
 
 
-def shadowEntry(name: str, root: str | None = None) -> dict[str, Any]:
+def _shadowEntry(name: str, root: str | None = None) -> dict[str, Any]:
     """
     Salt's C{shadow.info}: a user's line of C{<root>/etc/shadow} as
     C{{"name", "passwd", "lstchg", "min", "max", "warn", "inact",
@@ -147,7 +147,7 @@ def _findUser(name: str, root: str | None) -> tuple[str, str, int, int, str, str
         except KeyError:
             return None
         return (p.pw_name, p.pw_passwd, p.pw_uid, p.pw_gid, p.pw_gecos, p.pw_dir, p.pw_shell)
-    for entry in passwdEntries(root):
+    for entry in _passwdEntries(root):
         if entry[0] == name:
             return entry
     return None
@@ -155,7 +155,7 @@ def _findUser(name: str, root: str | None) -> tuple[str, str, int, int, str, str
 
 def _groupsOf(name: str, gid: int, root: str | None) -> list[str]:
     groups = set()
-    for gname, _passwd, ggid, members in groupEntries(root):
+    for gname, _passwd, ggid, members in _groupEntries(root):
         if name in members or ggid == gid:
             groups.add(gname)
     return sorted(groups)
@@ -199,7 +199,7 @@ def getent(refresh: bool = False, root: str | None = None) -> list[dict[str, Any
 
         salttwist '*' user.getent
     """
-    return [_infoOf(entry, root) for entry in passwdEntries(root)]
+    return [_infoOf(entry, root) for entry in _passwdEntries(root)]
 
 
 def list_users(root: str | None = None) -> list[str]:
@@ -210,7 +210,7 @@ def list_users(root: str | None = None) -> list[str]:
 
         salttwist '*' user.list_users
     """
-    return sorted({entry[0] for entry in passwdEntries(root)})
+    return sorted({entry[0] for entry in _passwdEntries(root)})
 
 
 def list_groups(name: str, root: str | None = None) -> list[str]:
@@ -370,7 +370,7 @@ def _change(name: str, key: str, value: Any, option: str, root: str | None) -> b
 
 
 def _groupGid(value: Any, root: str | None) -> int | None:
-    for gname, _passwd, ggid, _members in groupEntries(root):
+    for gname, _passwd, ggid, _members in _groupEntries(root):
         if gname == str(value) or str(ggid) == str(value):
             return ggid
     try:
@@ -480,7 +480,7 @@ def set_password(name: str, password: str, root: str | None = None) -> bool:
         salttwist '*' user.set_password web '$6$salt$hash'
     """
     _usermod(name, ["-p", str(password)], root)
-    return shadowEntry(str(name), root).get("passwd") == str(password)
+    return _shadowEntry(str(name), root).get("passwd") == str(password)
 
 
 def shadow_info(name: str, root: str | None = None) -> dict[str, Any]:
@@ -493,4 +493,4 @@ def shadow_info(name: str, root: str | None = None) -> dict[str, Any]:
 
         salttwist '*' user.shadow_info web
     """
-    return shadowEntry(str(name), root)
+    return _shadowEntry(str(name), root)
