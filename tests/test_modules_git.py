@@ -243,14 +243,14 @@ class GitModuleTests(SynchronousTestCase):
         redacted from messages.
         """
         self.assertEqual(
-            gitmod.addHttpBasicAuth("https://example.com/r.git", "me", "p@ss"),
+            gitmod._addHttpBasicAuth("https://example.com/r.git", "me", "p@ss"),
             "https://me:p%40ss@example.com/r.git",
         )
         self.assertRaises(
-            SaltInvocationError, gitmod.addHttpBasicAuth, "http://example.com/r", "me", "x"
+            SaltInvocationError, gitmod._addHttpBasicAuth, "http://example.com/r", "me", "x"
         )
         self.assertEqual(
-            gitmod.redactAuth("fatal: https://me:secret@example.com/r"),
+            gitmod._redactAuth("fatal: https://me:secret@example.com/r"),
             "fatal: https://me:<redacted>@example.com/r",
         )
 

@@ -55,7 +55,7 @@ def _gitBinary() -> str:
     return found
 
 
-def redactAuth(text: str) -> str:
+def _redactAuth(text: str) -> str:
     """
     @return: C{text} with the password of every C{scheme://user:password@}
         URL replaced by C{<redacted>}, as Salt's
@@ -64,7 +64,7 @@ def redactAuth(text: str) -> str:
     return re.sub(r"(https?://[^:/@\s]+):[^@\s/]*@", r"\1:<redacted>@", str(text))
 
 
-def addHttpBasicAuth(url: str, user: str | None = None, password: str | None = None) -> str:
+def _addHttpBasicAuth(url: str, user: str | None = None, password: str | None = None) -> str:
     """
     @return: C{url} with C{user} (and C{password}) as its user information,
         for C{https_user}/C{https_pass}; C{url} as it is without a user.
@@ -182,7 +182,7 @@ def _run(
     if cwd is not None and not os.path.isdir(cwd):
         raise CommandExecutionError(f"Specified cwd '{cwd}' either not absolute or does not exist")
     command = [_gitBinary(), *args]
-    shown = redactAuth(shlex.join(["git", *args]))
+    shown = _redactAuth(shlex.join(["git", *args]))
     encoding = output_encoding or "utf-8"
     errors: list[str] = []
     result: dict[str, Any] = {}
@@ -210,7 +210,7 @@ def _run(
             return result
         err = result["stdout" if redirect_stderr else "stderr"]
         if err:
-            errors.append(redactAuth(err))
+            errors.append(_redactAuth(err))
     if not ignore_retcode:
         log.error(
             "Command {command} failed with exit code {retcode}",
@@ -283,7 +283,7 @@ def clone(
     if not url:
         raise SaltInvocationError("git.clone: url is required")
     path = _expandPath(cwd, user)
-    fullUrl = addHttpBasicAuth(str(url), https_user, https_pass)
+    fullUrl = _addHttpBasicAuth(str(url), https_user, https_pass)
     if name is not None:
         parent, target = path, str(name)
     else:
@@ -608,7 +608,7 @@ def remote_refs(
         args.append("--heads")
     if tags:
         args.append("--tags")
-    args += ["--", addHttpBasicAuth(str(url), https_user, https_pass)]
+    args += ["--", _addHttpBasicAuth(str(url), https_user, https_pass)]
     if filter_:
         args.append(str(filter_))
     out = _run(
@@ -648,7 +648,7 @@ def ls_remote(
     """
     target = str(remote)
     if "://" in target:
-        target = addHttpBasicAuth(target, https_user, https_pass)
+        target = _addHttpBasicAuth(target, https_user, https_pass)
     args = ["ls-remote", *_formatOpts(opts), target]
     if ref:
         args.append(str(ref))
@@ -979,7 +979,7 @@ def remotes(
         if not match:
             continue
         name, url, kind = match.groups()
-        ret.setdefault(name, {})[kind] = redactAuth(url) if redact_auth else url
+        ret.setdefault(name, {})[kind] = _redactAuth(url) if redact_auth else url
     return ret
 
 
@@ -1005,12 +1005,12 @@ def remote_set(
 
         salttwist '*' git.remote_set /path/to/repo git@github.com:user/repo.git remote=upstream
     """
-    fullUrl = addHttpBasicAuth(str(url), https_user, https_pass)
+    fullUrl = _addHttpBasicAuth(str(url), https_user, https_pass)
     if remote in remotes(cwd, user=user, output_encoding=output_encoding):
         _git(cwd, user, "", "remote", "rm", str(remote), output_encoding=output_encoding)
     _git(cwd, user, "", "remote", "add", str(remote), fullUrl, output_encoding=output_encoding)
     if push_url:
-        pushUrl = addHttpBasicAuth(str(push_url), push_https_user, push_https_pass)
+        pushUrl = _addHttpBasicAuth(str(push_url), push_https_user, push_https_pass)
         _git(
             cwd,
             user,
