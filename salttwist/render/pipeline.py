@@ -4,7 +4,9 @@ Salt's render pipelines: a first line C{#!jinja|yaml} names the renderers,
 run left to right (Jinja's text output is YAML's input); without one, the
 caller's default (the C{renderer} option, C{jinja|yaml}).
 
-Renderers: C{jinja} (text to text), C{yaml} and C{json} (text to data).
+Renderers: C{jinja} (text to text), C{yaml} and C{json} (text to data),
+C{py} (Python defining C{run()}, see L{salttwist.render.pyrender}; only as
+the sole renderer of a file: C{#!py}).
 Blocking CPU work: callers run it in a worker process or a thread.
 """
 
@@ -18,10 +20,14 @@ from typing import Any
 from salttwist.render.datacache import MISSING, SHARED
 from salttwist.render.errors import RenderError
 from salttwist.render.jinja import TemplateLoader, renderJinja
+from salttwist.render.pyrender import renderPy
 from salttwist.render.yamlio import loadYaml
 
 #: The renderers a pipeline may name.
-RENDERERS = ("jinja", "yaml", "json")
+RENDERERS = ("jinja", "yaml", "json", "py")
+#: The renderers that only stand alone (C{#!py}): they read the file
+#: itself, not another renderer's output.
+SOLE_RENDERERS = ("py",)
 
 
 def readSource(path: str) -> str:
@@ -47,7 +53,7 @@ def parsePipeline(spec: str, path: str = "<string>") -> list[str]:
     @param spec: a pipeline, C{"jinja|yaml"} (spaces around names allowed).
     @return: the renderer names, in order.
     @raise RenderError: for an empty pipeline or an unknown renderer, naming
-        it.
+        it, or C{py} with other renderers.
     """
     names = [part.strip() for part in spec.split("|")]
     if not names or not all(names):
@@ -58,6 +64,10 @@ def parsePipeline(spec: str, path: str = "<string>") -> list[str]:
                 path,
                 1,
                 f"unknown renderer {name!r} in pipeline {spec!r}; known: {', '.join(RENDERERS)}",
+            )
+        if name in SOLE_RENDERERS and len(names) > 1:
+            raise RenderError(
+                path, 1, f"the {name!r} renderer cannot be piped with others ({spec!r})"
             )
     return names
 
@@ -175,6 +185,8 @@ def renderText(
             extra.update(_slsContext(sls, name))
         if any(key not in context for key in extra):
             context = {**extra, **context}
+        if pipeline == ["py"]:
+            return renderPy(body, context, path=path, saltenv=saltenv, sls=sls)
         data: Any = body
         for renderer in pipeline:
             if not isinstance(data, str):

@@ -1,0 +1,183 @@
+# -*- test-case-name: tests.test_state_compile -*-
+"""
+The state compiler: SLS files to high data (L{compileHigh}, Salt's
+C{state.show_sls} / C{state.show_highstate} after C{extend}, C{_in}
+requisites and C{exclude} are applied), and high data to ordered low
+chunks (L{compileLow}, Salt's C{state.show_lowstate}).
+
+  - rendering and includes: L{salttwist.state.sls};
+  - declarations, C{extend:}, C{exclude:}, checks: L{salttwist.state.high};
+  - C{require_in} and the other C{_in} forms, C{use}: L{salttwist.state.reqin};
+  - chunks, requisite checks and order: L{salttwist.state.low}.
+
+Errors never raise: they are returned as strings (Salt's words, naming the
+SLS, the saltenv and, when known, the file and the line), and a caller
+runs nothing when there are any.
+
+Everything here blocks (file server, rendering): run it in a thread or a
+worker process, never on the reactor.
+
+Ground: imports no wing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from salttwist.state.high import applyExclude, reconcileExtend, verifyHigh
+from salttwist.state.low import highToChunks, orderChunks, stateTag
+from salttwist.state.reqin import requisiteIn
+from salttwist.state.sls import HighBuilder, IStateFiles, findSls, listSls
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "IStateFiles",
+    "compileHigh",
+    "compileHighData",
+    "compileLow",
+    "findSls",
+    "listSls",
+    "renderHigh",
+    "resolveHigh",
+    "stateTag",
+]
+
+
+def _disabled(opts: Mapping[str, Any]) -> list[str]:
+    disabled = opts.get("disabled_requisites") or []
+    if not isinstance(disabled, (list, tuple)):
+        disabled = [disabled]
+    return [str(kind) for kind in disabled]
+
+
+def renderHigh(
+    files: IStateFiles,
+    matches: Mapping[str, Sequence[str]],
+    variables: Mapping[str, Any],
+    opts: Mapping[str, Any],
+) -> tuple[dict, list[str], Callable[[Any, Any], str]]:
+    """
+    Render the SLS files of C{matches} and their includes, as Salt's
+    C{render_highstate} (what Salt's C{state.show_sls} returns: C{extend}
+    and C{_in} requisites not applied yet, C{__extend__} and
+    C{__exclude__} kept).
+
+    @return: C{(high, errors, where)}: C{where(sls, saltenv)} names the
+        file of an SLS rendered, for messages.
+    """
+    builder = HighBuilder(files, variables, opts)
+    try:
+        high, errors = builder.render(matches)
+    except Exception as e:  # a bug of ours: still an answer
+        log.debug("state compile failed", exc_info=True)
+        return {}, [f"State compile failed: {type(e).__name__}: {e}"], builder.where
+    return high, errors, builder.where
+
+
+def resolveHigh(
+    high: dict,
+    opts: Mapping[str, Any],
+    where: Callable[[Any, Any], str] | None = None,
+) -> tuple[dict, list[str]]:
+    """
+    Salt's C{call_high} before compiling: C{extend} applied, the whole
+    checked (C{verify_high}), the C{_in} requisites and C{use} applied,
+    C{exclude} applied. Changes C{high} in place.
+
+    @return: C{(high, errors)}.
+    """
+    errors: list[str] = []
+    try:
+        high, extendErrors = reconcileExtend(high)
+        errors.extend(extendErrors)
+        errors.extend(verifyHigh(high, where) if where else verifyHigh(high))
+        if errors:
+            return high, errors
+        high, inErrors = requisiteIn(high, _disabled(opts))
+        errors.extend(inErrors)
+        high = applyExclude(high)
+    except Exception as e:
+        log.debug("state compile failed", exc_info=True)
+        errors.append(f"State compile failed: {type(e).__name__}: {e}")
+    return high, errors
+
+
+def compileHigh(
+    files: IStateFiles,
+    matches: Mapping[str, Sequence[str]],
+    variables: Mapping[str, Any],
+    opts: Mapping[str, Any],
+) -> tuple[dict, list[str]]:
+    """
+    Compile the SLS files C{matches} names into high data.
+
+    Blocking: run it in a thread.
+
+    @param files: the state tree (L{IStateFiles}).
+    @param matches: C{{saltenv: [sls, ...]}} (L{salttwist.state.top.showTop}'s
+        answer for a highstate; C{{saltenv: mods}} for C{state.sls});
+        globs allowed.
+    @param variables: the render variables: C{salt} (the execution
+        functions by name), C{grains}, C{pillar}, C{opts}; per file
+        C{saltenv}, C{sls}, C{slspath}, C{tpldir} ... are added.
+    @param opts: C{renderer}, C{state_auto_order}, C{disabled_requisites}.
+    @return: C{(high, errors)}: C{{id: {"__sls__", "__env__", module:
+        [args..., fun, {"order": n}]}}} with C{extend}, C{exclude} and the
+        C{_in} requisites applied; errors as strings (run nothing if any).
+    """
+    high, errors, where = renderHigh(files, matches, variables, opts)
+    if errors:
+        return _withoutInternals(high), errors
+    high, moreErrors = resolveHigh(high, opts, where)
+    return _withoutInternals(high), errors + moreErrors
+
+
+def _withoutInternals(high: dict) -> dict:
+    return {key: value for key, value in high.items() if key not in ("__extend__", "__exclude__")}
+
+
+def compileLow(
+    high: Mapping[str, Any],
+    opts: Mapping[str, Any],
+    hasModWatch: Callable[[str], bool] | None = None,
+) -> tuple[list[dict], list[str]]:
+    """
+    Compile high data (as L{compileHigh} gives it) into low chunks in
+    execution order (Salt's C{compile_high_data}).
+
+    @param opts: C{disabled_requisites}.
+    @param hasModWatch: see L{salttwist.state.low.orderChunks}.
+    @return: C{(chunks, errors)}: errors name unknown requisite targets
+        and requisite cycles (with the chain); no chunks when a cycle is
+        found.
+    """
+    try:
+        chunks = highToChunks(high)
+        return orderChunks(chunks, opts, hasModWatch)
+    except Exception as e:
+        log.debug("state compile failed", exc_info=True)
+        return [], [f"State compile failed: {type(e).__name__}: {e}"]
+
+
+def compileHighData(
+    files: IStateFiles,
+    matches: Mapping[str, Sequence[str]],
+    variables: Mapping[str, Any],
+    opts: Mapping[str, Any],
+    hasModWatch: Callable[[str], bool] | None = None,
+) -> tuple[dict, list[dict], list[str]]:
+    """
+    L{compileHigh} then L{compileLow}.
+
+    @return: C{(high, chunks, errors)}; no chunks when there are errors.
+    """
+    high, errors = compileHigh(files, matches, variables, opts)
+    if errors:
+        return high, [], errors
+    chunks, errors = compileLow(high, opts, hasModWatch)
+    if errors:
+        return high, [], errors
+    return high, chunks, []
