@@ -263,7 +263,8 @@ def _compileHigh(
 def _compileLow(run: StateRun, high: Mapping[str, Any]) -> tuple[list[dict], list[str]]:
     from salttwist.state.compiler import compileLow
 
-    return compileLow(high, run.opts)
+    states = run.stateFunctions()
+    return compileLow(high, run.opts, lambda state: f"{state}.mod_watch" in states)
 
 
 def _slsMatches(run: StateRun, mods: Any) -> dict[str, list[str]]:
@@ -385,9 +386,10 @@ def single(run: StateRun, fun: str, name: str, **kwargs: Any) -> dict[str, Any] 
     """
     from salttwist.state.runner import singleChunk
 
-    if not isinstance(fun, str) or fun.count(".") < 1:
-        return ["Invalid function passed"]
-    chunk = singleChunk(fun, name, run.saltenv or "base", **kwargs)
+    try:
+        chunk = singleChunk(str(fun), str(name), run.saltenv or "base", **kwargs)
+    except ValueError as e:
+        return [str(e)]
     return runChunks(run, [chunk])
 
 
