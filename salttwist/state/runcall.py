@@ -1,0 +1,266 @@
+# -*- test-case-name: tests.test_state_runner -*-
+"""
+Calling one state function for one low chunk (Salt's C{State.call}): the
+arguments it accepts, its run conditions, its exceptions, its timing, and
+C{retry}.
+"""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import logging
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from salttwist.state.requisites import REQUISITE_KEYS
+from salttwist.state.runchecks import checkCmd, retrySettings, runChecks
+
+log = logging.getLogger(__name__)
+
+#: Chunk keys the runner reads that are never passed to a state function
+#: through its C{**kwargs} (a function naming one as a parameter gets it).
+RUNTIME_KEYS = frozenset(
+    [
+        "fun",
+        "state",
+        "check_cmd",
+        "cmd_opts_exclude",
+        "failhard",
+        "onlyif",
+        "unless",
+        "creates",
+        "retry",
+        "order",
+        "parallel",
+        "reload_modules",
+        "reload_grains",
+        "reload_pillar",
+        "runas",
+        "runas_password",
+        "no_log",
+        "fire_event",
+        "saltenv",
+        "umask",
+        "test",
+        "name_order",
+    ]
+)
+
+#: Keys never passed through C{**kwargs}: runner keys and requisites.
+NOT_ARGUMENTS = RUNTIME_KEYS | REQUISITE_KEYS
+
+
+def missingState(full: str, low: Mapping[str, Any]) -> str:
+    """
+    @return: Salt's comment for a state function that does not exist.
+    """
+    if low.get("__sls__") is not None:
+        return (
+            f"State '{full}' was not found in SLS '{low['__sls__']}'\n"
+            f"Reason: '{full}' is not available.\n"
+        )
+    return f"Specified state '{full}' was not found\n"
+
+
+def stateArguments(
+    function: Callable[..., Any], low: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """
+    The keyword arguments to call a state function with: the chunk's
+    values of the parameters it names (after the context), and, when it
+    takes C{**kwargs}, every other chunk key but the runner's own ones,
+    requisites and C{__dunder__} keys.
+
+    @return: C{(kwargs, missing)}: C{missing} the required parameters the
+        chunk does not give.
+    """
+    parameters = list(inspect.signature(function).parameters.values())[1:]
+    kwargs: dict[str, Any] = {}
+    missing: list[str] = []
+    takesAll = False
+    for p in parameters:
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            takesAll = True
+            continue
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            continue
+        if p.name in low:
+            kwargs[p.name] = low[p.name]
+        elif p.default is inspect.Parameter.empty:
+            missing.append(p.name)
+    if takesAll:
+        for key, value in low.items():
+            if key in kwargs or key in NOT_ARGUMENTS:
+                continue
+            if isinstance(key, str) and key.startswith("__"):
+                continue
+            kwargs[key] = value
+    return kwargs, missing
+
+
+def _now(clock: Callable[[], float]) -> float:
+    return clock()
+
+
+def _startTime(when: float) -> str:
+    return datetime.datetime.fromtimestamp(when).time().isoformat(timespec="microseconds")
+
+
+def _exceptionReturn(name: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "result": False,
+        "changes": {},
+        "comment": f"An exception occurred in this state: {traceback.format_exc()}",
+    }
+
+
+class StateCall:
+    """
+    Calls state functions as Salt's C{State.call} does.
+
+    @ivar states: state functions by C{module.function}.
+    @ivar clock: the time, as L{time.time}.
+    @ivar sleep: waits between C{retry} attempts, as L{time.sleep}.
+    @ivar randint: picks the C{splay}, as L{random.randint}.
+    """
+
+    def __init__(
+        self,
+        states: Mapping[str, Callable[..., Any]],
+        clock: Callable[[], float],
+        sleep: Callable[[float], Any],
+        randint: Callable[[int, int], int],
+    ) -> None:
+        self.states = states
+        self.clock = clock
+        self.sleep = sleep
+        self.randint = randint
+
+    def _has(self, full: str) -> bool:
+        try:
+            return full in self.states
+        except Exception:
+            log.exception("Loading state function %s failed", full)
+            return False
+
+    def hasModWatch(self, state: str) -> bool:
+        """
+        @return: whether state module C{state} has a C{mod_watch}.
+        """
+        return self._has(f"{state}.mod_watch")
+
+    def call(self, low: Mapping[str, Any], ctx: Any) -> dict[str, Any]:
+        """
+        Run the chunk's state function once with C{ctx}, its conditions
+        first, C{retry} after.
+
+        @param ctx: the chunk's L{StateContext} (its C{test} already the
+            one to use).
+        @return: the state return with C{start_time} and C{duration}.
+        """
+        start = _now(self.clock)
+        ret = self._callOnce(low, ctx)
+        ret["start_time"] = _startTime(start)
+        ret["duration"] = round((_now(self.clock) - start) * 1000.0, 3)
+        if "retry" in low and isinstance(ret, dict):
+            ret = self._retry(low, ctx, ret)
+        return ret
+
+    def _retry(self, low: Mapping[str, Any], ctx: Any, ret: dict[str, Any]) -> dict[str, Any]:
+        settings = retrySettings(low["retry"])
+        if ctx.test:
+            note = (
+                "The state would be retried every {interval} seconds "
+                "(with a splay of up to {splay} seconds) a maximum of "
+                "{attempts} times or until a result of {until} "
+                "is returned".format(**settings)
+            )
+            ret["comment"] = "  ".join(["" if not ret["comment"] else str(ret["comment"]), note])
+            return ret
+        attempt = 1
+        notes: list[str] = []
+        first = ret
+        total = ret["duration"]
+        while settings["until"] != ret["result"] and settings["attempts"] > attempt:
+            interval = settings["interval"]
+            if settings["splay"]:
+                interval += self.randint(0, settings["splay"])
+            log.info(
+                "State result does not match retry until value, state will be re-run in %s seconds",
+                interval,
+            )
+            self.sleep(interval)
+            notes.append(
+                f'Attempt {attempt}: Returned a result of "{ret["result"]}", '
+                f'with the following comment: "{ret["comment"]}"'
+            )
+            start = _now(self.clock)
+            ret = self._callOnce(low, ctx)
+            duration = round((_now(self.clock) - start) * 1000.0, 3)
+            total += duration + interval * 1000
+            attempt += 1
+        if attempt > 1:
+            ret["comment"] = "\n".join([*notes, "" if not ret["comment"] else str(ret["comment"])])
+            ret["start_time"] = first["start_time"]
+            ret["duration"] = total
+        return ret
+
+    def _callOnce(self, low: Mapping[str, Any], ctx: Any) -> dict[str, Any]:
+        full = f"{low['state']}.{low['fun']}"
+        name = low.get("name")
+        if not self._has(full):
+            return {
+                "result": False,
+                "name": name,
+                "changes": {},
+                "comment": missingState(full, low),
+            }
+        function = self.states[full]
+        try:
+            kwargs, missing = stateArguments(function, low)
+        except (TypeError, ValueError) as e:
+            return {
+                "result": False,
+                "name": name,
+                "changes": {},
+                "comment": f"State '{full}' cannot be called: {e}",
+            }
+        if missing:
+            comment = "".join(f"Missing parameter {m} for state {full}\n" for m in missing)
+            return {"result": False, "name": name, "changes": {}, "comment": comment}
+        try:
+            if any(k in low for k in ("unless", "onlyif", "creates")) and not self._has(
+                f"{low['state']}.mod_run_check"
+            ):
+                check = runChecks(ctx.salt, low)
+                if check["result"] is not False:
+                    check.update({"name": name, "changes": {}, "result": True})
+                    return check
+            ret = function(ctx, **kwargs)
+            if not isinstance(ret, dict):
+                return {
+                    "result": False,
+                    "name": name,
+                    "changes": {},
+                    "comment": (
+                        f"State '{full}' returned a {type(ret).__name__}, not a dict: {ret!r}"
+                    ),
+                }
+            if isinstance(ret.get("comment"), list):
+                ret["comment"] = "\n".join(str(c) for c in ret["comment"])
+            if "check_cmd" in low and (
+                not self._has(f"{low['state']}.mod_run_check_cmd")
+                or "check_cmd" not in inspect.signature(function).parameters
+            ):
+                ret.update(checkCmd(ctx.salt, low))
+        except Exception:
+            log.debug("An exception occurred in state %s", full, exc_info=True)
+            return _exceptionReturn(name)
+        ret.setdefault("name", name)
+        ret.setdefault("changes", {})
+        ret.setdefault("comment", "")
+        ret.setdefault("result", False)
+        return ret
