@@ -1,19 +1,37 @@
 # -*- test-case-name: tests.test_modules_pkg -*-
 """
-Salt's C{pkg} module, read-only, for Debian and its derivatives: the
-installed packages and their versions, from C{dpkg-query}.
+Salt's C{pkg} module for Debian and its derivatives (Salt's C{aptpkg}): the
+installed packages and their versions from C{dpkg-query}; installing,
+removing, purging, upgrading and holding packages with C{apt-get} and
+C{dpkg}; the versions the repositories offer from C{apt-cache}.
+
+C{apt-get} runs non-interactively (C{DEBIAN_FRONTEND=noninteractive}),
+keeping changed configuration files (C{--force-confold}), and waits up to
+C{apt_lock_timeout} seconds (a minion option, default 300) for the dpkg
+lock another package manager holds. The environment's C{APT_CONFIG} is
+honoured, as apt itself does.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import platform
+import re
 import shutil
+import subprocess
+import time
 from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from salttwist.modules import CommandExecutionError, LoaderContext, needsContext, onReactor
+from salttwist.modules import (
+    CommandExecutionError,
+    LoaderContext,
+    SaltInvocationError,
+    needsContext,
+    onReactor,
+)
 from salttwist.modules._process import runCommand
 
 #: dpkg's name for the machine's own architecture.
@@ -142,3 +160,641 @@ def version(context: LoaderContext, *names: str, **kwargs: Any) -> Deferred:
         return shaped
 
     return _dpkgQuery(context, "pkg.version").addCallback(select)
+
+
+# Changing packages: blocking functions, run in a thread by the loader.
+
+
+class PackageError(CommandExecutionError):
+    """
+    A package operation failed, possibly after changing some packages.
+
+    @ivar changes: what did change, in the function's return shape.
+    """
+
+    def __init__(self, message: str, changes: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.changes = changes or {}
+
+
+#: The environment of every C{apt-get} and C{dpkg} call (Salt's).
+_APT_ENV = {
+    "DEBIAN_FRONTEND": "noninteractive",
+    "APT_LISTBUGS_FRONTEND": "none",
+    "APT_LISTCHANGES_FRONTEND": "none",
+    "LC_ALL": "C",
+    "LANG": "C",
+}
+
+#: Keep configuration files the administrator changed, take new defaults
+#: for the others.
+_DPKG_OPTIONS = ["-o", "DPkg::Options::=--force-confold", "-o", "DPkg::Options::=--force-confdef"]
+
+_LOCK_ERROR = re.compile(r"Could not get lock|Unable to acquire the dpkg frontend lock")
+
+#: Whether the package database was refreshed in this process: a state's
+#: C{refresh=None} refreshes once per minion start, as Salt's C{rtag}.
+_refreshed = False
+
+
+def _run(argv: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """
+    Run a package tool with Salt's environment; blocking.
+
+    @raise CommandExecutionError: it is not installed.
+    """
+    if shutil.which(argv[0]) is None:
+        raise CommandExecutionError(
+            f"{argv[0]} is not installed on this minion "
+            "(the pkg module supports Debian and its derivatives only)"
+        )
+    env = dict(os.environ)
+    env.update(_APT_ENV)
+    return subprocess.run(
+        argv,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def _aptGet(context: LoaderContext, *args: str) -> subprocess.CompletedProcess[str]:
+    """
+    Run C{apt-get -q -y <args>}, waiting for the dpkg lock.
+
+    @raise CommandExecutionError: the lock stayed taken.
+    """
+    timeout = context.opts.get("apt_lock_timeout", 300)
+    argv = ["apt-get", "-q", "-y", "-o", f"DPkg::Lock::Timeout={int(timeout)}", *args]
+    result = _run(argv)
+    if result.returncode != 0 and _LOCK_ERROR.search(result.stderr):
+        raise CommandExecutionError(
+            f"another package manager holds the dpkg lock (waited {int(timeout)} seconds, "
+            f"the minion option apt_lock_timeout): {_errors(result)}"
+        )
+    return result
+
+
+def _errors(result: subprocess.CompletedProcess[str]) -> str:
+    """
+    @return: apt's error lines (C{E: ...}), or its whole standard error.
+    """
+    lines = [line for line in result.stderr.splitlines() if line.startswith("E:")]
+    return "\n".join(lines) or result.stderr.strip() or result.stdout.strip()
+
+
+def _installed() -> dict[str, dict[str, list[str]]]:
+    result = _run(["dpkg-query", "--showformat", _FORMAT, "-W"])
+    if result.returncode != 0 and not result.stdout:
+        raise CommandExecutionError(f"dpkg-query failed: {result.stderr}")
+    return _parseDpkgQuery(result.stdout, _DPKG_ARCH.get(platform.machine()))
+
+
+def _compare(old: dict[str, list[str]], new: dict[str, list[str]]) -> dict[str, dict[str, str]]:
+    """
+    Salt's C{compare_dicts} over C{name: [versions]}: C{{name: {"old",
+    "new"}}} for every package whose versions differ (C{""} for none).
+    """
+    changes = {}
+    for name in sorted(set(old) | set(new)):
+        before = ",".join(sorted(old.get(name, [])))
+        after = ",".join(sorted(new.get(name, [])))
+        if before != after:
+            changes[name] = {"old": before, "new": after}
+    return changes
+
+
+def _targets(name: Any, pkgs: Any, version: Any = None) -> dict[str, str | None]:
+    """
+    The packages named by C{name} (with C{version}) or by C{pkgs} (names,
+    or one-key maps C{{name: version}}), Salt's C{parse_targets}.
+
+    @raise SaltInvocationError: neither, or a malformed C{pkgs}.
+    """
+    if pkgs:
+        if isinstance(pkgs, str):
+            pkgs = [p.strip() for p in pkgs.split(",") if p.strip()]
+        if not isinstance(pkgs, list):
+            raise SaltInvocationError("pkgs must be a list of names or of {name: version}")
+        targets: dict[str, str | None] = {}
+        for item in pkgs:
+            if isinstance(item, dict) and len(item) == 1:
+                key, value = next(iter(item.items()))
+                targets[str(key)] = None if value in (None, "") else str(value)
+            elif isinstance(item, str | int | float) and str(item):
+                targets[str(item)] = None
+            else:
+                raise SaltInvocationError(f"Invalid package in pkgs: {item!r}")
+        return targets
+    if name:
+        names = [n.strip() for n in str(name).split(",") if n.strip()]
+        if len(names) > 1:
+            return dict.fromkeys(names)
+        return {str(name): None if version in (None, "") else str(version)}
+    raise SaltInvocationError("One of name or pkgs must be specified")
+
+
+def _pin(name: str, version: str | None) -> str:
+    if not version or version == "latest":
+        return name
+    return f"{name}={version.lstrip('=')}"
+
+
+@needsContext
+def refresh_db(
+    context: LoaderContext, cache_valid_time: int = 0, failhard: bool = False, **kwargs: Any
+) -> dict[str, bool | None]:
+    """
+    Update the package lists (C{apt-get update}) and return each source:
+    C{True} fetched, C{None} unchanged (C{Hit}), C{False} ignored or
+    failed. C{cache_valid_time}: skip when the lists are younger (seconds).
+    C{failhard=True} raises when a source failed.
+
+    CLI Example:
+
+        salttwist '*' pkg.refresh_db
+    """
+    global _refreshed
+    if cache_valid_time:
+        try:
+            age = os.stat("/var/lib/apt/lists").st_mtime
+            if age + int(cache_valid_time) > time.time():
+                return {}
+        except OSError:
+            pass
+    result = _aptGet(context, "update")
+    if result.returncode != 0:
+        raise CommandExecutionError(f"apt-get update failed: {_errors(result)}")
+    _refreshed = True
+    ret: dict[str, bool | None] = {}
+    failed = []
+    for line in result.stdout.splitlines():
+        cols = line.split()
+        if not cols:
+            continue
+        ident = re.sub(r" \[[^]]+B\]$", "", " ".join(cols[1:]))
+        if cols[0].startswith("Get"):
+            ret[ident] = True
+        elif cols[0].startswith("Hit"):
+            ret[ident] = None
+        elif cols[0].startswith(("Ign", "Err")):
+            ret[ident] = False
+            if cols[0].startswith("Err"):
+                failed.append(ident)
+    if failhard and failed:
+        raise CommandExecutionError(f"Error getting repos: {', '.join(failed)}")
+    return ret
+
+
+def _maybeRefresh(context: LoaderContext, refresh: Any) -> None:
+    """
+    C{refresh}: C{True} refreshes, C{False} not, C{None} once per minion
+    start (Salt's C{rtag}).
+    """
+    if refresh is True or (refresh is None and not _refreshed):
+        refresh_db(context)
+
+
+@needsContext
+def install(
+    context: LoaderContext,
+    name: str | None = None,
+    refresh: bool = False,
+    fromrepo: str | None = None,
+    skip_verify: bool = False,
+    pkgs: Any = None,
+    sources: Any = None,
+    version: str | None = None,
+    reinstall: bool = False,
+    **kwargs: Any,
+) -> dict[str, dict[str, str]]:
+    """
+    Install packages, all in one C{apt-get install}, and return what
+    changed: C{{name: {"old": version, "new": version}}}.
+
+    @param name: a package (or several, comma-separated).
+    @param pkgs: a list of names or C{{name: version}} maps (instead of
+        C{name}).
+    @param version: the version of C{name} to install.
+    @param sources: a list of C{{name: /path/to/file.deb}} maps: local
+        package files.
+    @param refresh: update the package lists first (L{None}: if not yet
+        done since the minion started).
+    @param fromrepo: the release to take packages from (C{-t}).
+    @param skip_verify: allow unauthenticated packages.
+    @param reinstall: reinstall packages already at the version.
+
+    CLI Example:
+
+        salttwist '*' pkg.install nginx
+        salttwist '*' pkg.install pkgs='["curl", {"nginx": "1.22.1-9"}]'
+    """
+    if pkgs and sources:
+        raise SaltInvocationError('Only one of "pkgs" and "sources" is permitted.')
+    if sources:
+        if not isinstance(sources, list) or not all(
+            isinstance(s, dict) and len(s) == 1 for s in sources
+        ):
+            raise SaltInvocationError("sources must be a list of {name: path} maps")
+        args = []
+        for source in sources:
+            path = str(next(iter(source.values())))
+            if path.startswith("file://"):
+                path = path[len("file://") :]
+            if not os.path.isabs(path) or not os.path.isfile(path):
+                raise CommandExecutionError(
+                    f"source {path!r} is not a package file on the minion "
+                    "(only local paths are supported)"
+                )
+            args.append(path)
+    else:
+        args = [_pin(n, v) for n, v in _targets(name, pkgs, version).items()]
+    _maybeRefresh(context, refresh)
+    options = list(_DPKG_OPTIONS)
+    if any("=" in arg for arg in args):
+        # A pinned version may be older than the installed one.
+        options.append("--allow-downgrades")
+    if fromrepo:
+        options += ["-t", str(fromrepo)]
+    if skip_verify:
+        options.append("--allow-unauthenticated")
+    if reinstall:
+        options.append("--reinstall")
+    old = _installed()["installed"]
+    result = _aptGet(context, *options, "install", *args)
+    changes = _compare(old, _installed()["installed"])
+    if result.returncode != 0:
+        raise PackageError(f"Problem encountered installing package(s): {_errors(result)}", changes)
+    return changes
+
+
+def _uninstall(context: LoaderContext, action: str, name: Any, pkgs: Any) -> dict[str, Any]:
+    wanted = _targets(name, pkgs)
+    before = _installed()
+    targets = [p for p in before["installed"] if any(fnmatch.fnmatch(p, w) for w in wanted)]
+    if action == "purge":
+        targets += [p for p in before["removed"] if any(fnmatch.fnmatch(p, w) for w in wanted)]
+    if not targets:
+        return {}
+    result = _aptGet(context, *_DPKG_OPTIONS, action, *sorted(targets))
+    after = _installed()
+    changes: dict[str, Any] = _compare(before["installed"], after["installed"])
+    if action == "purge":
+        changes = {
+            "removed": _compare(before["removed"], after["removed"]),
+            "installed": changes,
+        }
+    if result.returncode != 0:
+        raise PackageError(f"Problem encountered removing package(s): {_errors(result)}", changes)
+    return changes
+
+
+@needsContext
+def remove(
+    context: LoaderContext, name: str | None = None, pkgs: Any = None, **kwargs: Any
+) -> dict[str, Any]:
+    """
+    Remove packages (keeping their configuration files) and return what
+    changed: C{{name: {"old": version, "new": ""}}}. Globs match installed
+    packages.
+
+    CLI Example:
+
+        salttwist '*' pkg.remove nginx
+        salttwist '*' pkg.remove pkgs='["nginx", "curl"]'
+    """
+    return _uninstall(context, "remove", name, pkgs)
+
+
+@needsContext
+def purge(
+    context: LoaderContext, name: str | None = None, pkgs: Any = None, **kwargs: Any
+) -> dict[str, Any]:
+    """
+    Remove packages with their configuration files (also packages already
+    removed whose configuration files remain) and return what changed, as
+    Salt: C{{"removed": {<config files gone>}, "installed": {<packages
+    gone>}}}.
+
+    CLI Example:
+
+        salttwist '*' pkg.purge nginx
+    """
+    return _uninstall(context, "purge", name, pkgs)
+
+
+def _candidates(names: list[str], fromrepo: str | None) -> dict[str, str]:
+    argv = ["apt-cache", "-q", "policy", *names]
+    if fromrepo:
+        argv += ["-o", f"APT::Default-Release={fromrepo}"]
+    result = _run(argv)
+    candidates: dict[str, str] = {}
+    current = None
+    for line in result.stdout.splitlines():
+        text = line.strip()
+        if not line.startswith(" ") and text.endswith(":"):
+            current = text[:-1]
+        elif text.startswith("Candidate:") and current is not None:
+            value = text.split(None, 1)[1] if len(text.split()) > 1 else ""
+            candidates[current] = "" if value == "(none)" else value
+    return candidates
+
+
+@needsContext
+def latest_version(context: LoaderContext, *names: str, **kwargs: Any) -> Any:
+    """
+    The newest version of each package the repositories offer, when it is
+    newer than the installed one (or the package is not installed); else
+    C{""}. One name: a string; several: C{{name: version}}.
+    C{refresh} (default C{True}; L{None}: once per minion start) updates
+    the lists first; C{fromrepo}
+    picks a release; C{show_installed=True} gives the candidate even when
+    it is installed.
+
+    CLI Example:
+
+        salttwist '*' pkg.latest_version nginx
+    """
+    refresh = kwargs.pop("refresh", True)
+    showInstalled = kwargs.pop("show_installed", False) is True
+    fromrepo = kwargs.pop("fromrepo", None)
+    if not names:
+        return ""
+    _maybeRefresh(context, True if refresh in ("True", "true") else refresh)
+    installed = _installed()["installed"]
+    candidates = _candidates(list(names), fromrepo)
+    ret = {}
+    for name in names:
+        candidate = candidates.get(name, "")
+        have = installed.get(name, [])
+        if not have or showInstalled:
+            ret[name] = candidate
+        elif candidate and not any(version_cmp(v, candidate) >= 0 for v in have):
+            ret[name] = candidate
+        else:
+            ret[name] = ""
+    if len(names) == 1:
+        return ret[names[0]]
+    return ret
+
+
+#: Salt's former name.
+available_version = latest_version
+
+
+@needsContext
+def upgrade_available(context: LoaderContext, name: str, **kwargs: Any) -> bool:
+    """
+    Whether a newer version of the package is available.
+
+    CLI Example:
+
+        salttwist '*' pkg.upgrade_available nginx
+    """
+    return latest_version(context, name, **kwargs) != ""
+
+
+@needsContext
+def list_upgrades(
+    context: LoaderContext,
+    refresh: bool = True,
+    dist_upgrade: bool = True,
+    fromrepo: str | None = None,
+    **kwargs: Any,
+) -> dict[str, str]:
+    """
+    The packages an upgrade would change, with their new versions
+    (C{apt-get --just-print dist-upgrade}; C{dist_upgrade=False}: plain
+    C{upgrade}).
+
+    CLI Example:
+
+        salttwist '*' pkg.list_upgrades
+    """
+    if refresh is True:
+        refresh_db(context)
+    argv = ["--just-print", "dist-upgrade" if dist_upgrade else "upgrade"]
+    if fromrepo:
+        argv += ["-o", f"APT::Default-Release={fromrepo}"]
+    result = _aptGet(context, *argv)
+    if result.returncode != 0:
+        raise CommandExecutionError(f"Failed to get upgrades: {_errors(result)}")
+    return dict(re.findall(r"(?m)^Conf (\S+) \((\S+)", result.stdout))
+
+
+@needsContext
+def upgrade(
+    context: LoaderContext,
+    refresh: bool = True,
+    dist_upgrade: bool = False,
+    pkgs: Any = None,
+    **kwargs: Any,
+) -> dict[str, dict[str, str]]:
+    """
+    Upgrade the system (C{apt-get upgrade}, or C{dist-upgrade}), or only
+    the packages C{pkgs} (those installed, without installing new ones),
+    and return what changed.
+
+    CLI Example:
+
+        salttwist '*' pkg.upgrade
+        salttwist '*' pkg.upgrade pkgs='["nginx"]'
+    """
+    if refresh is True:
+        refresh_db(context)
+    old = _installed()["installed"]
+    if pkgs:
+        names = [_pin(n, v) for n, v in _targets(None, pkgs).items()]
+        result = _aptGet(context, *_DPKG_OPTIONS, "install", "--only-upgrade", *names)
+    else:
+        result = _aptGet(context, *_DPKG_OPTIONS, "dist-upgrade" if dist_upgrade else "upgrade")
+    changes = _compare(old, _installed()["installed"])
+    if result.returncode != 0:
+        raise PackageError(f"Problem encountered upgrading packages: {_errors(result)}", changes)
+    return changes
+
+
+def _selections(names: list[str]) -> dict[str, str]:
+    result = _run(["dpkg", "--get-selections", *names])
+    return {
+        cols[0].split(":")[0]
+        if cols[0].endswith(f":{_DPKG_ARCH.get(platform.machine())}")
+        else cols[0]: cols[1]
+        for cols in (line.split() for line in result.stdout.splitlines())
+        if len(cols) == 2
+    }
+
+
+def _setSelection(name: str, selection: str) -> None:
+    result = _run(["dpkg", "--set-selections"], stdin=f"{name} {selection}\n")
+    if result.returncode != 0:
+        raise CommandExecutionError(f"dpkg --set-selections failed: {result.stderr.strip()}")
+
+
+def _holdTargets(name: Any, pkgs: Any) -> list[str]:
+    if pkgs:
+        return [str(next(iter(p))) if isinstance(p, dict) else str(p) for p in pkgs]
+    if name:
+        return [str(name)]
+    raise SaltInvocationError("One of name, pkgs, or sources must be specified.")
+
+
+@needsContext
+def hold(
+    context: LoaderContext, name: str | None = None, pkgs: Any = None, **kwargs: Any
+) -> dict[str, dict[str, Any]]:
+    """
+    Hold packages at their version (C{dpkg --set-selections}); per
+    package, a state-like return C{{"name", "changes", "result",
+    "comment"}} with Salt's words.
+
+    CLI Example:
+
+        salttwist '*' pkg.hold nginx
+    """
+    ret = {}
+    for target in _holdTargets(name, pkgs):
+        entry: dict[str, Any] = {"name": target, "changes": {}, "result": False, "comment": ""}
+        state = _selections([target]).get(target)
+        if state is None:
+            entry["comment"] = f"Package {target} not currently held."
+        elif state != "hold":
+            if context.opts.get("test"):
+                entry.update(result=None, comment=f"Package {target} is set to be held.")
+            else:
+                _setSelection(target, "hold")
+                entry.update(
+                    result=True,
+                    changes={"old": state, "new": "hold"},
+                    comment=f"Package {target} is now being held.",
+                )
+        else:
+            entry.update(result=True, comment=f"Package {target} is already set to be held.")
+        ret[target] = entry
+    return ret
+
+
+@needsContext
+def unhold(
+    context: LoaderContext, name: str | None = None, pkgs: Any = None, **kwargs: Any
+) -> dict[str, dict[str, Any]]:
+    """
+    Stop holding packages; returns as L{hold}.
+
+    CLI Example:
+
+        salttwist '*' pkg.unhold nginx
+    """
+    ret = {}
+    for target in _holdTargets(name, pkgs):
+        entry: dict[str, Any] = {"name": target, "changes": {}, "result": False, "comment": ""}
+        state = _selections([target]).get(target)
+        if state is None:
+            entry["comment"] = f"Package {target} does not have a state."
+        elif state == "hold":
+            if context.opts.get("test"):
+                entry.update(result=None, comment=f"Package {target} is set not to be held.")
+            else:
+                _setSelection(target, "install")
+                entry.update(
+                    result=True,
+                    changes={"old": "hold", "new": "install"},
+                    comment=f"Package {target} is no longer being held.",
+                )
+        else:
+            entry.update(result=True, comment=f"Package {target} is already set not to be held.")
+        ret[target] = entry
+    return ret
+
+
+@needsContext
+def get_selections(
+    context: LoaderContext, pattern: str | None = None, state: str | None = None
+) -> dict[str, list[str]]:
+    """
+    The packages' dpkg selections, by selection: C{{"install": [...],
+    "hold": [...]}}; C{pattern} is a glob, C{state} keeps one selection.
+
+    CLI Example:
+
+        salttwist '*' pkg.get_selections 'python-*' state=hold
+    """
+    ret: dict[str, list[str]] = {}
+    for name, selection in sorted(_selections([pattern] if pattern else []).items()):
+        if state is None or selection == state:
+            ret.setdefault(selection, []).append(name)
+    return ret
+
+
+def _order(c: str) -> int:
+    if c.isdigit():
+        return 0
+    if c.isalpha():
+        return ord(c)
+    if c == "~":
+        return -1
+    return ord(c) + 256 if c else 0
+
+
+def _compareFragment(a: str, b: str) -> int:
+    """
+    dpkg's C{verrevcmp}: compare upstream versions or revisions.
+    """
+    i = j = 0
+    while i < len(a) or j < len(b):
+        while (i < len(a) and not a[i].isdigit()) or (j < len(b) and not b[j].isdigit()):
+            ac = _order(a[i]) if i < len(a) else 0
+            bc = _order(b[j]) if j < len(b) else 0
+            if ac != bc:
+                return ac - bc
+            i += 1
+            j += 1
+        while i < len(a) and a[i] == "0":
+            i += 1
+        while j < len(b) and b[j] == "0":
+            j += 1
+        first = 0
+        while i < len(a) and a[i].isdigit() and j < len(b) and b[j].isdigit():
+            if not first:
+                first = ord(a[i]) - ord(b[j])
+            i += 1
+            j += 1
+        if i < len(a) and a[i].isdigit():
+            return 1
+        if j < len(b) and b[j].isdigit():
+            return -1
+        if first:
+            return first
+    return 0
+
+
+def _split(version: str) -> tuple[int, str, str]:
+    epoch = 0
+    if ":" in version:
+        head, version = version.split(":", 1)
+        epoch = int(head) if head.isdigit() else 0
+    upstream, _, revision = version.rpartition("-")
+    if not upstream:
+        upstream, revision = revision, ""
+    return epoch, upstream, revision
+
+
+def version_cmp(pkg1: str, pkg2: str, ignore_epoch: bool = False, **kwargs: Any) -> int:
+    """
+    Compare two Debian versions as dpkg does: C{-1}, C{0} or C{1}.
+
+    CLI Example:
+
+        salttwist '*' pkg.version_cmp 0.2.4-0ubuntu1 0.2.4.1-0ubuntu1
+    """
+    e1, u1, r1 = _split(str(pkg1))
+    e2, u2, r2 = _split(str(pkg2))
+    if ignore_epoch:
+        e1 = e2 = 0
+    for diff in (e1 - e2, _compareFragment(u1, u2), _compareFragment(r1, r2)):
+        if diff:
+            return 1 if diff > 0 else -1
+    return 0
