@@ -12,6 +12,7 @@ back at the next start: the config wins over the grains file.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import os
 import threading
 from collections.abc import Callable
@@ -407,3 +408,81 @@ def delkey(
         salttwist '*' grains.delkey key
     """
     return delval(context, key, destructive=True, force=force, delimiter=delimiter)
+
+
+def _filterBy(
+    data: Any,
+    lookup_dict: Any,
+    lookup: str,
+    merge: Any = None,
+    default: Any = "default",
+    base: Any = None,
+) -> Any:
+    """
+    Salt's C{salt.utils.data.filter_by}: the entry of C{lookup_dict} whose
+    key (a glob) matches the value at C{lookup} in C{data} (each item when
+    it is a list), else the C{default} entry; merged over the C{base} entry
+    and under C{merge}.
+    """
+    from salttwist.modules.defaults import dictUpdate
+
+    if not isinstance(lookup_dict, dict):
+        raise SaltInvocationError(
+            f"filter_by lookup_dict must be a dictionary, not {type(lookup_dict).__name__}"
+        )
+    ret = None
+    found = _traverse(data, lookup, [])
+    for each in found if isinstance(found, list) else [found]:
+        for key in lookup_dict:
+            if fnmatch.fnmatchcase(str(each), str(key)):
+                ret = lookup_dict[key]
+                break
+        if ret is not None:
+            break
+    if ret is None:
+        ret = lookup_dict.get(default)
+    if base and base in lookup_dict:
+        baseValues = lookup_dict[base]
+        if ret is None:
+            ret = baseValues
+        elif isinstance(baseValues, dict):
+            if not isinstance(ret, dict):
+                raise CommandExecutionError(
+                    "filter_by default and look-up values must both be dictionaries."
+                )
+            ret = dictUpdate(copy.deepcopy(baseValues), ret)
+    if merge:
+        if not isinstance(merge, dict):
+            raise CommandExecutionError("filter_by merge argument must be a dictionary.")
+        if ret is None:
+            ret = merge
+        else:
+            dictUpdate(ret, copy.deepcopy(merge))
+    return ret
+
+
+@needsContext
+def filter_by(
+    context: LoaderContext,
+    lookup_dict: dict[str, Any],
+    grain: str = "os_family",
+    merge: dict[str, Any] | None = None,
+    default: str = "default",
+    base: str | None = None,
+) -> Any:
+    """
+    Look up the minion's value of C{grain} (C{os_family} by default; nested
+    with C{:}) in C{lookup_dict} and return the entry whose key matches it
+    (keys may be globs; for a list grain, its first item that matches).
+    Without a match, the C{default} entry. With C{base}, the entry of that
+    key is the base the match is merged over; with C{merge}, a dictionary
+    merged over the result (as Salt, that result is changed in place).
+    Mostly used in Jinja: C{salt['grains.filter_by']({'Debian': {...},
+    'RedHat': {...}}, default='Debian')}.
+
+    CLI Example:
+
+        salttwist '*' grains.filter_by '{Debian: Debheads rule, RedHat: I love my hat}'
+        salttwist '*' grains.filter_by '{default: {a: 1}, Debian: {b: 2}}' base=default
+    """
+    return _filterBy(context.grains, lookup_dict, grain, merge, default, base)

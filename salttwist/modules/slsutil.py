@@ -1,3 +1,177 @@
+# -*- test-case-name: tests.test_modules_slsutil -*-
 """
-The slsutil execution module (being written: issue 21).
+Salt's C{slsutil} module: helpers for SLS files and their templates,
+mostly called from Jinja (C{salt['slsutil.merge'](defaults, overrides)}).
+
+C{merge} and C{merge_all} use the pillar's merge strategies
+(L{salttwist.pillar.merge}) and return a new dictionary; C{update} merges
+in place, as Salt's.
 """
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from salttwist.modules import LoaderContext, SaltInvocationError, needsContext
+from salttwist.modules.defaults import dictUpdate
+
+
+def update(dest: Any, upd: Any, recursive_update: bool = True, merge_lists: bool = False) -> Any:
+    """
+    Merge dictionary C{upd} into C{dest} in place and return C{dest}: nested
+    dictionaries merged key by key (only the top level with
+    C{recursive_update=False}), other values replaced; lists joined with
+    C{merge_lists}.
+
+    CLI Example:
+
+        salttwist '*' slsutil.update '{foo: Foo}' '{bar: Bar}'
+    """
+    return dictUpdate(dest, upd, recursive=recursive_update, mergeLists=merge_lists)
+
+
+def _mergeData(objA: Any, objB: Any, strategy: str, renderer: str, mergeLists: bool) -> Any:
+    from salttwist.pillar.merge import merge as mergeData
+
+    if not isinstance(objA, dict) or not isinstance(objB, dict):
+        raise SaltInvocationError(
+            f"slsutil.merge needs two dictionaries, not {type(objA).__name__}"
+            f" and {type(objB).__name__}"
+        )
+    return mergeData(objA, objB, strategy, renderer, mergeLists)
+
+
+def merge(
+    obj_a: Any,
+    obj_b: Any,
+    strategy: str = "smart",
+    renderer: str = "yaml",
+    merge_lists: bool = False,
+) -> Any:
+    """
+    Return dictionary C{obj_b} merged into C{obj_a} with a pillar merge
+    strategy: C{smart} and C{recurse} (nested dictionaries merged key by
+    key), C{overwrite} and C{aggregate} (top-level keys of C{obj_b}
+    replace those of C{obj_a}); lists joined with C{merge_lists}.
+
+    CLI Example:
+
+        salttwist '*' slsutil.merge '{foo: Foo}' '{bar: Bar}'
+    """
+    return _mergeData(obj_a, obj_b, strategy, renderer, bool(merge_lists))
+
+
+def merge_all(
+    lst: Any,
+    strategy: str = "smart",
+    renderer: str = "yaml",
+    merge_lists: bool = False,
+) -> Any:
+    """
+    Return the dictionaries of list C{lst} merged in turn (each over the
+    result of the ones before), as C{slsutil.merge} merges two.
+
+    CLI Example:
+
+        salttwist '*' slsutil.merge_all '[{foo: Foo}, {foo: Bar}]'
+    """
+    if not isinstance(lst, (list, tuple)):
+        raise SaltInvocationError(f"slsutil.merge_all needs a list, not {type(lst).__name__}")
+    ret: dict[str, Any] = {}
+    for obj in lst:
+        ret = _mergeData(ret, obj, strategy, renderer, bool(merge_lists))
+    return ret
+
+
+def boolstr(value: Any, true: str = "true", false: str = "false") -> str:
+    """
+    Return C{true} when C{value} is true, else C{false} (for configuration
+    files that spell booleans their own way).
+
+    CLI Example:
+
+        salttwist '*' slsutil.boolstr 1 true=yes false=no
+    """
+    return true if value else false
+
+
+def _listMaster(context: LoaderContext, function: str, saltenv: str) -> list[str]:
+    from salttwist.modules.extmods import SaltFunctions
+
+    return list(SaltFunctions(context)[function](saltenv=saltenv) or [])
+
+
+@needsContext
+def file_exists(context: LoaderContext, path: str, saltenv: str = "base") -> bool:
+    """
+    Return whether the file server has file C{path} (relative to the
+    saltenv's root) in C{saltenv}.
+
+    CLI Example:
+
+        salttwist '*' slsutil.file_exists nginx/defaults.yaml
+    """
+    return path in _listMaster(context, "cp.list_master", saltenv)
+
+
+@needsContext
+def dir_exists(context: LoaderContext, path: str, saltenv: str = "base") -> bool:
+    """
+    Return whether the file server has directory C{path} in C{saltenv}.
+
+    CLI Example:
+
+        salttwist '*' slsutil.dir_exists nginx/files
+    """
+    return path.rstrip("/") in _listMaster(context, "cp.list_master_dirs", saltenv)
+
+
+@needsContext
+def path_exists(context: LoaderContext, path: str, saltenv: str = "base") -> bool:
+    """
+    Return whether the file server has C{path} (a file, or a directory when
+    it ends with C{/} or is no file) in C{saltenv}.
+
+    CLI Example:
+
+        salttwist '*' slsutil.path_exists nginx/files/
+    """
+    if path.endswith("/"):
+        return dir_exists(context, path, saltenv)
+    return file_exists(context, path, saltenv) or dir_exists(context, path, saltenv)
+
+
+@needsContext
+def findup(context: LoaderContext, startpath: str, filenames: Any, saltenv: str = "base") -> str:
+    """
+    Return the first of C{filenames} found in C{startpath} (a directory or
+    a file of the file server) or, failing that, in each parent directory
+    up to the root.
+
+    CLI Example:
+
+        salttwist '*' slsutil.findup formulas/shared/nginx map.jinja
+    """
+    if isinstance(filenames, str):
+        filenames = [filenames]
+    if not isinstance(filenames, (list, tuple)) or not filenames:
+        raise SaltInvocationError("Filenames argument must be a non-empty list of strings")
+    files = set(_listMaster(context, "cp.list_master", saltenv))
+    dirs = set(_listMaster(context, "cp.list_master_dirs", saltenv))
+    start = startpath.strip("/")
+    if start and start not in dirs:
+        if start in files:
+            start = posixpath.dirname(start)
+        else:
+            raise SaltInvocationError(f"Starting path not found in the file server: {startpath}")
+    current = start
+    while True:
+        for name in filenames:
+            candidate = posixpath.join(current, name) if current else name
+            if candidate in files:
+                return candidate
+        if not current:
+            break
+        current = posixpath.dirname(current)
+    raise SaltInvocationError(f"None of {list(filenames)} found in {startpath} or its parents")

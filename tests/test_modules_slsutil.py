@@ -1,0 +1,89 @@
+# -*- test-case-name: tests.test_modules_slsutil -*-
+"""
+Tests for L{salttwist.modules.slsutil}: merges with the pillar's
+strategies, in-place update, C{boolstr}, and the file-server lookups
+(through C{cp.list_master} of a real local root).
+"""
+
+from __future__ import annotations
+
+import os
+
+from twisted.internet.threads import deferToThread
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from salttwist.fileserver.client import LocalFileClient
+from salttwist.fileserver.server import FileServer
+from salttwist.modules import SaltInvocationError
+from salttwist.modules import slsutil as mod
+from tests._statectx import makeLoaderContext
+
+
+class MergeTests(SynchronousTestCase):
+    def test_smart(self) -> None:
+        a = {"x": {"a": 1, "l": [1]}, "y": 1}
+        self.assertEqual(
+            mod.merge(a, {"x": {"b": 2, "l": [2]}}), {"x": {"a": 1, "b": 2, "l": [2]}, "y": 1}
+        )
+        self.assertEqual(a, {"x": {"a": 1, "l": [1]}, "y": 1})
+
+    def test_mergeLists(self) -> None:
+        self.assertEqual(mod.merge({"l": [1]}, {"l": [1, 2]}, merge_lists=True), {"l": [1, 2]})
+
+    def test_overwrite(self) -> None:
+        self.assertEqual(
+            mod.merge({"x": {"a": 1}, "y": 1}, {"x": {"b": 2}}, strategy="overwrite"),
+            {"x": {"b": 2}, "y": 1},
+        )
+
+    def test_mergeAll(self) -> None:
+        self.assertEqual(
+            mod.merge_all([{"a": {"x": 1}}, {"a": {"y": 2}}, {"b": 3}]),
+            {"a": {"x": 1, "y": 2}, "b": 3},
+        )
+        self.assertEqual(mod.merge_all([]), {})
+        self.assertRaises(SaltInvocationError, mod.merge_all, "x")
+
+    def test_notDicts(self) -> None:
+        e = self.assertRaises(SaltInvocationError, mod.merge, {"a": 1}, [1])
+        self.assertIn("dict and list", str(e))
+
+    def test_update(self) -> None:
+        dest = {"a": {"x": 1}}
+        self.assertIs(mod.update(dest, {"a": {"y": 2}}), dest)
+        self.assertEqual(dest, {"a": {"x": 1, "y": 2}})
+        mod.update(dest, {"a": {"z": 3}}, recursive_update=False)
+        self.assertEqual(dest, {"a": {"z": 3}})
+
+    def test_boolstr(self) -> None:
+        self.assertEqual(mod.boolstr(True), "true")
+        self.assertEqual(mod.boolstr(0, true="yes", false="no"), "no")
+
+
+class FileServerTests(TestCase):
+    def setUp(self) -> None:
+        root = os.path.abspath(self.mktemp())
+        os.makedirs(os.path.join(root, "formulas", "nginx", "files"))
+        for name in ("map.jinja", "formulas/nginx/init.sls", "formulas/nginx/files/a.conf"):
+            with open(os.path.join(root, name), "w") as f:
+                f.write("x\n")
+        cachedir = os.path.abspath(self.mktemp())
+        opts = {"file_roots": {"base": [root]}, "cachedir": cachedir}
+        self.context = makeLoaderContext(opts)
+        self.context.fileClient = LocalFileClient(FileServer(opts), cachedir, deferToThread)
+
+    async def test_exists(self) -> None:
+        c = self.context
+        self.assertTrue(await deferToThread(mod.file_exists, c, "formulas/nginx/init.sls"))
+        self.assertFalse(await deferToThread(mod.file_exists, c, "formulas/nginx"))
+        self.assertTrue(await deferToThread(mod.dir_exists, c, "formulas/nginx/"))
+        self.assertTrue(await deferToThread(mod.path_exists, c, "formulas/nginx"))
+        self.assertFalse(await deferToThread(mod.path_exists, c, "nothere"))
+
+    async def test_findup(self) -> None:
+        found = await deferToThread(mod.findup, self.context, "formulas/nginx/files", "map.jinja")
+        self.assertEqual(found, "map.jinja")
+        found = await deferToThread(
+            mod.findup, self.context, "formulas/nginx/files/a.conf", ["init.sls"]
+        )
+        self.assertEqual(found, "formulas/nginx/init.sls")
