@@ -1201,3 +1201,71 @@ class TestStatesThroughRunnerTests(RunnerTestMixin, SynchronousTestCase):
         self.assertEqual(entries["b"]["comment"], "If we weren't testing, this would be a failure!")
         self.assertIs(entries["c"]["result"], True)
         self.assertTrue(all(re.match(r"\d\d:", e["start_time"]) for e in entries.values()))
+
+
+class RobustnessTests(RunnerTestMixin, SynchronousTestCase):
+    def test_contextFails(self) -> None:
+        """
+        When no context can be made for a chunk, that state fails with the
+        error; the run goes on.
+        """
+
+        def contextFor(low: dict[str, Any]) -> StateContext:
+            if low["__id__"] == "a":
+                raise KeyError("no saltenv 'nowhere'")
+            return self.base
+
+        runner = StateRunner(self.states, contextFor)
+        ret = runner.run([chunk("rec", "ok", "a"), chunk("rec", "ok", "b")])
+        self.assertIs(ret["rec_|-a_|-a_|-ok"]["result"], False)
+        self.assertIn("no saltenv 'nowhere'", ret["rec_|-a_|-a_|-ok"]["comment"])
+        self.assertIs(ret["rec_|-b_|-b_|-ok"]["result"], True)
+
+    def test_cancelledStopsRetry(self) -> None:
+        """
+        A cancelled run makes no more retry attempts.
+        """
+        slept: list[float] = []
+        ret = self.runChunks(
+            [
+                chunk("rec", "fail", "a", retry={"attempts": 10, "interval": 1}),
+                chunk("rec", "ok", "b"),
+            ],
+            sleep=slept.append,
+            cancelled=lambda: len(slept) >= 2,
+        )
+        self.assertEqual(slept, [1, 1])
+        self.assertEqual(list(ret), ["rec_|-a_|-a_|-fail"])
+        self.assertEqual(self.recorder.order(), ["fail:a", "fail:a"])
+
+    def test_parallelWatch(self) -> None:
+        """
+        A parallel watcher whose watched state changed runs its
+        C{mod_watch} in its thread.
+        """
+        ret = self.runChunks(
+            [
+                chunk("rec", "changed", "conf"),
+                chunk("rec", "ok", "svc", parallel=True, watch=["conf"]),
+            ]
+        )
+        entry = ret["rec_|-svc_|-svc_|-ok"]
+        self.assertEqual(entry["comment"], "restarted")
+        self.assertIs(entry["__parallel__"], True)
+
+    def test_runnerTestForcesTest(self) -> None:
+        """
+        A runner made with C{test=True} runs states in test mode even if
+        the context says otherwise.
+        """
+        self.runner(test=True).run([chunk("rec", "ok", "a")])
+        self.assertEqual(self.recorder.calls[0][3], True)
+
+    def test_inputNotChanged(self) -> None:
+        """
+        The chunks given are not changed by a run.
+        """
+        chunks = [chunk("rec", "ok", "a", watch=["b"]), chunk("rec", "changed", "b")]
+        before = [dict(c) for c in chunks]
+        self.runChunks(chunks)
+        self.assertEqual(chunks, before)

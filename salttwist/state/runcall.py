@@ -100,15 +100,15 @@ def stateArguments(
     return kwargs, missing
 
 
-def _now(clock: Callable[[], float]) -> float:
-    return clock()
-
-
 def _startTime(when: float) -> str:
     return datetime.datetime.fromtimestamp(when).time().isoformat(timespec="microseconds")
 
 
-def _exceptionReturn(name: Any) -> dict[str, Any]:
+def exceptionReturn(name: Any) -> dict[str, Any]:
+    """
+    @return: Salt's return for a state that raised (call it in the
+        C{except} block): C{result: False}, the traceback in the comment.
+    """
     return {
         "name": name,
         "result": False,
@@ -125,6 +125,8 @@ class StateCall:
     @ivar clock: the time, as L{time.time}.
     @ivar sleep: waits between C{retry} attempts, as L{time.sleep}.
     @ivar randint: picks the C{splay}, as L{random.randint}.
+    @ivar cancelled: true when the run is cancelled: no more C{retry}
+        attempts.
     """
 
     def __init__(
@@ -133,11 +135,13 @@ class StateCall:
         clock: Callable[[], float],
         sleep: Callable[[float], Any],
         randint: Callable[[int, int], int],
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
         self.states = states
         self.clock = clock
         self.sleep = sleep
         self.randint = randint
+        self.cancelled = cancelled
 
     def _has(self, full: str) -> bool:
         try:
@@ -161,10 +165,10 @@ class StateCall:
             one to use).
         @return: the state return with C{start_time} and C{duration}.
         """
-        start = _now(self.clock)
+        start = self.clock()
         ret = self._callOnce(low, ctx)
         ret["start_time"] = _startTime(start)
-        ret["duration"] = round((_now(self.clock) - start) * 1000.0, 3)
+        ret["duration"] = round((self.clock() - start) * 1000.0, 3)
         if "retry" in low and isinstance(ret, dict):
             ret = self._retry(low, ctx, ret)
         return ret
@@ -192,14 +196,18 @@ class StateCall:
                 "State result does not match retry until value, state will be re-run in %s seconds",
                 interval,
             )
+            if self.cancelled():
+                break
             self.sleep(interval)
+            if self.cancelled():
+                break
             notes.append(
                 f'Attempt {attempt}: Returned a result of "{ret["result"]}", '
                 f'with the following comment: "{ret["comment"]}"'
             )
-            start = _now(self.clock)
+            start = self.clock()
             ret = self._callOnce(low, ctx)
-            duration = round((_now(self.clock) - start) * 1000.0, 3)
+            duration = round((self.clock() - start) * 1000.0, 3)
             total += duration + interval * 1000
             attempt += 1
         if attempt > 1:
@@ -258,7 +266,7 @@ class StateCall:
                 ret.update(checkCmd(ctx.salt, low))
         except Exception:
             log.debug("An exception occurred in state %s", full, exc_info=True)
-            return _exceptionReturn(name)
+            return exceptionReturn(name)
         ret.setdefault("name", name)
         ret.setdefault("changes", {})
         ret.setdefault("comment", "")

@@ -35,7 +35,7 @@ from salttwist.state.requisites import (
     resolve,
     stateTag,
 )
-from salttwist.state.runcall import StateCall
+from salttwist.state.runcall import StateCall, exceptionReturn
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class StateRunner:
         self.onStateDone = onStateDone
         self.cancelled = cancelled or (lambda: False)
         self.clock = clock
-        self.caller = StateCall(states, clock, sleep, randint)
+        self.caller = StateCall(states, clock, sleep, randint, self.cancelled)
 
     def run(self, chunks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """
@@ -339,7 +339,11 @@ class _Run:
         chunk = self.byTag[tag]
         status = requisiteStatus(deps, self.returnOf)
         if status in ("met", "change", "skip_watch"):
-            ret = self.runner.caller.call(chunk, self.context(chunk, test=True))
+            try:
+                ret = self.runner.caller.call(chunk, self.context(chunk, test=True))
+            except Exception:
+                log.debug("No state context for %s", tag, exc_info=True)
+                ret = exceptionReturn(chunk.get("name"))
             if status == "change" and not ret.get("changes"):
                 ret["changes"] = {"watch": "watch"}
                 ret["result"] = None
@@ -368,6 +372,8 @@ class _Run:
             own = chunk.get("test")
             if isinstance(own, bool):
                 test = own
+            elif self.runner.test:
+                test = True
         if test is not None and getattr(ctx, "test", None) != test:
             ctx = dataclasses.replace(ctx, test=test)
         return ctx
@@ -379,8 +385,15 @@ class _Run:
         status: str,
         reqs: dict[str, list[dict[str, Any]]] | None,
     ) -> None:
+        running = dict(self.running)
+
         def work() -> dict[str, Any]:
-            ret = self.runner.caller.call(chunk, self.context(chunk))
+            try:
+                ctx = self.context(chunk)
+            except Exception:
+                log.debug("No state context for %s", tag, exc_info=True)
+                return exceptionReturn(chunk.get("name"))
+            ret = self.runner.caller.call(chunk, ctx)
             if status == "skip_watch":
                 ret["comment"] = (
                     str(ret.get("comment") or "")
@@ -391,8 +404,13 @@ class _Run:
                 watch["sfun"] = chunk["fun"]
                 watch["fun"] = "mod_watch"
                 watch["__reqs__"] = reqs
-                watch["__running__"] = dict(self.running)
-                ret = self.runner.caller.call(watch, self.context(watch))
+                watch["__running__"] = running
+                try:
+                    ctx = self.context(watch)
+                except Exception:
+                    log.debug("No state context for %s", tag, exc_info=True)
+                    return exceptionReturn(chunk.get("name"))
+                ret = self.runner.caller.call(watch, ctx)
             return ret
 
         if chunk.get("parallel"):
