@@ -1,3 +1,497 @@
+# -*- test-case-name: tests.test_states_pkg -*-
 """
-The pkg state module (being written: issue 21).
+Salt's C{pkg} states: packages installed (C{pkg.installed}, at a version,
+held or not), at the newest version (C{pkg.latest}), removed
+(C{pkg.removed}), removed with their configuration (C{pkg.purged}), and
+upgrades applied (C{pkg.uptodate}), through the C{pkg} execution module
+(apt and dpkg on Debian).
+
+C{refresh}: C{True} updates the package lists first, C{False} not, and
+the default (C{None}) once per minion start, as Salt does. Versions are
+exact (C{1.2-1}, or C{latest}); Salt's comparison operators (C{>=1.2})
+are not supported.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+from salttwist.modules import CommandExecutionError, SaltInvocationError
+from salttwist.states import StateContext, stateReturn
+
+
+def _desired(name: str, pkgs: Any, version: Any, sources: Any) -> dict[str, str | None]:
+    """
+    The packages a state names, with their wanted versions.
+
+    @raise ValueError: a malformed C{pkgs} or C{sources} (Salt's words).
+    """
+    if sources:
+        if not isinstance(sources, list) or not all(
+            isinstance(s, dict) and len(s) == 1 for s in sources
+        ):
+            raise ValueError("Invalidly formatted 'sources' parameter. See minion log.")
+        return {str(next(iter(s))): None for s in sources}
+    if pkgs:
+        if not isinstance(pkgs, list):
+            raise ValueError("Invalidly formatted 'pkgs' parameter. See minion log.")
+        desired: dict[str, str | None] = {}
+        for item in pkgs:
+            if isinstance(item, dict) and len(item) == 1:
+                key, value = next(iter(item.items()))
+                desired[str(key)] = None if value in (None, "") else str(value).lstrip("=")
+            elif isinstance(item, str) and item:
+                desired[item] = None
+            else:
+                raise ValueError("Invalidly formatted 'pkgs' parameter. See minion log.")
+        return desired
+    return {str(name): None if version in (None, "") else str(version).lstrip("=")}
+
+
+def _pinned(name: str, version: str | None) -> str:
+    """
+    Salt's C{_get_desired_pkg}: C{name=version}, or C{name}.
+    """
+    return f"{name}={version}" if version else name
+
+
+def _installed(ctx: StateContext) -> dict[str, list[str]]:
+    return ctx.salt["pkg.list_pkgs"](versions_as_list=True)
+
+
+def _fulfilled(ctx: StateContext, have: list[str], version: str | None, name: str) -> bool:
+    if not have:
+        return False
+    if version is None:
+        return True
+    if version == "latest":
+        return ctx.salt["pkg.latest_version"](name, refresh=False) == ""
+    return version in have
+
+
+def _holdChanges(
+    ctx: StateContext, hold: bool, names: list[str], ret: dict[str, Any]
+) -> dict[str, Any]:
+    """
+    Hold (or release) C{names} after an install, adding Salt's comments and
+    changes to C{ret}.
+    """
+    action = "pkg.hold" if hold else "pkg.unhold"
+    comments = [ret["comment"]] if ret["comment"] else []
+    if ctx.test:
+        selections = ctx.salt["pkg.get_selections"]()
+        held = set(selections.get("hold", []))
+        for name in names:
+            if hold and name not in held:
+                comments.append(f"Package {name} is set to be held.")
+                ret["result"] = None
+            elif not hold and name in held:
+                comments.append(f"Package {name} is set not to be held.")
+                ret["result"] = None
+        ret["comment"] = "\n".join(comments)
+        return ret
+    try:
+        holds = ctx.salt[action](pkgs=names)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        ret["result"] = False
+        ret["comment"] = "\n".join(
+            [*comments, f"An error was encountered while holding/unholding package(s): {e}"]
+        )
+        return ret
+    for name, entry in holds.items():
+        comments.append(entry["comment"])
+        if entry["result"] is False:
+            ret["result"] = False
+        if entry["changes"]:
+            change = ret["changes"].get(name)
+            if change:
+                change["new"] = f"{change['new']}\n{entry['changes']['new']}".lstrip("\n")
+                change["old"] = f"{change['old']}\n{entry['changes']['old']}".lstrip("\n")
+            else:
+                ret["changes"][name] = {"new": entry["changes"]["new"], "old": ""}
+    ret["comment"] = "\n".join(comments)
+    return ret
+
+
+def installed(
+    ctx: StateContext,
+    name: str,
+    version: Any = None,
+    refresh: bool | None = None,
+    fromrepo: str | None = None,
+    skip_verify: bool = False,
+    pkgs: Any = None,
+    sources: Any = None,
+    hold: bool | None = None,
+    reinstall: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Make sure packages are installed (at C{version}, when given): C{name},
+    or every package of C{pkgs} (names, or C{{name: version}} maps), or the
+    local package files of C{sources} (C{{name: /path.deb}} maps), all in
+    one installation. C{hold=True} holds them at their version,
+    C{hold=False} releases them. In test mode, the packages that would be
+    installed and the versions they would get.
+    """
+    try:
+        desired = _desired(name, pkgs, version, sources)
+    except ValueError as e:
+        return stateReturn(name, False, str(e))
+    try:
+        current = _installed(ctx)
+    except CommandExecutionError as e:
+        return stateReturn(name, False, str(e))
+    single = not pkgs and not sources
+    targets = {
+        package: wanted
+        for package, wanted in desired.items()
+        if reinstall or not _fulfilled(ctx, current.get(package, []), wanted, package)
+    }
+    if not targets:
+        if single and version:
+            comment = f"Version {desired[str(name)]} of package '{name}' is already installed"
+        elif single:
+            comment = f"Package {name} is already installed"
+        else:
+            spec = " and are at the desired version" if any(desired.values()) else ""
+            comment = f"All specified packages are already installed{spec}"
+        ret = stateReturn(name, True, comment)
+        if hold is not None:
+            ret = _holdChanges(ctx, bool(hold), list(desired), ret)
+        return ret
+
+    if ctx.test:
+        changes = {}
+        for package, wanted in targets.items():
+            new = wanted if wanted and wanted != "latest" else ""
+            if not new and not sources:
+                new = ctx.salt["pkg.latest_version"](package, refresh=False)
+            old = ",".join(current.get(package, []))
+            changes[package] = {"new": new or "installed", "old": old}
+        verb = "reinstalled" if reinstall else "installed/updated"
+        ret = stateReturn(
+            name,
+            None,
+            f"The following packages would be {verb}: {', '.join(targets)}",
+            changes,
+        )
+        if hold is not None:
+            ret = _holdChanges(ctx, bool(hold), list(desired), ret)
+            ret["result"] = None
+        return ret
+
+    arguments: dict[str, Any] = {
+        "refresh": refresh,
+        "fromrepo": fromrepo,
+        "skip_verify": skip_verify,
+        "reinstall": reinstall,
+    }
+    if sources:
+        arguments["sources"] = [s for s in sources if next(iter(s)) in targets]
+    else:
+        arguments["pkgs"] = [{p: v} if v and v != "latest" else p for p, v in targets.items()]
+    try:
+        changes = ctx.salt["pkg.install"](**arguments)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return stateReturn(
+            name,
+            False,
+            f"An error was encountered while installing package(s): {e}",
+            dict(getattr(e, "changes", {}) or {}),
+        )
+    after = _installed(ctx)
+    modified = []
+    failed = []
+    for package, wanted in targets.items():
+        have = after.get(package, [])
+        ok = bool(have) and (not wanted or wanted == "latest" or wanted in have)
+        (modified if ok else failed).append(package)
+    notModified = [p for p in desired if p not in targets]
+    comments = []
+    if modified:
+        summary = ", ".join(_pinned(p, desired[p]) for p in modified)
+        if len(summary) < 20:
+            comments.append(f"The following packages were installed/updated: {summary}")
+        else:
+            many = len(modified) > 1
+            comments.append(
+                f"{len(modified)} targeted package{'s' if many else ''} "
+                f"{'were' if many else 'was'} installed/updated."
+            )
+    if notModified:
+        summary = ", ".join(_pinned(p, desired[p]) for p in notModified)
+        comments.append(f"The following packages were already installed: {summary}")
+    result = True
+    if failed:
+        summary = ", ".join(_pinned(p, desired[p]) for p in failed)
+        comments.insert(0, f"The following packages failed to install/update: {summary}")
+        result = False
+    ret = stateReturn(name, result, "\n".join(comments), changes)
+    if hold is not None and result:
+        ret = _holdChanges(ctx, bool(hold), list(desired), ret)
+    return ret
+
+
+def latest(
+    ctx: StateContext,
+    name: str,
+    refresh: bool | None = None,
+    fromrepo: str | None = None,
+    skip_verify: bool = False,
+    pkgs: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Make sure packages are installed at the newest version the
+    repositories offer (C{name}, or the names of C{pkgs}).
+    """
+    if kwargs.get("sources"):
+        return stateReturn(name, False, 'The "sources" parameter is not supported.')
+    if pkgs:
+        if not isinstance(pkgs, list):
+            return stateReturn(name, False, 'Invalidly formatted "pkgs" parameter. See minion log.')
+        wanted = [str(next(iter(p))) if isinstance(p, dict) else str(p) for p in pkgs]
+    else:
+        wanted = [name]
+    if not wanted:
+        return stateReturn(name, False, "No packages to install provided")
+    try:
+        avail = ctx.salt["pkg.latest_version"](
+            *wanted, fromrepo=fromrepo, refresh=False if ctx.test else refresh
+        )
+    except CommandExecutionError as e:
+        return stateReturn(
+            name,
+            False,
+            "An error was encountered while checking the newest available version "
+            f"of package(s): {e}",
+        )
+    current = ctx.salt["pkg.version"](*wanted)
+    if isinstance(avail, str):
+        avail = {wanted[0]: avail}
+    if isinstance(current, str):
+        current = {wanted[0]: current}
+    targets = {}
+    problems = []
+    for package in wanted:
+        if avail.get(package):
+            targets[package] = avail[package]
+        elif not current.get(package):
+            problems.append(f"No information found for '{package}'.")
+    if problems:
+        return stateReturn(name, False, " ".join(problems))
+    if not targets:
+        if len(wanted) > 10:
+            comment = f"All {len(wanted)} packages are up-to-date."
+        elif len(wanted) > 1:
+            comment = f"All packages are up-to-date ({', '.join(sorted(wanted))})."
+        else:
+            comment = f"Package {wanted[0]} is already up-to-date"
+        return stateReturn(name, True, comment)
+    upToDate = [p for p in wanted if p not in targets] if pkgs else []
+    if ctx.test:
+        comments = [
+            "The following packages would be installed/upgraded: " + ", ".join(sorted(targets))
+        ]
+        if upToDate:
+            if len(upToDate) <= 10:
+                comments.append(
+                    "The following packages are already up-to-date: "
+                    + ", ".join(f"{p} ({current[p]})" for p in sorted(upToDate))
+                )
+            else:
+                comments.append(f"{len(upToDate)} packages are already up-to-date")
+        changes = {p: {"old": current.get(p, ""), "new": v} for p, v in targets.items()}
+        return stateReturn(name, None, "\n".join(comments), changes)
+    try:
+        changes = ctx.salt["pkg.install"](
+            pkgs=list(targets), refresh=False, fromrepo=fromrepo, skip_verify=skip_verify
+        )
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return stateReturn(
+            name,
+            False,
+            f"An error was encountered while installing package(s): {e}",
+            dict(getattr(e, "changes", {}) or {}),
+        )
+    if not changes:
+        if len(targets) > 10:
+            comment = (
+                f"{len(targets)} targeted packages failed to update. See debug log for details."
+            )
+        elif len(targets) > 1:
+            comment = (
+                "The following targeted packages failed to update. "
+                f"See debug log for details: ({', '.join(sorted(targets))})."
+            )
+        else:
+            comment = f"Package {next(iter(targets))} failed to update."
+        return stateReturn(name, False, comment)
+    failed = [
+        p
+        for p in targets
+        if not changes.get(p) or targets[p] not in str(changes[p].get("new", "")).split(",")
+    ]
+    successful = [p for p in targets if p not in failed]
+    comments = []
+    if failed:
+        comments.append(f"The following packages failed to update: {', '.join(sorted(failed))}")
+    if successful:
+        comments.append(
+            "The following packages were successfully installed/upgraded: "
+            + ", ".join(sorted(successful))
+        )
+    if upToDate:
+        if len(upToDate) <= 10:
+            comments.append(
+                f"The following packages were already up-to-date: {', '.join(sorted(upToDate))}"
+            )
+        else:
+            comments.append(f"{len(upToDate)} packages were already up-to-date ")
+    return stateReturn(name, not failed, " ".join(comments), changes)
+
+
+def _uninstall(
+    ctx: StateContext, action: str, name: str, version: Any, pkgs: Any
+) -> dict[str, Any]:
+    try:
+        desired = _desired(name, pkgs, version, None)
+    except ValueError:
+        return stateReturn(name, False, "Invalidly formatted pkgs parameter. See minion log.")
+    current = _installed(ctx)
+    targets = []
+    versionSpec = False
+    for package, wanted in desired.items():
+        have = current.get(package, [])
+        if not have:
+            continue
+        if wanted is None:
+            targets.append(package)
+        else:
+            versionSpec = True
+            if wanted in have:
+                targets.append(package)
+    if action == "remove" and not targets:
+        spec = " (matching specified versions)" if versionSpec else ""
+        return stateReturn(name, True, f"All specified packages{spec} are already absent")
+    if action == "purge":
+        leftovers = ctx.salt["pkg.list_pkgs"](versions_as_list=True, removed=True)
+        targets += [p for p in desired if p in leftovers and p not in targets]
+    targets.sort()
+    if not targets:
+        partially = " or partially installed" if action == "purge" else ""
+        return stateReturn(name, True, f"None of the targeted packages are installed{partially}")
+    if ctx.test:
+        return stateReturn(
+            name,
+            None,
+            f"The following packages will be {action}d: {', '.join(targets)}.",
+            {p: {"new": f"{action}d", "old": ""} for p in targets},
+        )
+    try:
+        changes = ctx.salt[f"pkg.{action}"](pkgs=targets)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        word = "removing" if action == "remove" else "purging"
+        return stateReturn(
+            name,
+            False,
+            f"An error was encountered while {word} package(s): {e}",
+            dict(getattr(e, "changes", {}) or {}),
+        )
+    after = _installed(ctx)
+    failed = [p for p in desired if p in after and p in targets]
+    if action == "purge":
+        leftovers = ctx.salt["pkg.list_pkgs"](versions_as_list=True, removed=True)
+        failed += [p for p in desired if p in leftovers and p not in failed]
+    failed.sort()
+    if failed:
+        return stateReturn(
+            name,
+            False,
+            f"The following packages failed to {action}: {', '.join(failed)}.",
+            changes,
+        )
+    notInstalled = sorted(p for p in desired if p not in targets)
+    if notInstalled:
+        comment = (
+            f"The following packages were not installed: {', '.join(notInstalled)} "
+            f"The following packages were {action}d: {', '.join(targets)}."
+        )
+    else:
+        comment = f"All targeted packages were {action}d."
+    return stateReturn(name, True, comment, changes)
+
+
+def removed(
+    ctx: StateContext, name: str, version: Any = None, pkgs: Any = None, **kwargs: Any
+) -> dict[str, Any]:
+    """
+    Make sure packages are not installed (their configuration files may
+    stay); with C{version}, only that installed version is removed.
+    """
+    return _uninstall(ctx, "remove", name, version, pkgs)
+
+
+def purged(
+    ctx: StateContext, name: str, version: Any = None, pkgs: Any = None, **kwargs: Any
+) -> dict[str, Any]:
+    """
+    Make sure packages are not installed and their configuration files are
+    gone too.
+    """
+    return _uninstall(ctx, "purge", name, version, pkgs)
+
+
+def uptodate(
+    ctx: StateContext, name: str, refresh: bool = False, pkgs: Any = None, **kwargs: Any
+) -> dict[str, Any]:
+    """
+    Apply the available upgrades: every package's, or only those of
+    C{pkgs} (a list of names). C{dist_upgrade=True} lets the upgrade
+    install and remove packages.
+    """
+    ret = stateReturn(name, False, "Failed to update")
+    if not isinstance(refresh, bool):
+        ret["comment"] = "refresh must be either True or False"
+        return ret
+    if pkgs is not None and not isinstance(pkgs, list):
+        ret["comment"] = "pkgs must be a list of package names"
+        return ret
+    dist = kwargs.get("dist_upgrade", False) is True
+    try:
+        packages = ctx.salt["pkg.list_upgrades"](refresh=refresh and not ctx.test)
+        if pkgs is not None:
+            packages = {p: v for p, v in packages.items() if p in pkgs}
+        expected = {p: {"new": v, "old": ctx.salt["pkg.version"](p)} for p, v in packages.items()}
+    except Exception as e:
+        ret["comment"] = str(e)
+        return ret
+    if not packages:
+        return stateReturn(name, True, "System is already up-to-date")
+    if ctx.test:
+        return stateReturn(name, None, "System update will be performed", expected)
+    try:
+        changes = ctx.salt["pkg.upgrade"](refresh=False, pkgs=pkgs, dist_upgrade=dist)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        ret["changes"] = dict(getattr(e, "changes", {}) or {})
+        ret["comment"] = f"An error was encountered while updating packages: {e}"
+        return ret
+    ret["changes"] = changes
+    missing = [p for p in expected if p not in changes] if pkgs is not None else []
+    if missing:
+        ret["comment"] = f"The following package(s) failed to update: {', '.join(missing)}"
+        return ret
+    ret.update(result=True, comment="Upgrade ran successfully")
+    return ret
+
+
+def mod_watch(ctx: StateContext, name: str, sfun: str | None = None, **kwargs: Any) -> dict:
+    """
+    A watched state changed: run the watching state's function again
+    (C{installed}, C{latest}, C{removed}, C{purged}).
+    """
+    functions = {"purged": purged, "latest": latest, "removed": removed, "installed": installed}
+    if sfun in functions:
+        return functions[sfun](ctx, name, **kwargs)
+    return stateReturn(name, False, f"pkg.{sfun} does not work with the watch requisite")
