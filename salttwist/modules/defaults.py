@@ -24,7 +24,7 @@ from salttwist.modules import (
 )
 
 
-def dictUpdate(dest: Any, upd: Any, recursive: bool = True, mergeLists: bool = False) -> Any:
+def _dictUpdate(dest: Any, upd: Any, recursive: bool = True, mergeLists: bool = False) -> Any:
     """
     Salt's C{salt.utils.dictupdate.update}: merge C{upd} into C{dest} in
     place, mappings key by key at every depth, other values replaced (two
@@ -44,7 +44,7 @@ def dictUpdate(dest: Any, upd: Any, recursive: bool = True, mergeLists: bool = F
         value = upd[key]
         old = dest.get(key)
         if isinstance(old, Mapping) and isinstance(value, Mapping):
-            dest[key] = dictUpdate(old, value, True, mergeLists)  # type: ignore[index]
+            dest[key] = _dictUpdate(old, value, True, mergeLists)  # type: ignore[index]
         elif isinstance(old, list) and isinstance(value, list) and mergeLists:
             merged = copy.deepcopy(old)
             merged.extend(item for item in value if item not in merged)
@@ -80,7 +80,7 @@ def merge(
             raise SaltInvocationError("Can't perform in-place merge into NoneType")
         dest = {}
     merged = dest if in_place else copy.deepcopy(dest)
-    return dictUpdate(merged, src, mergeLists=merge_lists)
+    return _dictUpdate(merged, src, mergeLists=merge_lists)
 
 
 def deepcopy(source: Any) -> Any:

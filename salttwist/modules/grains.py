@@ -424,7 +424,7 @@ def _filterBy(
     it is a list), else the C{default} entry; merged over the C{base} entry
     and under C{merge}.
     """
-    from salttwist.modules.defaults import dictUpdate
+    from salttwist.modules.defaults import _dictUpdate as dictUpdate
 
     if not isinstance(lookup_dict, dict):
         raise SaltInvocationError(

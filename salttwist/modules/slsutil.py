@@ -14,7 +14,7 @@ import posixpath
 from typing import Any
 
 from salttwist.modules import LoaderContext, SaltInvocationError, needsContext
-from salttwist.modules.defaults import dictUpdate
+from salttwist.modules.defaults import _dictUpdate as dictUpdate
 
 
 def update(dest: Any, upd: Any, recursive_update: bool = True, merge_lists: bool = False) -> Any:
