@@ -169,6 +169,29 @@ class PresentTests(TestCase):
         self.assertEqual(entry(self.root, "passwd", "web")[3], "2")
         self.assertFalse(os.path.exists(os.path.join(self.root, "home/web")))
 
+    async def test_failedChange(self) -> None:
+        """
+        A change the tools refuse (a primary group that does not exist)
+        fails the state, naming the user and usermod's complaint.
+        """
+        await runState("user.present", name="web", root=self.root, ctx=self.ctx)
+        ret = await runState(
+            "user.present", name="web", gid="nogroup-here", root=self.root, ctx=self.ctx
+        )
+        self.assertFalse(ret["result"])
+        self.assertTrue(ret["comment"].startswith("Failed to update user web: usermod -g"))
+        self.assertIn("nogroup-here", ret["comment"])
+
+    async def test_homeOwner(self) -> None:
+        """
+        A missing home is made, owned by the user's new uid.
+        """
+        await runState("user.present", name="web", createhome=False, root=self.root, ctx=self.ctx)
+        ret = await runState("user.present", name="web", uid=2700, root=self.root, ctx=self.ctx)
+        self.assertEqual(ret["comment"], "Updated user web")
+        home = os.path.join(self.root, "home/web")
+        self.assertEqual(os.stat(home).st_uid, 2700)
+
 
 class AbsentTests(TestCase):
     """

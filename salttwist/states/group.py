@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from salttwist.modules import CommandExecutionError
 from salttwist.states import StateContext, stateReturn
 
 
@@ -99,17 +100,20 @@ def present(
             comment += f"{key}: {value}\n"
         if ctx.test:
             return stateReturn(name, None, comment)
-        for key, value in changes.items():
-            if key == "gid":
-                ctx.salt["group.chgid"](name, value, root=root, non_unique=non_unique)
-            elif key == "addusers":
-                for user in value:
-                    ctx.salt["group.adduser"](name, user, root=root)
-            elif key == "delusers":
-                for user in sorted(value):
-                    ctx.salt["group.deluser"](name, user, root=root)
-            elif key == "members":
-                ctx.salt["group.members"](name, ",".join(members or []), root=root)
+        try:
+            for key, value in changes.items():
+                if key == "gid":
+                    ctx.salt["group.chgid"](name, value, root=root, non_unique=non_unique)
+                elif key == "addusers":
+                    for user in value:
+                        ctx.salt["group.adduser"](name, user, root=root)
+                elif key == "delusers":
+                    for user in sorted(value):
+                        ctx.salt["group.deluser"](name, user, root=root)
+                elif key == "members":
+                    ctx.salt["group.members"](name, ",".join(members or []), root=root)
+        except CommandExecutionError as e:
+            return stateReturn(name, False, f"{comment}Failed: {e}")
         left = _changes(ctx, name, gid, addusers, delusers, members, root)
         if left:
             return stateReturn(

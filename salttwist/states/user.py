@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from salttwist.modules import CommandExecutionError, SaltInvocationError
 from salttwist.states import StateContext, stateReturn
 
 _REDACTED = "XXX-REDACTED-XXX"
@@ -197,20 +198,10 @@ def present(
         return stateReturn(name, None, comment)
     pre = ctx.salt["user.info"](name, root=root)
     preShadow = ctx.salt["user.shadow_info"](name, root=root)
-    if "passwd" in changes:
-        ctx.salt["user.set_password"](name, changes.pop("passwd"), root=root)
-    if "home" in changes:
-        ctx.salt["user.chhome"](name, changes.pop("home"), root=root)
-    if "homeDoesNotExist" in changes:
-        newHome = _under(root, changes.pop("homeDoesNotExist"))
-        if not os.path.isdir(newHome):
-            os.makedirs(newHome, mode=0o755)
-            os.chown(newHome, pre["uid"], pre["gid"])
-    for key in ("uid", "gid", "shell", "fullname"):
-        if key in changes:
-            ctx.salt[f"user.ch{key}"](name, changes.pop(key), root=root)
-    if "groups" in changes:
-        ctx.salt["user.chgroups"](name, changes.pop("groups"), not remove_groups, root=root)
+    try:
+        _apply(ctx, name, changes, remove_groups, root)
+    except (CommandExecutionError, SaltInvocationError, OSError) as e:
+        return stateReturn(name, False, f"Failed to update user {name}: {e}")
     post = ctx.salt["user.info"](name, root=root)
     result: dict[str, Any] = {}
     for key, value in post.items():
@@ -226,6 +217,30 @@ def present(
         shown = {k: (_REDACTED if k == "passwd" else v) for k, v in left.items()}
         return stateReturn(name, False, f"These values could not be changed: {shown}", result)
     return stateReturn(name, True, comment, result)
+
+
+def _apply(
+    ctx: StateContext, name: str, changes: dict[str, Any], removeGroups: bool, root: str | None
+) -> None:
+    """
+    Make the L{_changes} of an existing user, as Salt's C{user.present}
+    does (the home directory made last, owned by the user as it is then).
+    """
+    if "passwd" in changes:
+        ctx.salt["user.set_password"](name, changes.pop("passwd"), root=root)
+    if "home" in changes:
+        ctx.salt["user.chhome"](name, changes.pop("home"), root=root)
+    for key in ("uid", "gid", "shell", "fullname"):
+        if key in changes:
+            ctx.salt[f"user.ch{key}"](name, changes.pop(key), root=root)
+    if "groups" in changes:
+        ctx.salt["user.chgroups"](name, changes.pop("groups"), not removeGroups, root=root)
+    if "homeDoesNotExist" in changes:
+        newHome = _under(root, changes.pop("homeDoesNotExist"))
+        if not os.path.isdir(newHome):
+            current = ctx.salt["user.info"](name, root=root)
+            os.makedirs(newHome, mode=0o755)
+            os.chown(newHome, current["uid"], current["gid"])
 
 
 def _list(value: Any) -> list[str] | None:
