@@ -205,7 +205,9 @@ class StateModuleTests(TestCase):
         self.assertEqual(list(high), ["site", "greeting"])
         self.assertEqual(high["greeting"]["__sls__"], "web")
         self.assertEqual((await self.call("state.show_highstate"))["return"], high)
-        low = (await self.call("state.show_lowstate"))["return"]
+        shown = await self.call("state.show_lowstate")
+        self.assertEqual(shown["retcode"], 0, shown)
+        low = shown["return"]
         self.assertEqual([c["__id__"] for c in low], ["site", "greeting"])
         self.assertEqual((await self.call("state.show_low_sls", "web"))["return"], low)
         self.assertFalse(os.path.exists(self.portFile))

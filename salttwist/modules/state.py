@@ -387,7 +387,8 @@ def _stateJob(
     C{body} with it, give the retcode.
 
     @param isRun: C{body} returns a run's returns (retcode 2 for a failed
-        state) rather than data to show.
+        state) or a list of errors; else it returns C{(data to show,
+        errors)}.
     """
     jid = _jobJid(context)
     active = _Active(fun=fun, jid=jid, pid=os.getpid())
@@ -414,16 +415,14 @@ def _stateJob(
             return Retcode([str(e)], EX_STATE_COMPILER_ERROR)
     finally:
         _SLOTS.give(context.running, jid)
+    if not isRun:
+        shown, errors = value
+        return Retcode(errors, EX_STATE_COMPILER_ERROR) if errors else shown
     if isinstance(value, list):
         return Retcode(value, EX_STATE_COMPILER_ERROR)
-    if isRun and not stateapply.checkResult(value, run.chunks):
+    if not stateapply.checkResult(value, run.chunks):
         return Retcode(value, EX_STATE_FAILURE)
     return value
-
-
-def _shown(result: tuple[Any, list[str]]) -> Any:
-    value, errors = result
-    return errors if errors else value
 
 
 # -- the functions -----------------------------------------------------------------
@@ -746,7 +745,7 @@ def show_top(
     return _stateJob(
         context,
         "state.show_top",
-        lambda run: _shown(stateapply.showTop(run)),
+        lambda run: stateapply.showTop(run),
         saltenv=saltenv,
         queue=queue,
         concurrent=concurrent,
@@ -775,7 +774,7 @@ def show_highstate(
     return _stateJob(
         context,
         "state.show_highstate",
-        lambda run: _shown(stateapply.showHighstate(run)),
+        lambda run: stateapply.showHighstate(run),
         pillar=pillar,
         saltenv=saltenv,
         pillarenv=pillarenv,
@@ -805,7 +804,7 @@ def show_lowstate(
     return _stateJob(
         context,
         "state.show_lowstate",
-        lambda run: _shown(stateapply.showLowstate(run)),
+        lambda run: stateapply.showLowstate(run),
         pillar=pillar,
         saltenv=saltenv,
         pillarenv=pillarenv,
@@ -838,7 +837,7 @@ def show_sls(
     return _stateJob(
         context,
         "state.show_sls",
-        lambda run: _shown(stateapply.showSls(run, mods)),
+        lambda run: stateapply.showSls(run, mods),
         test=test,
         pillar=pillar,
         saltenv=saltenv,
@@ -872,7 +871,7 @@ def show_low_sls(
     return _stateJob(
         context,
         "state.show_low_sls",
-        lambda run: _shown(stateapply.showLowSls(run, mods)),
+        lambda run: stateapply.showLowSls(run, mods),
         test=test,
         pillar=pillar,
         saltenv=saltenv,
