@@ -1,3 +1,2012 @@
+# -*- test-case-name: tests.test_states_file -*-
 """
-The file state module (being written: issue 21).
+Salt's C{file} states: files with managed contents, owners and modes
+(C{file.managed}), directories (C{file.directory}, C{file.recurse}),
+symlinks, removal, and edits in place (C{file.line}, C{file.replace},
+C{file.blockreplace}, C{file.append}, C{file.prepend}, C{file.comment},
+C{file.uncomment}), C{file.touch} and C{file.copy}, each with Salt's
+arguments, comments and changes.
+
+Sources (C{salt://}, C{http(s)://}, a local path or C{file://}) and their
+hashes are in L{salttwist.states._filesource}; atomic writes, backups and
+cleaning in L{salttwist.states._filewrite}. Contents are written through a
+temporary file in the target's directory renamed into place. In test mode
+nothing is changed and the changes that would be made are reported.
 """
+
+from __future__ import annotations
+
+import difflib
+import os
+import pwd
+import re
+import shutil
+from typing import Any
+
+from salttwist.modules import CommandExecutionError, SaltInvocationError
+from salttwist.modules import filemod as fm
+from salttwist.render.jinja import traverse
+from salttwist.states import StateContext, stateReturn
+from salttwist.states import _filesource as src
+from salttwist.states import _filewrite as fw
+
+_NOT_FOUND = object()
+
+#: The note Salt adds to test-mode comments of C{file.managed}.
+_TEST_NOTE = "\nNote: No changes made, actual changes may\nbe different due to other states."
+
+
+def _error(ret: dict[str, Any], comment: str) -> dict[str, Any]:
+    ret["result"] = False
+    ret["comment"] = comment
+    return ret
+
+
+def _expand(name: Any) -> str:
+    return os.path.expanduser(str(name)) if name is not None else ""
+
+
+def _checkUser(ctx: StateContext, user: Any, group: Any) -> str:
+    """
+    Salt's C{_check_user}: words naming a missing user or group (none in
+    test mode, where they may be created by an earlier state).
+    """
+    err = ""
+    if user and fm.user_to_uid(user) == "":
+        err += f"User {user} is not available "
+    if group and fm.group_to_gid(group) == "":
+        err += f"Group {group} is not available"
+    return "" if ctx.test else err
+
+
+def _owner(user: Any, kwargs: dict[str, Any]) -> Any:
+    return user if user is not None else kwargs.get("owner")
+
+
+def _checkFile(name: str) -> tuple[bool, str]:
+    if not os.path.isabs(name):
+        return False, f"Specified file {name} is not an absolute path"
+    if not os.path.exists(name):
+        return False, f"{name}: file not found"
+    return True, ""
+
+
+def _contentsText(value: Any) -> list[str] | bytes:
+    """
+    Salt's C{_validate_str_list}: contents as a list of strings, or the
+    bytes of binary contents.
+    """
+    if isinstance(value, bytes):
+        try:
+            return [value.decode("utf-8")]
+        except UnicodeDecodeError:
+            return value
+    if isinstance(value, list):
+        return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in value]
+    return [str(value)]
+
+
+def _predictPerms(name: str, user: Any, group: Any, mode: Any, follow: bool) -> dict[str, Any]:
+    """
+    Salt's C{check_file_meta} for owners and mode: what would change.
+    """
+    try:
+        st = fm.stats(name, follow_symlinks=follow)
+    except CommandExecutionError:
+        return {}
+    changes: dict[str, Any] = {}
+    if user is not None and str(user) not in (str(st["user"]), str(st["uid"])):
+        changes["user"] = user
+    if group is not None and str(group) not in (str(st["group"]), str(st["gid"])):
+        changes["group"] = group
+    mode = fm._normalizeMode(mode)
+    if mode is not None and mode != fm._normalizeMode(st["mode"]):
+        changes["mode"] = mode
+    return changes
+
+
+def _readOrNone(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _runCheckCmd(ctx: StateContext, checkCmd: str, path: str) -> dict[str, Any] | None:
+    """
+    Salt's C{mod_run_check_cmd}: run C{checkCmd path}; on failure, the
+    state's failed result.
+    """
+    result = ctx.salt["cmd.run_all"](f"{checkCmd} {path}", python_shell=True)
+    if result.get("retcode") == 0:
+        return None
+    comment = "check_cmd execution failed"
+    if result.get("stdout"):
+        comment += "\n" + result["stdout"]
+    if result.get("stderr"):
+        comment += "\n" + result["stderr"]
+    return {"comment": comment, "result": False, "skip_watch": True}
+
+
+def managed(
+    ctx: StateContext,
+    name: str,
+    source: Any = None,
+    source_hash: Any = "",
+    source_hash_name: str | None = None,
+    keep_source: bool = True,
+    user: Any = None,
+    group: Any = None,
+    mode: Any = None,
+    attrs: Any = None,
+    template: str | None = None,
+    makedirs: bool = False,
+    dir_mode: Any = None,
+    context: Any = None,
+    replace: bool = True,
+    defaults: Any = None,
+    backup: str = "",
+    show_changes: bool = True,
+    create: bool = True,
+    contents: Any = None,
+    tmp_dir: str = "",
+    tmp_ext: str = "",
+    contents_pillar: Any = None,
+    contents_grains: Any = None,
+    contents_newline: bool = True,
+    contents_delimiter: str = ":",
+    encoding: str | None = None,
+    encoding_errors: str = "strict",
+    allow_empty: bool = True,
+    follow_symlinks: bool = True,
+    check_cmd: str | None = None,
+    skip_verify: bool = False,
+    new_file_diff: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Manage a file: its contents from C{source} (C{salt://}, C{http(s)://}
+    with C{source_hash} or C{skip_verify}, a local path or C{file://}; a
+    list gives the first that exists) optionally rendered as a C{template}
+    (C{jinja}, with C{context} over C{defaults}), or from C{contents} (a
+    string or list of lines), C{contents_pillar} or C{contents_grains};
+    its C{user}, C{group} and C{mode} (C{keep}: the source's).
+
+    C{replace=False} leaves an existing file's contents alone;
+    C{create=False} does nothing when the file is absent; C{makedirs}
+    creates missing parents (with C{dir_mode}); C{backup: minion} keeps
+    the old file under C{cachedir/file_backup}; C{check_cmd} must accept
+    the new file (given as its last argument) before it is put in place.
+    Changes: C{diff} (a unified diff, C{New file}, or Salt's words for
+    binary files), C{user}, C{group}, C{mode}.
+    """
+    kwargs.pop("env", None)
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    saltenv = kwargs.get("saltenv") or ctx.saltenv
+    if not name:
+        return _error(ret, "Destination file name is required")
+    keepMode = isinstance(mode, str) and mode.lower() == "keep"
+    mode = None if keepMode else fm._normalizeMode(mode)
+    given = [x for x in (contents, contents_pillar, contents_grains) if x is not None]
+    if source and given:
+        return _error(
+            ret,
+            "'source' cannot be used in combination with 'contents', "
+            "'contents_pillar', or 'contents_grains'",
+        )
+    if keepMode and given:
+        return _error(
+            ret,
+            "Mode preservation cannot be used in combination with 'contents', "
+            "'contents_pillar', or 'contents_grains'",
+        )
+    if len(given) > 1:
+        return _error(
+            ret, "Only one of 'contents', 'contents_pillar', and 'contents_grains' is permitted"
+        )
+    if not source and not given and replace:
+        replace = False
+    if "file_mode" in kwargs:
+        ret.setdefault("warnings", []).append(
+            "The 'file_mode' argument will be ignored.  "
+            "Please use 'mode' instead to set file permissions."
+        )
+    user = _owner(user, kwargs)
+
+    useContents: Any = None
+    for what, data, label in (
+        (contents_pillar, ctx.pillar, "Pillar"),
+        (contents_grains, ctx.grains, "Grain"),
+    ):
+        if what is None:
+            continue
+        keys = what if isinstance(what, list) else [what]
+        values = []
+        for key in keys:
+            value = traverse(data, str(key), _NOT_FOUND, contents_delimiter)
+            if value is _NOT_FOUND:
+                return _error(ret, f"{label} {key} does not exist")
+            values.append(value if isinstance(value, (str, bytes)) else str(value))
+        useContents = values[0] if len(values) == 1 else "\n".join(map(str, values))
+    if contents is not None:
+        useContents = contents
+
+    newData: bytes | None = None
+    if useContents is not None:
+        if not allow_empty and not useContents:
+            if contents_pillar:
+                what = f"contents_pillar {contents_pillar}"
+            elif contents_grains:
+                what = f"contents_grains {contents_grains}"
+            else:
+                what = "'contents'"
+            return _error(
+                ret,
+                f"{what} value would result in empty contents. Set allow_empty "
+                "to True to allow the managed file to be empty.",
+            )
+        parts = _contentsText(useContents)
+        if isinstance(parts, bytes):
+            if template:
+                return _error(
+                    ret,
+                    "Contents specified by contents/contents_pillar/contents_grains appears "
+                    "to be binary data, and as will not be able to be treated as a Jinja "
+                    "template.",
+                )
+            newData = parts
+        else:
+            text = "".join(
+                part.rstrip("\n").rstrip("\r") + "\n"
+                for chunk in parts
+                for part in chunk.splitlines()
+            )
+            if not contents_newline:
+                text = text.rstrip("\n").rstrip("\r")
+            if template:
+                try:
+                    text = src.renderTemplate(
+                        ctx, text, template, _templateVars(context, defaults), saltenv, None
+                    )
+                except src.SourceError as e:
+                    return _error(ret, f"Unable to manage file: {e}")
+            newData = text.encode(encoding or "utf-8", encoding_errors)
+
+    if not create and not os.path.isfile(name):
+        ret["comment"] = f"File {name} is not present and is not set for creation"
+        return ret
+    problem = _checkUser(ctx, user, group)
+    if problem:
+        return _error(ret, problem)
+    if not os.path.isabs(name):
+        return _error(ret, f"Specified file {name} is not an absolute path")
+    if os.path.isdir(name):
+        return _error(ret, f"Specified target {name} is a directory")
+    if context is not None and not isinstance(context, dict):
+        return _error(ret, "Context must be formed as a dict")
+    if defaults and not isinstance(defaults, dict):
+        return _error(ret, "Defaults must be formed as a dict")
+
+    if (
+        useContents is None
+        and not template
+        and source
+        and not skip_verify
+        and replace
+        and os.path.exists(name)
+    ):
+        # A web source whose hash the existing file has: nothing to fetch.
+        try:
+            chosen, chosenHash = src.sourceList(ctx, source, source_hash, saltenv)
+            if chosenHash and src.scheme(chosen) in src.REMOTE:
+                expected = src.sourceSum(ctx, name, chosen, chosenHash, source_hash_name, saltenv)
+                if fm.get_hash(name, expected["hash_type"]) == expected["hsum"]:
+                    replace = False
+        except (CommandExecutionError, src.SourceError, OSError):
+            pass
+
+    if not replace and os.path.exists(name):
+        return _keepContents(ctx, ret, name, user, group, mode, follow_symlinks)
+
+    sfn: str | None = None
+    if useContents is None and source:
+        try:
+            chosen, chosenHash = src.sourceList(ctx, source, source_hash, saltenv)
+            sfn, _ = src.fetchSource(
+                ctx, name, chosen, chosenHash, source_hash_name, saltenv, bool(skip_verify)
+            )
+        except src.HashMismatch as e:
+            return _error(ret, str(e))
+        except (src.SourceError, CommandExecutionError) as e:
+            return _error(ret, f"Unable to manage file: {e}")
+        if os.path.abspath(sfn) == name:
+            return _error(
+                ret, "Unable to manage file: Source file cannot be the same as destination"
+            )
+        if keepMode:
+            mode = fm.get_mode(sfn)
+        if template:
+            try:
+                with open(sfn, encoding="utf-8") as f:
+                    text = f.read()
+                variables = _templateVars(context, defaults)
+                variables.update(
+                    {
+                        "name": name,
+                        "source": chosen,
+                        "user": user,
+                        "group": group,
+                        "mode": mode,
+                        "attrs": attrs,
+                    }
+                )
+                variables.update({k: v for k, v in kwargs.items() if not k.startswith("__")})
+                rendered = src.renderTemplate(ctx, text, template, variables, saltenv, chosen)
+            except (OSError, UnicodeDecodeError) as e:
+                return _error(ret, f"Unable to manage file: cannot read {chosen}: {e}")
+            except src.SourceError as e:
+                return _error(ret, f"Unable to manage file: {e}")
+            newData = rendered.encode(encoding or "utf-8", encoding_errors)
+            sfn = None
+    return _manageFile(
+        ctx,
+        ret,
+        name,
+        sfn,
+        newData,
+        user,
+        group,
+        mode,
+        backup,
+        bool(makedirs),
+        dir_mode,
+        bool(show_changes),
+        bool(follow_symlinks),
+        check_cmd,
+        bool(new_file_diff),
+        hasSource=bool(source) or useContents is not None,
+    )
+
+
+def _templateVars(context: Any, defaults: Any) -> dict[str, Any]:
+    variables = dict(defaults or {})
+    variables.update(context or {})
+    return variables
+
+
+def _keepContents(
+    ctx: StateContext,
+    ret: dict[str, Any],
+    name: str,
+    user: Any,
+    group: Any,
+    mode: Any,
+    follow: bool,
+) -> dict[str, Any]:
+    """
+    C{file.managed} with C{replace: False} on an existing file: its owner
+    and mode only.
+    """
+    ret, perms = fm._checkPerms(name, ret, user, group, mode, follow, ctx.test)
+    if ctx.test:
+        if mode and perms.get("lmode") and mode != perms["lmode"]:
+            ret["comment"] = (
+                f"File {name} will be updated with permissions {mode} from its current "
+                f"state of {perms['lmode']}"
+            )
+        else:
+            ret["comment"] = f"File {name} not updated"
+    elif not ret["changes"] and ret["result"]:
+        ret["comment"] = f"File {name} exists with proper permissions. No changes made."
+    return ret
+
+
+def _manageFile(
+    ctx: StateContext,
+    ret: dict[str, Any],
+    name: str,
+    sfn: str | None,
+    newData: bytes | None,
+    user: Any,
+    group: Any,
+    mode: Any,
+    backup: str,
+    makedirs: bool,
+    dirMode: Any,
+    showChanges: bool,
+    follow: bool,
+    checkCmd: str | None,
+    newFileDiff: bool,
+    hasSource: bool,
+) -> dict[str, Any]:
+    """
+    Salt's C{file.manage_file}: put the new contents (the file C{sfn}, or
+    C{newData}) in place if they differ, then the owner and mode.
+    """
+    backupMode = fw.backupMode(ctx.opts, backup)
+    cachedir = str(ctx.opts.get("cachedir") or "")
+    exists = os.path.isfile(name) or os.path.islink(name)
+    isLink = os.path.islink(name)
+    target = os.path.realpath(name) if isLink and follow else name
+    wanted = newData if newData is not None else (_readOrNone(sfn) if sfn else None)
+    if sfn and wanted is None:
+        return _error(ret, f"Unable to manage file: cannot read the source {sfn}")
+    changes: dict[str, Any] = ret["changes"]
+
+    if exists and not (isLink and not follow) and os.path.exists(target):
+        current = _readOrNone(target) if wanted is not None else None
+        if wanted is not None and current is None:
+            return _error(ret, f"Unable to manage file: cannot read {target}")
+        differs = wanted is not None and current != wanted
+        if differs:
+            if not showChanges:
+                changes["diff"] = "<show_changes=False>"
+            else:
+                diff = fm._diffBytes(current or b"", wanted or b"")
+                if diff:
+                    changes["diff"] = diff
+        if ctx.test:
+            changes.update(_predictPerms(name, user, group, mode, follow))
+            return _testResult(ret, name)
+        if differs:
+            failed = _writeContents(ctx, ret, target, wanted or b"", backupMode, cachedir, checkCmd)
+            if failed:
+                return failed
+        ret, _ = fm._checkPerms(name, ret, user, group, mode, follow, False)
+        if ret["changes"]:
+            ret["comment"] = f"File {name} updated"
+        elif ret["result"]:
+            ret["comment"] = f"File {name} is in the correct state"
+        return ret
+
+    if exists and isLink and not follow:
+        # The symlink becomes a regular file.
+        if ctx.test:
+            changes["diff"] = "Replace symbolic link with regular file"
+            return _testResult(ret, name)
+        failed = _writeContents(ctx, ret, name, wanted or b"", backupMode, cachedir, checkCmd)
+        if failed:
+            return failed
+        changes["diff"] = "Replace symbolic link with regular file"
+        ret, _ = fm._checkPerms(name, ret, user, group, mode, False, False)
+        ret["comment"] = f"File {name} updated"
+        return ret
+
+    # A new file.
+    parent = os.path.dirname(name)
+    if ctx.test:
+        if newFileDiff and wanted is not None:
+            changes["diff"] = fm._diffBytes(b"", wanted) or "New file"
+        else:
+            changes["newfile"] = name
+        return _testResult(ret, name)
+    if not os.path.isdir(parent):
+        if not makedirs:
+            return _error(ret, "Parent directory not present")
+        try:
+            fw.makeParents(name, user, group, dirMode or fw.dirModeFor(mode))
+        except CommandExecutionError as e:
+            return _error(ret, str(e))
+    if mode is None:
+        mode = fw.defaultFileMode()
+    if wanted is None and not hasSource:
+        try:
+            fw.commit(fw.writeTemp(name, b""), name, "", "")
+        except OSError as e:
+            return _error(ret, f"Empty file {name} not created: {e}")
+        changes["new"] = f"file {name} created"
+        ret["comment"] = "Empty file"
+    else:
+        failed = _writeContents(ctx, ret, name, wanted or b"", backupMode, cachedir, checkCmd)
+        if failed:
+            return failed
+        if newFileDiff:
+            changes["diff"] = fm._diffBytes(b"", wanted or b"") or "New file"
+        else:
+            changes["diff"] = "New file"
+    ret, _ = fm._checkPerms(name, ret, user, group, mode, False, False)
+    if not ret["comment"]:
+        ret["comment"] = f"File {name} updated"
+    return ret
+
+
+def _testResult(ret: dict[str, Any], name: str) -> dict[str, Any]:
+    if ret["changes"]:
+        ret["result"] = None
+        ret["comment"] = f"The file {name} is set to be changed{_TEST_NOTE}"
+    else:
+        ret["result"] = True
+        ret["comment"] = f"The file {name} is in the correct state"
+    return ret
+
+
+def _writeContents(
+    ctx: StateContext,
+    ret: dict[str, Any],
+    dest: str,
+    data: bytes,
+    backupMode: str,
+    cachedir: str,
+    checkCmd: str | None,
+) -> dict[str, Any] | None:
+    """
+    Write C{data} to C{dest} atomically (after C{checkCmd} accepts it).
+
+    @return: L{None}, or the failed state return.
+    """
+    try:
+        temp = fw.writeTemp(dest, data)
+    except OSError as e:
+        ret["changes"] = {}
+        return _error(ret, f"Failed to commit change: {e}")
+    if checkCmd:
+        failure = _runCheckCmd(ctx, checkCmd, temp)
+        if failure:
+            fw.removeQuietly(temp)
+            ret["changes"] = {}
+            ret.update(failure)
+            return ret
+    try:
+        fw.commit(temp, dest, backupMode, cachedir)
+    except OSError as e:
+        ret["changes"] = {}
+        return _error(ret, f"Failed to commit change: {e}")
+    return None
+
+
+# Directories -----------------------------------------------------------------
+
+
+_RECURSE_TYPES = ("user", "group", "mode", "ignore_files", "ignore_dirs", "silent")
+
+
+def _recurseSet(recurse: Any) -> set[str]:
+    if not recurse:
+        return set()
+    if not isinstance(recurse, list):
+        raise TypeError('"recurse" must be formed as a list of strings')
+    wanted = set(map(str, recurse))
+    unknown = wanted - set(_RECURSE_TYPES)
+    if unknown:
+        raise ValueError(f'Types for "recurse" limited to {", ".join(map(repr, _RECURSE_TYPES))}.')
+    if "ignore_files" in wanted and "ignore_dirs" in wanted:
+        raise ValueError(
+            'Must not specify "recurse" options "ignore_files" and "ignore_dirs" at the same time.'
+        )
+    return wanted
+
+
+def _walk(top: str, maxDepth: Any = None) -> list[tuple[str, list[str], list[str]]]:
+    out = []
+    for root, dirs, files in os.walk(top):
+        dirs.sort()
+        depth = root[len(top) :].count(os.sep) if root != top else 0
+        if maxDepth is not None and depth >= int(maxDepth):
+            out.append((root, list(dirs), sorted(files)))
+            dirs[:] = []
+            continue
+        out.append((root, list(dirs), sorted(files)))
+    return out
+
+
+def _dirMeta(path: str, user: Any, group: Any, mode: Any, follow: bool) -> dict[str, Any]:
+    try:
+        st = fm.stats(path, None, follow)
+    except CommandExecutionError:
+        return {"directory": "new"}
+    changes: dict[str, Any] = {}
+    if user is not None and str(user) not in (str(st["user"]), str(st["uid"])):
+        changes["user"] = user
+    if group is not None and str(group) not in (str(st["group"]), str(st["gid"])):
+        changes["group"] = group
+    mode = fm._normalizeMode(mode)
+    if mode is not None and mode != fm._normalizeMode(st["mode"]) and st["type"] != "link":
+        changes["mode"] = mode
+    return changes
+
+
+def directory(
+    ctx: StateContext,
+    name: str,
+    user: Any = None,
+    group: Any = None,
+    recurse: Any = None,
+    max_depth: Any = None,
+    dir_mode: Any = None,
+    file_mode: Any = None,
+    makedirs: bool = False,
+    clean: bool = False,
+    require: Any = None,
+    exclude_pat: Any = None,
+    follow_symlinks: bool = False,
+    force: bool = False,
+    backupname: str | None = None,
+    allow_symlink: bool = True,
+    children_only: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Ensure a directory exists with C{user}, C{group} and C{dir_mode}
+    (C{mode} too); C{recurse: [user, group, mode]} applies them below it
+    (C{file_mode} for files; C{ignore_files}, C{ignore_dirs}, C{silent});
+    C{clean} removes what no required C{file} state names (except
+    C{exclude_pat}); C{makedirs} creates missing parents; C{force} replaces
+    a file or symlink in the way (kept as C{backupname} if given).
+    """
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.directory")
+    if name != "/" and name.endswith("/"):
+        name = name.rstrip("/") or "/"
+        ret["name"] = name
+    if max_depth is not None and clean:
+        return _error(ret, "Cannot specify both max_depth and clean")
+    user = _owner(user, kwargs)
+    if "mode" in kwargs and not dir_mode:
+        dir_mode = kwargs["mode"]
+    if not file_mode:
+        file_mode = dir_mode
+    dir_mode = fm._normalizeMode(dir_mode)
+    file_mode = fm._normalizeMode(file_mode)
+    if require is None:
+        require = ctx.low.get("require")
+    problem = _checkUser(ctx, user, group)
+    if problem:
+        return _error(ret, problem)
+    if not os.path.isabs(name):
+        return _error(ret, f"Specified file {name} is not an absolute path")
+    changes = ret["changes"]
+    if (
+        os.path.isfile(name)
+        or (not allow_symlink and os.path.islink(name))
+        or (force and os.path.islink(name))
+    ):
+        if backupname is not None:
+            if os.path.lexists(backupname):
+                if not force:
+                    return _error(
+                        ret, f"File exists where the backup target {backupname} should go"
+                    )
+                if ctx.test:
+                    changes["forced"] = (
+                        f"Existing file at backup path {backupname} would be removed"
+                    )
+                else:
+                    fm.remove(backupname)
+            if ctx.test:
+                changes["backup"] = f"{name} would be renamed to {backupname}"
+                changes[name] = {"directory": "new"}
+                ret["comment"] = f"{name} would be backed up and replaced with a new directory"
+                ret["result"] = None
+                return ret
+            os.rename(name, backupname)
+        elif force:
+            kind = "File" if os.path.isfile(name) and not os.path.islink(name) else "Symlink"
+            if ctx.test:
+                changes["forced"] = f"{kind} would be forcibly replaced"
+            else:
+                os.remove(name)
+                changes["forced"] = f"{kind} was forcibly replaced"
+        elif os.path.islink(name):
+            return _error(ret, f"Specified location {name} exists and is a symlink")
+        else:
+            return _error(ret, f"Specified location {name} exists and is a file")
+
+    try:
+        recurseSet = _recurseSet(recurse)
+    except (TypeError, ValueError) as e:
+        return _error(ret, str(e))
+
+    if ctx.test:
+        predicted = _predictDirectory(
+            name,
+            user,
+            group,
+            recurseSet,
+            dir_mode,
+            file_mode,
+            clean,
+            require,
+            exclude_pat,
+            max_depth,
+            follow_symlinks,
+            children_only,
+        )
+        changes.update(predicted)
+        if changes:
+            lines = ["The following files will be changed:\n"]
+            for path, change in predicted.items():
+                for key, value in change.items():
+                    lines.append(f"{path}: {key} - {value}\n")
+            ret["comment"] = "".join(lines)
+            ret["result"] = None
+        else:
+            ret["comment"] = f"The directory {name} is in the correct state"
+        return ret
+
+    if not os.path.isdir(name):
+        if not os.path.isdir(os.path.dirname(name)):
+            if not makedirs:
+                return _error(ret, f"No directory to create {name} in")
+            try:
+                fw.makeParents(name, user, group, dir_mode)
+            except CommandExecutionError as e:
+                return _error(ret, str(e))
+        try:
+            fm.mkdir(name, user=user, group=group, mode=dir_mode)
+        except (CommandExecutionError, SaltInvocationError) as e:
+            return _error(ret, f"Failed to create directory {name}: {e}")
+        if not os.path.isdir(name):
+            return _error(ret, f"Failed to create directory {name}")
+        changes[name] = {"directory": "new"}
+        return ret
+
+    if not children_only:
+        ret, _ = fm._checkPerms(name, ret, user, group, dir_mode, follow_symlinks, False)
+    errors: list[str] = []
+    if recurseSet:
+        rUser = user if "user" in recurseSet else None
+        rGroup = group if "group" in recurseSet else None
+        if "user" in recurseSet and not user and not isinstance(user, int):
+            ret["result"] = False
+            ret["comment"] = (
+                "user not specified, but configured as a target for recursive ownership management"
+            )
+        if "group" in recurseSet and not group and not isinstance(group, int):
+            ret["result"] = False
+            ret["comment"] = (
+                "group not specified, but configured as a target for recursive ownership management"
+            )
+        fMode = file_mode if "mode" in recurseSet else None
+        dMode = dir_mode if "mode" in recurseSet else None
+        inner = stateReturn(name, True, "", {})
+        for root, dirs, files in _walk(name, max_depth):
+            entries = []
+            if "ignore_files" not in recurseSet:
+                entries += [(os.path.join(root, f), fMode) for f in files]
+            if "ignore_dirs" not in recurseSet:
+                entries += [(os.path.join(root, d), dMode) for d in dirs]
+            for path, wantedMode in entries:
+                if os.path.islink(path) and not follow_symlinks:
+                    wantedMode = None
+                try:
+                    before = dict(inner["changes"])
+                    inner["changes"] = {}
+                    inner, _ = fm._checkPerms(
+                        path, inner, rUser, rGroup, wantedMode, follow_symlinks, False
+                    )
+                    if inner["changes"]:
+                        before[path] = inner["changes"]
+                    inner["changes"] = before
+                except CommandExecutionError as e:
+                    if not str(e).startswith("Path not found"):
+                        errors.append(str(e))
+        if inner["result"] is False:
+            ret["result"] = False
+            ret["comment"] = inner["comment"]
+        if "silent" in recurseSet:
+            if inner["changes"]:
+                changes["recursion"] = "Changes silenced"
+        else:
+            changes.update(inner["changes"])
+    if clean:
+        removed = fw.cleanDir(name, fw.keepFiles(name, require), exclude_pat, False)
+        if removed:
+            changes["removed"] = removed
+            ret["comment"] = f"Files cleaned from directory {name}"
+    if not ret["comment"]:
+        if children_only:
+            ret["comment"] = f"Directory {name}/* updated"
+        elif ret["changes"]:
+            ret["comment"] = f"Directory {name} updated"
+    if not ret["changes"] and ret["result"]:
+        previous = ret["comment"]
+        ret["comment"] = f"Directory {name} is in the correct state"
+        if previous and not previous.startswith("Directory "):
+            ret["comment"] += "\n" + previous
+    if errors:
+        ret["result"] = False
+        ret["comment"] += "\n\nThe following errors were encountered:\n"
+        ret["comment"] += "".join(f"\n- {e}" for e in errors)
+    return ret
+
+
+def _predictDirectory(
+    name: str,
+    user: Any,
+    group: Any,
+    recurseSet: set[str],
+    dirMode: Any,
+    fileMode: Any,
+    clean: bool,
+    require: Any,
+    excludePat: Any,
+    maxDepth: Any,
+    follow: bool,
+    childrenOnly: bool,
+) -> dict[str, Any]:
+    """
+    Salt's C{_check_directory}: the changes C{file.directory} would make.
+    """
+    changes: dict[str, Any] = {}
+    exists = os.path.isdir(name)
+    if recurseSet and exists:
+        rUser = user if "user" in recurseSet else None
+        rGroup = group if "group" in recurseSet else None
+        fMode = fileMode if "mode" in recurseSet else None
+        dMode = dirMode if "mode" in recurseSet else None
+        for root, dirs, files in _walk(name, maxDepth):
+            if "ignore_files" not in recurseSet:
+                for f in files:
+                    path = os.path.join(root, f)
+                    change = _dirMeta(path, rUser, rGroup, fMode, follow)
+                    if change:
+                        changes[path] = change
+            if "ignore_dirs" not in recurseSet:
+                for d in dirs:
+                    path = os.path.join(root, d)
+                    change = _dirMeta(path, rUser, rGroup, dMode, follow)
+                    if change:
+                        changes[path] = change
+    if not childrenOnly:
+        change = _dirMeta(name, user, group, dirMode, follow)
+        if change:
+            changes[name] = change
+    if clean and exists:
+        for path in fw.cleanDir(name, fw.keepFiles(name, require), excludePat, True):
+            changes[path] = {"removed": "Removed due to clean"}
+    if not exists:
+        changes[name] = {"directory": "new"}
+    return changes
+
+
+# Removal, existence, touch ---------------------------------------------------
+
+
+def absent(ctx: StateContext, name: str, **kwargs: Any) -> dict[str, Any]:
+    """
+    Ensure a file, symlink or directory tree is absent.
+    """
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.absent")
+    if not os.path.isabs(name):
+        return _error(ret, f"Specified file {name} is not an absolute path")
+    if name == "/":
+        return _error(ret, 'Refusing to make "/" absent')
+    if os.path.isfile(name) or os.path.islink(name):
+        kind = "File"
+    elif os.path.isdir(name):
+        kind = "Directory"
+    else:
+        ret["comment"] = f"File {name} is not present"
+        return ret
+    if ctx.test:
+        ret["result"] = None
+        ret["changes"]["removed"] = name
+        ret["comment"] = f"{kind} {name} is set for removal"
+        return ret
+    try:
+        fm.remove(name)
+    except CommandExecutionError as e:
+        if kind == "Directory":
+            return _error(ret, f"Failed to remove directory {name}")
+        return _error(ret, str(e))
+    ret["comment"] = f"Removed {kind.lower()} {name}"
+    ret["changes"]["removed"] = name
+    return ret
+
+
+def exists(ctx: StateContext, name: str, **kwargs: Any) -> dict[str, Any]:
+    """
+    Verify that a path exists (fail if not); changes nothing.
+    """
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.exists")
+    if not os.path.lexists(name):
+        return _error(ret, f"Specified path {name} does not exist")
+    ret["comment"] = f"Path {name} exists"
+    return ret
+
+
+def missing(ctx: StateContext, name: str, **kwargs: Any) -> dict[str, Any]:
+    """
+    Verify that a path does not exist (fail if it does); changes nothing.
+    """
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.missing")
+    if os.path.lexists(name):
+        return _error(ret, f"Specified path {name} exists")
+    ret["comment"] = f"Path {name} is missing"
+    return ret
+
+
+def touch(
+    ctx: StateContext,
+    name: str,
+    atime: Any = None,
+    mtime: Any = None,
+    makedirs: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Create an empty file or update its access and modification times (now,
+    or C{atime}/C{mtime} in epoch seconds).
+    """
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.touch")
+    if not os.path.isabs(name):
+        return _error(ret, f"Specified file {name} is not an absolute path")
+    if ctx.test:
+        ret["result"] = None
+        ret["changes"] = {"new": name}
+        if not os.path.exists(name):
+            ret["comment"] = f"File {name} is set to be created"
+        else:
+            st = fm.stats(name, follow_symlinks=False)
+            if (atime is not None and str(atime) != str(st["atime"])) or (
+                mtime is not None and str(mtime) != str(st["mtime"])
+            ):
+                ret["comment"] = f"Times set to be updated on file {name}"
+                ret["changes"] = {"touched": name}
+            else:
+                ret["result"] = True
+                ret["changes"] = {"new": name}
+                ret["comment"] = f"File {name} exists and has the correct times"
+        return ret
+    if makedirs:
+        try:
+            fw.makeParents(name, None, None, None)
+        except CommandExecutionError as e:
+            return _error(ret, str(e))
+    if not os.path.isdir(os.path.dirname(name)):
+        return _error(ret, f"Directory not present to touch file {name}")
+    extant = os.path.exists(name)
+    try:
+        ret["result"] = fm.touch(name, atime, mtime)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return _error(ret, f"Unable to touch {name}: {e}")
+    if not extant and ret["result"]:
+        ret["comment"] = f"Created empty file {name}"
+        ret["changes"]["new"] = name
+    elif extant and ret["result"]:
+        kind = "directory" if os.path.isdir(name) else "file"
+        ret["comment"] = f"Updated times on {kind} {name}"
+        ret["changes"]["touched"] = name
+    return ret
+
+
+# Symlinks and copies ---------------------------------------------------------
+
+
+def _linkOwner(path: str) -> tuple[Any, Any]:
+    st = os.lstat(path)
+    return fm.uid_to_user(st.st_uid), fm.gid_to_group(st.st_gid)
+
+
+def symlink(
+    ctx: StateContext,
+    name: str,
+    target: str,
+    force: bool = False,
+    backupname: str | None = None,
+    makedirs: bool = False,
+    user: Any = None,
+    group: Any = None,
+    mode: Any = None,
+    atomic: bool = False,
+    disallow_copy_and_unlink: bool = False,
+    inherit_user_and_group: bool = False,
+    follow_symlinks: bool = True,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Ensure C{name} is a symlink to C{target}, owned by C{user}/C{group}
+    (the minion's user and its group by default). Something else in the
+    way is replaced with C{force}, or moved to C{backupname}.
+    """
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.symlink")
+    target = str(target)
+    user = _owner(user, kwargs)
+    if inherit_user_and_group and (user is None or group is None) and os.path.islink(name):
+        curUser, curGroup = _linkOwner(name)
+        user = curUser if user is None else user
+        group = curGroup if group is None else group
+    if user is None:
+        user = ctx.opts.get("user") or fm.uid_to_user(os.geteuid())
+    if group is None:
+        try:
+            group = fm.gid_to_group(pwd.getpwnam(str(user)).pw_gid)
+        except KeyError:
+            group = user
+    errors = []
+    if fm.user_to_uid(user) == "":
+        errors.append(f"User {user} does not exist")
+    if fm.group_to_gid(group) == "":
+        errors.append(f"Group {group} does not exist")
+    if not os.path.isabs(name):
+        errors.append(f"Specified file {name} is not an absolute path")
+    if errors:
+        message = ". ".join(errors)
+        return _error(ret, message + ("." if len(errors) > 1 else ""))
+    present = os.path.exists if follow_symlinks else os.path.lexists
+    parent = os.path.dirname(name)
+
+    def owned() -> bool:
+        curUser, curGroup = _linkOwner(name)
+        return str(curUser) == str(user) and str(curGroup) == str(group)
+
+    if ctx.test:
+        changes: dict[str, Any] = {}
+        if os.path.islink(name):
+            if os.path.normpath(os.readlink(name)) != os.path.normpath(target):
+                result, comment = None, f"Link {name} target is set to be changed to {target}"
+                changes["change"] = name
+            else:
+                result, comment = True, f"The symlink {name} is present"
+                if not owned():
+                    result = None
+                    curUser, curGroup = _linkOwner(name)
+                    changes["ownership"] = f"{curUser}:{curGroup}"
+                    comment += (
+                        ", but the ownership of the symlink would be changed from "
+                        f"{curUser}:{curGroup} to {user}:{group}"
+                    )
+        elif not present(name):
+            result, comment = None, f"Symlink {name} to {target} is set for creation"
+            changes["new"] = name
+        elif force or backupname is not None:
+            result = None
+            comment = (
+                f"The file or directory {name} is set for removal to make way for a new "
+                f"symlink targeting {target}"
+            )
+        else:
+            result = False
+            comment = (
+                f"File or directory exists where the symlink {name} should be. Did you mean "
+                "to use force?"
+            )
+        if not os.path.isdir(parent):
+            comment += (
+                f"\n{parent} will be created"
+                if makedirs
+                else f"\nDirectory {parent} for symlink is not present"
+            )
+        ret.update(result=result, comment=comment, changes=changes)
+        return ret
+
+    if not os.path.isdir(parent):
+        if not makedirs:
+            return _error(ret, f"Directory {parent} for symlink is not present")
+        try:
+            fw.makeParents(name, user, group, fw.dirModeFor(mode) if mode else None)
+        except CommandExecutionError as e:
+            return _error(ret, str(e))
+    if os.path.islink(name):
+        if os.path.normpath(os.readlink(name)) != os.path.normpath(target):
+            os.remove(name)
+        else:
+            if owned():
+                ret["comment"] = f"Symlink {name} is present and owned by {user}:{group}"
+                return ret
+            error = fm.lchown(name, user, group)
+            if error is None and owned():
+                ret["comment"] = f"Set ownership of symlink {name} to {user}:{group}"
+                ret["changes"]["ownership"] = f"{user}:{group}"
+            else:
+                ret["result"] = False
+                ret["comment"] = f"Failed to set ownership of symlink {name} to {user}:{group}"
+            return ret
+    elif present(name) or os.path.lexists(name):
+        if backupname is not None:
+            if not os.path.isabs(backupname):
+                if backupname == os.path.basename(backupname):
+                    backupname = os.path.join(os.path.dirname(os.path.normpath(name)), backupname)
+                else:
+                    return _error(
+                        ret, f"Backupname must be an absolute path or a file name: {backupname}"
+                    )
+            if os.path.lexists(backupname):
+                if not force:
+                    return _error(
+                        ret,
+                        "Symlink & backup dest exists and Force not set. "
+                        f"{name} -> {target} - backup: {backupname}",
+                    )
+                fm.remove(backupname)
+            try:
+                fm.move(name, backupname, disallow_copy_and_unlink=disallow_copy_and_unlink)
+            except CommandExecutionError as e:
+                return _error(ret, f"Unable to rename {name} to backup {backupname} -> : {e}")
+        elif not force and not atomic:
+            kind = (
+                "File"
+                if os.path.isfile(name)
+                else "Directory"
+                if os.path.isdir(name)
+                else "File system entry"
+            )
+            return _error(ret, f"{kind} exists where the symlink {name} should be")
+        elif os.path.isdir(name) and not os.path.islink(name):
+            shutil.rmtree(name)
+        else:
+            os.remove(name)
+    try:
+        fm.symlink(target, name, force=force, atomic=atomic, follow_symlinks=follow_symlinks)
+    except (CommandExecutionError, SaltInvocationError, OSError) as e:
+        return _error(ret, f"Unable to create new symlink {name} -> {target}: {e}")
+    ret["comment"] = f"Created new symlink {name} -> {target}"
+    ret["changes"]["new"] = name
+    if not owned():
+        fm.lchown(name, user, group)
+        if not owned():
+            ret["result"] = False
+            ret["comment"] += f", but was unable to set ownership to {user}:{group}"
+    return ret
+
+
+def copy_(
+    ctx: StateContext,
+    name: str,
+    source: str,
+    force: bool = False,
+    makedirs: bool = False,
+    preserve: bool = False,
+    user: Any = None,
+    group: Any = None,
+    mode: Any = None,
+    dir_mode: Any = None,
+    subdir: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Copy the local file (or directory tree) C{source} to C{name}, if
+    C{name} is absent (or always, with C{force}); C{preserve} keeps the
+    source's owner and mode, else C{user}, C{group} and C{mode} (the
+    source's mode by default) are set.
+    """
+    name = _expand(name)
+    source = _expand(source)
+    ret = stateReturn(name, True, f'Copied "{source}" to "{name}"', {})
+    if not name:
+        return _error(ret, "Must provide name to file.copy")
+    if not os.path.isabs(name):
+        return _error(ret, f"Specified file {name} is not an absolute path")
+    if not os.path.exists(source):
+        return _error(ret, f'Source file "{source}" is not present')
+    if preserve:
+        user, group, mode = fm.get_user(source), fm.get_group(source), fm.get_mode(source)
+    else:
+        user = _owner(user, kwargs)
+        if user is None:
+            user = ctx.opts.get("user") or fm.uid_to_user(os.geteuid())
+        if group is None:
+            try:
+                group = fm.gid_to_group(pwd.getpwnam(str(user)).pw_gid)
+            except KeyError:
+                group = user
+        problem = _checkUser(ctx, user, group)
+        if problem:
+            return _error(ret, problem)
+        if mode is None:
+            mode = fm.get_mode(source)
+    if os.path.isdir(name) and subdir:
+        name = os.path.join(name, os.path.basename(source))
+    changed = True
+    if os.path.lexists(name):
+        if force and os.path.isfile(name) and os.path.isfile(source):
+            if fm.get_hash(name) == fm.get_hash(source):
+                ret["comment"] += " - files are identical but force flag is set"
+        if not force:
+            changed = False
+        elif not ctx.test:
+            try:
+                fm.remove(name)
+            except CommandExecutionError:
+                return _error(ret, f'Failed to delete "{name}" in preparation for forced move')
+    if ctx.test:
+        if changed:
+            ret["comment"] = f'File "{source}" is set to be copied to "{name}"'
+            ret["result"] = None
+        else:
+            ret["comment"] = f'The target file "{name}" exists and will not be overwritten'
+        return ret
+    if not changed:
+        ret["comment"] = f'The target file "{name}" exists and will not be overwritten'
+        return ret
+    parent = os.path.dirname(name)
+    if not os.path.isdir(parent):
+        if not makedirs:
+            return _error(ret, f"The target directory {parent} is not present")
+        try:
+            fw.makeParents(name, user, group, dir_mode or fw.dirModeFor(mode))
+        except CommandExecutionError as e:
+            return _error(ret, str(e))
+    try:
+        if os.path.isdir(source):
+            shutil.copytree(source, name, symlinks=True)
+            if not preserve:
+                for root, dirs, files in os.walk(name):
+                    for entry in dirs + files:
+                        fm.lchown(os.path.join(root, entry), user, group)
+        elif preserve:
+            shutil.copy2(source, name)
+            st = os.stat(source)
+            os.chown(name, st.st_uid, st.st_gid)
+        else:
+            shutil.copy(source, name)
+    except OSError:
+        return _error(ret, f'Failed to copy "{source}" to "{name}"')
+    ret["changes"] = {name: source}
+    if not preserve:
+        checked, _ = fm._checkPerms(
+            name, {"name": name, "changes": {}, "comment": "", "result": True}, user, group, mode
+        )
+        if not checked["result"]:
+            ret["result"] = False
+            ret["comment"] = checked["comment"]
+    return ret
+
+
+# Editing in place ------------------------------------------------------------
+
+
+def _diffLines(old: list[str], new: list[str], joiner: str = "") -> str:
+    return joiner.join(difflib.unified_diff(old, new))
+
+
+def line(
+    ctx: StateContext,
+    name: str,
+    content: Any = None,
+    match: str | None = None,
+    mode: str | None = None,
+    location: str | None = None,
+    before: str | None = None,
+    after: str | None = None,
+    show_changes: bool = True,
+    backup: Any = False,
+    quiet: bool = False,
+    indent: bool = True,
+    create: bool = False,
+    user: Any = None,
+    group: Any = None,
+    file_mode: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Edit one line of a file (see C{file.line}): C{mode} C{ensure},
+    C{replace}, C{delete} or C{insert}, placed by C{before}, C{after} or
+    C{location}. C{create} makes the file first if it is missing.
+    """
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.line")
+    if create and not os.path.exists(name) and not ctx.test:
+        made = managed(
+            ctx, name, create=True, user=user, group=group, mode=file_mode, replace=False
+        )
+        if made["result"] is False:
+            return _error(ret, made["comment"])
+    ok, message = _checkFile(name)
+    if not ok:
+        if ctx.test and create and "file not found" in message:
+            ret["result"] = None
+            ret["comment"] = f"File {name} is set to be created"
+            ret["changes"]["newfile"] = name
+            return ret
+        return _error(ret, message)
+    mode = mode.lower() if mode else mode
+    if mode is None:
+        return _error(ret, "Mode was not defined. How to process the file?")
+    if mode != "delete" and content is None:
+        return _error(ret, "Content can only be empty if mode is ['delete']")
+    try:
+        changes = fm._lineEdit(
+            name,
+            content,
+            match,
+            mode,
+            location,
+            before,
+            after,
+            bool(show_changes),
+            backup,
+            bool(quiet),
+            bool(indent),
+            ctx.test,
+        )
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return _error(ret, str(e))
+    if changes:
+        ret["changes"]["diff"] = changes
+        if ctx.test:
+            ret["result"] = None
+            ret["comment"] = "Changes would be made"
+        else:
+            ret["comment"] = "Changes were made"
+    else:
+        ret["comment"] = "No changes needed to be made"
+    return ret
+
+
+def replace(
+    ctx: StateContext,
+    name: str,
+    pattern: str,
+    repl: Any,
+    count: int = 0,
+    flags: Any = 8,
+    bufsize: Any = 1,
+    append_if_not_found: bool = False,
+    prepend_if_not_found: bool = False,
+    not_found_content: str | None = None,
+    backup: str | bool = ".bak",
+    show_changes: bool = True,
+    ignore_if_missing: bool = False,
+    backslash_literal: bool = False,
+    encoding: str | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Replace the regular expression C{pattern} with C{repl} in a file (see
+    C{file.replace}); C{append_if_not_found}/C{prepend_if_not_found} add
+    C{not_found_content} (or C{repl}) when the pattern is absent.
+    """
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.replace")
+    ok, message = _checkFile(name)
+    if not ok:
+        if ignore_if_missing and "file not found" in message:
+            ret["comment"] = "No changes needed to be made"
+            return ret
+        return _error(ret, message)
+    if backslash_literal:
+        repl = str(repl).replace("\\", "\\\\")
+    try:
+        changes = fm.replace(
+            name,
+            pattern,
+            repl,
+            count=count,
+            flags=flags,
+            append_if_not_found=append_if_not_found,
+            prepend_if_not_found=prepend_if_not_found,
+            not_found_content=not_found_content,
+            backup=backup,
+            dry_run=ctx.test,
+            show_changes=show_changes,
+            ignore_if_missing=ignore_if_missing,
+        )
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return _error(ret, str(e))
+    if changes:
+        ret["changes"]["diff"] = changes
+        if ctx.test:
+            ret["result"] = None
+            ret["comment"] = "Changes would have been made"
+        else:
+            ret["comment"] = "Changes were made"
+    else:
+        ret["comment"] = "No changes needed to be made"
+    return ret
+
+
+def _sourceTexts(
+    ctx: StateContext,
+    source: Any,
+    sourceHash: Any,
+    sources: Any,
+    sourceHashes: Any,
+    template: str | None,
+    defaults: Any,
+    context: Any,
+) -> list[str]:
+    """
+    Salt's C{_unify_sources_and_hashes} and C{_get_template_texts}: the
+    (rendered) texts of C{source} or C{sources}.
+
+    @raise src.SourceError: naming the problem.
+    """
+    if source and sources:
+        raise src.SourceError("source and sources are mutually exclusive")
+    if sourceHash and sourceHashes:
+        raise src.SourceError("source_hash and source_hashes are mutually exclusive")
+    pairs: list[tuple[str, Any]] = []
+    if source:
+        pairs = [(str(source), sourceHash)]
+    elif sources:
+        hashes = list(sourceHashes or [])
+        pairs = [(str(s), hashes[i] if i < len(hashes) else "") for i, s in enumerate(sources)]
+    texts = []
+    saltenv = ctx.saltenv
+    for one, oneHash in pairs:
+        path, _ = src.fetchSource(ctx, "", one, oneHash, None, saltenv, not oneHash)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if template:
+            text = src.renderTemplate(
+                ctx, text, template, _templateVars(context, defaults), saltenv, one
+            )
+        texts.append(text)
+    return texts
+
+
+def blockreplace(
+    ctx: StateContext,
+    name: str,
+    marker_start: str = "#-- start managed zone --",
+    marker_end: str = "#-- end managed zone --",
+    source: Any = None,
+    source_hash: Any = None,
+    template: str = "jinja",
+    sources: Any = None,
+    source_hashes: Any = None,
+    defaults: Any = None,
+    context: Any = None,
+    content: str = "",
+    append_if_not_found: bool = False,
+    prepend_if_not_found: bool = False,
+    backup: str | bool = ".bak",
+    show_changes: bool = True,
+    append_newline: bool | None = None,
+    insert_before_match: str | None = None,
+    insert_after_match: str | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Manage a block of a file between two marker lines (see
+    C{file.blockreplace}); its content from C{content} or rendered
+    C{source}/C{sources}.
+    """
+    name = _expand(name)
+    ret = stateReturn(name, False, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.blockreplace")
+    ok, message = _checkFile(name)
+    if not ok:
+        return _error(ret, message)
+    content = "" if content is None else str(content)
+    try:
+        for text in _sourceTexts(
+            ctx, source, source_hash, sources, source_hashes, template, defaults, context
+        ):
+            content += text
+    except (src.SourceError, CommandExecutionError, OSError) as e:
+        return _error(ret, str(e))
+    try:
+        changes = fm.blockreplace(
+            name,
+            marker_start,
+            marker_end,
+            content=content,
+            append_if_not_found=append_if_not_found,
+            prepend_if_not_found=prepend_if_not_found,
+            insert_before_match=insert_before_match,
+            insert_after_match=insert_after_match,
+            backup=backup,
+            dry_run=ctx.test,
+            show_changes=show_changes,
+            append_newline=append_newline,
+        )
+    except (CommandExecutionError, SaltInvocationError) as e:
+        ret["comment"] = f"Encountered error managing block: {e}. See the log for details."
+        return ret
+    if changes:
+        ret["changes"]["diff"] = changes
+        if ctx.test:
+            ret["result"] = None
+            ret["comment"] = "Changes would be made"
+        else:
+            ret["result"] = True
+            ret["comment"] = "Changes were made"
+    else:
+        ret["result"] = True
+        ret["comment"] = "No changes needed to be made"
+    return ret
+
+
+def _wsRegex(text: str) -> str:
+    """
+    Salt's C{build_whitespace_split_regex}: C{text} as a regular
+    expression matching it with any whitespace between its words.
+    """
+    lines = []
+    for one in text.splitlines():
+        words = [re.escape(w) for w in one.split()]
+        lines.append(r"[\s]+".join(words))
+    return r"(?m)^\s*" + r"[\s]*\n[\s]*".join(lines) if lines else ""
+
+
+def _textList(text: Any) -> list[str]:
+    if text is None:
+        return []
+    if isinstance(text, list):
+        return [str(t) for t in text]
+    return [str(text)]
+
+
+def _addLines(
+    ctx: StateContext,
+    how: str,
+    name: str,
+    text: Any,
+    makedirs: bool,
+    source: Any,
+    source_hash: Any,
+    template: str | None,
+    sources: Any,
+    source_hashes: Any,
+    defaults: Any,
+    context: Any,
+    ignore_whitespace: bool,
+    show_changes: bool,
+) -> dict[str, Any]:
+    """
+    C{file.append} and C{file.prepend}: add each text not already found in
+    the file.
+    """
+    name = _expand(name)
+    ret = stateReturn(name, False, "", {})
+    if not name:
+        return _error(ret, f"Must provide name to file.{how}")
+    try:
+        texts = _sourceTexts(
+            ctx, source, source_hash, sources, source_hashes, template, defaults, context
+        )
+    except (src.SourceError, CommandExecutionError, OSError) as e:
+        return _error(ret, str(e))
+    chunks = texts if texts else _textList(text)
+    if not chunks:
+        return _error(ret, f"No text found to {how}. Nothing {how}ed")
+    if not os.path.exists(name):
+        if ctx.test:
+            ret["result"] = None
+            ret["comment"] = f"File {name} is set to be created"
+            ret["changes"]["new"] = name
+            return ret
+        if not os.path.isdir(os.path.dirname(name)):
+            if not makedirs:
+                return _error(ret, f"Directory not present to touch file {name}")
+            try:
+                fw.makeParents(name, None, None, None)
+            except CommandExecutionError as e:
+                return _error(ret, str(e))
+        fm.touch(name)
+    ok, message = _checkFile(name)
+    if not ok:
+        return _error(ret, message)
+    with open(name, "rb") as f:
+        raw = f.read()
+    original = raw.decode("utf-8", "surrogateescape")
+    oldLines = original.splitlines()
+    toAdd: list[str] = []
+    for chunk in chunks:
+        if ignore_whitespace:
+            pattern = _wsRegex(chunk)
+            found = bool(pattern) and re.search(pattern, original) is not None
+        else:
+            found = re.search(chunk, original, re.MULTILINE | re.DOTALL) is not None
+        if found:
+            continue
+        toAdd.extend(chunk.splitlines())
+    newLines = oldLines + toAdd if how == "append" else toAdd + oldLines
+    diff = ""
+    if newLines != oldLines:
+        if fm._isBinaryData(raw[:2048]):
+            diff = "Replace binary file"
+        elif not show_changes:
+            diff = "<show_changes=False>"
+        else:
+            diff = _diffLines(oldLines, newLines, "\n")
+    if ctx.test:
+        if diff:
+            ret["result"] = None
+            ret["comment"] = f"File {name} is set to be updated"
+            ret["changes"]["diff"] = diff
+        else:
+            ret["result"] = True
+            ret["comment"] = f"File {name} is in correct state"
+        return ret
+    if toAdd:
+        if how == "append":
+            fm.append(name, args=toAdd)
+            ret["comment"] = f"Appended {len(toAdd)} lines"
+        else:
+            fm.prepend(name, args=toAdd)
+            ret["comment"] = f"Prepended {len(toAdd)} lines"
+        ret["changes"]["diff"] = diff
+    else:
+        ret["comment"] = f"File {name} is in correct state"
+    ret["result"] = True
+    return ret
+
+
+def append(
+    ctx: StateContext,
+    name: str,
+    text: Any = None,
+    makedirs: bool = False,
+    source: Any = None,
+    source_hash: Any = None,
+    template: str = "jinja",
+    sources: Any = None,
+    source_hashes: Any = None,
+    defaults: Any = None,
+    context: Any = None,
+    ignore_whitespace: bool = True,
+    show_changes: bool = True,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Ensure each text (a string or a list) is in the file, appending those
+    that are not (whitespace-insensitively unless C{ignore_whitespace} is
+    false); the file is created if missing.
+    """
+    return _addLines(
+        ctx,
+        "append",
+        name,
+        text,
+        makedirs,
+        source,
+        source_hash,
+        template,
+        sources,
+        source_hashes,
+        defaults,
+        context,
+        ignore_whitespace,
+        show_changes,
+    )
+
+
+def prepend(
+    ctx: StateContext,
+    name: str,
+    text: Any = None,
+    makedirs: bool = False,
+    source: Any = None,
+    source_hash: Any = None,
+    template: str = "jinja",
+    sources: Any = None,
+    source_hashes: Any = None,
+    defaults: Any = None,
+    context: Any = None,
+    header: Any = None,
+    ignore_whitespace: bool = True,
+    show_changes: bool = True,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Ensure each text (a string or a list) is in the file, adding those that
+    are not at its start; the file is created if missing.
+    """
+    return _addLines(
+        ctx,
+        "prepend",
+        name,
+        text,
+        makedirs,
+        source,
+        source_hash,
+        template,
+        sources,
+        source_hashes,
+        defaults,
+        context,
+        ignore_whitespace,
+        show_changes,
+    )
+
+
+def _commentEdit(
+    ctx: StateContext,
+    name: str,
+    regex: str,
+    char: str,
+    backup: Any,
+    cmnt: bool,
+    ignoreMissing: bool = False,
+) -> dict[str, Any]:
+    name = _expand(name)
+    ret = stateReturn(name, False, "", {})
+    what = "comment" if cmnt else "uncomment"
+    if not name:
+        return _error(ret, f"Must provide name to file.{what}")
+    ok, message = _checkFile(name)
+    if not ok:
+        return _error(ret, message)
+    try:
+        if cmnt:
+            bare = re.sub(r"^(\(\?[iLmsux]\))?\^?(.*?)\$?$", r"\2", regex)
+            todo = fm.search(name, rf"^(?!\s*{re.escape(char)})\s*" + bare, multiline=True)
+            done = fm.search(name, re.escape(char) + bare, multiline=True)
+            doneWords, missingWords = "Pattern already commented", f"{bare}: Pattern not found"
+        else:
+            todo = fm.search(name, f"{re.escape(char)}[ \t]*{regex.lstrip('^')}", multiline=True)
+            done = fm.search(name, f"^[ \t]*{regex.lstrip('^')}", multiline=True)
+            doneWords, missingWords = "Pattern already uncommented", f"{regex}: Pattern not found"
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return _error(ret, str(e))
+    if not todo:
+        if done:
+            ret["result"] = True
+            ret["comment"] = doneWords
+            return ret
+        if ignoreMissing:
+            ret["result"] = True
+            ret["comment"] = "Pattern not found and ignore_missing set to True"
+            return ret
+        return _error(ret, missingWords)
+    if ctx.test:
+        ret["changes"][name] = "updated"
+        ret["comment"] = f"File {name} is set to be updated"
+        ret["result"] = None
+        return ret
+    with open(name, "rb") as f:
+        before = f.read().decode("utf-8", "surrogateescape").splitlines(True)
+    try:
+        fm.comment_line(name, regex, char, cmnt, backup)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return _error(ret, str(e))
+    with open(name, "rb") as f:
+        after = f.read().decode("utf-8", "surrogateescape").splitlines(True)
+    if cmnt:
+        ret["result"] = fm.search(name, re.escape(char) + bare, multiline=True)
+    else:
+        ret["result"] = fm.search(name, f"^[ \t]*{regex.lstrip('^')}", multiline=True)
+    if before != after:
+        ret["changes"]["diff"] = _diffLines(before, after)
+    word = "Commented" if cmnt else "Uncommented"
+    if ret["result"]:
+        ret["comment"] = f"{word} lines successfully"
+    else:
+        ret["comment"] = f"Expected {word.lower()} lines not found"
+    return ret
+
+
+def comment(
+    ctx: StateContext,
+    name: str,
+    regex: str,
+    char: str = "#",
+    backup: Any = ".bak",
+    ignore_missing: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Comment out the lines of a file matching C{regex} with C{char}.
+    """
+    return _commentEdit(ctx, name, regex, char, backup, True, bool(ignore_missing))
+
+
+def uncomment(
+    ctx: StateContext,
+    name: str,
+    regex: str,
+    char: str = "#",
+    backup: Any = ".bak",
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Uncomment the lines of a file matching C{regex} commented with C{char}.
+    """
+    return _commentEdit(ctx, name, regex, char, backup, False)
+
+
+# Trees from the file server --------------------------------------------------
+
+
+def recurse(
+    ctx: StateContext,
+    name: str,
+    source: Any,
+    keep_source: bool = True,
+    clean: bool = False,
+    require: Any = None,
+    user: Any = None,
+    group: Any = None,
+    dir_mode: Any = None,
+    file_mode: Any = None,
+    sym_mode: Any = None,
+    template: str | None = None,
+    context: Any = None,
+    replace: bool = True,
+    defaults: Any = None,
+    include_empty: bool = False,
+    backup: str = "",
+    include_pat: Any = None,
+    exclude_pat: Any = None,
+    maxdepth: Any = None,
+    keep_symlinks: bool = False,
+    force_symlinks: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Mirror a directory of the file server (C{salt://dir}; a list gives the
+    first that exists) into C{name}: each file as C{file.managed} would
+    (C{template}, C{file_mode}, C{user}, C{group}), each directory with
+    C{dir_mode}; C{include_empty} makes empty directories too; C{clean}
+    removes what the source does not have; C{include_pat}/C{exclude_pat}
+    (globs or C{E@regex}) and C{maxdepth} narrow the files.
+    """
+    kwargs.pop("env", None)
+    name = _expand(name)
+    user = _owner(user, kwargs)
+    ret: dict[str, Any] = {"name": name, "changes": {}, "result": True, "comment": {}}
+    if "mode" in kwargs:
+        ret["result"] = False
+        ret["comment"] = (
+            "'mode' is not allowed in 'file.recurse'. Please use 'file_mode' and 'dir_mode'."
+        )
+        return ret
+    dir_mode = fm._normalizeMode(dir_mode)
+    keepMode = isinstance(file_mode, str) and file_mode.lower() == "keep"
+    file_mode = None if keepMode else fm._normalizeMode(file_mode)
+    if require is None:
+        require = ctx.low.get("require")
+    problem = _checkUser(ctx, user, group)
+    if problem:
+        return _error(ret, problem)
+    if not os.path.isabs(name):
+        return _error(ret, f"Specified file {name} is not an absolute path")
+    saltenv = kwargs.get("saltenv") or ctx.saltenv
+    candidates = source if isinstance(source, list) else [source]
+    chosen: tuple[str, str, list[str], list[str]] | None = None
+    for one in candidates:
+        one = str(one)
+        if src.scheme(one) != "salt":
+            ret["result"] = False
+            ret["comment"] = f"Recurse failed: Invalid source '{one}' (must be a salt:// URI)"
+            return ret
+        path, env = src._salturl(one, saltenv)
+        prefix = path.strip("/")
+        under = f"{prefix}/" if prefix else ""
+        try:
+            files = [f for f in ctx.salt["cp.list_master"](saltenv=env) if f.startswith(under)]
+            dirs = [d for d in ctx.salt["cp.list_master_dirs"](saltenv=env) if d.startswith(under)]
+        except CommandExecutionError as e:
+            return _error(ret, f"Recurse failed: {e}")
+        if files or dirs:
+            chosen = (env, under, files, dirs)
+            break
+    if chosen is None:
+        ret["result"] = False
+        ret["comment"] = (
+            f"Recurse failed: none of the specified sources were found: {candidates}"
+            if len(candidates) > 1
+            else f"The directory '{candidates[0]}' does not exist on the salt fileserver "
+            f"in saltenv '{saltenv}'"
+        )
+        return ret
+    env, under, files, dirs = chosen
+    if not os.path.isdir(name):
+        if os.path.exists(name):
+            return _error(ret, f"The path {name} exists and is not a directory")
+        if not ctx.test:
+            try:
+                fm.mkdir(name, user=user, group=group, mode=dir_mode)
+            except (CommandExecutionError, SaltInvocationError) as e:
+                return _error(ret, str(e))
+
+    def addComment(path: str, text: Any) -> None:
+        bucket = ret["comment"].setdefault(path, [])
+        bucket.extend([text] if isinstance(text, str) else list(text))
+
+    def merge(path: str, one: dict[str, Any]) -> None:
+        if one["result"] is False or ret["result"] is True:
+            ret["result"] = one["result"]
+        if one["result"] is not True and one["comment"]:
+            addComment(path, one["comment"])
+        if one["changes"]:
+            ret["changes"][path] = one["changes"]
+
+    def wanted(relative: str) -> bool:
+        if maxdepth is not None and relative.count("/") > int(maxdepth):
+            return False
+        return fw.includeExclude(relative, include_pat, exclude_pat)
+
+    keep: set[str] = set()
+    managedDirs: set[str] = set()
+    for f in sorted(files):
+        relative = f[len(under) :]
+        if not relative or not wanted(relative):
+            continue
+        dest = os.path.join(name, relative)
+        keep.add(dest)
+        managedDirs.update(_parentsBelow(name, dest))
+    if include_empty:
+        for d in sorted(dirs):
+            relative = d[len(under) :].strip("/")
+            if not relative or not wanted(relative):
+                continue
+            dest = os.path.join(name, relative)
+            managedDirs.add(dest)
+            managedDirs.update(_parentsBelow(name, dest))
+    keep.update(managedDirs)
+    for dest in sorted(managedDirs):
+        if clean and os.path.lexists(dest) and not os.path.isdir(dest):
+            if ctx.test:
+                merge(dest, stateReturn(name, None, f"Replacing {dest} with a directory", {}))
+                continue
+            fm.remove(dest)
+            merge(dest, stateReturn(name, True, "", {"diff": "Replaced file with a directory"}))
+        merge(
+            dest,
+            directory(ctx, dest, user=user, group=group, dir_mode=dir_mode, makedirs=True),
+        )
+    for f in sorted(files):
+        relative = f[len(under) :]
+        if not relative or not wanted(relative):
+            continue
+        dest = os.path.join(name, relative)
+        if clean and os.path.isdir(dest) and not os.path.islink(dest) and replace:
+            if ctx.test:
+                merge(dest, stateReturn(name, None, f"Replacing directory {dest} with a file", {}))
+                continue
+            shutil.rmtree(dest)
+            merge(dest, stateReturn(name, True, "", {"diff": "Replaced directory with a new file"}))
+        passed = {k: v for k, v in kwargs.items() if k not in ("mode", "makedirs", "saltenv")}
+        one = managed(
+            ctx,
+            dest,
+            source=f"salt://{f}?saltenv={env}",
+            keep_source=keep_source,
+            user=user,
+            group=group,
+            mode="keep" if keepMode else file_mode,
+            template=template,
+            makedirs=True,
+            replace=replace,
+            context=context,
+            defaults=defaults,
+            backup=backup,
+            **passed,
+        )
+        merge(dest, one)
+    if clean:
+        keep.update(fw.keepFiles(name, require))
+        removed = fw.cleanDir(name, keep, exclude_pat, ctx.test) if os.path.isdir(name) else []
+        if removed:
+            if ctx.test:
+                if ret["result"]:
+                    ret["result"] = None
+                addComment("removed", removed)
+            else:
+                ret["changes"]["removed"] = removed
+    comments = ret["comment"]
+    ret["comment"] = "\n".join(
+        f"\n#### {path} ####\n" + "\n".join(map(str, texts)) for path, texts in comments.items()
+    ).strip()
+    if not ret["comment"]:
+        ret["comment"] = f"Recursively updated {name}"
+    if not ret["changes"] and ret["result"]:
+        ret["comment"] = f"The directory {name} is in the correct state"
+    return ret
+
+
+def _parentsBelow(root: str, path: str) -> set[str]:
+    parents = set()
+    head = os.path.dirname(path)
+    while head.startswith(root.rstrip("/") + "/"):
+        parents.add(head)
+        head = os.path.dirname(head)
+    return parents
