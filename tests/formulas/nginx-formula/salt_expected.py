@@ -2,8 +2,11 @@
 # Usage: <salt venv>/bin/python salt_expected.py <config dir> nginx
 """Real Salt: render_highstate + call_high's steps, and compile_high_data."""
 
-import json, sys
-import salt.config, salt.state
+import json
+import sys
+
+import salt.config
+import salt.state
 
 opts = salt.config.minion_config(sys.argv[1] + "/minion")
 opts["file_client"] = "local"
