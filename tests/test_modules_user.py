@@ -103,6 +103,11 @@ class UserTests(SynchronousTestCase):
         self.assertTrue(user.chshell("carol", "/bin/false", root=self.root))
         self.assertTrue(user.chhome("carol", "/srv/carol", root=self.root))
         self.assertTrue(user.chfullname("carol", "Carol C", root=self.root))
+        self.assertTrue(user.chworkphone("carol", "555", root=self.root))
+        self.assertTrue(user.chother("carol", "on call", root=self.root))
+        self.assertEqual(entry(self.root, "passwd", "carol")[4], "Carol C,,555,,on call")
+        self.assertTrue(user.chworkphone("carol", "", root=self.root))
+        self.assertTrue(user.chother("carol", "", root=self.root))
         self.assertEqual(
             entry(self.root, "passwd", "carol"),
             ["carol", "x", "2003", "2", "Carol C", "/srv/carol", "/bin/false"],

@@ -107,6 +107,8 @@ class PresentTests(TestCase):
             optional_groups=["bin", "absent-group"],
             password=HASH,
             fullname="Web Server",
+            roomnumber="12",
+            allow_uid_change=True,
             root=self.root,
         )
         preview = await runState("user.present", ctx=self.testCtx, **args)
@@ -130,7 +132,7 @@ class PresentTests(TestCase):
         self.assertEqual(sorted(ret["changes"]["groups"]), ["bin", "root", "web"])
         line = entry(self.root, "passwd", "web")
         self.assertEqual(line[2], "2600")
-        self.assertEqual(line[4:], ["Web Server", "/srv/web", "/bin/false"])
+        self.assertEqual(line[4:], ["Web Server,12", "/srv/web", "/bin/false"])
         self.assertTrue(os.path.isdir(os.path.join(self.root, "srv/web")))
         self.assertEqual(entry(self.root, "group", "root")[3], "web")
 
@@ -176,18 +178,52 @@ class PresentTests(TestCase):
         """
         await runState("user.present", name="web", root=self.root, ctx=self.ctx)
         ret = await runState(
-            "user.present", name="web", gid="nogroup-here", root=self.root, ctx=self.ctx
+            "user.present",
+            name="web",
+            gid="nogroup-here",
+            allow_gid_change=True,
+            root=self.root,
+            ctx=self.ctx,
         )
         self.assertFalse(ret["result"])
         self.assertTrue(ret["comment"].startswith("Failed to update user web: usermod -g"))
         self.assertIn("nogroup-here", ret["comment"])
+
+    async def test_uidChangeRefused(self) -> None:
+        """
+        Without C{allow_uid_change}/C{allow_gid_change}, an existing user's
+        uid and gid are not changed, with Salt's words.
+        """
+        await runState("user.present", name="web", uid=2800, root=self.root, ctx=self.ctx)
+        ret = await runState(
+            "user.present", name="web", uid=2801, gid="bin", root=self.root, ctx=self.ctx
+        )
+        self.assertFalse(ret["result"])
+        self.assertEqual(ret["changes"], {})
+        gid = entry(self.root, "passwd", "web")[3]
+        self.assertEqual(
+            ret["comment"],
+            "Encountered error checking for needed changes. Additional info follows:\n\n"
+            "- Changing uid (2800 -> 2801) not permitted, set allow_uid_change to True to"
+            " force this change. Note that this will not change file ownership.\n"
+            f"- Changing gid ({gid} -> bin) not permitted, set allow_gid_change to True to"
+            " force this change. Note that this will not change file ownership.",
+        )
+        self.assertEqual(entry(self.root, "passwd", "web")[2], "2800")
 
     async def test_homeOwner(self) -> None:
         """
         A missing home is made, owned by the user's new uid.
         """
         await runState("user.present", name="web", createhome=False, root=self.root, ctx=self.ctx)
-        ret = await runState("user.present", name="web", uid=2700, root=self.root, ctx=self.ctx)
+        ret = await runState(
+            "user.present",
+            name="web",
+            uid=2700,
+            allow_uid_change=True,
+            root=self.root,
+            ctx=self.ctx,
+        )
         self.assertEqual(ret["comment"], "Updated user web")
         home = os.path.join(self.root, "home/web")
         self.assertEqual(os.stat(home).st_uid, 2700)

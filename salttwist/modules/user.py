@@ -430,6 +430,21 @@ def chhome(name: str, home: str, persist: bool = False, root: str | None = None)
     return info(name, root).get("home") == home
 
 
+def _chgecos(name: str, key: str, value: Any, root: str | None) -> bool:
+    current = info(name, root)
+    if not current:
+        raise CommandExecutionError(f"User '{name}' does not exist")
+    value = str(value or "")
+    if "," in value or ":" in value:
+        raise SaltInvocationError(f"Unsupported char ',' or ':' in {value}")
+    if current[key] == value:
+        return True
+    fields = {field: current[field] for field in GECOS_FIELDS}
+    fields[key] = value
+    _usermod(name, ["-c", _gecosText(fields)], root)
+    return info(name, root).get(key) == value
+
+
 def chfullname(name: str, fullname: str, root: str | None = None) -> bool:
     """
     Change a user's full name (the first GECOS field); C{True} when it has
@@ -439,18 +454,54 @@ def chfullname(name: str, fullname: str, root: str | None = None) -> bool:
 
         salttwist '*' user.chfullname web "Web Server"
     """
-    current = info(name, root)
-    if not current:
-        raise CommandExecutionError(f"User '{name}' does not exist")
-    fullname = str(fullname or "")
-    if "," in fullname or ":" in fullname:
-        raise SaltInvocationError(f"Unsupported char ',' or ':' in {fullname}")
-    if current["fullname"] == fullname:
-        return True
-    fields = {key: current[key] for key in GECOS_FIELDS}
-    fields["fullname"] = fullname
-    _usermod(name, ["-c", _gecosText(fields)], root)
-    return info(name, root).get("fullname") == fullname
+    return _chgecos(name, "fullname", fullname, root)
+
+
+def chroomnumber(name: str, roomnumber: str, root: str | None = None) -> bool:
+    """
+    Change a user's room number (the second GECOS field); C{True} when it
+    has it.
+
+    CLI Example:
+
+        salttwist '*' user.chroomnumber web 42
+    """
+    return _chgecos(name, "roomnumber", roomnumber, root)
+
+
+def chworkphone(name: str, workphone: str, root: str | None = None) -> bool:
+    """
+    Change a user's work phone (the third GECOS field); C{True} when it has
+    it.
+
+    CLI Example:
+
+        salttwist '*' user.chworkphone web 555-0100
+    """
+    return _chgecos(name, "workphone", workphone, root)
+
+
+def chhomephone(name: str, homephone: str, root: str | None = None) -> bool:
+    """
+    Change a user's home phone (the fourth GECOS field); C{True} when it
+    has it.
+
+    CLI Example:
+
+        salttwist '*' user.chhomephone web 555-0199
+    """
+    return _chgecos(name, "homephone", homephone, root)
+
+
+def chother(name: str, other: str, root: str | None = None) -> bool:
+    """
+    Change the rest of a user's GECOS field; C{True} when it has it.
+
+    CLI Example:
+
+        salttwist '*' user.chother web "on call"
+    """
+    return _chgecos(name, "other", other, root)
 
 
 def chgroups(name: str, groups: Any, append: bool = False, root: str | None = None) -> bool:

@@ -49,8 +49,10 @@ def _changes(
     password: str | None,
     enforcePassword: bool,
     shell: str | None,
-    fullname: str | None,
+    gecos: dict[str, Any],
     root: str | None,
+    allowUidChange: bool = True,
+    allowGidChange: bool = True,
 ) -> dict[str, Any] | None:
     """
     @return: what must change for the user to be as wanted (Salt's
@@ -93,9 +95,35 @@ def _changes(
         shadow = ctx.salt["user.shadow_info"](name, root=root)
         if enforcePassword and shadow["passwd"] != password:
             change["passwd"] = password
-    if fullname is not None and current["fullname"] != str(fullname):
-        change["fullname"] = str(fullname)
+    for key, value in gecos.items():
+        if value is not None and current[key] != str(value):
+            change[key] = str(value)
+    errors = []
+    if not allowUidChange and "uid" in change:
+        errors.append(
+            f"Changing uid ({current['uid']} -> {uid}) not permitted, set allow_uid_change to "
+            "True to force this change. Note that this will not change file ownership."
+        )
+    if not allowGidChange and "gid" in change:
+        errors.append(
+            f"Changing gid ({current['gid']} -> {gid}) not permitted, set allow_gid_change to "
+            "True to force this change. Note that this will not change file ownership."
+        )
+    if errors:
+        raise _ChangeRefused(errors)
     return change
+
+
+class _ChangeRefused(Exception):
+    """
+    A change C{user.present} may not make (Salt's C{allow_uid_change}).
+    """
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__(
+            "Encountered error checking for needed changes. Additional info follows:\n\n"
+            + "\n".join(f"- {e}" for e in errors)
+        )
 
 
 def _under(root: str | None, path: str) -> str:
@@ -128,6 +156,8 @@ def present(
     homephone: str | None = None,
     other: str | None = None,
     nologinit: bool = False,
+    allow_uid_change: bool = False,
+    allow_gid_change: bool = False,
     root: str | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
@@ -136,7 +166,9 @@ def present(
     uid, primary group C{gid} (a name or id), C{groups} (which must exist;
     others are removed unless C{remove_groups=False}), C{optional_groups}
     (those that exist), C{home} (created with C{createhome}), C{shell},
-    C{password} (a hash as in C{/etc/shadow}), C{fullname}, C{system}.
+    C{password} (a hash as in C{/etc/shadow}), C{fullname} and the other
+    GECOS fields, C{system}. An existing user's uid or gid changes only
+    with C{allow_uid_change} or C{allow_gid_change}, as in Salt.
     """
     if hash_password:
         return stateReturn(
@@ -179,10 +211,21 @@ def present(
         "password": password,
         "enforcePassword": enforce_password,
         "shell": shell,
-        "fullname": fullname,
+        "gecos": {
+            "fullname": fullname,
+            "roomnumber": roomnumber,
+            "workphone": workphone,
+            "homephone": homephone,
+            "other": other,
+        },
         "root": root,
     }
-    changes = _changes(ctx, name, **args)
+    try:
+        changes = _changes(
+            ctx, name, allowUidChange=allow_uid_change, allowGidChange=allow_gid_change, **args
+        )
+    except _ChangeRefused as e:
+        return stateReturn(name, False, str(e))
     if changes is None:
         return _create(ctx, name, groups, presentOptional, missing, locals())
     if not changes:
@@ -230,7 +273,7 @@ def _apply(
         ctx.salt["user.set_password"](name, changes.pop("passwd"), root=root)
     if "home" in changes:
         ctx.salt["user.chhome"](name, changes.pop("home"), root=root)
-    for key in ("uid", "gid", "shell", "fullname"):
+    for key in ("uid", "gid", "shell", "fullname", "roomnumber", "workphone", "homephone", "other"):
         if key in changes:
             ctx.salt[f"user.ch{key}"](name, changes.pop(key), root=root)
     if "groups" in changes:
