@@ -171,7 +171,10 @@ def unsafeMembers(members: Iterable[Member]) -> list[tuple[str, str]]:
     return problems
 
 
-def _refuse(archive: str, problems: list[tuple[str, str]]) -> CommandExecutionError:
+def refusal(archive: str, problems: list[tuple[str, str]]) -> CommandExecutionError:
+    """
+    @return: the error refusing C{archive} for L{unsafeMembers}' C{problems}.
+    """
     listed = "\n".join(f"- {name}: {reason}" for name, reason in problems)
     return CommandExecutionError(
         f"Refusing to extract {archive}: these members would write outside the destination "
@@ -412,17 +415,17 @@ def extractTar(
             stripped.append(info)
         problems = unsafeMembers(_tarMembers(stripped))
         if problems:
-            raise _refuse(path, problems)
+            raise refusal(path, problems)
         os.makedirs(dest, exist_ok=True)
         names = []
         for info in stripped:
             target = os.path.join(dest, _clean(info.name))
             if not _inside(dest, target, followLast=not info.issym()):
-                raise _refuse(path, [(info.name, "path leads outside the destination")])
+                raise refusal(path, [(info.name, "path leads outside the destination")])
             try:
                 tar.extract(info, dest, filter="data")
             except tarfile.FilterError as e:
-                raise _refuse(path, [(info.name, str(e))]) from e
+                raise refusal(path, [(info.name, str(e))]) from e
             except (tarfile.TarError, OSError) as e:
                 raise CommandExecutionError(
                     f"Failed to extract {info.name} from {path}: {e}"
@@ -488,13 +491,13 @@ def unzip(
         ]
         problems = unsafeMembers(members)
         if problems:
-            raise _refuse(zip_file, problems)
+            raise refusal(zip_file, problems)
         os.makedirs(dest, exist_ok=True)
         names = []
         for info, member in zip(infos, members, strict=True):
             target = os.path.join(dest, _clean(info.filename))
             if not _inside(dest, target, followLast=member.kind != "symlink"):
-                raise _refuse(zip_file, [(info.filename, "path leads outside the destination")])
+                raise refusal(zip_file, [(info.filename, "path leads outside the destination")])
             try:
                 _writeZipMember(archive, info, member, target, secret, extract_perms)
             except RuntimeError as e:
