@@ -19,54 +19,7 @@ from typing import Any
 from salttwist.modules import CommandExecutionError, SaltInvocationError
 from salttwist.modules.git import _addHttpBasicAuth, _redactAuth
 from salttwist.states import StateContext, stateReturn
-
-#: Keywords a state run may pass besides a state's own arguments (Salt's
-#: C{STATE_INTERNAL_KEYWORDS}); never "invalid".
-_RUN_KEYWORDS = frozenset(
-    {
-        "name",
-        "names",
-        "fun",
-        "state",
-        "check_cmd",
-        "failhard",
-        "onlyif",
-        "unless",
-        "creates",
-        "retry",
-        "order",
-        "parallel",
-        "reload_modules",
-        "reload_grains",
-        "reload_pillar",
-        "runas",
-        "runas_password",
-        "no_log",
-        "fire_event",
-        "saltenv",
-        "umask",
-        "use",
-        "use_in",
-        "require",
-        "require_any",
-        "watch",
-        "watch_any",
-        "onchanges",
-        "onchanges_any",
-        "onfail",
-        "onfail_any",
-        "onfail_all",
-        "onfail_stop",
-        "prereq",
-        "listen",
-        "require_in",
-        "watch_in",
-        "onchanges_in",
-        "onfail_in",
-        "prereq_in",
-        "listen_in",
-    }
-)
+from salttwist.states._keywords import stateArguments
 
 
 def _invalidKwargs(kwargs: dict[str, Any]) -> str | None:
@@ -74,7 +27,8 @@ def _invalidKwargs(kwargs: dict[str, Any]) -> str | None:
     @return: Salt's comment for keyword arguments the state does not take,
         or L{None}.
     """
-    bad = {k: v for k, v in kwargs.items() if not k.startswith("__") and k not in _RUN_KEYWORDS}
+    bad = stateArguments(kwargs)
+    bad.pop("saltenv", None)
     if not bad:
         return None
     listed = ", ".join(f"{k}={v}" for k, v in bad.items())
