@@ -783,6 +783,72 @@ class PrereqTests(RunnerTestMixin, SynchronousTestCase):
             [("fetch", False), ("deploy", True), ("stop", False), ("deploy", False)],
         )
 
+    def test_prereqChainNoChange(self) -> None:
+        """
+        A prereq chain whose last target would not change: the middle
+        state is final at its test run ("No changes detected"), before
+        the first (Salt's order).
+        """
+        ret = self.runChunks(
+            [
+                chunk("rec", "changed", "first", prereq=["middle"]),
+                chunk("rec", "changed", "middle", prereq=["last"]),
+                chunk("rec", "ok", "last"),
+            ]
+        )
+        self.assertEqual(
+            [(v["__id__"], v["comment"]) for v in ret.values()],
+            [
+                ("middle", "No changes detected"),
+                ("first", "No changes detected"),
+                ("last", "fine"),
+            ],
+        )
+
+    def test_prereqChainChanges(self) -> None:
+        """
+        A prereq chain whose last target would change runs in order.
+        """
+        ret = self.runChunks(
+            [
+                chunk("rec", "ok", "first", prereq=["middle"]),
+                chunk("rec", "changed", "middle", prereq=["last"]),
+                chunk("rec", "changed", "last"),
+            ]
+        )
+        self.assertEqual([v["__id__"] for v in ret.values()], ["first", "middle", "last"])
+        self.assertEqual([v["result"] for v in ret.values()], [True, True, True])
+
+    def test_prereqWatcherTestRun(self) -> None:
+        """
+        A target that watches a state that already changed, and would not
+        change itself, means "No changes detected" for the prereq state
+        (Salt: its mod_watch is not foreseen).
+        """
+        ret = self.runChunks(
+            [
+                chunk("rec", "changed", "fetch"),
+                chunk("rec", "ok", "stop", prereq=["svc"]),
+                chunk("rec", "ok", "svc", watch=["fetch"]),
+            ]
+        )
+        self.assertEqual(ret["rec_|-stop_|-stop_|-ok"]["comment"], "No changes detected")
+        self.assertEqual(ret["rec_|-svc_|-svc_|-ok"]["comment"], "restarted")
+
+    def test_prereqWatcherRequisitesFirst(self) -> None:
+        """
+        When the target's watched state runs only for its test run, a
+        watched change counts as a change (Salt's C{{"watch": "watch"}}).
+        """
+        ret = self.runChunks(
+            [
+                chunk("rec", "ok", "stop", prereq=["svc"]),
+                chunk("rec", "ok", "svc", watch=["fetch"]),
+                chunk("rec", "changed", "fetch"),
+            ]
+        )
+        self.assertEqual(ret["rec_|-stop_|-stop_|-ok"]["comment"], "fine")
+
 
 class ListenTests(RunnerTestMixin, SynchronousTestCase):
     def test_listenChanged(self) -> None:
@@ -812,6 +878,39 @@ class ListenTests(RunnerTestMixin, SynchronousTestCase):
         """
         ret = self.runChunks(
             [chunk("rec", "ok", "svc", listen=[{"rec": "conf"}]), chunk("rec", "ok", "conf")]
+        )
+        self.assertEqual(len(ret), 2)
+
+    def test_listenAfterFailhard(self) -> None:
+        """
+        Listeners still run after a failhard stop (Salt).
+        """
+        ret = self.runChunks(
+            [
+                chunk("rec", "changed", "conf"),
+                chunk("rec", "ok", "svc", listen=["conf"]),
+                chunk("rec", "fail", "bad"),
+                chunk("rec", "ok", "never"),
+            ],
+            failhard=True,
+        )
+        self.assertEqual(
+            list(ret),
+            [
+                "rec_|-conf_|-conf_|-changed",
+                "rec_|-svc_|-svc_|-ok",
+                "rec_|-bad_|-bad_|-fail",
+                "rec_|-listener_svc_|-svc_|-mod_watch",
+            ],
+        )
+
+    def test_noListenAfterCancel(self) -> None:
+        """
+        A cancelled run runs no listeners.
+        """
+        ret = self.runChunks(
+            [chunk("rec", "changed", "conf"), chunk("rec", "ok", "svc", listen=["conf"])],
+            cancelled=lambda: len(self.recorder.calls) >= 2,
         )
         self.assertEqual(len(ret), 2)
 

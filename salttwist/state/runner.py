@@ -191,6 +191,7 @@ class _Run:
         self.runNum = 0
         self.done = 0
         self.stopped = False
+        self.cancelled = False
 
     # -- the whole run
 
@@ -200,7 +201,9 @@ class _Run:
                 break
             self.callChunk(stateTag(chunk), [])
         self.joinAll()
-        if not self.stopped:
+        if not self.cancelled:
+            # Salt runs the listeners after a failhard stop too.
+            self.stopped = False
             self.callListen()
             self.joinAll()
         return self.running
@@ -208,7 +211,7 @@ class _Run:
     def checkCancelled(self) -> bool:
         if not self.stopped and self.runner.cancelled():
             log.info("The state run was cancelled")
-            self.stopped = True
+            self.stopped = self.cancelled = True
         return self.stopped
 
     # -- one chunk
@@ -315,6 +318,15 @@ class _Run:
             for member in chain:
                 self.cyclic[member] = [*chain, tag]
             return
+        # Salt marks a watched change for the target's test run only when
+        # its requisites had to be run first (the path its ordering
+        # rarely takes); else a watcher's test run without changes means
+        # "No changes detected".
+        unmet = any(
+            dep not in self.running
+            for kind, dep in self.deps[tag]
+            if kind not in (PREREQUIRED, "prereq")
+        )
         stack.append(tag)
         for kind, dep in self.deps[tag]:
             if kind == PREREQUIRED:
@@ -344,21 +356,10 @@ class _Run:
             except Exception:
                 log.debug("No state context for %s", tag, exc_info=True)
                 ret = exceptionReturn(chunk.get("name"))
-            if status == "change" and not ret.get("changes"):
+            if status == "change" and unmet and not ret.get("changes"):
                 ret["changes"] = {"watch": "watch"}
                 ret["result"] = None
             self.pre[tag] = ret
-        elif status == "pre":
-            start, duration = _fakeTimes(self.runner.clock)
-            self.pre[tag] = {
-                "name": chunk.get("name"),
-                "changes": {},
-                "result": True,
-                "comment": "No changes detected",
-                "start_time": start,
-                "duration": duration,
-                "__state_ran__": False,
-            }
         else:
             result, comment = self.notRunReason(tag, status)
             self.notRun(tag, result, comment)
