@@ -210,7 +210,8 @@ def cleanDir(root: str, keep: Iterable[str], exclude: Any, test: bool) -> list[s
     under C{root} not in C{keep} (nor a parent of one there), except those
     whose path relative to C{root} matches C{exclude}.
 
-    @return: the removed paths, sorted.
+    @return: the removed paths, sorted (in test mode, every path that
+        would go, those inside a removed directory too, as Salt predicts).
     """
     kept = set()
     for path in keep:
@@ -233,6 +234,4 @@ def cleanDir(root: str, keep: Iterable[str], exclude: Any, test: bool) -> list[s
                 os.remove(path)
         if not test:
             dirs[:] = [d for d in dirs if os.path.isdir(os.path.join(directory, d))]
-        else:
-            dirs[:] = [d for d in dirs if os.path.join(directory, d) not in removed]
     return sorted(removed)

@@ -700,22 +700,23 @@ def directory(
     except (TypeError, ValueError) as e:
         return _error(ret, str(e))
 
+    predicted = _predictDirectory(
+        name,
+        user,
+        group,
+        recurseSet,
+        dir_mode,
+        file_mode,
+        clean,
+        require,
+        exclude_pat,
+        max_depth,
+        follow_symlinks,
+        children_only,
+    )
+    # As Salt, the predicted changes (by path) stay in the changes of a real run.
+    changes.update(predicted)
     if ctx.test:
-        predicted = _predictDirectory(
-            name,
-            user,
-            group,
-            recurseSet,
-            dir_mode,
-            file_mode,
-            clean,
-            require,
-            exclude_pat,
-            max_depth,
-            follow_symlinks,
-            children_only,
-        )
-        changes.update(predicted)
         if changes:
             lines = ["The following files will be changed:\n"]
             for path, change in predicted.items():
@@ -762,7 +763,8 @@ def directory(
             )
         fMode = file_mode if "mode" in recurseSet else None
         dMode = dir_mode if "mode" in recurseSet else None
-        inner = stateReturn(name, True, "", {})
+        if "silent" in recurseSet:
+            ret["changes"] = changes = {"recursion": "Changes silenced"}
         for root, dirs, files in _walk(name, max_depth):
             entries = []
             if "ignore_files" not in recurseSet:
@@ -770,32 +772,17 @@ def directory(
             if "ignore_dirs" not in recurseSet:
                 entries += [(os.path.join(root, d), dMode) for d in dirs]
             for path, wantedMode in entries:
-                if os.path.islink(path) and not follow_symlinks:
-                    wantedMode = None
                 try:
-                    before = dict(inner["changes"])
-                    inner["changes"] = {}
-                    inner, _ = fm._checkPerms(
-                        path, inner, rUser, rGroup, wantedMode, follow_symlinks, False
+                    ret, _ = fm._checkPerms(
+                        path, ret, rUser, rGroup, wantedMode, follow_symlinks, False
                     )
-                    if inner["changes"]:
-                        before[path] = inner["changes"]
-                    inner["changes"] = before
                 except CommandExecutionError as e:
                     if not str(e).startswith("Path not found"):
                         errors.append(str(e))
-        if inner["result"] is False:
-            ret["result"] = False
-            ret["comment"] = inner["comment"]
-        if "silent" in recurseSet:
-            if inner["changes"]:
-                changes["recursion"] = "Changes silenced"
-        else:
-            changes.update(inner["changes"])
     if clean:
         removed = fw.cleanDir(name, fw.keepFiles(name, require), exclude_pat, False)
         if removed:
-            changes["removed"] = removed
+            ret["changes"]["removed"] = removed
             ret["comment"] = f"Files cleaned from directory {name}"
     if not ret["comment"]:
         if children_only:
@@ -805,7 +792,7 @@ def directory(
     if not ret["changes"] and ret["result"]:
         previous = ret["comment"]
         ret["comment"] = f"Directory {name} is in the correct state"
-        if previous and not previous.startswith("Directory "):
+        if previous:
             ret["comment"] += "\n" + previous
     if errors:
         ret["result"] = False
