@@ -167,6 +167,10 @@ class AutoOrder:
         if not self.enabled:
             return
         for body in state.values():
+            if body is None or isinstance(body, (int, float)):
+                # Salt's numbering stops at an id it cannot iterate (that
+                # id is an error anyway): the ids after it get no order.
+                return
             if not isinstance(body, dict):
                 continue
             for key, run in body.items():

@@ -1,0 +1,3 @@
+same:
+  cmd.run:
+    - name: echo a

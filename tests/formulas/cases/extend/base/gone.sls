@@ -1,0 +1,7 @@
+gone_thing:
+  cmd.run
+
+extend:
+  lib_svc:
+    service:
+      - reload: True

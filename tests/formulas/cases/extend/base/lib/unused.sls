@@ -1,0 +1,2 @@
+unused_thing:
+  cmd.run

@@ -1,0 +1,6 @@
+include:
+  - app
+
+app_conf:
+  file.managed:
+    - name: /etc/app.conf

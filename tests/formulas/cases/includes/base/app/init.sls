@@ -1,0 +1,8 @@
+include:
+  - .config
+  - app.sub.deep
+  - base: common
+  - 'svc.*'
+
+app_pkg:
+  pkg.installed

@@ -1,0 +1,3 @@
+common_pkg:
+  pkg.installed:
+    - name: common

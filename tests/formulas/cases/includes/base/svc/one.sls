@@ -1,0 +1,2 @@
+svc_one:
+  service.running

@@ -1,0 +1,4 @@
+svc_two:
+  service.running:
+    - require:
+      - sls: app.config

@@ -1,0 +1,2 @@
+deeper_a:
+  cmd.run

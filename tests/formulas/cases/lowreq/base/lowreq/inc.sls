@@ -1,0 +1,4 @@
+include:
+  - lowreq.deeper
+inc_a:
+  cmd.run

@@ -1,0 +1,9 @@
+include:
+  - nothere
+  - .alsonot
+x:
+  cmd.run
+extend:
+  ghost:
+    cmd:
+      - name: boo

@@ -1,0 +1,3 @@
+a:
+  cmd.run:
+    - name: {{ x.y.z }}

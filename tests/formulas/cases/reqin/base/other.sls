@@ -1,0 +1,6 @@
+other_a:
+  cmd.run
+other_b:
+  cmd.run:
+    - require:
+      - other_a
