@@ -327,6 +327,8 @@ def _buildRun(
         jobContext = dataclasses.replace(context, pillar=dict(runPillar))
     minionId = _minionId(context)
     events = stateEvents if stateEvents is not None else opts.get("state_events", False)
+    from salttwist.state.extstates import stateFunctions
+
     return stateapply.StateRun(
         files=ClientFiles(context.fileClient, context.reactor),
         opts=opts,
@@ -340,6 +342,7 @@ def _buildRun(
         jid=jid,
         onStateDone=_progress(context, jid, minionId) if events else None,
         cancelled=_cancelled(context, jid),
+        states=stateFunctions(opts),
     )
 
 
