@@ -97,9 +97,15 @@ class AptTests(AptRepoMixin, SynchronousTestCase):
         A package no repository has: apt's error, nothing installed.
         """
         error = self.assertRaises(
-            CommandExecutionError, self.call, "install", pkgs=[OTHER, "salttwist-test-nothere"]
+            pkg.PackageError, self.call, "install", pkgs=[OTHER, "salttwist-test-nothere"]
         )
-        self.assertIn("Unable to locate package salttwist-test-nothere", str(error))
+        self.assertEqual(error.errors, ["E: Unable to locate package salttwist-test-nothere"])
+        self.assertEqual(error.changes, {})
+        self.assertEqual(
+            str(error),
+            "Problem encountered installing package(s). Additional info follows:\n\n"
+            "errors:\n    - E: Unable to locate package salttwist-test-nothere",
+        )
         self.assertIsNone(self.installedVersion(OTHER))
 
     def test_installSources(self) -> None:

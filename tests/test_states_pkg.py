@@ -50,7 +50,7 @@ class InstalledTests(PkgStateTestCase):
         ret = await self.state("installed", APP)
         self.assertEqual(
             (ret["result"], ret["comment"], ret["changes"]),
-            (True, f"Package {APP} is already installed", {}),
+            (True, "All specified packages are already installed", {}),
         )
 
     async def test_version(self) -> None:
@@ -63,7 +63,10 @@ class InstalledTests(PkgStateTestCase):
         self.assertEqual(ret["changes"], {APP: {"old": "2.0", "new": "1.0"}})
         self.assertEqual(ret["comment"], "1 targeted package was installed/updated.")
         ret = await self.state("installed", APP, version="1.0")
-        self.assertEqual(ret["comment"], f"Version 1.0 of package '{APP}' is already installed")
+        self.assertEqual(
+            ret["comment"],
+            "All specified packages are already installed and are at the desired version",
+        )
 
     async def test_pkgs(self) -> None:
         """
@@ -120,9 +123,19 @@ class InstalledTests(PkgStateTestCase):
         ret = await self.state("installed", APP, hold=False)
         self.assertEqual(
             ret["comment"],
-            f"Package {APP} is already installed\nPackage {APP} is no longer being held.",
+            "All specified packages are already installed.\n"
+            f"Package {APP} is no longer being held.",
         )
-        self.assertEqual(ret["changes"], {APP: {"new": "install", "old": ""}})
+        self.assertEqual(ret["changes"], {APP: {"old": "hold", "new": "install"}})
+        ret = await self.state("installed", APP, hold=False)
+        self.assertEqual(
+            (ret["comment"], ret["changes"]),
+            (
+                "All specified packages are already installed.\n"
+                f"Package {APP} is already set not to be held.",
+                {},
+            ),
+        )
         self.assertEqual(self.heldPackages(), [])
 
     def heldPackages(self) -> list[str]:
@@ -139,10 +152,11 @@ class InstalledTests(PkgStateTestCase):
         """
         ret = await self.state("installed", "salttwist-test-nothere")
         self.assertIs(ret["result"], False)
-        self.assertTrue(
-            ret["comment"].startswith("An error was encountered while installing package(s): ")
+        self.assertEqual(
+            ret["comment"],
+            "Problem encountered installing package(s). Additional info follows:\n\n"
+            "errors:\n    - E: Unable to locate package salttwist-test-nothere",
         )
-        self.assertIn("Unable to locate package salttwist-test-nothere", ret["comment"])
 
     async def test_badPkgs(self) -> None:
         """

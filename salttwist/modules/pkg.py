@@ -167,13 +167,20 @@ def version(context: LoaderContext, *names: str, **kwargs: Any) -> Deferred:
 
 class PackageError(CommandExecutionError):
     """
-    A package operation failed, possibly after changing some packages.
+    A package operation failed, possibly after changing some packages;
+    worded as Salt's (C{"Problem encountered installing package(s).
+    Additional info follows: ..."} with apt's errors).
 
     @ivar changes: what did change, in the function's return shape.
+    @ivar errors: apt's error lines.
     """
 
-    def __init__(self, message: str, changes: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, errors: list[str], changes: dict[str, Any] | None = None
+    ) -> None:
+        lines = "".join(f"\n    - {error}" for error in errors)
+        super().__init__(f"{message}. Additional info follows:\n\nerrors:{lines}")
+        self.errors = errors
         self.changes = changes or {}
 
 
@@ -238,12 +245,16 @@ def _aptGet(context: LoaderContext, *args: str) -> subprocess.CompletedProcess[s
     return result
 
 
-def _errors(result: subprocess.CompletedProcess[str]) -> str:
+def _errorLines(result: subprocess.CompletedProcess[str]) -> list[str]:
     """
     @return: apt's error lines (C{E: ...}), or its whole standard error.
     """
     lines = [line for line in result.stderr.splitlines() if line.startswith("E:")]
-    return "\n".join(lines) or result.stderr.strip() or result.stdout.strip()
+    return lines or [result.stderr.strip() or result.stdout.strip()]
+
+
+def _errors(result: subprocess.CompletedProcess[str]) -> str:
+    return "\n".join(_errorLines(result))
 
 
 def _installed() -> dict[str, dict[str, list[str]]]:
@@ -427,7 +438,9 @@ def install(
     result = _aptGet(context, *options, "install", *args)
     changes = _compare(old, _installed()["installed"])
     if result.returncode != 0:
-        raise PackageError(f"Problem encountered installing package(s): {_errors(result)}", changes)
+        raise PackageError(
+            "Problem encountered installing package(s)", _errorLines(result), changes
+        )
     return changes
 
 
@@ -448,7 +461,7 @@ def _uninstall(context: LoaderContext, action: str, name: Any, pkgs: Any) -> dic
             "installed": changes,
         }
     if result.returncode != 0:
-        raise PackageError(f"Problem encountered removing package(s): {_errors(result)}", changes)
+        raise PackageError("Problem encountered removing package(s)", _errorLines(result), changes)
     return changes
 
 
@@ -613,7 +626,7 @@ def upgrade(
         result = _aptGet(context, *_DPKG_OPTIONS, "dist-upgrade" if dist_upgrade else "upgrade")
     changes = _compare(old, _installed()["installed"])
     if result.returncode != 0:
-        raise PackageError(f"Problem encountered upgrading packages: {_errors(result)}", changes)
+        raise PackageError("Problem encountered upgrading packages", _errorLines(result), changes)
     return changes
 
 

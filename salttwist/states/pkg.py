@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from salttwist.modules import CommandExecutionError, SaltInvocationError
+from salttwist.modules.pkg import PackageError
 from salttwist.states import StateContext, stateReturn
 
 
@@ -69,48 +70,89 @@ def _fulfilled(ctx: StateContext, have: list[str], version: str | None, name: st
     return version in have
 
 
-def _holdChanges(
+def _holdEntries(ctx: StateContext, hold: bool, names: list[str]) -> list[dict[str, Any]] | str:
+    """
+    Hold (or release) C{names}; in test mode, predict it.
+
+    @return: C{pkg.hold}'s (or C{pkg.unhold}'s) entries, or an error.
+    """
+    if ctx.test:
+        held = set(ctx.salt["pkg.get_selections"]().get("hold", []))
+        entries = []
+        for name in names:
+            if hold and name not in held:
+                comment: str | None = f"Package {name} is set to be held."
+            elif not hold and name in held:
+                comment = f"Package {name} is set not to be held."
+            else:
+                continue
+            entries.append({"name": name, "changes": {}, "result": None, "comment": comment})
+        return entries
+    try:
+        return list(ctx.salt["pkg.hold" if hold else "pkg.unhold"](pkgs=names).values())
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return str(e)
+
+
+def _holdInState(
     ctx: StateContext, hold: bool, names: list[str], ret: dict[str, Any]
 ) -> dict[str, Any]:
     """
-    Hold (or release) C{names} after an install, adding Salt's comments and
-    changes to C{ret}.
+    Hold (or release) packages already in state: each entry's comment
+    after C{.\n}, its changes as the package's (Salt's words).
     """
-    action = "pkg.hold" if hold else "pkg.unhold"
-    comments = [ret["comment"]] if ret["comment"] else []
-    if ctx.test:
-        selections = ctx.salt["pkg.get_selections"]()
-        held = set(selections.get("hold", []))
-        for name in names:
-            if hold and name not in held:
-                comments.append(f"Package {name} is set to be held.")
-                ret["result"] = None
-            elif not hold and name in held:
-                comments.append(f"Package {name} is set not to be held.")
-                ret["result"] = None
-        ret["comment"] = "\n".join(comments)
-        return ret
-    try:
-        holds = ctx.salt[action](pkgs=names)
-    except (CommandExecutionError, SaltInvocationError) as e:
+    entries = _holdEntries(ctx, hold, names)
+    if isinstance(entries, str):
+        return stateReturn(ret["name"], False, entries)
+    for entry in entries:
+        ret["comment"] += f".\n{entry['comment']}"
+        ret["result"] = entry["result"]
+        if entry["changes"]:
+            ret["changes"][entry["name"]] = entry["changes"]
+    return ret
+
+
+def _holdAfterInstall(
+    ctx: StateContext, hold: bool, names: list[str], ret: dict[str, Any]
+) -> dict[str, Any]:
+    """
+    Hold (or release) packages just installed: comments on new lines, the
+    selection change appended to the version change (Salt's words).
+    """
+    entries = _holdEntries(ctx, hold, names)
+    if isinstance(entries, str):
         ret["result"] = False
-        ret["comment"] = "\n".join(
-            [*comments, f"An error was encountered while holding/unholding package(s): {e}"]
+        ret["comment"] += (
+            f"\nAn error was encountered while holding/unholding package(s): {entries}"
         )
         return ret
-    for name, entry in holds.items():
+    comments = [ret["comment"]] if ret["comment"] else []
+    for entry in entries:
         comments.append(entry["comment"])
         if entry["result"] is False:
             ret["result"] = False
+        elif entry["result"] is None and ret["result"] is not False:
+            ret["result"] = None
         if entry["changes"]:
-            change = ret["changes"].get(name)
+            change = ret["changes"].get(entry["name"])
             if change:
                 change["new"] = f"{change['new']}\n{entry['changes']['new']}".lstrip("\n")
                 change["old"] = f"{change['old']}\n{entry['changes']['old']}".lstrip("\n")
             else:
-                ret["changes"][name] = {"new": entry["changes"]["new"], "old": ""}
+                ret["changes"][entry["name"]] = {"new": entry["changes"]["new"]}
     ret["comment"] = "\n".join(comments)
     return ret
+
+
+def _failed(name: str, doing: str, error: Exception) -> dict[str, Any]:
+    """
+    A failed package operation: the changes it made anyway and apt's
+    errors, as Salt words them (C{PackageError}), or Salt's generic words.
+    """
+    if isinstance(error, PackageError):
+        return stateReturn(name, False, str(error), dict(error.changes))
+    what = "packages" if doing == "updating" else "package(s)"
+    return stateReturn(name, False, f"An error was encountered while {doing} {what}: {error}")
 
 
 def installed(
@@ -142,23 +184,16 @@ def installed(
         current = _installed(ctx)
     except CommandExecutionError as e:
         return stateReturn(name, False, str(e))
-    single = not pkgs and not sources
     targets = {
         package: wanted
         for package, wanted in desired.items()
         if reinstall or not _fulfilled(ctx, current.get(package, []), wanted, package)
     }
     if not targets:
-        if single and version:
-            comment = f"Version {desired[str(name)]} of package '{name}' is already installed"
-        elif single:
-            comment = f"Package {name} is already installed"
-        else:
-            spec = " and are at the desired version" if any(desired.values()) else ""
-            comment = f"All specified packages are already installed{spec}"
-        ret = stateReturn(name, True, comment)
+        spec = " and are at the desired version" if any(desired.values()) else ""
+        ret = stateReturn(name, True, f"All specified packages are already installed{spec}")
         if hold is not None:
-            ret = _holdChanges(ctx, bool(hold), list(desired), ret)
+            ret = _holdInState(ctx, bool(hold), list(desired), ret)
         return ret
 
     if ctx.test:
@@ -177,7 +212,7 @@ def installed(
             changes,
         )
         if hold is not None:
-            ret = _holdChanges(ctx, bool(hold), list(desired), ret)
+            ret = _holdAfterInstall(ctx, bool(hold), list(desired), ret)
             ret["result"] = None
         return ret
 
@@ -194,12 +229,7 @@ def installed(
     try:
         changes = ctx.salt["pkg.install"](**arguments)
     except (CommandExecutionError, SaltInvocationError) as e:
-        return stateReturn(
-            name,
-            False,
-            f"An error was encountered while installing package(s): {e}",
-            dict(getattr(e, "changes", {}) or {}),
-        )
+        return _failed(name, "installing", e)
     after = _installed(ctx)
     modified = []
     failed = []
@@ -229,7 +259,7 @@ def installed(
         result = False
     ret = stateReturn(name, result, "\n".join(comments), changes)
     if hold is not None and result:
-        ret = _holdChanges(ctx, bool(hold), list(desired), ret)
+        ret = _holdAfterInstall(ctx, bool(hold), list(desired), ret)
     return ret
 
 
@@ -309,12 +339,7 @@ def latest(
             pkgs=list(targets), refresh=False, fromrepo=fromrepo, skip_verify=skip_verify
         )
     except (CommandExecutionError, SaltInvocationError) as e:
-        return stateReturn(
-            name,
-            False,
-            f"An error was encountered while installing package(s): {e}",
-            dict(getattr(e, "changes", {}) or {}),
-        )
+        return _failed(name, "installing", e)
     if not changes:
         if len(targets) > 10:
             comment = (
@@ -392,13 +417,7 @@ def _uninstall(
     try:
         changes = ctx.salt[f"pkg.{action}"](pkgs=targets)
     except (CommandExecutionError, SaltInvocationError) as e:
-        word = "removing" if action == "remove" else "purging"
-        return stateReturn(
-            name,
-            False,
-            f"An error was encountered while {word} package(s): {e}",
-            dict(getattr(e, "changes", {}) or {}),
-        )
+        return _failed(name, "removing" if action == "remove" else "purging", e)
     after = _installed(ctx)
     failed = [p for p in desired if p in after and p in targets]
     if action == "purge":
@@ -474,9 +493,7 @@ def uptodate(
     try:
         changes = ctx.salt["pkg.upgrade"](refresh=False, pkgs=pkgs, dist_upgrade=dist)
     except (CommandExecutionError, SaltInvocationError) as e:
-        ret["changes"] = dict(getattr(e, "changes", {}) or {})
-        ret["comment"] = f"An error was encountered while updating packages: {e}"
-        return ret
+        return _failed(name, "updating", e)
     ret["changes"] = changes
     missing = [p for p in expected if p not in changes] if pkgs is not None else []
     if missing:
