@@ -234,3 +234,202 @@ class IncludeTests(TreeTestCase):
     def test_topLevelMissing(self) -> None:
         high, errors = self.compile("nothere")
         self.assertEqual(errors, ["No matching sls found for 'nothere' in env 'base'"])
+
+
+class SaltenvTests(TreeTestCase):
+    """
+    Saltenvs: matches in several, includes across them.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.write("common.sls", "dev_common:\n  cmd.run\n", env="dev")
+        self.write("only_dev.sls", "only_dev:\n  cmd.run\n", env="dev")
+
+    def test_includeOtherSaltenv(self) -> None:
+        self.write("web.sls", "include:\n  - dev: common\nweb:\n  cmd.run\n")
+        high = self.high("web")
+        self.assertEqual(high["dev_common"]["__env__"], "dev")
+        self.assertEqual(high["dev_common"]["__sls__"], "common")
+        self.assertEqual(high["web"]["__env__"], "base")
+
+    def test_xenv(self) -> None:
+        """
+        C{_xenv} resolves the name in whichever saltenv of the run has it.
+        """
+        self.write("web.sls", "include:\n  - _xenv: only_dev\n")
+        high, errors = compileHigh(
+            self.server(), {"base": ["web"], "dev": ["common"]}, self.variables, self.opts
+        )
+        self.assertEqual(errors, [])
+        self.assertEqual(high["only_dev"]["__env__"], "dev")
+
+    def test_nonexistentSaltenv(self) -> None:
+        self.write("web.sls", "include:\n  - nope: common\n")
+        high, errors = self.compile("web")
+        self.assertEqual(
+            errors,
+            ["Nonexistent saltenv 'nope' found in include of 'common' within SLS 'base:web'"],
+        )
+
+    def test_matchesInTwoSaltenvs(self) -> None:
+        self.write("web.sls", "web:\n  cmd.run\n")
+        high, errors = compileHigh(
+            self.server(), {"base": ["web"], "dev": ["common"]}, self.variables, self.opts
+        )
+        self.assertEqual(errors, [])
+        self.assertEqual(list(high), ["web", "dev_common"])
+        self.assertEqual(high["dev_common"]["cmd"][-1], {"order": 10001})
+
+    def test_unknownSaltenv(self) -> None:
+        high, errors = compileHigh(self.server(), {"qa": ["x"]}, self.variables, self.opts)
+        self.assertEqual(errors, ["No matching salt environment for environment 'qa' found"])
+
+    def test_globMatch(self) -> None:
+        self.write("web/a.sls", "wa:\n  cmd.run\n")
+        self.write("web/b.sls", "wb:\n  cmd.run\n")
+        self.assertEqual(list(self.high("web.*")), ["wa", "wb"])
+
+
+class ExcludeArgumentTests(TreeTestCase):
+    def test_excludeArgument(self) -> None:
+        """
+        C{exclude=} (C{state.sls exclude=...}) drops SLS and ids as an
+        C{exclude:} in a file would.
+        """
+        self.write("web/init.sls", "include:\n  - .a\n  - .b\nkeep:\n  cmd.run\ndrop:\n  cmd.run\n")
+        self.write("web/a.sls", "wa:\n  cmd.run\n")
+        self.write("web/b.sls", "wb:\n  cmd.run\n")
+        high, errors = compileHigh(
+            self.server(), {"base": ["web"]}, self.variables, self.opts, exclude="web.a"
+        )
+        self.assertEqual(errors, [])
+        self.assertEqual(sorted(high), ["drop", "keep", "wb"])
+        high, errors = compileHigh(
+            self.server(), {"base": ["web"]}, self.variables, self.opts, exclude=[{"id": "drop"}]
+        )
+        self.assertEqual(sorted(high), ["keep", "wa", "wb"])
+
+
+class TemplateTests(TreeTestCase):
+    """
+    Formula idioms: execution functions and imported maps.
+    """
+
+    def test_saltAndImport(self) -> None:
+        self.variables["salt"] = {"test.echo": lambda text: text.upper()}
+        self.write(
+            "app/map.jinja",
+            """
+            {%- import_yaml tplroot ~ "/defaults.yaml" as defaults %}
+            {%- set app = defaults.app %}
+            {%- do app.update({'os': grains.os}) %}
+            """,
+        )
+        self.write("app/defaults.yaml", "app:\n  pkg: app-core\n")
+        self.write(
+            "app/init.sls",
+            """
+            {%- from tplroot ~ "/map.jinja" import app with context %}
+            {{ app.pkg }}:
+              pkg.installed:
+                - comment: {{ salt['test.echo']('hi') }} {{ app.os }}
+            """,
+        )
+        self.assertEqual(
+            self.high("app")["app-core"]["pkg"][:2],
+            [{"comment": "HI Debian"}, "installed"],
+        )
+
+
+class ErrorTests(TreeTestCase):
+    """
+    Every error names the SLS, its saltenv and, when known, the file and
+    the line.
+    """
+
+    def test_renderError(self) -> None:
+        path = self.write("web.sls", "a:\n  cmd.run:\n    - name: {{ nope.x }}\n")
+        high, errors = self.compile("web")
+        self.assertEqual(high, {})
+        self.assertEqual(
+            errors, [f"Rendering SLS 'base:web' failed: {path}, line 3: 'nope' is undefined"]
+        )
+
+    def test_yamlError(self) -> None:
+        path = self.write("web.sls", "a:\n  cmd.run:\n  - x: [\n")
+        high, errors = self.compile("web")
+        self.assertEqual(len(errors), 1)
+        self.assertTrue(errors[0].startswith(f"Rendering SLS 'base:web' failed: {path}, line "))
+
+    def test_errorInImportedMap(self) -> None:
+        """
+        An error in an imported template names that template's file.
+        """
+        mapPath = self.write("app/map.jinja", "{% set x = {} %}\n{% set y = x.a.b %}\n")
+        self.write("app/init.sls", '{% from "app/map.jinja" import x %}\nz:\n  cmd.run\n')
+        high, errors = self.compile("app")
+        self.assertEqual(len(errors), 1)
+        self.assertIn(f"{mapPath}, line 2", errors[0])
+        self.assertTrue(errors[0].startswith("Rendering SLS 'base:app' failed: "))
+
+    def test_conflictingIds(self) -> None:
+        a = self.write("a.sls", "same:\n  cmd.run:\n    - name: a\n")
+        b = self.write("b.sls", "same:\n  cmd.run:\n    - name: b\n")
+        high, errors = self.compile("a", "b")
+        self.assertEqual(
+            errors,
+            [
+                "Detected conflicting IDs, SLS IDs need to be globally unique.\n"
+                "    The conflicting ID is 'same' and is found in SLS 'base:a' and SLS"
+                f" 'base:b' (file {a} and file {b})"
+            ],
+        )
+
+    def test_notADictionary(self) -> None:
+        path = self.write("web.sls", "- a\n- b\n")
+        high, errors = self.compile("web")
+        self.assertEqual(errors, [f"SLS web does not render to a dictionary (file {path})"])
+
+    def test_verifyNamesFile(self) -> None:
+        path = self.write("web.sls", "x:\n  cmd:\n    - run\n    - wait\n")
+        high, errors = self.compile("web")
+        self.assertEqual(
+            errors,
+            [
+                "Too many functions declared in state 'x' in SLS 'web'. Please choose one of"
+                f" the following: run, wait (file {path})"
+            ],
+        )
+
+    def test_includeNotAList(self) -> None:
+        self.write("web.sls", "include: other\nx:\n  cmd.run\n")
+        high, errors = self.compile("web")
+        self.assertEqual(errors, ["Include Declaration in SLS web is not formed as a list"])
+
+    def test_relativeBeyondTop(self) -> None:
+        self.write("web.sls", "include:\n  - ...x\n")
+        high, errors = self.compile("web")
+        self.assertEqual(
+            errors,
+            [
+                "Attempted relative include of '...x' within SLS 'base:web' goes beyond"
+                " top level package "
+            ],
+        )
+
+    def test_pathTrick(self) -> None:
+        """
+        An SLS name that would leave the root is refused, naming it.
+        """
+        high, errors = self.compile("..etc.passwd")
+        self.assertEqual(len(errors), 1)
+        self.assertIn("..etc.passwd", errors[0])
+
+    def test_includeCycle(self) -> None:
+        """
+        Files including each other are each read once.
+        """
+        self.write("a.sls", "include:\n  - b\nx:\n  cmd.run\n")
+        self.write("b.sls", "include:\n  - a\ny:\n  cmd.run\n")
+        self.assertEqual(sorted(self.high("a")), ["x", "y"])

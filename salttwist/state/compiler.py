@@ -110,6 +110,8 @@ def compileHigh(
     matches: Mapping[str, Sequence[str]],
     variables: Mapping[str, Any],
     opts: Mapping[str, Any],
+    *,
+    exclude: Sequence[Any] | str | None = None,
 ) -> tuple[dict, list[str]]:
     """
     Compile the SLS files C{matches} names into high data.
@@ -124,6 +126,9 @@ def compileHigh(
         functions by name), C{grains}, C{pillar}, C{opts}; per file
         C{saltenv}, C{sls}, C{slspath}, C{tpldir} ... are added.
     @param opts: C{renderer}, C{state_auto_order}, C{disabled_requisites}.
+    @param exclude: more C{exclude:} entries, as C{state.sls exclude=...}
+        gives them (SLS names, C{{"sls": x}}, C{{"id": y}}; a string is
+        split on commas).
     @return: C{(high, errors)}: C{{id: {"__sls__", "__env__", module:
         [args..., fun, {"order": n}]}}} with C{extend}, C{exclude} and the
         C{_in} requisites applied; errors as strings (run nothing if any).
@@ -131,6 +136,10 @@ def compileHigh(
     high, errors, where = renderHigh(files, matches, variables, opts)
     if errors:
         return _withoutInternals(high), errors
+    if exclude:
+        if isinstance(exclude, str):
+            exclude = [part.strip() for part in exclude.split(",") if part.strip()]
+        high.setdefault("__exclude__", []).extend(exclude)
     high, moreErrors = resolveHigh(high, opts, where)
     return _withoutInternals(high), errors + moreErrors
 
