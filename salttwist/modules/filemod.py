@@ -1639,7 +1639,9 @@ def _setLine(
                 'On insert either "location" or "before/after" conditions are required.'
             )
         if location == "end":
-            lines.append(_indentLike(lines[-1], content, indent) if lines else content)
+            # Salt 3008 adds a blank line and leaves the file without a last
+            # newline here (a bug); the line is simply added, unindented.
+            lines.append(content)
         elif location == "start":
             lines.insert(0, content)
         elif afterAt is not None and beforeAt is not None:

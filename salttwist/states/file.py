@@ -1545,10 +1545,12 @@ def _addLines(
     context: Any,
     ignore_whitespace: bool,
     show_changes: bool,
+    header: bool = False,
 ) -> dict[str, Any]:
     """
     C{file.append} and C{file.prepend}: add each text not already found in
-    the file.
+    the file (for C{prepend} with C{header}, unless the file starts with
+    all of them).
     """
     name = _expand(name)
     ret = stateReturn(name, False, "", {})
@@ -1586,23 +1588,31 @@ def _addLines(
     oldLines = original.splitlines()
     toAdd: list[str] = []
     for chunk in chunks:
-        if ignore_whitespace:
+        if header:
+            found = False
+        elif ignore_whitespace:
             pattern = _wsRegex(chunk)
             found = bool(pattern) and re.search(pattern, original) is not None
         else:
             found = re.search(chunk, original, re.MULTILINE | re.DOTALL) is not None
-        if found:
-            continue
-        toAdd.extend(chunk.splitlines())
-    newLines = oldLines + toAdd if how == "append" else toAdd + oldLines
+        if not found:
+            toAdd.extend(chunk.splitlines())
+    if header and oldLines[: len(toAdd)] == toAdd:
+        toAdd = []
+    if how == "append":
+        # Salt diffs lines without their ends, joined by newlines.
+        before, after, joiner = oldLines, oldLines + toAdd, "\n"
+    else:
+        before = original.splitlines(True)
+        after, joiner = [f"{one}\n" for one in toAdd] + before, ""
     diff = ""
-    if newLines != oldLines:
+    if after != before:
         if fm._isBinaryData(raw[:2048]):
             diff = "Replace binary file"
         elif not show_changes:
             diff = "<show_changes=False>"
         else:
-            diff = _diffLines(oldLines, newLines, "\n")
+            diff = _diffLines(before, after, joiner)
     if ctx.test:
         if diff:
             ret["result"] = None
@@ -1684,7 +1694,8 @@ def prepend(
 ) -> dict[str, Any]:
     """
     Ensure each text (a string or a list) is in the file, adding those that
-    are not at its start; the file is created if missing.
+    are not at its start; the file is created if missing. With C{header},
+    the texts must be the file's first lines.
     """
     return _addLines(
         ctx,
@@ -1701,6 +1712,7 @@ def prepend(
         context,
         ignore_whitespace,
         show_changes,
+        bool(header),
     )
 
 
