@@ -91,6 +91,18 @@ class RunTests(TestCase):
             ret["changes"]["stdout"].splitlines(), [os.path.realpath(self.dir), "xy", "600"]
         )
 
+    async def test_runas(self) -> None:
+        """
+        C{runas} runs the command as that user (here C{nobody}), also from
+        C{mod_watch}.
+        """
+        if os.geteuid() != 0:
+            raise self.skipTest("runas needs root")
+        ret = await runState("cmd.run", "id -un", runas="nobody", cwd="/")
+        self.assertEqual(ret["changes"]["stdout"], "nobody", ret)
+        ret = await runState("cmd.mod_watch", "id -un", sfun="wait", runas="nobody", cwd="/")
+        self.assertEqual(ret["changes"]["stdout"], "nobody", ret)
+
     async def test_badUmask(self) -> None:
         """
         A umask that is not octal fails, naming it.
@@ -374,3 +386,63 @@ class ScriptTests(TestCase):
         ret = await runState("cmd.script", local, ctx=makeStateContext())
         self.assertIs(ret["result"], False)
         self.assertEqual(ret["changes"]["retcode"], 4)
+
+
+class RunnerTests(TestCase):
+    """
+    The states through the compiler and the state runner, as a state run
+    uses them.
+    """
+
+    async def test_watch(self) -> None:
+        """
+        A C{cmd.wait} and a C{module.wait} watching a command that ran are
+        run (through their C{mod_watch}); one watching a command that did
+        not run stays idle. The runner's C{creates} check and C{umask}
+        reach C{cmd.run}.
+        """
+        from twisted.internet.threads import deferToThread
+
+        from salttwist.state.compiler import compileLow
+        from salttwist.state.runner import StateRunner
+
+        target = os.path.abspath(self.mktemp())
+
+        def entry(state: str, *args: Any) -> dict[str, Any]:
+            return {"__sls__": "t", "__env__": "base", state: list(args)}
+
+        high = {
+            "trigger": entry("cmd", "run", {"name": "echo changed"}),
+            "skipped": entry("cmd", "run", {"name": "exit 1"}, {"creates": "/"}),
+            "runs": entry(
+                "cmd",
+                "wait",
+                {"name": f"touch {target}; stat -c %a {target}"},
+                {"umask": "077"},
+                {"watch": [{"cmd": "trigger"}]},
+            ),
+            "idle": entry(
+                "cmd", "wait", {"name": f"touch {target}.idle"}, {"watch": [{"cmd": "skipped"}]}
+            ),
+            "mod": entry(
+                "module", "wait", {"test.echo": ["fromwatch"]}, {"watch": [{"cmd": "trigger"}]}
+            ),
+        }
+        states = loadStates()
+        chunks, errors = compileLow(high, {}, lambda s: f"{s}.mod_watch" in states)
+        self.assertEqual(errors, [])
+        base = makeStateContext()
+
+        def contextFor(low: dict[str, Any]) -> StateContext:
+            import dataclasses
+
+            return dataclasses.replace(base, low=low)
+
+        ret = await deferToThread(StateRunner(states, contextFor).run, chunks)
+        byId = {entry["__id__"]: entry for entry in ret.values()}
+        self.assertEqual(byId["skipped"]["comment"], "/ exists")
+        self.assertEqual(byId["runs"]["changes"]["stdout"], "600", byId["runs"])
+        self.assertEqual(byId["idle"]["changes"], {})
+        self.assertFalse(os.path.exists(f"{target}.idle"))
+        self.assertEqual(byId["mod"]["changes"], {"test.echo": "fromwatch"})
+        self.assertTrue(all(entry["result"] for entry in ret.values()), ret)

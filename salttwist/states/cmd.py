@@ -461,17 +461,27 @@ def wait_script(ctx: StateContext, name: str, **kwargs: Any) -> dict[str, Any]:
     return stateReturn(name, True, "")
 
 
-def mod_watch(ctx: StateContext, name: str, sfun: str | None = None, **kwargs: Any) -> dict:
+def mod_watch(
+    ctx: StateContext,
+    name: str,
+    sfun: str | None = None,
+    runas: str | None = None,
+    umask: Any = None,
+    **kwargs: Any,
+) -> dict:
     """
     A watched state changed: run the command (C{cmd.run}, C{cmd.wait},
     C{cmd.watch}) or the script (C{cmd.script}, C{cmd.wait_script}).
 
     @param sfun: the function of the watching state.
+    @param runas: named here as the runner passes its own keys only to
+        functions naming them.
+    @param umask: likewise (a script ignores it).
     """
     if sfun in ("wait", "run", "watch"):
-        return run(ctx, name, **kwargs)
+        return run(ctx, name, runas=runas, umask=umask, **kwargs)
     if sfun in ("wait_script", "script"):
-        return script(ctx, name, **kwargs)
+        return script(ctx, name, runas=runas, **kwargs)
     return stateReturn(
         name,
         False,
