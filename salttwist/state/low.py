@@ -150,6 +150,22 @@ class _Graph:
         self.byRef: dict[tuple[str, str], list[str]] = {}
         self.bySls: dict[str, list[str]] = {}
         self.childMin: dict[str, float] = {}
+        #: C{(prerequiring tag, prereq'd tag)} pairs.
+        self.prereqs: list[tuple[str, str]] = []
+
+    def copyPrereqDependencies(self) -> None:
+        """
+        A state declaring C{prereq: B} runs after what B requires, so that
+        the test run of B that decides it sees B's requisites done (Salt
+        gives these requisites to its test-run node of B).
+        """
+        pairs = set(self.prereqs)
+        for tag, target in self.prereqs:
+            for source, kinds in list(self.into.get(target, {}).items()):
+                if (source, target) in pairs:
+                    continue
+                for kind in list(kinds):
+                    self.edge(source, tag, kind)
 
     def add(self, chunk: dict[str, Any]) -> None:
         tag = stateTag(chunk)
@@ -344,6 +360,7 @@ def _addRequisites(graph: _Graph, chunk: dict[str, Any], disabled: Iterable[str]
                     # prereq (which the runner runs only if a test run of
                     # the prereq'd state would change something).
                     graph.edge(tag, target, "require")
+                    graph.prereqs.append((tag, target))
                 else:
                     graph.edge(target, tag, kind)
     return None
@@ -393,6 +410,7 @@ def orderChunks(
                 and order > 0
             ):
                 cap = order + 100
+    graph.copyPrereqDependencies()
     cycle = graph.findCycle()
     if cycle:
         edges = ", ".join(
