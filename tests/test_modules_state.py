@@ -297,6 +297,19 @@ class StateModuleTests(TestCase):
         await self.call("state.apply")
         self.assertFalse(os.path.exists(self.portFile))
 
+    async def test_killedAndGone(self) -> None:
+        """
+        A job killed while it runs leaves the running jobs (the minion's
+        job side answers at once); its run stops all the same.
+        """
+        job = RunningJob({"jid": JID, "fun": "state.apply"}, Deferred(), 0.0)
+        self.context.running[JID] = job
+        run = statemod._cancelled(self.context, JID)
+        self.assertFalse(run())
+        del self.context.running[JID]
+        self.assertTrue(run())
+        self.assertFalse(statemod._cancelled(self.context, JID)())
+
 
 class HelperTests(TestCase):
     """

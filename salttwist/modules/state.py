@@ -288,10 +288,17 @@ def _cancelled(context: LoaderContext, jid: str) -> Callable[[], bool]:
         job C{jid}.
     """
     running = context.running
+    seen: list[Any] = []
 
     def cancelled() -> bool:
         job = running.get(jid)
-        return job is not None and getattr(job, "killedBy", None) is not None
+        if job is None:
+            # A killed job leaves the running jobs at once, while its thread
+            # (this run) goes on: gone once seen means killed.
+            return bool(seen)
+        if not seen:
+            seen.append(job)
+        return getattr(job, "killedBy", None) is not None
 
     return cancelled
 

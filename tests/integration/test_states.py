@@ -82,6 +82,31 @@ broken: [
   unclosed
 """
 
+FILES = """\
+site_conf:
+  file.managed:
+    - name: {{ pillar['out'] }}/{{ grains['id'] }}.conf
+    - source: salt://files/site.conf.j2
+    - template: jinja
+    - mode: "0640"
+
+reload:
+  cmd.run:
+    - name: touch {{ pillar['out'] }}/{{ grains['id'] }}.reloaded
+    - onchanges:
+      - file: site_conf
+"""
+
+SLOW = """\
+slow:
+  cmd.run:
+    - name: sleep 3
+
+after_slow:
+  cmd.run:
+    - name: touch {{ pillar['out'] }}/after-slow
+"""
+
 
 class StatesTests(TestCase):
     """
@@ -102,6 +127,9 @@ class StatesTests(TestCase):
         writeFile(self.roots, "extra.sls", EXTRA)
         writeFile(self.roots, "failing.sls", FAILING)
         writeFile(self.roots, "bad.sls", BAD)
+        writeFile(self.roots, "files/init.sls", FILES)
+        writeFile(self.roots, "files/site.conf.j2", "listen {{ grains['id'] }}:80\n")
+        writeFile(self.roots, "slow.sls", SLOW)
         pillarRoot = os.path.join(self.cluster.baseDir, "srv", "pillar")
         writeFile(pillarRoot, "top.sls", "base:\n  '*':\n    - common\n")
         writeFile(pillarRoot, "common.sls", f"out: {self.out}\n")
@@ -198,6 +226,61 @@ class StatesTests(TestCase):
         self.assertIsInstance(errors, list)
         self.assertIn("bad", "\n".join(errors))
         self.assertIsNone(self.written("minion1"))
+
+    async def test_fileManaged(self) -> None:
+        """
+        C{file.managed} with a templated C{salt://} source writes the file
+        with its mode and a diff; the C{onchanges} command runs only when
+        the file changed.
+        """
+        conf = os.path.join(self.out, "minion1.conf")
+        reloaded = os.path.join(self.out, "minion1.reloaded")
+        returns = await self.salt("minion1", "state.sls", "files")
+        managed = returns["minion1"][f"file_|-site_conf_|-{conf}_|-managed"]
+        self.assertEqual(managed["result"], True, managed)
+        self.assertTrue(managed["changes"], managed)
+        with open(conf) as f:
+            self.assertEqual(f.read(), "listen minion1:80\n")
+        self.assertEqual(os.stat(conf).st_mode & 0o777, 0o640)
+        self.assertTrue(os.path.exists(reloaded))
+        os.unlink(reloaded)
+
+        returns = await self.salt("minion1", "state.sls", "files")
+        managed = returns["minion1"][f"file_|-site_conf_|-{conf}_|-managed"]
+        self.assertEqual(managed["changes"], {}, managed)
+        self.assertFalse(os.path.exists(reloaded))
+
+    async def test_oneRunAtATime(self) -> None:
+        """
+        While a state run goes on, another is refused with Salt's words
+        (and C{state.running} names it); C{queue=True} waits for it.
+        """
+        started = await self.cluster.salt("minion1", "state.sls", "slow", "--async")
+        self.assertEqual(started.code, 0, self.cluster.explain(started))
+        jid = started.out.strip().rsplit(" ", 1)[-1]
+        refused = await self.salt("minion1", "state.apply", code=1)
+        self.assertEqual(len(refused["minion1"]), 1, refused)
+        self.assertIn('The function "state.sls" is running as PID', refused["minion1"][0])
+        self.assertIn(f"with jid {jid}", refused["minion1"][0])
+        running = await self.salt("minion1", "state.running")
+        self.assertEqual(running["minion1"], refused["minion1"])
+        queued = await self.salt("minion1", "state.sls", "extra", "queue=True")
+        self.assertIn("test_|-extra_|-extra_|-nop", queued["minion1"])
+        self.assertTrue(os.path.exists(os.path.join(self.out, "after-slow")))
+
+    async def test_killJob(self) -> None:
+        """
+        C{saltutil.kill_job} stops a state run: the states after the one
+        running are not run.
+        """
+        started = await self.cluster.salt("minion1", "state.sls", "slow", "--async")
+        jid = started.out.strip().rsplit(" ", 1)[-1]
+        killed = await self.salt("minion1", "saltutil.kill_job", jid)
+        self.assertTrue(killed["minion1"], killed)
+        await self.salt("minion1", "test.sleep", "4")
+        self.assertFalse(os.path.exists(os.path.join(self.out, "after-slow")))
+        running = await self.salt("minion1", "state.running")
+        self.assertEqual(running["minion1"], [])
 
     async def test_show(self) -> None:
         """
