@@ -130,16 +130,6 @@ class UserTests(SynchronousTestCase):
         self.assertTrue(user.chgroups("dave", ["root"], append=True, root=self.root))
         self.assertEqual(user.info("dave", root=self.root)["groups"], ["bin", "root", "users"])
 
-    def test_password(self) -> None:
-        """
-        C{set_password} writes the hash to the shadow file.
-        """
-        user.add("erin", root=self.root)
-        hashed = "$6$abc$" + "x" * 20
-        self.assertTrue(user.set_password("erin", hashed, root=self.root))
-        self.assertEqual(entry(self.root, "shadow", "erin")[1], hashed)
-        self.assertEqual(user.shadow_info("erin", root=self.root)["passwd"], hashed)
-
     def test_delete(self) -> None:
         """
         C{user.delete} removes the line, and with C{remove=True} the home.

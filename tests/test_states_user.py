@@ -189,6 +189,98 @@ class PresentTests(TestCase):
         self.assertTrue(ret["comment"].startswith("Failed to update user web: usermod -g"))
         self.assertIn("nogroup-here", ret["comment"])
 
+    async def test_shadowFields(self) -> None:
+        """
+        The ageing fields and C{password_lock} are set on creation and
+        changed later; C{hash_password} hashes a clear text once.
+        """
+        ret = await runState(
+            "user.present",
+            name="web",
+            password="secret",
+            hash_password=True,
+            mindays=1,
+            maxdays=90,
+            warndays=5,
+            inactdays=30,
+            expire="2030-01-01",
+            root=self.root,
+            ctx=self.ctx,
+        )
+        self.assertEqual(ret["comment"], "New user web created")
+        line = entry(self.root, "shadow", "web")
+        self.assertTrue(line[1].startswith("$6$"))
+        self.assertEqual(line[3:8], ["1", "90", "5", "30", "21915"])
+        again = await runState(
+            "user.present",
+            name="web",
+            password="secret",
+            hash_password=True,
+            mindays=1,
+            root=self.root,
+            ctx=self.ctx,
+        )
+        self.assertEqual(again["comment"], "User web is present and up to date")
+        self.assertEqual(entry(self.root, "shadow", "web")[1], line[1])
+        preview = await runState(
+            "user.present",
+            name="web",
+            maxdays=60,
+            password_lock=True,
+            root=self.root,
+            ctx=self.testCtx,
+        )
+        self.assertEqual(
+            preview["comment"],
+            "The following user attributes are set to be changed:\nmaxdays: 60\n"
+            "password_lock: True\n",
+        )
+        ret = await runState(
+            "user.present",
+            name="web",
+            maxdays=60,
+            password_lock=True,
+            root=self.root,
+            ctx=self.ctx,
+        )
+        self.assertEqual(ret["comment"], "Updated user web")
+        self.assertEqual(ret["changes"], {"passwd": "XXX-REDACTED-XXX", "max": 60})
+        line = entry(self.root, "shadow", "web")
+        self.assertTrue(line[1].startswith("!$6$"))
+        self.assertEqual(line[4], "60")
+
+    async def test_emptyPasswordNotEnforced(self) -> None:
+        """
+        With C{enforce_password: False} a password is set only where there
+        is none yet (the default hash); C{empty_password} empties it.
+        """
+        await runState("user.present", name="web", root=self.root, ctx=self.ctx)
+        ret = await runState(
+            "user.present",
+            name="web",
+            password=HASH,
+            enforce_password=False,
+            root=self.root,
+            ctx=self.ctx,
+        )
+        self.assertEqual(ret["changes"], {"passwd": "XXX-REDACTED-XXX"})
+        other = "$6$other$" + "o" * 30
+        same = await runState(
+            "user.present",
+            name="web",
+            password=other,
+            enforce_password=False,
+            root=self.root,
+            ctx=self.ctx,
+        )
+        self.assertEqual(same["comment"], "User web is present and up to date")
+        self.assertEqual(entry(self.root, "shadow", "web")[1], HASH)
+        empty = await runState(
+            "user.present", name="web", empty_password=True, root=self.root, ctx=self.ctx
+        )
+        self.assertEqual(empty["comment"], "Updated user web")
+        self.assertEqual(entry(self.root, "shadow", "web")[1], "")
+
     async def test_uidChangeRefused(self) -> None:
         """
         Without C{allow_uid_change}/C{allow_gid_change}, an existing user's

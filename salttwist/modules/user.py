@@ -110,25 +110,6 @@ def _groupEntries(root: str | None = None) -> list[tuple[str, str, int, list[str
     return entries
 
 
-def _shadowEntry(name: str, root: str | None = None) -> dict[str, Any]:
-    """
-    Salt's C{shadow.info}: a user's line of C{<root>/etc/shadow} as
-    C{{"name", "passwd", "lstchg", "min", "max", "warn", "inact",
-    "expire"}} (numbers as integers, an empty field as C{""}); every value
-    empty when the user has none.
-    """
-    keys = ("name", "passwd", "lstchg", "min", "max", "warn", "inact", "expire")
-    for cols in _readColonFile(root, "etc/shadow"):
-        if cols[0] != name:
-            continue
-        cols = (cols + [""] * 9)[:8]
-        info: dict[str, Any] = {"name": cols[0], "passwd": cols[1]}
-        for key, value in zip(keys[2:], cols[2:], strict=True):
-            info[key] = int(value) if value.lstrip("-").isdigit() else ""
-        return info
-    return {key: "" for key in keys}
-
-
 def _gecos(text: str) -> dict[str, str]:
     parts = (text.split(",") + [""] * 5)[:5]
     if text.count(",") > 4:
@@ -519,29 +500,3 @@ def chgroups(name: str, groups: Any, append: bool = False, root: str | None = No
         return True
     _usermod(name, (["-a"] if append else []) + ["-G", ",".join(wanted)], root)
     return True
-
-
-def set_password(name: str, password: str, root: str | None = None) -> bool:
-    """
-    Set a user's password hash (as in C{/etc/shadow}: C{$6$...}) with
-    C{usermod -p}; C{True} when the shadow file holds it.
-
-    CLI Example:
-
-        salttwist '*' user.set_password web '$6$salt$hash'
-    """
-    _usermod(name, ["-p", str(password)], root)
-    return _shadowEntry(str(name), root).get("passwd") == str(password)
-
-
-def shadow_info(name: str, root: str | None = None) -> dict[str, Any]:
-    """
-    Return a user's line of the shadow file as Salt's C{shadow.info} does:
-    C{{"name", "passwd", "lstchg", "min", "max", "warn", "inact",
-    "expire"}}.
-
-    CLI Example:
-
-        salttwist '*' user.shadow_info web
-    """
-    return _shadowEntry(str(name), root)

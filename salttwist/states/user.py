@@ -10,6 +10,7 @@ files (the tools' C{--root}), so a system image can be managed too.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 from salttwist.modules import CommandExecutionError, SaltInvocationError
@@ -50,6 +51,7 @@ def _changes(
     enforcePassword: bool,
     shell: str | None,
     gecos: dict[str, Any],
+    shadowFields: dict[str, Any],
     root: str | None,
     allowUidChange: bool = True,
     allowGidChange: bool = True,
@@ -91,10 +93,7 @@ def _changes(
             change["homeDoesNotExist"] = newHome
     if shell and current["shell"] != shell:
         change["shell"] = shell
-    if password:
-        shadow = ctx.salt["user.shadow_info"](name, root=root)
-        if enforcePassword and shadow["passwd"] != password:
-            change["passwd"] = password
+    change.update(_shadowChanges(ctx, name, password, enforcePassword, shadowFields, root))
     for key, value in gecos.items():
         if value is not None and current[key] != str(value):
             change[key] = str(value)
@@ -126,6 +125,59 @@ class _ChangeRefused(Exception):
         )
 
 
+def _shadow(ctx: StateContext, function: str) -> Any:
+    """
+    @return: the C{shadow} execution function C{function} (from the
+        loader, or the module itself where the loader has none).
+    """
+    key = f"shadow.{function}"
+    if key in ctx.salt:
+        return ctx.salt[key]
+    from salttwist.modules import shadow
+
+    return getattr(shadow, function)
+
+
+def _shadowChanges(
+    ctx: StateContext,
+    name: str,
+    password: str | None,
+    enforcePassword: bool,
+    fields: dict[str, Any],
+    root: str | None,
+) -> dict[str, Any]:
+    """
+    @return: the shadow file's changes (Salt's): C{passwd},
+        C{empty_password}, C{date}, C{mindays}, ..., C{password_lock}.
+    """
+    current = _shadow(ctx, "info")(name, root=root)
+    change: dict[str, Any] = {}
+    emptyPassword = fields["empty_password"]
+    if password and not emptyPassword:
+        default = _shadow(ctx, "default_hash")()
+        if (current["passwd"] == default or enforcePassword) and current["passwd"] != password:
+            change["passwd"] = password
+    if emptyPassword and current["passwd"] != "":
+        change["empty_password"] = True
+    if fields["date"] is not None and str(current["lstchg"]) != str(fields["date"]):
+        change["date"] = fields["date"]
+    for key, shadowKey in _AGEING.items():
+        value = fields[key]
+        if value is not None and str(current[shadowKey]) != str(value):
+            change[key] = value
+    if fields["expire"] and str(current["expire"]) != str(fields["expire"]):
+        change["expire"] = fields["expire"]
+    lock = fields["password_lock"]
+    locked = str(current["passwd"]).startswith("!")
+    if (lock and not locked) or (lock is False and locked):
+        change["password_lock"] = lock
+    return change
+
+
+#: The ageing arguments of C{user.present}, and their C{shadow.info} keys.
+_AGEING = {"mindays": "min", "maxdays": "max", "inactdays": "inact", "warndays": "warn"}
+
+
 def _under(root: str | None, path: str) -> str:
     if not root or root == "/":
         return path
@@ -143,6 +195,7 @@ def present(
     remove_groups: bool = True,
     home: str | None = None,
     createhome: bool = True,
+    persist_home: bool = False,
     password: str | None = None,
     hash_password: bool = False,
     enforce_password: bool = True,
@@ -155,9 +208,16 @@ def present(
     workphone: str | None = None,
     homephone: str | None = None,
     other: str | None = None,
+    date: Any = None,
+    mindays: Any = None,
+    maxdays: Any = None,
+    inactdays: Any = None,
+    warndays: Any = None,
+    expire: Any = None,
     nologinit: bool = False,
     allow_uid_change: bool = False,
     allow_gid_change: bool = False,
+    password_lock: bool | None = None,
     root: str | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
@@ -166,16 +226,18 @@ def present(
     uid, primary group C{gid} (a name or id), C{groups} (which must exist;
     others are removed unless C{remove_groups=False}), C{optional_groups}
     (those that exist), C{home} (created with C{createhome}), C{shell},
-    C{password} (a hash as in C{/etc/shadow}), C{fullname} and the other
-    GECOS fields, C{system}. An existing user's uid or gid changes only
+    C{password} (a hash as in C{/etc/shadow}; with C{hash_password: True}
+    a clear text hashed here), C{empty_password}, C{password_lock}, the
+    ageing fields (C{date}, C{mindays}, C{maxdays}, C{inactdays},
+    C{warndays}, C{expire}), C{fullname} and the other GECOS fields,
+    C{system}. An existing user's uid or gid changes only
     with C{allow_uid_change} or C{allow_gid_change}, as in Salt.
     """
-    if hash_password:
-        return stateReturn(
-            name,
-            False,
-            "hash_password is not supported: give password as a hash (such as $6$...)",
-        )
+    if hash_password and password:
+        try:
+            password = _hashPassword(ctx, name, str(password), root)
+        except CommandExecutionError as e:
+            return stateReturn(name, False, str(e))
     groups = _list(groups)
     optionalGroups = _list(optional_groups)
     for field in (fullname, roomnumber, workphone):
@@ -218,6 +280,16 @@ def present(
             "homephone": homephone,
             "other": other,
         },
+        "shadowFields": {
+            "empty_password": empty_password,
+            "date": date,
+            "mindays": mindays,
+            "maxdays": maxdays,
+            "inactdays": inactdays,
+            "warndays": warndays,
+            "expire": expire,
+            "password_lock": password_lock,
+        },
         "root": root,
     }
     try:
@@ -240,9 +312,9 @@ def present(
             comment += f"groups (pending creation): {','.join(missing)}\n"
         return stateReturn(name, None, comment)
     pre = ctx.salt["user.info"](name, root=root)
-    preShadow = ctx.salt["user.shadow_info"](name, root=root)
+    preShadow = _shadow(ctx, "info")(name, root=root)
     try:
-        _apply(ctx, name, changes, remove_groups, root)
+        _apply(ctx, name, changes, remove_groups, persist_home, root)
     except (CommandExecutionError, SaltInvocationError, OSError) as e:
         return stateReturn(name, False, f"Failed to update user {name}: {e}")
     post = ctx.salt["user.info"](name, root=root)
@@ -250,7 +322,7 @@ def present(
     for key, value in post.items():
         if pre.get(key) != value:
             result[key] = value
-    postShadow = ctx.salt["user.shadow_info"](name, root=root)
+    postShadow = _shadow(ctx, "info")(name, root=root)
     for key, value in postShadow.items():
         if preShadow.get(key) != value:
             result[key] = _REDACTED if key == "passwd" else value
@@ -263,16 +335,31 @@ def present(
 
 
 def _apply(
-    ctx: StateContext, name: str, changes: dict[str, Any], removeGroups: bool, root: str | None
+    ctx: StateContext,
+    name: str,
+    changes: dict[str, Any],
+    removeGroups: bool,
+    persistHome: bool,
+    root: str | None,
 ) -> None:
     """
     Make the L{_changes} of an existing user, as Salt's C{user.present}
     does (the home directory made last, owned by the user as it is then).
     """
     if "passwd" in changes:
-        ctx.salt["user.set_password"](name, changes.pop("passwd"), root=root)
+        _shadow(ctx, "set_password")(name, changes.pop("passwd"), root=root)
+    if changes.pop("empty_password", False):
+        _shadow(ctx, "del_password")(name, root=root)
+    if "password_lock" in changes:
+        lock = changes.pop("password_lock")
+        _shadow(ctx, "lock_password" if lock else "unlock_password")(name, root=root)
+    if "date" in changes:
+        _shadow(ctx, "set_date")(name, changes.pop("date"), root=root)
     if "home" in changes:
-        ctx.salt["user.chhome"](name, changes.pop("home"), root=root)
+        ctx.salt["user.chhome"](name, changes.pop("home"), persist=persistHome, root=root)
+    for key in (*_AGEING, "expire"):
+        if key in changes:
+            _shadow(ctx, f"set_{key}")(name, changes.pop(key), root=root)
     for key in ("uid", "gid", "shell", "fullname", "roomnumber", "workphone", "homephone", "other"):
         if key in changes:
             ctx.salt[f"user.ch{key}"](name, changes.pop(key), root=root)
@@ -284,6 +371,26 @@ def _apply(
             current = ctx.salt["user.info"](name, root=root)
             os.makedirs(newHome, mode=0o755)
             os.chown(newHome, current["uid"], current["gid"])
+
+
+def _hashPassword(ctx: StateContext, name: str, password: str, root: str | None) -> str:
+    """
+    Salt's C{hash_password}: the user's present hash when C{password}
+    matches it, else a new SHA-512 crypt hash of it.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import crypt
+    except ImportError as e:
+        raise CommandExecutionError(
+            "hash_password needs Python's crypt module, which this Python lacks:"
+            " give password as a hash (such as $6$...)"
+        ) from e
+    current = str(_shadow(ctx, "info")(name, root=root)["passwd"])
+    if current.startswith("$") and crypt.crypt(password, current) == current:
+        return current
+    return crypt.crypt(password, crypt.mksalt(crypt.METHOD_SHA512))
 
 
 def _list(value: Any) -> list[str] | None:
@@ -340,16 +447,28 @@ def _create(
     if not args["createhome"]:
         changes["home"] = ""
     password = args["password"]
-    if password and not args["empty_password"]:
-        ctx.salt["user.set_password"](name, password, root=root)
-        changes["password"] = _REDACTED
-        if ctx.salt["user.shadow_info"](name, root=root)["passwd"] != password:
-            return stateReturn(
-                name,
-                False,
-                f"User {name} created but failed to set password to {_REDACTED}",
-                changes,
-            )
+    try:
+        if password and not args["empty_password"]:
+            _shadow(ctx, "set_password")(name, password, root=root)
+            changes["password"] = _REDACTED
+            if _shadow(ctx, "info")(name, root=root)["passwd"] != password:
+                return stateReturn(
+                    name,
+                    False,
+                    f"User {name} created but failed to set password to {_REDACTED}",
+                    changes,
+                )
+        if args["empty_password"] and not password:
+            _shadow(ctx, "del_password")(name, root=root)
+            changes["password"] = ""
+        for key in ("date", *_AGEING, "expire"):
+            if args[key] is not None:
+                _shadow(ctx, f"set_{key}")(name, args[key], root=root)
+        if args["password_lock"] is not None:
+            lock = "lock_password" if args["password_lock"] else "unlock_password"
+            _shadow(ctx, lock)(name, root=root)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return stateReturn(name, False, f"User {name} created but: {e}", changes)
     return stateReturn(name, True, f"New user {name} created", changes)
 
 
