@@ -285,7 +285,11 @@ class WaitTests(TestCase):
         )
 
 
-def _stateContextWithRoots(roots: str, cachedir: str, test: bool = False) -> StateContext:
+def stateContextWithRoots(roots: str, cachedir: str, test: bool = False) -> StateContext:
+    """
+    @return: a L{StateContext} whose C{salt://} files come from C{roots}
+        (a L{LocalFileClient}, as C{file_client: local}).
+    """
     loader = makeLoaderContext({"file_roots": {"base": [roots]}, "cachedir": cachedir})
     loader.fileClient = LocalFileClient(
         FileServer.fromConfig(loader.opts), cachedir, runSynchronously
@@ -322,7 +326,7 @@ class ScriptTests(TestCase):
         return path
 
     async def callScript(self, *args: Any, test: bool = False, **kwargs: Any) -> dict[str, Any]:
-        ctx = _stateContextWithRoots(self.roots, self.cachedir, test)
+        ctx = stateContextWithRoots(self.roots, self.cachedir, test)
         return await runState("cmd.script", *args, ctx=ctx, **kwargs)
 
     async def test_saltSource(self) -> None:

@@ -7,12 +7,14 @@ functions, as a state run calls them.
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any
 
 from twisted.trial.unittest import TestCase
 
 from tests._aptrepo import APP, BASE, OTHER, AptRepoMixin
 from tests._statectx import runState
+from tests.test_states_cmd import stateContextWithRoots
 
 CONF = f"/etc/{APP}.conf"
 
@@ -145,6 +147,42 @@ class InstalledTests(PkgStateTestCase):
             ["dpkg", "--get-selections", "salttwist-test-*"], capture_output=True, text=True
         ).stdout
         return [line.split()[0] for line in out.splitlines() if line.split()[1:] == ["hold"]]
+
+    async def test_latestVersion(self) -> None:
+        """
+        C{version: latest}: an older installed version is upgraded; the
+        newest is in state.
+        """
+        self.install(f"{APP}=1.0")
+        ret = await self.state("installed", APP, version="latest")
+        self.assertEqual(ret["changes"], {APP: {"old": "1.0", "new": "2.0"}}, ret)
+        ret = await self.state("installed", APP, version="latest")
+        self.assertEqual((ret["result"], ret["changes"]), (True, {}))
+
+    async def test_sources(self) -> None:
+        """
+        C{sources}: package files, local or from the file server.
+        """
+        roots = os.path.abspath(self.mktemp())
+        os.makedirs(roots)
+        shutil.copy(os.path.join(self.repo.pool, f"{OTHER}_1.0_all.deb"), roots)
+        cachedir = os.path.abspath(self.mktemp())
+        ctx = stateContextWithRoots(roots, cachedir)
+        ret = await runState(
+            "pkg.installed", "x", sources=[{OTHER: f"salt://{OTHER}_1.0_all.deb"}], ctx=ctx
+        )
+        self.assertEqual(ret["changes"], {OTHER: {"old": "", "new": "1.0"}}, ret)
+        ret = await runState("pkg.installed", "x", sources=[{BASE: "salt://nothere.deb"}], ctx=ctx)
+        self.assertEqual(
+            (ret["result"], ret["comment"]),
+            (False, "Unable to cache salt://nothere.deb from saltenv 'base'"),
+        )
+        ret = await self.state(
+            "installed",
+            "x",
+            sources=[{BASE: os.path.join(self.repo.pool, f"{BASE}_1.0_all.deb")}],
+        )
+        self.assertEqual(ret["changes"], {BASE: {"old": "", "new": "1.0"}}, ret)
 
     async def test_unknown(self) -> None:
         """

@@ -144,6 +144,26 @@ def _holdAfterInstall(
     return ret
 
 
+def _localSources(ctx: StateContext, sources: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """
+    C{sources} with their package files on the minion: a C{salt://} (or
+    C{http(s)://}) file is cached first.
+
+    @raise ValueError: a file cannot be cached.
+    """
+    local = []
+    for source in sources:
+        package, path = next(iter(source.items()))
+        path = str(path)
+        if "://" in path and not path.startswith("file://"):
+            cached = ctx.salt["cp.cache_file"](path, ctx.saltenv)
+            if not cached:
+                raise ValueError(f"Unable to cache {path} from saltenv '{ctx.saltenv}'")
+            path = cached
+        local.append({package: path})
+    return local
+
+
 def _failed(name: str, doing: str, error: Exception) -> dict[str, Any]:
     """
     A failed package operation: the changes it made anyway and apt's
@@ -223,7 +243,12 @@ def installed(
         "reinstall": reinstall,
     }
     if sources:
-        arguments["sources"] = [s for s in sources if next(iter(s)) in targets]
+        try:
+            arguments["sources"] = _localSources(
+                ctx, [s for s in sources if next(iter(s)) in targets]
+            )
+        except (ValueError, CommandExecutionError) as e:
+            return stateReturn(name, False, str(e))
     else:
         arguments["pkgs"] = [{p: v} if v and v != "latest" else p for p, v in targets.items()]
     try:
