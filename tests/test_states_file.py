@@ -446,3 +446,21 @@ class ManagedContentsTests(FileStateTestCase):
         self.assertIs(ret["result"], True, ret)
         self.assertEqual(readFile(name), b"good too\n")
         self.assertEqual(os.listdir(self.dir), ["c"])
+
+    async def test_cannotWrite(self) -> None:
+        """
+        A directory where files cannot be created (sysfs refuses even root)
+        fails the state naming it; nothing is reported changed.
+        """
+        name = "/sys/salttwist-file-state-test"
+        ret = await self.state("managed", name, contents="x")
+        self.assertEqual(
+            ret,
+            {
+                "name": name,
+                "result": False,
+                "changes": {},
+                "comment": "Failed to commit change: cannot write in /sys: Permission denied",
+            },
+        )
+        self.assertFalse(os.path.exists(name))

@@ -540,7 +540,9 @@ def _writeContents(
         temp = fw.writeTemp(dest, data)
     except OSError as e:
         ret["changes"] = {}
-        return _error(ret, f"Failed to commit change: {e}")
+        return _error(
+            ret, f"Failed to commit change: cannot write in {os.path.dirname(dest)}: {e.strerror}"
+        )
     if checkCmd:
         failure = _runCheckCmd(ctx, checkCmd, temp)
         if failure:
@@ -739,6 +741,7 @@ def directory(
         try:
             fm.mkdir(name, user=user, group=group, mode=dir_mode)
         except (CommandExecutionError, SaltInvocationError) as e:
+            ret["changes"] = {}
             return _error(ret, f"Failed to create directory {name}: {e}")
         if not os.path.isdir(name):
             return _error(ret, f"Failed to create directory {name}")
