@@ -113,14 +113,18 @@ def _readOrNone(path: str) -> bytes | None:
         return None
 
 
-def _runCheckCmd(ctx: StateContext, checkCmd: str, path: str) -> dict[str, Any] | None:
+def mod_run_check_cmd(
+    ctx: StateContext, cmd: str, filename: str, **check_cmd_opts: Any
+) -> bool | dict[str, Any]:
     """
-    Salt's C{mod_run_check_cmd}: run C{checkCmd path}; on failure, the
-    state's failed result.
+    Salt's C{file.mod_run_check_cmd}: run C{cmd filename} (the new file
+    C{file.managed} would put in place); return C{True} if it succeeds,
+    else the failed result (its output in the comment).
     """
-    result = ctx.salt["cmd.run_all"](f"{checkCmd} {path}", python_shell=True)
+    opts = {k: v for k, v in check_cmd_opts.items() if not k.startswith("__")}
+    result = ctx.salt["cmd.run_all"](f"{cmd} {filename}", python_shell=True, **opts)
     if result.get("retcode") == 0:
-        return None
+        return True
     comment = "check_cmd execution failed"
     if result.get("stdout"):
         comment += "\n" + result["stdout"]
@@ -544,8 +548,8 @@ def _writeContents(
             ret, f"Failed to commit change: cannot write in {os.path.dirname(dest)}: {e.strerror}"
         )
     if checkCmd:
-        failure = _runCheckCmd(ctx, checkCmd, temp)
-        if failure:
+        failure = mod_run_check_cmd(ctx, checkCmd, temp)
+        if isinstance(failure, dict):
             fw.removeQuietly(temp)
             ret["changes"] = {}
             ret.update(failure)
