@@ -58,6 +58,18 @@ class RunTests(TestCase):
         ret = await runState("cmd.run", "exit 3", success_retcodes=[3])
         self.assertIs(ret["result"], True)
 
+    async def test_successOutput(self) -> None:
+        """
+        C{success_stdout}/C{success_stderr}: a string in the output makes
+        a failing command a success.
+        """
+        ret = await runState("cmd.run", "echo all good; exit 2", success_stdout="good")
+        self.assertEqual((ret["result"], ret["changes"]["retcode"]), (True, 0))
+        ret = await runState("cmd.run", "echo meh >&2; exit 2", success_stderr=["x", "meh"])
+        self.assertIs(ret["result"], True)
+        ret = await runState("cmd.run", "echo meh; exit 2", success_stdout="nope, other")
+        self.assertIs(ret["result"], False)
+
     async def test_testMode(self) -> None:
         """
         In test mode nothing runs: C{None} and Salt's words.

@@ -151,6 +151,25 @@ def _options(kwargs: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def _splitInput(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return [v.strip() for v in str(value).split(",")]
+
+
+def _successOutput(run: dict[str, Any], successStdout: Any, successStderr: Any) -> None:
+    """
+    Salt's C{success_stdout}/C{success_stderr}: the command succeeded if
+    its output contains one of those strings, whatever its exit code.
+    """
+    if any(s in run.get("stdout", "") for s in _splitInput(successStdout)) or any(
+        s in run.get("stderr", "") for s in _splitInput(successStderr)
+    ):
+        run["retcode"] = 0
+
+
 def _withUmask(command: str, umask: Any) -> str:
     """
     Run C{command} under C{umask} (through the shell, as every C{cmd}
@@ -176,6 +195,7 @@ def _run(
     ignore_timeout: bool,
     umask: Any,
     options: dict[str, Any],
+    success: tuple[Any, Any] = (None, None),
 ) -> dict[str, Any]:
     ret = stateReturn(name, False)
     if env is not None and not isinstance(env, list | dict):
@@ -193,6 +213,7 @@ def _run(
         ret["comment"] = str(e)
         return ret
     run = {key: run[key] for key in ("pid", "retcode", "stdout", "stderr") if key in run}
+    _successOutput(run, *success)
     ret["changes"] = run
     ret["result"] = not run["retcode"]
     ret["comment"] = f'Command "{name}" run'
@@ -225,6 +246,8 @@ def run(
     timeout: Any = None,
     ignore_timeout: bool = False,
     success_retcodes: Any = None,
+    success_stdout: Any = None,
+    success_stderr: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """
@@ -246,6 +269,9 @@ def run(
     @param hide_output: blank C{stdout} and C{stderr} in the return.
     @param timeout: seconds before the command is killed (then it failed,
         unless C{ignore_timeout}).
+    @param success_stdout: strings whose presence in the standard output
+        makes the command a success (a list, or comma-separated).
+    @param success_stderr: likewise for the standard error.
     @param kwargs: further C{cmd.run_all} options (C{stdin},
         C{clean_env}, C{reset_system_locale}, C{ignore_retcode} ...).
     """
@@ -284,6 +310,7 @@ def run(
         ignore_timeout=ignore_timeout,
         umask=umask,
         options=options,
+        success=(success_stdout, success_stderr),
     )
 
 
@@ -353,6 +380,8 @@ def script(
     defaults: Any = None,
     context: Any = None,
     success_retcodes: Any = None,
+    success_stdout: Any = None,
+    success_stderr: Any = None,
     args: str | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
@@ -420,6 +449,7 @@ def script(
         if template:
             _unlinkQuietly(staged)
     run = {key: run[key] for key in ("pid", "retcode", "stdout", "stderr") if key in run}
+    _successOutput(run, success_stdout, success_stderr)
     ret["changes"] = run
     ret["result"] = not run["retcode"]
     ret["comment"] = f"Command '{name}' run"
