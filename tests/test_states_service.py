@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 
+from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from salttwist.states import StateContext
+from salttwist.state.runner import StateRunner
+from salttwist.states import StateContext, loadStates
 from tests._initscript import actions, daemonPid, installScript, newName
 from tests._statectx import makeStateContext, runState
 
@@ -213,4 +215,51 @@ class ServiceStateTests(TestCase):
         self.assertEqual(
             (other["result"], other["comment"]),
             (False, "Unable to trigger watch for service.enabled"),
+        )
+
+    async def test_watchThroughRunner(self) -> None:
+        """
+        Run by the state runner, a C{service.running} watching a state
+        that changed is restarted (reloaded with C{reload: True}) by its
+        C{mod_watch}; one watching a state without changes is only kept
+        running.
+        """
+        n = self.n
+        ctx = self.ctx()
+
+        def chunk(state: str, fun: str, ident: str, order: int, **args: object) -> dict:
+            return {
+                "state": state,
+                "fun": fun,
+                "__id__": ident,
+                "name": ident,
+                "__sls__": "svc",
+                "__env__": "base",
+                "order": order,
+                **args,
+            }
+
+        chunks = [
+            chunk("test", "succeed_with_changes", "conf", 1),
+            chunk("test", "succeed_without_changes", "same", 2),
+            chunk("service", "running", n, 3, watch=[{"test": "conf"}]),
+        ]
+        runner = StateRunner(loadStates(), lambda low: ctx)
+        await runState("service.running", name=n, ctx=ctx)
+        pid = daemonPid(self.state)
+        ret = await deferToThread(runner.run, chunks)
+        service = ret[f"service_|-{n}_|-{n}_|-running"]
+        self.assertEqual(
+            (service["result"], service["comment"], service["changes"]),
+            (True, "Service restarted", {n: True}),
+        )
+        self.assertNotEqual(daemonPid(self.state), pid)
+        chunks[2]["reload"] = True
+        ret = await deferToThread(runner.run, chunks)
+        self.assertEqual(ret[f"service_|-{n}_|-{n}_|-running"]["comment"], "Service reloaded")
+        self.assertEqual(actions(self.state)[-1], "reload")
+        chunks[2]["watch"] = [{"test": "same"}]
+        ret = await deferToThread(runner.run, chunks)
+        self.assertEqual(
+            ret[f"service_|-{n}_|-{n}_|-running"]["comment"], f"The service {n} is already running"
         )
