@@ -222,6 +222,10 @@ class StateModuleTests(TestCase):
         result = await self.call("state.single", "cmd.run", f"touch {path}", cwd=self.out)
         self.assertEqual(result["retcode"], 0, result)
         self.assertTrue(os.path.exists(path))
+        result = await self.call("state.single", "nodot", "x")
+        self.assertEqual(
+            result, {"return": "Invalid function passed", "retcode": 1, "success": False}
+        )
 
     async def test_slsId(self) -> None:
         """

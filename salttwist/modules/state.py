@@ -723,6 +723,9 @@ def single(
         salttwist '*' state.single file.managed /tmp/motd contents='hello'
         salttwist '*' state.single test.succeed_with_changes x test=True
     """
+    module, dot, function = str(fun).partition(".")
+    if not (module and dot and function):
+        return Retcode("Invalid function passed", EX_STATE_COMPILER_ERROR)
     return _stateJob(
         context,
         "state.single",
