@@ -316,9 +316,10 @@ def run(
 
 def _stageScript(ctx: StateContext, source: str, template: str | None, variables: dict) -> str:
     """
-    The local path of the script C{source}: a C{salt://} file is cached
-    (rendered first with C{template}), a local file is read as it is (or
-    rendered into a temporary file).
+    The local path of the script C{source}: a C{salt://} (or http) file is
+    cached (a C{salt://} one rendered with C{template} into a temporary
+    file), a local file is used as it is (or rendered into a temporary
+    file).
 
     @raise ValueError: it cannot be found or rendered.
     """
@@ -326,11 +327,15 @@ def _stageScript(ctx: StateContext, source: str, template: str | None, variables
         if source.startswith("salt://"):
             fd, dest = tempfile.mkstemp(prefix="salttwist-script-")
             os.close(fd)
-            rendered = ctx.salt["cp.get_template"](
-                source, dest, template=template, saltenv=ctx.saltenv, **variables
-            )
+            try:
+                rendered = ctx.salt["cp.get_template"](
+                    source, dest, template=template, saltenv=ctx.saltenv, **variables
+                )
+            except BaseException:
+                _unlinkQuietly(dest)
+                raise
             if not rendered:
-                os.unlink(dest)
+                _unlinkQuietly(dest)
                 raise ValueError(f"Unable to cache script {source} from saltenv '{ctx.saltenv}'")
             return rendered
         if template != "jinja":
@@ -356,7 +361,7 @@ def _stageScript(ctx: StateContext, source: str, template: str | None, variables
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(rendered)
         return dest
-    if source.startswith("salt://"):
+    if "://" in source and not source.startswith("file://"):
         cached = ctx.salt["cp.cache_file"](source, ctx.saltenv)
         if not cached:
             raise ValueError(f"Unable to cache script {source} from saltenv '{ctx.saltenv}'")
