@@ -87,3 +87,72 @@ class FileServerTests(TestCase):
             mod.findup, self.context, "formulas/nginx/files/a.conf", ["init.sls"]
         )
         self.assertEqual(found, "formulas/nginx/init.sls")
+
+
+class TextTests(SynchronousTestCase):
+    def test_bannerAsSalt(self) -> None:
+        """
+        The default banner, line for line as Salt 3008.5's C{slsutil.banner(width=40)}.
+        """
+        self.assertEqual(
+            mod.banner(width=40).split("\n"),
+            [
+                "########################################",
+                "#                                      #",
+                "#  THIS FILE IS MANAGED BY SALT - DO   #",
+                "#               NOT EDIT               #",
+                "#                                      #",
+                "# The contents of this file are        #",
+                "# managed by Salt. Any changes to this #",
+                "# file may be overwritten              #",
+                "# automatically and without warning.   #",
+                "########################################",
+            ],
+        )
+
+    def test_bannerBlock(self) -> None:
+        text = mod.banner(
+            width=20,
+            commentchar=" * ",
+            borderchar="*",
+            blockstart="/*",
+            blockend="*/",
+            newline=True,
+        )
+        lines = text.split("\n")
+        self.assertEqual(lines[0], "/*")
+        self.assertEqual(lines[-2], "*/")
+        self.assertEqual(lines[-1], "")
+
+    def test_bannerTooNarrow(self) -> None:
+        self.assertRaises(SaltInvocationError, mod.banner, width=4)
+
+    def test_serialize(self) -> None:
+        self.assertEqual(mod.serialize("json", {"a": [1]}), '{"a": [1]}')
+        self.assertEqual(mod.serialize("yaml", {"a": [1]}), "a:\n- 1\n")
+        self.assertEqual(mod.deserialize("yaml", "a: [1]"), {"a": [1]})
+        self.assertEqual(mod.deserialize("json", '{"a": 1}'), {"a": 1})
+        self.assertRaises(SaltInvocationError, mod.serialize, "toml", {})
+        self.assertRaises(SaltInvocationError, mod.deserialize, "json", "{")
+
+
+class RendererTests(SynchronousTestCase):
+    def test_string(self) -> None:
+        context = makeLoaderContext({}, {"id": "m1", "os": "Debian"}, {"role": "web"})
+        self.assertEqual(
+            mod.renderer(context, string="a: {{ grains.os }}\nb: {{ pillar.role }} {{ x }}", x=1),
+            {"a": "Debian", "b": "web 1"},
+        )
+        self.assertEqual(
+            mod.renderer(context, string="hi {{ grains.id }}", default_renderer="jinja"), "hi m1"
+        )
+        self.assertRaises(SaltInvocationError, mod.renderer, context)
+        e = self.assertRaises(SaltInvocationError, mod.renderer, context, string="{{ x.y }}")
+        self.assertIn("'x' is undefined", str(e))
+
+    def test_localPath(self) -> None:
+        path = os.path.abspath(self.mktemp())
+        with open(path, "w") as f:
+            f.write('#!json\n{"a": 1}\n')
+        context = makeLoaderContext()
+        self.assertEqual(mod.renderer(context, path=path), {"a": 1})

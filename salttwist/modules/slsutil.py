@@ -175,3 +175,166 @@ def findup(context: LoaderContext, startpath: str, filenames: Any, saltenv: str 
             break
         current = posixpath.dirname(current)
     raise SaltInvocationError(f"None of {list(filenames)} found in {startpath} or its parents")
+
+
+def banner(
+    width: int = 72,
+    commentchar: str = "#",
+    borderchar: str = "#",
+    blockstart: str | None = None,
+    blockend: str | None = None,
+    title: str | None = None,
+    text: str | None = None,
+    newline: bool = False,
+) -> str:
+    """
+    Return Salt's "managed by Salt" comment block for the top of a managed
+    file: a border, the C{title} centred, the C{text} wrapped, a border,
+    C{width} columns wide, with C{commentchar} at both edges (and
+    C{blockstart}/C{blockend} lines for block comments such as C{/*}).
+
+    CLI Example:
+
+        salttwist '*' slsutil.banner
+        salttwist '*' slsutil.banner width=40 commentchar='//' borderchar='-'
+    """
+    if title is None:
+        title = "THIS FILE IS MANAGED BY SALT - DO NOT EDIT"
+    if text is None:
+        text = (
+            "The contents of this file are managed by Salt. Any changes to this file"
+            " may be overwritten automatically and without warning."
+        )
+    left = commentchar.rstrip()
+    right = commentchar.strip()
+    leftGutter, rightGutter = left + " ", " " + right
+    textWidth = width - len(leftGutter) - len(rightGutter)
+    if textWidth <= 0:
+        raise SaltInvocationError("Width is too small to render banner")
+    border = commentchar + borderchar[:1] * (width - len(left) - len(right)) + right
+    spacer = commentchar + " " * (width - len(commentchar) * 2) + commentchar
+    lines: list[str] = []
+    if blockstart is not None:
+        lines.append(blockstart)
+    lines += [border, spacer]
+    lines += [leftGutter + line.center(textWidth) + rightGutter for line in _wrap(title, textWidth)]
+    lines.append(spacer)
+    lines += [leftGutter + line.ljust(textWidth) + rightGutter for line in _wrap(text, textWidth)]
+    lines.append(border)
+    if blockend is not None:
+        lines.append(blockend)
+    result = "\n".join(lines)
+    return result + "\n" if newline else result
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.TextWrapper(width=width).wrap(text)
+
+
+_SERIALIZERS = ("yaml", "json")
+
+
+def serialize(serializer: str, obj: Any, **mod_kwargs: Any) -> str:
+    """
+    Return C{obj} as text in the format C{serializer} names (C{yaml} or
+    C{json}); C{mod_kwargs} go to the serializer (C{indent}, C{sort_keys}
+    for JSON; C{default_flow_style} for YAML).
+
+    CLI Example:
+
+        salttwist '*' slsutil.serialize json '{foo: [1, 2]}'
+    """
+    if serializer == "json":
+        import json
+
+        options = {k: v for k, v in mod_kwargs.items() if k in ("indent", "sort_keys")}
+        return json.dumps(obj, **options)
+    if serializer == "yaml":
+        import yaml
+
+        flow = mod_kwargs.get("default_flow_style", False)
+        return yaml.safe_dump(obj, default_flow_style=flow, allow_unicode=True)
+    raise SaltInvocationError(
+        f"unknown serializer {serializer!r}; known: {', '.join(_SERIALIZERS)}"
+    )
+
+
+def deserialize(serializer: str, stream_or_string: Any, **mod_kwargs: Any) -> Any:
+    """
+    Return the data of text C{stream_or_string} in the format C{serializer}
+    names (C{yaml}, Salt's safe YAML, or C{json}).
+
+    CLI Example:
+
+        salttwist '*' slsutil.deserialize json '{"foo": [1, 2]}'
+    """
+    from salttwist.render import RenderError, loadYaml
+
+    text = stream_or_string.read() if hasattr(stream_or_string, "read") else stream_or_string
+    if not isinstance(text, str):
+        raise SaltInvocationError(f"deserialize needs text, not {type(text).__name__}")
+    try:
+        if serializer == "json":
+            import json
+
+            return json.loads(text)
+        if serializer == "yaml":
+            return loadYaml(text, "<slsutil.deserialize>")
+    except (RenderError, ValueError) as e:
+        raise SaltInvocationError(f"cannot deserialize {serializer}: {e}") from None
+    raise SaltInvocationError(
+        f"unknown serializer {serializer!r}; known: {', '.join(_SERIALIZERS)}"
+    )
+
+
+@needsContext
+def renderer(
+    context: LoaderContext,
+    path: str | None = None,
+    string: str | None = None,
+    default_renderer: str = "jinja|yaml",
+    **kwargs: Any,
+) -> Any:
+    """
+    Render a file (C{path}: a C{salt://} URL or a local path) or a string
+    through its C{#!} pipeline (or C{default_renderer}) with the minion's
+    C{salt}, C{grains}, C{pillar} and C{opts}, and the other C{kwargs} as
+    variables; return the data (or text). Includes in a string resolve
+    from nowhere; a file's from its saltenv (C{saltenv}, C{base}).
+
+    CLI Example:
+
+        salttwist '*' slsutil.renderer salt://path/to/file
+        salttwist '*' slsutil.renderer string='Hello {{ grains.id }}' default_renderer=jinja
+    """
+    from salttwist.modules.extmods import SaltFunctions
+    from salttwist.render import RenderError, readSource, renderText
+
+    if not path and not string:
+        raise SaltInvocationError("Must pass path or string.")
+    if path and string:
+        raise SaltInvocationError("Must not pass both path and string.")
+    salt = SaltFunctions(context)
+    saltenv = str(kwargs.pop("saltenv", "base"))
+    variables: dict[str, Any] = {
+        "salt": salt,
+        "grains": context.grains,
+        "pillar": context.pillar,
+        "opts": context.opts,
+    }
+    variables.update({k: v for k, v in kwargs.items() if not k.startswith("__")})
+    source = "<string>"
+    if path:
+        local = salt["cp.cache_file"](path, saltenv=saltenv) if "://" in path else path
+        if not local:
+            raise SaltInvocationError(f"{path} was not found in saltenv '{saltenv}'")
+        source = str(local)
+    try:
+        text = readSource(source) if path else str(string)
+        return renderText(
+            text, variables, path=source, saltenv=saltenv, defaultPipeline=default_renderer
+        )
+    except RenderError as e:
+        raise SaltInvocationError(str(e)) from None
