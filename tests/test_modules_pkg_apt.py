@@ -108,6 +108,22 @@ class AptTests(AptRepoMixin, SynchronousTestCase):
         )
         self.assertIsNone(self.installedVersion(OTHER))
 
+    def test_fromrepo(self) -> None:
+        """
+        C{fromrepo} names the release (here the test repository's suite);
+        an unknown one is apt's error.
+        """
+        self.assertEqual(
+            self.call("latest_version", OTHER, refresh=False, fromrepo="salttwist-test"), "1.0"
+        )
+        changes = self.call("install", OTHER, fromrepo="salttwist-test")
+        self.assertEqual(changes, {OTHER: {"old": "", "new": "1.0"}})
+        error = self.assertRaises(
+            CommandExecutionError, self.call, "install", BASE, fromrepo="nowhere"
+        )
+        self.assertIn("nowhere", str(error))
+        self.assertIsNone(self.installedVersion(BASE))
+
     def test_installSources(self) -> None:
         """
         C{sources}: a local package file.
