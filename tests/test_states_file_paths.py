@@ -299,3 +299,27 @@ class AbsentTouchCopyTests(FileStateTestCase):
         self.assertEqual((await self.state("missing", gone))["comment"], f"Path {gone} is missing")
         ret = await self.state("missing", here)
         self.assertEqual((ret["result"], ret["comment"]), (False, f"Specified path {here} exists"))
+
+
+class CleanByIdTests(FileStateTestCase):
+    """
+    C{clean} keeps the files of required states named by id, through the
+    run's low chunks (Salt's C{__lowstate__}).
+    """
+
+    async def test_requireById(self) -> None:
+        """
+        A requisite naming a state's id keeps that state's file.
+        """
+        name = self.path("d")
+        writeFile(os.path.join(name, "app.conf"), "a")
+        writeFile(os.path.join(name, "junk"), "j")
+        ctx = self.context()
+        ctx.context["__lowstate__"] = [
+            {"state": "file", "__id__": "app_conf", "name": os.path.join(name, "app.conf")}
+        ]
+        ret = await self.state(
+            "directory", name, clean=True, require=[{"file": "app_conf"}], ctx=ctx
+        )
+        self.assertEqual(ret["changes"]["removed"], [os.path.join(name, "junk")])
+        self.assertEqual(os.listdir(name), ["app.conf"])

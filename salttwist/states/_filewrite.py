@@ -185,22 +185,36 @@ def includeExclude(path: str, include: Any = None, exclude: Any = None) -> bool:
     return not (exclude and anyOf(exclude))
 
 
-def keepFiles(name: str, require: Any) -> set[str]:
+def keepFiles(name: str, require: Any, lowstate: Any = None) -> set[str]:
     """
     Salt's C{_gen_keep_files}: the paths a directory's C{clean} keeps: the
-    names of C{file} states it requires (a directory with all below it).
+    names of the C{file} states it requires (a directory with all below
+    it). A requisite names a state by id or name: the run's low chunks
+    (C{lowstate}, when known) give the id's name; without them an
+    absolute path is taken as the name.
     """
     keep: set[str] = set()
+    root = name.rstrip("/") or "/"
     for item in require or []:
         if not isinstance(item, dict) or "file" not in item:
             continue
-        path = os.path.normpath(str(item["file"]))
-        if not path.startswith(name.rstrip("/") + "/") and path != name:
-            continue
-        keep.add(path)
-        if os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                keep.update(os.path.join(root, n) for n in dirs + files)
+        wanted = str(item["file"])
+        names = [
+            str(low["name"])
+            for low in lowstate or []
+            if isinstance(low, dict)
+            and low.get("state") == "file"
+            and wanted in (str(low.get("name")), str(low.get("__id__")))
+        ]
+        if not names and os.path.isabs(wanted):
+            names = [wanted]
+        for path in map(os.path.normpath, names):
+            if not os.path.isdir(path):
+                keep.add(path)
+            elif path == root or path.startswith(root + "/"):
+                keep.add(path)
+                for top, dirs, files in os.walk(path):
+                    keep.update(os.path.join(top, n) for n in dirs + files)
     return keep
 
 

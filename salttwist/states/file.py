@@ -63,6 +63,14 @@ def _owner(user: Any, kwargs: dict[str, Any]) -> Any:
     return user if user is not None else kwargs.get("owner")
 
 
+def _lowstate(ctx: StateContext) -> Any:
+    """
+    @return: the run's low chunks, if the runner shares them (Salt's
+        C{__lowstate__}) in C{ctx.context["__lowstate__"]}.
+    """
+    return ctx.context.get("__lowstate__")
+
+
 def _checkFile(name: str) -> tuple[bool, str]:
     if not os.path.isabs(name):
         return False, f"Specified file {name} is not an absolute path"
@@ -714,7 +722,7 @@ def directory(
         dir_mode,
         file_mode,
         clean,
-        require,
+        fw.keepFiles(name, require, _lowstate(ctx)),
         exclude_pat,
         max_depth,
         follow_symlinks,
@@ -787,7 +795,7 @@ def directory(
                     if not str(e).startswith("Path not found"):
                         errors.append(str(e))
     if clean:
-        removed = fw.cleanDir(name, fw.keepFiles(name, require), exclude_pat, False)
+        removed = fw.cleanDir(name, fw.keepFiles(name, require, _lowstate(ctx)), exclude_pat, False)
         if removed:
             ret["changes"]["removed"] = removed
             ret["comment"] = f"Files cleaned from directory {name}"
@@ -816,7 +824,7 @@ def _predictDirectory(
     dirMode: Any,
     fileMode: Any,
     clean: bool,
-    require: Any,
+    keep: set[str],
     excludePat: Any,
     maxDepth: Any,
     follow: bool,
@@ -850,7 +858,7 @@ def _predictDirectory(
         if change:
             changes[name] = change
     if clean and exists:
-        for path in fw.cleanDir(name, fw.keepFiles(name, require), excludePat, True):
+        for path in fw.cleanDir(name, keep, excludePat, True):
             changes[path] = {"removed": "Removed due to clean"}
     if not exists:
         changes[name] = {"directory": "new"}
@@ -1989,7 +1997,7 @@ def recurse(
         )
         merge(dest, one)
     if clean:
-        keep.update(fw.keepFiles(name, require))
+        keep.update(fw.keepFiles(name, require, _lowstate(ctx)))
         removed = fw.cleanDir(name, keep, exclude_pat, ctx.test) if os.path.isdir(name) else []
         if removed:
             if ctx.test:
