@@ -2,15 +2,18 @@
 """
 Salt's outputters, so that C{salttwist} prints exactly what C{salt} prints.
 
-Five outputters are provided, each matching the layout of the Salt module of
-the same name (C{salt/output/nested.py}, C{json_out.py}, C{yaml_out.py},
-C{txt.py} and C{raw.py}):
+These outputters are provided, each matching the layout of the Salt module
+of the same name (C{salt/output/nested.py}, C{json_out.py}, C{yaml_out.py},
+C{txt.py}, C{raw.py} and C{highstate.py}):
 
     - C{nested}, the default: a recursive, indented layout with ANSI colours;
     - C{json}: C{json.dumps} with an indent of 4 and keys left in order;
     - C{yaml}: a block-style safe YAML dump;
     - C{txt}: C{id: line} pairs, for shell commands;
-    - C{raw}: the Python representation of the data.
+    - C{raw}: the Python representation of the data;
+    - C{highstate}: the returns of state runs (L{salttwist.cli.highstate}),
+      the default for the state functions that run states;
+    - C{quiet}: nothing at all.
 
 Like Salt's C{display_output}, L{render} strips trailing whitespace from what
 the outputter produced and ends it with one newline; when nothing is left it
@@ -27,14 +30,24 @@ import pprint
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping
 from numbers import Number
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-__all__ = ["OUTPUTTERS", "render", "minionReturnLine"]
+if TYPE_CHECKING:
+    from salttwist.cli.highstate import HighstateOptions
+
+__all__ = [
+    "OUTPUTTERS",
+    "colorTable",
+    "defaultOutputter",
+    "minionReturnLine",
+    "nestedLines",
+    "render",
+]
 
 
-OUTPUTTERS: tuple[str, ...] = ("nested", "json", "yaml", "txt", "raw", "quiet")
+OUTPUTTERS: tuple[str, ...] = ("nested", "json", "yaml", "txt", "raw", "highstate", "quiet")
 
 
 def _sgr(*codes: str) -> str:
@@ -54,11 +67,36 @@ _COLORS: dict[str, str] = {
     "GREEN": _sgr("32"),
     "YELLOW": _sgr("33"),
     "LIGHT_YELLOW": _sgr("1", "33"),
+    "LIGHT_RED": _sgr("1", "31"),
     "CYAN": _sgr("36"),
     "ENDC": _sgr("0"),
 }
 
 _NO_COLORS: dict[str, str] = dict.fromkeys(_COLORS, "")
+
+
+def colorTable(color: bool) -> dict[str, str]:
+    """
+    @param color: whether to use ANSI colours.
+    @return: the escape sequences by Salt's colour names (C{RED}, C{GREEN},
+        C{YELLOW}, C{LIGHT_YELLOW}, C{LIGHT_RED}, C{CYAN}, C{ENDC}), all
+        empty when C{color} is false.
+    """
+    return _COLORS if color else _NO_COLORS
+
+
+def nestedLines(data: object, color: bool, indent: int = 0) -> list[str]:
+    """
+    The lines of the C{nested} outputter for C{data}, starting C{indent}
+    columns in (Salt's C{nested_indent}), as the C{highstate} outputter
+    shows a state's changes.
+
+    @param data: the data to show.
+    @param color: whether to use ANSI colours.
+    @param indent: the column the data starts at.
+    @return: the lines, without newlines.
+    """
+    return _NestDisplay(color).display(data, indent, "", [])
 
 
 def _stripEscapes(text: str) -> str:
@@ -359,6 +397,45 @@ _OUTPUTTER_FUNCTIONS: dict[str, Callable[[object, bool, int | None, int], str]] 
 }
 
 
+def _highstate(
+    data: object, color: bool, retcode: int, stateOptions: HighstateOptions | None
+) -> str:
+    """
+    The C{highstate} outputter (L{salttwist.cli.highstate}); data it cannot
+    show falls back to C{nested}, as Salt's C{try_printout} does.
+
+    @param data: the data to show.
+    @param color: whether to use ANSI colours.
+    @param retcode: the job's return code, for the fallback.
+    @param stateOptions: the outputter's options; L{None} for Salt's
+        defaults.
+    @return: the text.
+    """
+    from salttwist.cli.highstate import HighstateOptions, NotHighstateData, formatHighstate
+
+    try:
+        return formatHighstate(data, stateOptions or HighstateOptions(), color)
+    except NotHighstateData:
+        return _nested(data, color, None, retcode)
+
+
+def defaultOutputter(fun: str, out: str | None) -> str:
+    """
+    The outputter a command uses for C{fun}'s returns: the one given by
+    C{--out}, else C{highstate} for the state functions that run states
+    (Salt's C{__outputter__}), else C{nested}.
+
+    @param fun: the function or runner, e.g. C{state.apply}.
+    @param out: the C{--out} value, L{None} when not given.
+    @return: one of L{OUTPUTTERS}.
+    """
+    if out is not None:
+        return out
+    from salttwist.cli.highstate import highstateFunction
+
+    return "highstate" if highstateFunction(fun) else "nested"
+
+
 def render(
     outputter: str,
     data: object,
@@ -366,6 +443,7 @@ def render(
     indent: int | None = None,
     *,
     retcode: int = 0,
+    stateOptions: HighstateOptions | None = None,
 ) -> str:
     """
     Format data the way Salt's outputter of the same name does.
@@ -377,10 +455,16 @@ def render(
         for the default, a negative number for one-line/flow output.
     @param retcode: the job's return code; C{nested} shows its structure in
         red when it is not 0, as C{salt} does for failed minions.
+    @param stateOptions: the options of the C{highstate} outputter
+        (C{state_output}, C{state_verbose}, ...); L{None} for Salt's
+        defaults.
     @return: the text to print: stripped of trailing whitespace and ending in
         one newline, or empty when there is nothing to print.
     @raise ValueError: if C{outputter} is not one of L{OUTPUTTERS}.
     """
+    if outputter == "highstate":
+        text = _highstate(data, color, retcode, stateOptions).rstrip()
+        return text + "\n" if text else ""
     try:
         function = _OUTPUTTER_FUNCTIONS[outputter]
     except (KeyError, TypeError):
@@ -399,6 +483,7 @@ def minionReturnLine(
     *,
     indent: int | None = None,
     retcode: int = 0,
+    stateOptions: HighstateOptions | None = None,
 ) -> str:
     """
     Format one minion's return on its own, as C{salt} does when it prints
@@ -411,8 +496,11 @@ def minionReturnLine(
     @param indent: as for L{render}; pass a negative number to get each JSON
         return on a single line.
     @param retcode: as for L{render}.
+    @param stateOptions: as for L{render}.
     @return: the rendering of C{{minionId: value}}; for C{json}, one JSON
         object holding that single entry.
     @raise ValueError: if C{outputter} is not one of L{OUTPUTTERS}.
     """
-    return render(outputter, {minionId: value}, color, indent, retcode=retcode)
+    return render(
+        outputter, {minionId: value}, color, indent, retcode=retcode, stateOptions=stateOptions
+    )
