@@ -398,6 +398,9 @@ def install(
     @param skip_verify: allow unauthenticated packages.
     @param reinstall: reinstall packages already at the version.
 
+    A held package named here is installed at the version asked for and
+    stays held.
+
     CLI Example:
 
         salttwist '*' pkg.install nginx
@@ -435,7 +438,17 @@ def install(
     if reinstall:
         options.append("--reinstall")
     old = _installed()["installed"]
-    result = _aptGet(context, *options, "install", *args)
+    # A held package named here is released for this installation and held
+    # again afterwards, as Salt does.
+    named = {arg.split("=")[0] for arg in args}
+    held = [p for p, selection in _selections([]).items() if selection == "hold" and p in named]
+    for package in held:
+        _setSelection(package, "install")
+    try:
+        result = _aptGet(context, *options, "install", *args)
+    finally:
+        for package in held:
+            _setSelection(package, "hold")
     changes = _compare(old, _installed()["installed"])
     if result.returncode != 0:
         raise PackageError(
