@@ -242,6 +242,47 @@ class StateModuleTests(TestCase):
             "No matches for ID 'nope' found in SLS 'web' within saltenv 'base'", result["return"]
         )
 
+    async def test_customStatesSynced(self) -> None:
+        """
+        A highstate syncs the custom modules of the saltenvs it applies
+        first (Salt's C{autoload_dynamic_modules}): a C{_states} module of
+        the file server is run without a C{saltutil.sync_states}.
+        """
+        writeTree(
+            self.base,
+            {
+                "_states/greet.py": (
+                    "def hello(name):\n"
+                    "    return {'name': name, 'result': True, 'changes': {},\n"
+                    "            'comment': 'hello ' + __grains__['id']}\n"
+                ),
+                "top.sls": "base:\n  '*':\n    - greet\n",
+                "greet.sls": "world:\n  greet.hello: []\n",
+            },
+        )
+        result = await self.call("state.apply")
+        self.assertEqual(result["retcode"], 0, result)
+        self.assertEqual(result["return"]["greet_|-world_|-world_|-hello"]["comment"], "hello web1")
+
+    async def test_noAutoload(self) -> None:
+        """
+        Without C{autoload_dynamic_modules} nothing is synced: the custom
+        state is not there.
+        """
+        self.context.opts["autoload_dynamic_modules"] = False
+        writeTree(
+            self.base,
+            {
+                "_states/greet2.py": "def hello(name):\n    return {}\n",
+                "top.sls": "base:\n  '*':\n    - greet2\n",
+                "greet2.sls": "world:\n  greet2.hello: []\n",
+            },
+        )
+        result = await self.call("state.apply")
+        self.assertEqual(result["retcode"], 2, result)
+        comment = result["return"]["greet2_|-world_|-world_|-hello"]["comment"]
+        self.assertIn("State 'greet2.hello' was not found in SLS 'greet2'", comment)
+
     async def test_stateEvents(self) -> None:
         """
         C{state_events=True}: Salt's progress event for each state.

@@ -350,7 +350,37 @@ def _buildRun(
         onStateDone=_progress(context, jid, minionId) if events else None,
         cancelled=_cancelled(context, jid),
         states=stateFunctions(opts),
+        loadDynamic=_loadDynamic(context),
     )
+
+
+def _loadDynamic(context: LoaderContext) -> Callable[..., None] | None:
+    """
+    Salt's C{load_dynamic} for a highstate, with C{autoload_dynamic_modules}
+    (on by default): sync every kind of custom module of the saltenvs the
+    top matched, load them again if any changed, and take the run's state
+    functions again (new C{_states}). A sync that fails is logged; the
+    run goes on with what is there.
+    """
+    if not context.opts.get("autoload_dynamic_modules", True) or context.fileClient is None:
+        return None
+
+    def load(run: stateapply.StateRun, matches: dict[str, list[str]]) -> None:
+        from salttwist.state.extstates import stateFunctions
+
+        try:
+            synced = run.salt["saltutil.sync_all"](saltenv=list(matches), refresh=False)
+            if isinstance(synced, Mapping) and any(
+                synced.get(kind) for kind in ("modules", "grains", "utils")
+            ):
+                run.salt["saltutil.refresh_modules"]()
+        except Exception as e:
+            _log.warn(
+                "state run {jid}: custom modules were not synced: {error}", jid=run.jid, error=e
+            )
+        run.states = stateFunctions(run.opts)
+
+    return load
 
 
 def _syncMods(run: stateapply.StateRun, syncMods: Any) -> None:

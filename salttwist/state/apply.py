@@ -86,6 +86,9 @@ class StateRun:
     @ivar context: C{__context__}, shared by every state of the run.
     @ivar chunks: the low chunks last given to the runner (for
         L{checkResult}'s C{onfail} handlers).
+    @ivar loadDynamic: called by L{highstate} with the run and the top's
+        matches before the SLS are compiled (Salt's C{load_dynamic}: a
+        minion syncs its custom modules of those saltenvs there).
     """
 
     files: Any
@@ -105,6 +108,7 @@ class StateRun:
     cancelled: Callable[[], bool] | None = None
     context: dict[str, Any] = field(default_factory=dict)
     chunks: list[dict] = field(default_factory=list)
+    loadDynamic: Callable[[StateRun, dict[str, list[str]]], None] | None = None
 
     def stateFunctions(self) -> Mapping[str, Callable[..., Any]]:
         """
@@ -352,6 +356,8 @@ def highstate(run: StateRun, exclude: Any = None) -> dict[str, Any] | list[str]:
         return errors
     if not any(matches.values()):
         return _noStates(NO_TOP_MATCHES)
+    if run.loadDynamic is not None:
+        run.loadDynamic(run, matches)
     high, errors = _compileHigh(run, matches)
     if errors:
         return errors
