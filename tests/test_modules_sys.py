@@ -57,7 +57,8 @@ class SysTests(SynchronousTestCase):
         self.assertNotIn("filemod", modules)
         self.assertEqual(modules, sorted(modules))
         self.assertEqual(
-            sysmod.list_modules(self.context, "s*"), ["saltutil", "status", "sys", "sysctl"]
+            sysmod.list_modules(self.context, "s*"),
+            ["saltutil", "service", "shadow", "slsutil", "state", "status", "sys", "sysctl"],
         )
         self.assertEqual(sysmod.list_modules(self.context, "sys"), ["sys"])
 

@@ -52,6 +52,7 @@ MODULES = (
     "cron",
     "git",
     "archive",
+    "shadow",
 )
 
 
