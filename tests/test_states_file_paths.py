@@ -9,6 +9,7 @@ directories (owners changed for real: the tests run as root).
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
 
@@ -323,3 +324,64 @@ class CleanByIdTests(FileStateTestCase):
         )
         self.assertEqual(ret["changes"]["removed"], [os.path.join(name, "junk")])
         self.assertEqual(os.listdir(name), ["app.conf"])
+
+
+class RenameSerializeTests(FileStateTestCase):
+    """
+    C{file.rename} and C{file.serialize}.
+    """
+
+    async def test_rename(self) -> None:
+        """
+        The source is moved once; afterwards it has already moved.
+        """
+        source = writeFile(self.path("old"), "x")
+        name = self.path("new")
+        test = await self.state("rename", name, source=source, ctx=self.context(test=True))
+        self.assertEqual(test["comment"], f'File "{source}" is set to be moved to "{name}"')
+        ret = await self.state("rename", name, source=source)
+        self.assertEqual(
+            (ret["comment"], ret["changes"]), (f'Moved "{source}" to "{name}"', {name: source})
+        )
+        self.assertEqual(readFile(name), b"x")
+        again = await self.state("rename", name, source=source)
+        self.assertEqual(
+            again["comment"], f'Source file "{source}" has already been moved out of place'
+        )
+
+    async def test_serialize(self) -> None:
+        """
+        JSON and YAML as Salt writes them; C{merge_if_exists} merges into
+        the file's data; test mode says what would happen.
+        """
+        name = self.path("c.json")
+        ret = await self.state("serialize", name, dataset={"b": 1, "a": [1, 2]}, serializer="json")
+        self.assertIs(ret["result"], True, ret)
+        self.assertEqual(readFile(name), b'{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n')
+        test = await self.state(
+            "serialize",
+            name,
+            dataset={"c": 3},
+            formatter="json",
+            merge_if_exists=True,
+            ctx=self.context(test=True),
+        )
+        self.assertEqual(
+            (test["result"], test["comment"]),
+            (None, f"Dataset will be serialized and stored into {name}"),
+        )
+        ret = await self.state(
+            "serialize", name, dataset={"c": 3}, formatter="json", merge_if_exists=True
+        )
+        self.assertEqual(json.loads(readFile(name)), {"a": [1, 2], "b": 1, "c": 3})
+        self.assertEqual(ret["comment"], f"File {name} updated")
+        ctx = self.context(pillar={"app": {"port": 80, "name": "web"}})
+        yml = self.path("c.yaml")
+        ret = await self.state("serialize", yml, dataset_pillar="app", ctx=ctx)
+        self.assertEqual(readFile(yml), b"name: web\nport: 80\n")
+        bad = await self.state("serialize", yml, dataset={}, serializer="toml")
+        self.assertEqual(
+            bad["comment"],
+            "The toml serializer could not be found. It either does not exist or its "
+            "prerequisites are not installed.",
+        )

@@ -17,11 +17,14 @@ nothing is changed and the changes that would be made are reported.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import pwd
 import re
 import shutil
 from typing import Any
+
+import yaml
 
 from salttwist.modules import CommandExecutionError, SaltInvocationError
 from salttwist.modules import filemod as fm
@@ -2024,3 +2027,184 @@ def _parentsBelow(root: str, path: str) -> set[str]:
         parents.add(head)
         head = os.path.dirname(head)
     return parents
+
+
+# Moving and serializing ------------------------------------------------------
+
+
+def rename(
+    ctx: StateContext,
+    name: str,
+    source: str,
+    force: bool = False,
+    makedirs: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Move C{source} to C{name} if C{source} is still there (C{force}
+    replaces an existing C{name}).
+    """
+    name = os.path.expandvars(_expand(name))
+    source = os.path.expandvars(_expand(source))
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.rename")
+    if not os.path.isabs(name):
+        return _error(ret, f"Specified file {name} is not an absolute path")
+    if not os.path.lexists(source):
+        ret["comment"] = f'Source file "{source}" has already been moved out of place'
+        return ret
+    if os.path.lexists(name):
+        if not force:
+            ret["comment"] = f'The target file "{name}" exists and will not be overwritten'
+            return ret
+        if not ctx.test:
+            try:
+                fm.remove(name)
+            except CommandExecutionError:
+                return _error(ret, f'Failed to delete "{name}" in preparation for forced move')
+    if ctx.test:
+        ret["comment"] = f'File "{source}" is set to be moved to "{name}"'
+        ret["result"] = None
+        return ret
+    parent = os.path.dirname(name)
+    if not os.path.isdir(parent):
+        if not makedirs:
+            return _error(ret, f"The target directory {parent} is not present")
+        try:
+            fw.makeParents(name, None, None, None)
+        except CommandExecutionError as e:
+            return _error(ret, str(e))
+    try:
+        if os.path.islink(source):
+            os.symlink(os.readlink(source), name)
+            os.unlink(source)
+        else:
+            shutil.move(source, name)
+    except OSError:
+        return _error(ret, f'Failed to move "{source}" to "{name}"')
+    ret["comment"] = f'Moved "{source}" to "{name}"'
+    ret["changes"] = {name: source}
+    return ret
+
+
+def _serializeData(kind: str, data: Any, options: dict[str, Any]) -> str:
+    if kind == "json":
+        opts = {"indent": 2, "separators": (",", ": "), "sort_keys": True, **options}
+        return json.dumps(data, **opts)
+    opts = {"default_flow_style": False, **options}
+    return yaml.safe_dump(data, **opts)
+
+
+def _deserializeData(kind: str, text: str) -> Any:
+    if kind == "json":
+        return json.loads(text)
+    return yaml.safe_load(text)
+
+
+def _mergeRecurse(base: Any, update: Any) -> Any:
+    if isinstance(base, dict) and isinstance(update, dict):
+        merged = dict(base)
+        for key, value in update.items():
+            merged[key] = _mergeRecurse(base[key], value) if key in base else value
+        return merged
+    return update
+
+
+def serialize(
+    ctx: StateContext,
+    name: str,
+    dataset: Any = None,
+    dataset_pillar: Any = None,
+    user: Any = None,
+    group: Any = None,
+    mode: Any = None,
+    backup: str = "",
+    makedirs: bool = False,
+    show_changes: bool = True,
+    create: bool = True,
+    merge_if_exists: bool = False,
+    encoding: str | None = None,
+    encoding_errors: str = "strict",
+    serializer: str | None = None,
+    serializer_opts: Any = None,
+    deserializer_opts: Any = None,
+    check_cmd: str | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Write C{dataset} (or the pillar value C{dataset_pillar}) to a file as
+    C{json} or C{yaml} (C{serializer}, or C{formatter}), managed as
+    C{file.managed} does; C{merge_if_exists} merges it into the data
+    already in the file.
+    """
+    kwargs.pop("env", None)
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.serialize")
+    if not create and not os.path.isfile(name):
+        ret["comment"] = f"File {name} is not present and is not set for creation"
+        return ret
+    formatter = kwargs.pop("formatter", None)
+    if serializer and formatter:
+        return _error(ret, "Only one of serializer and formatter are allowed")
+    kind = str(serializer or formatter or "yaml").lower()
+    if dataset and dataset_pillar:
+        return _error(ret, "Only one of 'dataset' and 'dataset_pillar' is permitted")
+    if dataset_pillar:
+        dataset = traverse(ctx.pillar, str(dataset_pillar), None, ":")
+    if dataset is None:
+        return _error(ret, "Neither 'dataset' nor 'dataset_pillar' was defined")
+    if kind not in ("json", "yaml"):
+        return _error(
+            ret,
+            f"The {kind} serializer could not be found. It either does not exist or its "
+            "prerequisites are not installed.",
+        )
+    options: dict[str, Any] = {}
+    for item in serializer_opts or []:
+        if isinstance(item, dict):
+            options.update(item)
+    if merge_if_exists and os.path.isfile(name):
+        try:
+            with open(name, encoding=encoding or "utf-8") as f:
+                existing = _deserializeData(kind, f.read())
+        except (ValueError, OSError, yaml.YAMLError) as e:
+            return _error(ret, f"Failed to deserialize existing data: {e}")
+        if existing is not None:
+            merged = _mergeRecurse(existing, dataset)
+            if merged == existing:
+                ret["comment"] = f"The file {name} is in the correct state"
+                return ret
+            dataset = merged
+    try:
+        text = _serializeData(kind, dataset, options)
+    except (TypeError, ValueError) as e:
+        return _error(ret, f"Unable to serialize the dataset as {kind}: {e}")
+    if not text.endswith("\n"):
+        text += "\n"
+    ret = _manageFile(
+        ctx,
+        ret,
+        name,
+        None,
+        text.encode(encoding or "utf-8", encoding_errors),
+        user,
+        group,
+        fm._normalizeMode(mode),
+        backup,
+        bool(makedirs),
+        None,
+        bool(show_changes),
+        True,
+        check_cmd,
+        False,
+        hasSource=True,
+    )
+    if ctx.test:
+        if ret["changes"]:
+            ret["comment"] = f"Dataset will be serialized and stored into {name}"
+        else:
+            ret["comment"] = f"The file {name} is in the correct state"
+    return ret
