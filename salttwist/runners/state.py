@@ -1,3 +1,159 @@
+# -*- test-case-name: tests.test_runners_state -*-
 """
-The state runners (state.orchestrate; being written: issue 21).
+The C{state} runners (Salt's C{salt/runners/state.py}): orchestration, a
+state run on the master itself.
+
+C{state.orchestrate} (aliases C{state.orch}, C{state.sls}) renders the SLS
+from the master's own file server, compiles it and runs it in a thread
+(L{salttwist.state.apply}), as the master's minion (id C{<fqdn>_master},
+Salt's). Its states are usually the orchestration states
+(L{salttwist.states.saltmod}: C{salt.state}, C{salt.function},
+C{salt.runner}, C{salt.wait_for_event}), which publish jobs through the
+master and wait for the minions' returns; any other state runs on the
+master's host.
+
+The return is Salt's: C{{"data": {<master id>: {tag: state return}},
+"outputter": "highstate", "retcode": 0}} (C{retcode} 1 when a state
+failed, or the SLS did not compile: then C{data} holds the error strings).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from salttwist.jid import JidGenerator
+
+if TYPE_CHECKING:
+    from salttwist.runners import RunnerContext
+
+_jids = JidGenerator()
+
+
+def _prepare(context: RunnerContext, saltenv: Any, test: Any, pillar: Any) -> Any:
+    """
+    Build the L{salttwist.state.apply.StateRun} of an orchestration
+    (blocking: the master's grains).
+    """
+    from salttwist.modules import LoaderContext, loadFunctions
+    from salttwist.modules.extmods import SaltFunctions
+    from salttwist.runners.salt import _masterGrains
+    from salttwist.state.apply import StateRun
+
+    master = context.master
+    grains = _masterGrains(master.config)
+    opts = dict(master.config, id=grains["id"])
+    if saltenv is not None:
+        opts["saltenv"] = saltenv
+    loader = LoaderContext(opts, grains, master.clock, loadFunctions())
+    loader.pillar = dict(pillar or {})
+    testing = bool(opts.get("test")) if test is None else bool(test)
+    return StateRun(
+        files=master.fileServer,
+        opts=opts,
+        minionId=grains["id"],
+        grains=grains,
+        pillar=dict(pillar or {}),
+        salt=SaltFunctions(loader),
+        test=testing,
+        saltenv=saltenv or "base",
+        reactor=master.clock,
+        jid=_jids.next(),
+        master=master,
+        user=context.user,
+    )
+
+
+def _checkPillar(pillar: Any) -> None:
+    if pillar is not None and not isinstance(pillar, dict):
+        raise ValueError("Pillar data must be formatted as a dictionary")
+
+
+def _result(run: Any, returned: Any) -> dict[str, Any]:
+    """
+    @return: Salt's orchestrate return for a run's C{returned}.
+    """
+    from salttwist.state.apply import checkResult
+
+    ok = isinstance(returned, dict) and checkResult(returned, run.chunks)
+    return {
+        "data": {run.minionId: returned},
+        "outputter": "highstate",
+        "retcode": 0 if ok else 1,
+    }
+
+
+def _orchestrate(run: Any, mods: Any, exclude: Any) -> dict[str, Any]:
+    from salttwist.state.apply import sls
+
+    return _result(run, sls(run, mods, exclude))
+
+
+async def orchestrate(
+    context: RunnerContext,
+    mods: Any,
+    saltenv: str = "base",
+    test: Any = None,
+    exclude: Any = None,
+    pillar: Any = None,
+    pillarenv: Any = None,
+    pillar_enc: Any = None,
+    orchestration_jid: Any = None,
+) -> dict[str, Any]:
+    """
+    Run the orchestration SLS C{mods} (a name, a list, or comma-separated)
+    from the master's file server, on the master. C{saltenv}: where the SLS
+    are; C{test=True}: report what would be done; C{pillar}: a dictionary
+    the SLS see as their pillar; C{exclude}: SLS or ids left out.
+
+    Returns C{{"data": {<master id>: {tag: state return}}, "outputter":
+    "highstate", "retcode": 0 or 1}}, as Salt does.
+
+    CLI Example:
+
+        salttwist-run state.orchestrate webserver
+        salttwist-run state.orchestrate webserver saltenv=dev test=True
+        salttwist-run state.orchestrate webserver pillar='{"foo": "bar"}'
+    """
+    _checkPillar(pillar)
+    master = context.master
+    run = await master.runBlocking(_prepare, context, saltenv, test, pillar)
+    if orchestration_jid is not None:
+        run.jid = str(orchestration_jid)
+    return await master.runBlocking(_orchestrate, run, mods, exclude)
+
+
+#: Salt's aliases.
+orch = orchestrate
+sls = orchestrate
+
+
+def _single(run: Any, fun: str, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    from salttwist.state.apply import single
+
+    return _result(run, single(run, fun, name, **kwargs))
+
+
+async def orchestrate_single(
+    context: RunnerContext,
+    fun: str,
+    name: str,
+    test: Any = None,
+    queue: bool = False,
+    pillar: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Run one orchestration state, C{fun} (C{salt.function},
+    C{salt.state}, ...) with C{name} and the other keyword arguments, on
+    the master; the return is as C{state.orchestrate}'s.
+
+    CLI Example:
+
+        salttwist-run state.orchestrate_single fun=salt.wheel name=key.list_all
+        salttwist-run state.orchestrate_single fun=salt.function name=test.ping tgt='*'
+    """
+    _checkPillar(pillar)
+    kwargs = {k: v for k, v in kwargs.items() if not k.startswith("__")}
+    master = context.master
+    run = await master.runBlocking(_prepare, context, kwargs.pop("saltenv", None), test, pillar)
+    return await master.runBlocking(_single, run, fun, name, kwargs)

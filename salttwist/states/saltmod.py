@@ -31,7 +31,9 @@ from typing import Any
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.task import LoopingCall
 from twisted.internet.threads import blockingCallFromThread
+from twisted.python.failure import Failure
 
+from salttwist.modules._process import offReactorThread
 from salttwist.states import StateContext, stateReturn
 from salttwist.states._keywords import stateArguments
 
@@ -58,9 +60,22 @@ def _noMaster(name: str, fun: str) -> dict[str, Any]:
 def _onReactor(ctx: StateContext, f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """
     Call C{f} on the reactor from the state run's thread and wait for its
-    result (a L{Deferred}'s result when it returns one).
+    result (a L{Deferred}'s result when it returns one). Called on the
+    reactor's own thread (a test's synchronous run), the L{Deferred} must
+    have fired already.
+
+    @raise RuntimeError: on the reactor's thread, with a result still to
+        come (waiting there would stop the reactor).
     """
-    return blockingCallFromThread(ctx.reactor, maybeDeferred, f, *args, **kwargs)
+    if offReactorThread(ctx.reactor):
+        return blockingCallFromThread(ctx.reactor, maybeDeferred, f, *args, **kwargs)
+    results: list[Any] = []
+    maybeDeferred(f, *args, **kwargs).addBoth(results.append)
+    if not results:
+        raise RuntimeError("an orchestration state cannot wait on the reactor's thread")
+    if isinstance(results[0], Failure):
+        results[0].raiseException()
+    return results[0]
 
 
 def publishAndGather(
