@@ -151,6 +151,21 @@ class ClientFilesTests(TestCase):
             [name for name, _ in self.client.calls], ["envs", "fileList"], self.client.calls
         )
 
+    async def test_missingFromList(self) -> None:
+        """
+        Once the saltenv was listed whole, a file it lacks is L{None}
+        without asking the client; one it has is fetched.
+        """
+        await self.inThread(self.files.fileList, "base")
+        self.assertIsNone(await self.inThread(self.files.findFile, "web.sls", "base"))
+        found = await self.inThread(self.files.findFile, "web/init.sls", "base")
+        self.assertEqual(found.path, "web/init.sls")
+        self.assertEqual(
+            [name for name, _ in self.client.calls], ["fileList", "cacheFile"], self.client.calls
+        )
+        found = await self.inThread(self.files.findFile, "salt://web/map.jinja", "base")
+        self.assertTrue(found.realPath.endswith("map.jinja"))
+
     async def test_prefixListed(self) -> None:
         """
         A prefix listed first asks for that prefix only, not the saltenv.

@@ -29,6 +29,7 @@ must not mistake a lost connection for a missing SLS.
 from __future__ import annotations
 
 import os
+import posixpath
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +42,20 @@ __all__ = ["ClientFiles", "FileClientUnavailable"]
 
 #: The name L{ClientFiles} gives as the backend of the files it finds.
 BACKEND = "minion-cache"
+
+
+def _plain(path: str) -> bool:
+    """
+    @return: whether C{path} is written as the file server lists paths
+        (relative, normalised, no URL): only such a path can be looked up
+        in a listing.
+    """
+    return (
+        "://" not in path
+        and "?" not in path
+        and not path.startswith(("/", "."))
+        and posixpath.normpath(path) == path
+    )
 
 
 class FileClientUnavailable(RuntimeError):
@@ -132,7 +147,9 @@ class ClientFiles:
     def findFile(self, path: str, saltenv: str) -> FoundFile | None:
         """
         Fetch C{path} of C{saltenv} into the minion's cache (unless the
-        cached copy is current) and describe it.
+        cached copy is current) and describe it. Once the whole saltenv was
+        listed in this run, a path it does not hold is L{None} without a
+        request.
 
         @return: a L{FoundFile} whose C{realPath} is the cached copy, or
             L{None} when the file server has no such file (remembered for
@@ -144,6 +161,12 @@ class ClientFiles:
         with self._lock:
             if key in self._found:
                 return self._found[key]
+            listed = self._lists.get((saltenv, ""))
+            if listed is not None and _plain(path) and path not in listed:
+                # The saltenv was listed whole this run: no request for a
+                # file it does not have (web.sls beside web/init.sls).
+                self._found[key] = None
+                return None
         cached = self._call(self._client.cacheFile, path, saltenv)
         found: FoundFile | None = None
         if cached:
