@@ -192,6 +192,54 @@ class FormTests(TreeTestCase):
         )
 
 
+class PipelineTests(TreeTestCase):
+    """
+    An SLS may name its renderers on its first line.
+    """
+
+    def test_json(self) -> None:
+        self.write("a.sls", '#!json\n{"x": {"cmd.run": [{"name": "echo"}]}}\n')
+        self.assertEqual(self.high("a")["x"]["cmd"], [{"name": "echo"}, "run", {"order": 10000}])
+
+    def test_jinjaJson(self) -> None:
+        self.write("a.sls", '#!jinja|json\n{"{{ grains.os }}": {"cmd.run": []}}\n')
+        self.assertEqual(list(self.high("a")), ["Debian"])
+
+    def test_yamlOnly(self) -> None:
+        """
+        Without Jinja, C{{{ }}} is YAML data, as in Salt.
+        """
+        self.write("a.sls", "#!yaml\nx:\n  cmd.run:\n    - name: '{{ not jinja }}'\n")
+        self.assertEqual(self.high("a")["x"]["cmd"][0], {"name": "{{ not jinja }}"})
+
+    def test_defaultRenderer(self) -> None:
+        self.write("a.sls", '{"x": {"cmd.run": []}}\n')
+        high, errors = self.compile("a", renderer="json")
+        self.assertEqual(errors, [])
+        self.assertEqual(list(high), ["x"])
+
+    def test_unknownRenderer(self) -> None:
+        path = self.write("a.sls", "#!mako|yaml\nx: 1\n")
+        high, errors = self.compile("a")
+        self.assertEqual(len(errors), 1)
+        self.assertTrue(errors[0].startswith(f"Rendering SLS 'base:a' failed: {path}, line 1: "))
+        self.assertIn("unknown renderer 'mako'", errors[0])
+
+    def test_emptyFile(self) -> None:
+        """
+        An SLS that renders to nothing adds nothing, without error.
+        """
+        self.write("a.sls", "{# nothing here #}\n")
+        self.assertEqual(self.high("a"), {})
+
+    def test_twoDottedSameModule(self) -> None:
+        self.write("a.sls", "x:\n  file.managed:\n    - name: /a\n  file.absent:\n    - name: /b\n")
+        high, errors = self.compile("a")
+        self.assertIn(
+            "ID 'x' in SLS 'a' contains multiple state declarations of the same type", errors
+        )
+
+
 class IncludeTests(TreeTestCase):
     """
     C{include:} as Salt follows it.
