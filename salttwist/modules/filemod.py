@@ -215,10 +215,11 @@ def stats(path: str, hash_type: str | None = None, follow_symlinks: bool = True)
     return ret
 
 
-def remove(path: str) -> bool:
+def remove(path: str, **kwargs: Any) -> bool:
     """
     Remove the file, symlink or directory tree at the absolute C{path};
-    return C{True}, or C{False} when there was nothing to remove.
+    return C{True}, or C{False} when there was nothing to remove. (Salt's
+    C{force} and other keyword arguments are accepted and ignored.)
 
     CLI Example:
 
@@ -228,7 +229,7 @@ def remove(path: str) -> bool:
     if not os.path.isabs(path):
         raise SaltInvocationError(f"File path must be absolute: {path}")
     try:
-        if os.path.isfile(path) or os.path.islink(path):
+        if os.path.islink(path) or (os.path.exists(path) and not os.path.isdir(path)):
             os.remove(path)
             return True
         if os.path.isdir(path):
