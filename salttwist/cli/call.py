@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from salttwist.cli import addCommonArguments
-from salttwist.cli.output import OUTPUTTERS, render
+from salttwist.cli.highstate import addStateOutputArguments, stateOptionsFrom
+from salttwist.cli.output import OUTPUTTERS, OutChoice, chosenOutputter, render
 from salttwist.cli.reactor import runWithReactor
 from salttwist.cli.salt import parseCliArgs
 from salttwist.config import ConfigError, loadMinionConfig
@@ -54,9 +55,22 @@ def buildParser() -> argparse.ArgumentParser:
         action="store_true",
         help="Exit with the function's retcode.",
     )
-    parser.add_argument("--out", choices=OUTPUTTERS, default="nested", help="Outputter.")
+    parser.add_argument(
+        "--out",
+        choices=OUTPUTTERS,
+        default="nested",
+        action=OutChoice,
+        help="Outputter (default: highstate for the state functions that run states, else nested).",
+    )
+    parser.set_defaults(out_given=False)
     parser.add_argument("--out-indent", type=int, default=None, help="Indent for json/yaml.")
     parser.add_argument("--no-color", action="store_true", help="Never colour the output.")
+    parser.add_argument(
+        "--force-color",
+        action="store_true",
+        help="Colour the output even when it is not a terminal.",
+    )
+    addStateOutputArguments(parser)
     parser.add_argument("function")
     # A default makes argparse treat the arguments as optional: without it a
     # missing function is reported as "function, arg".
@@ -305,14 +319,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     if failed is not None:
         return failed
-    color = not options.no_color and options.out == "nested" and sys.stdout.isatty()
+    out = chosenOutputter(options, options.function)
+    color = options.force_color or (
+        not options.no_color and out in ("nested", "highstate") and sys.stdout.isatty()
+    )
     sys.stdout.write(
         render(
-            options.out,
+            out,
             {"local": result["return"]},
             color,
             options.out_indent,
             retcode=result["retcode"],
+            stateOptions=stateOptionsFrom(options, config, parseCliArgs(options.arg)),
         )
     )
     if options.retcode_passthrough:

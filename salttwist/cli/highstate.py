@@ -40,10 +40,13 @@ from typing import Any
 
 __all__ = [
     "HIGHSTATE_FUNCTIONS",
+    "STATE_OUTPUT_CHOICES",
     "HighstateOptions",
     "NotHighstateData",
+    "addStateOutputArguments",
     "formatHighstate",
     "highstateFunction",
+    "stateOptionsFrom",
 ]
 
 #: The execution functions whose returns Salt prints with this outputter
@@ -608,3 +611,96 @@ def _comment(ret: Mapping[str, Any]) -> str:
         else:
             comment = f"{comment} {extra}"
     return comment
+
+
+# The command line ---------------------------------------------------------
+
+#: The values C{--state-output} takes: Salt's modes and their C{_id} forms.
+STATE_OUTPUT_CHOICES: tuple[str, ...] = (
+    "full",
+    "terse",
+    "mixed",
+    "changes",
+    "filter",
+    "full_id",
+    "terse_id",
+    "mixed_id",
+    "changes_id",
+    "filter_id",
+)
+
+
+def _stateVerbose(text: str) -> bool:
+    """
+    Read C{--state-verbose}: C{True} or C{False}, in any case.
+
+    @param text: the value given.
+    @return: the boolean.
+    @raise argparse.ArgumentTypeError: for anything else.
+    """
+    import argparse
+
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise argparse.ArgumentTypeError(f"expected True or False, not {text!r}")
+
+
+def addStateOutputArguments(parser: Any, outputDiff: bool = True) -> None:
+    """
+    Add Salt's options of the C{highstate} outputter to a command line:
+    C{--state-output}/C{--state_output}, C{--state-verbose}/C{--state_verbose}
+    and (for C{salt} and C{salt-call}) C{--output-diff}.
+
+    @param parser: an C{argparse.ArgumentParser}.
+    @param outputDiff: whether to add C{--output-diff}.
+    """
+    parser.add_argument(
+        "--state-output",
+        "--state_output",
+        dest="state_output",
+        choices=STATE_OUTPUT_CHOICES,
+        default=None,
+        help="Override the configured state_output value for minion output. "
+        "One of full, terse, mixed, changes or filter, or one of them with _id.",
+    )
+    parser.add_argument(
+        "--state-verbose",
+        "--state_verbose",
+        dest="state_verbose",
+        type=_stateVerbose,
+        default=None,
+        metavar="{True,False}",
+        help="Override the configured state_verbose value for minion output: "
+        "False hides the states that succeeded without changes.",
+    )
+    if outputDiff:
+        parser.add_argument(
+            "--output-diff",
+            dest="state_output_diff",
+            action="store_true",
+            default=False,
+            help="Report only those states that have changed.",
+        )
+
+
+def stateOptionsFrom(
+    options: Any, config: Mapping[str, Any], arg: Sequence[Any] | None = None
+) -> HighstateOptions:
+    """
+    The outputter's options for a command: the config's, overridden by the
+    command line's (L{addStateOutputArguments}).
+
+    @param options: the parsed command line.
+    @param config: the loaded config (the master's or the minion's).
+    @param arg: the job's arguments in wire form, for C{filter}.
+    @return: the options.
+    """
+    opts = dict(config)
+    if getattr(options, "state_output", None) is not None:
+        opts["state_output"] = options.state_output
+    if getattr(options, "state_verbose", None) is not None:
+        opts["state_verbose"] = options.state_verbose
+    if getattr(options, "state_output_diff", False):
+        opts["state_output_diff"] = True
+    return HighstateOptions.fromConfig(opts, arg)

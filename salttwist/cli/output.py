@@ -25,6 +25,7 @@ dictionary at a time; L{minionReturnLine} renders such an entry.
 
 from __future__ import annotations
 
+import argparse
 import json
 import pprint
 from collections import OrderedDict, defaultdict
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OUTPUTTERS",
+    "OutChoice",
+    "chosenOutputter",
     "colorTable",
     "defaultOutputter",
     "minionReturnLine",
@@ -504,3 +507,37 @@ def minionReturnLine(
     return render(
         outputter, {minionId: value}, color, indent, retcode=retcode, stateOptions=stateOptions
     )
+
+
+class OutChoice(argparse.Action):
+    """
+    The C{--out} option of a command: stores the outputter and records in
+    C{out_given} that it was given, so that a command can tell C{--out
+    nested} from no C{--out} at all (state functions print with
+    C{highstate} then, see L{defaultOutputter}).
+    """
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        """
+        Store the outputter and note that it was chosen.
+        """
+        setattr(namespace, self.dest, values)
+        namespace.out_given = True
+
+
+def chosenOutputter(options: argparse.Namespace, fun: str) -> str:
+    """
+    The outputter of a command line parsed with an L{OutChoice} C{--out}:
+    the one given, else L{defaultOutputter}'s for C{fun}.
+
+    @param options: the parsed command line.
+    @param fun: the function or runner it runs.
+    @return: one of L{OUTPUTTERS}.
+    """
+    return defaultOutputter(fun, options.out if getattr(options, "out_given", False) else None)
