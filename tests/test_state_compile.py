@@ -240,6 +240,30 @@ class PipelineTests(TreeTestCase):
         )
 
 
+class SaltVariableTests(TreeTestCase):
+    def test_moduleAttributes(self) -> None:
+        """
+        C{salt.mod.fun} and C{salt['mod'].fun} work as C{salt['mod.fun']},
+        as Salt's Jinja renderer allows.
+        """
+        self.variables["salt"] = {"test.echo": lambda text: text.upper()}
+        self.write(
+            "a.sls",
+            """
+            x:
+              cmd.run:
+                - names:
+                  - {{ salt['test.echo']('a') }}
+                  - {{ salt.test.echo('b') }}
+                  - {{ salt['test'].echo('c') }}
+                  - {{ 'test.echo' in salt }}
+                  - {{ salt.test.nope is defined }}
+            """,
+        )
+        names = self.high("a")["x"]["cmd"][0]["names"]
+        self.assertEqual(names, ["A", "B", "C", True, False])
+
+
 class IncludeTests(TreeTestCase):
     """
     C{include:} as Salt follows it.

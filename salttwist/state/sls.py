@@ -31,7 +31,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from salttwist.fileserver.interfaces import FileServerError, FoundFile
@@ -123,6 +123,57 @@ def loaderFor(files: IStateFiles, saltenv: str) -> Callable[[str], tuple[str, st
     return load
 
 
+class SaltModules(Mapping[str, Any]):
+    """
+    The C{salt} render variable as Salt's Jinja renderer gives it: the
+    execution functions by C{"module.function"} (C{salt['cmd.run']}), and
+    by module as attributes (C{salt.cmd.run}, C{salt['cmd'].run}).
+    """
+
+    def __init__(self, functions: Mapping[str, Any]) -> None:
+        self._functions = functions
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._functions[key]
+        except KeyError:
+            if isinstance(key, str) and "." not in key and key and not key.startswith("_"):
+                return _SaltModule(self._functions, key)
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _SaltModule(self._functions, name)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._functions
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._functions)
+
+    def __len__(self) -> int:
+        return len(self._functions)
+
+
+class _SaltModule:
+    """
+    One module's functions as attributes: C{salt.cmd.run}.
+    """
+
+    def __init__(self, functions: Mapping[str, Any], module: str) -> None:
+        self._functions = functions
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._functions[f"{self._module}.{name}"]
+        except KeyError:
+            raise AttributeError(f"'{self._module}.{name}' is not available") from None
+
+
 class _Avail(dict):
     """
     C{{saltenv: [sls, ...]}}, each saltenv listed when first asked for.
@@ -162,6 +213,9 @@ class HighBuilder:
     ) -> None:
         self.files = files
         self.variables = dict(variables)
+        salt = self.variables.get("salt")
+        if isinstance(salt, Mapping) and not isinstance(salt, SaltModules):
+            self.variables["salt"] = SaltModules(salt)
         self.opts = opts
         self.avail = _Avail(files)
         self.order = AutoOrder(bool(opts.get("state_auto_order", True)))
