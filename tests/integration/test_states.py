@@ -15,7 +15,7 @@ from twisted.trial.unittest import TestCase
 
 from salttwist.events.client import listenEvents
 from salttwist.master.service import EVENT_PUB_SOCKET
-from tests.integration.harness import Cluster, waitFor
+from tests.integration.harness import Cluster, runCommand, waitFor
 
 MINIONS = ("minion1", "minion2")
 
@@ -281,6 +281,29 @@ class StatesTests(TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.out, "after-slow")))
         running = await self.salt("minion1", "state.running")
         self.assertEqual(running["minion1"], [])
+
+    async def test_saltCall(self) -> None:
+        """
+        C{salttwist-call state.sls} beside the running minion: the state
+        tree and pillar come over its own session from the master.
+        """
+        result = await runCommand(
+            [
+                "salttwist-call",
+                "-c",
+                self.cluster.minionDir("minion2"),
+                "state.sls",
+                "web",
+                "--out",
+                "json",
+                "--retcode-passthrough",
+            ],
+            cwd=self.cluster.baseDir,
+        )
+        self.assertEqual(result.code, 0, self.cluster.explain(result))
+        ret = json.loads(result.out)["local"]
+        self.assertIn("test_|-web_conf_|-www-minion2_|-configurable_test_state", ret)
+        self.assertEqual(self.written("minion2"), "80")
 
     async def test_show(self) -> None:
         """
