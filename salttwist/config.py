@@ -579,6 +579,7 @@ _MINION_OPTIONS: dict[str, _Option] = {
     "service_rc_dir": _Option(None, _checkPath),
     "service_systemd_root": _Option(None, _checkPath),
     "cron_spool_dir": _Option(None, _checkPath),
+    "apt_lock_timeout": _Option(300, _checkPositiveNumber),
     "master": _Option("salt", _checkStringOrList),
     "master_port": _Option(4506, _PORT),
     "id": _Option(None, _checkString),
