@@ -19,7 +19,8 @@ import os
 from typing import Any
 
 import yaml
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.internet.threads import deferToThread
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from salttwist.fileserver.server import FileServer
 from salttwist.modules.extmods import SaltFunctions
@@ -37,6 +38,10 @@ def _plain(data: Any) -> Any:
 
 
 class NginxFormulaParityTests(SynchronousTestCase):
+    """
+    The compile on the test's (reactor) thread.
+    """
+
     def setUp(self) -> None:
         with open(os.path.join(FORMULA, "expected.json"), encoding="utf-8") as f:
             self.expected = json.load(f)
@@ -90,3 +95,19 @@ class NginxFormulaParityTests(SynchronousTestCase):
         )
         self.assertEqual(errors, [])
         self.assertEqual(_plain(chunks), self.expected["low"])
+
+
+class InThreadParityTests(TestCase):
+    """
+    The compile in a thread, as a state run does it: C{pillar.get} and the
+    other functions that run on the reactor are waited for from there.
+    """
+
+    setUp = NginxFormulaParityTests.setUp
+
+    async def test_inThread(self) -> None:
+        high, errors = await deferToThread(
+            compileHigh, self.files, {"base": ["nginx"]}, self.variables, self.opts
+        )
+        self.assertEqual(errors, [])
+        self.assertEqual(_plain(high), self.expected["high"])
