@@ -8,6 +8,7 @@ directories (owners changed for real: the tests run as root).
 
 from __future__ import annotations
 
+import dataclasses
 import grp
 import json
 import os
@@ -384,4 +385,80 @@ class RenameSerializeTests(FileStateTestCase):
             bad["comment"],
             "The toml serializer could not be found. It either does not exist or its "
             "prerequisites are not installed.",
+        )
+
+
+class HardlinkAccumulatedTests(FileStateTestCase):
+    """
+    C{file.hardlink} and C{file.accumulated}.
+    """
+
+    async def test_hardlink(self) -> None:
+        """
+        A hard link is created, then found in place.
+        """
+        target = writeFile(self.path("t"), "x")
+        name = self.path("h")
+        test = await self.state("hardlink", name, target=target, ctx=self.context(test=True))
+        self.assertEqual(
+            (test["result"], test["comment"]),
+            (None, f"Hard link {name} to {target} is set for creation"),
+        )
+        ret = await self.state("hardlink", name, target=target)
+        self.assertEqual(
+            (ret["comment"], ret["changes"]),
+            (f"Created new hard link {name} -> {target}", {"new": name}),
+        )
+        self.assertEqual(os.stat(name).st_ino, os.stat(target).st_ino)
+        again = await self.state("hardlink", name, target=target)
+        self.assertEqual(
+            again["comment"], f"Target of hard link {name} is already pointing to {target}"
+        )
+        missing = await self.state("hardlink", self.path("h2"), target=self.path("nope"))
+        self.assertEqual(
+            missing["comment"], f"Target {self.path('nope')} for hard link does not exist"
+        )
+
+    async def test_accumulated(self) -> None:
+        """
+        Accumulated texts reach a C{file.managed} template as
+        C{accumulator} and a C{file.blockreplace}'s content; an accumulator
+        required by no file state is orphaned.
+        """
+        motd = self.path("motd")
+        url = self.serve(
+            "motd.j2", "{% for line in accumulator['extra'] %}{{ line }}\n{% endfor %}"
+        )
+        ctx = self.context()
+        acc = dataclasses.replace(
+            ctx, low={"__id__": "extra", "__sls__": "m", "require_in": [{"file": "motd"}]}
+        )
+        ret = await self.state("accumulated", "extra", filename=motd, text=["a", "b"], ctx=acc)
+        self.assertEqual(ret["comment"], f"Accumulator extra for file {motd} was charged by text")
+        managedCtx = dataclasses.replace(ctx, low={"__id__": "motd"})
+        ret = await self.state("managed", motd, source=url, template="jinja", ctx=managedCtx)
+        self.assertIs(ret["result"], True, ret)
+        self.assertEqual(readFile(motd), b"a\nb\n")
+        block = writeFile(
+            self.path("block"), "#-- start managed zone --\n#-- end managed zone --\n"
+        )
+        acc2 = dataclasses.replace(
+            ctx, low={"__id__": "more", "__sls__": "m", "require_in": [{"file": "blk"}]}
+        )
+        await self.state("accumulated", "more", filename=block, text="line1", ctx=acc2)
+        blk = dataclasses.replace(ctx, low={"__id__": "blk"})
+        ret = await self.state("blockreplace", block, ctx=blk)
+        self.assertIs(ret["result"], True, ret)
+        self.assertEqual(
+            readFile(block), b"#-- start managed zone --\nline1\n#-- end managed zone --\n"
+        )
+        orphan = await self.state(
+            "accumulated",
+            "o",
+            filename=motd,
+            text="x",
+            ctx=dataclasses.replace(ctx, low={"__id__": "o", "__sls__": "m"}),
+        )
+        self.assertEqual(
+            (orphan["result"], orphan["comment"]), (False, "Orphaned accumulator o in m:o")
         )

@@ -283,7 +283,12 @@ def managed(
             if template:
                 try:
                     text = src.renderTemplate(
-                        ctx, text, template, _templateVars(context, defaults), saltenv, None
+                        ctx,
+                        text,
+                        template,
+                        _templateVars(context, defaults, ctx, name),
+                        saltenv,
+                        None,
                     )
                 except src.SourceError as e:
                     return _error(ret, f"Unable to manage file: {e}")
@@ -346,7 +351,7 @@ def managed(
             try:
                 with open(sfn, encoding="utf-8") as f:
                     text = f.read()
-                variables = _templateVars(context, defaults)
+                variables = _templateVars(context, defaults, ctx, name)
                 variables.update(
                     {
                         "name": name,
@@ -385,9 +390,15 @@ def managed(
     )
 
 
-def _templateVars(context: Any, defaults: Any) -> dict[str, Any]:
+def _templateVars(
+    context: Any, defaults: Any, ctx: StateContext | None = None, name: str | None = None
+) -> dict[str, Any]:
     variables = dict(defaults or {})
     variables.update(context or {})
+    if ctx is not None and name is not None:
+        accumulated = _accumulators(ctx)[0].get(name)
+        if accumulated:
+            variables["accumulator"] = accumulated
     return variables
 
 
@@ -1489,6 +1500,13 @@ def blockreplace(
     if not ok:
         return _error(ret, message)
     content = "" if content is None else str(content)
+    data, deps = _accumulators(ctx)
+    if name in data:
+        byName = data[name]
+        mine = [a for a in deps.get(name, {}) if ctx.low.get("__id__") in deps[name][a]]
+        for accumulator in [a for a in mine if a in byName] or list(byName):
+            for one in byName[accumulator]:
+                content = str(one) if content == "" else content + "\n" + str(one)
     try:
         for text in _sourceTexts(
             ctx, source, source_hash, sources, source_hashes, template, defaults, context
@@ -2207,4 +2225,164 @@ def serialize(
             ret["comment"] = f"Dataset will be serialized and stored into {name}"
         else:
             ret["comment"] = f"The file {name} is in the correct state"
+    return ret
+
+
+def _sameInode(a: str, b: str) -> bool:
+    try:
+        return os.lstat(a).st_ino == os.lstat(b).st_ino and os.lstat(a).st_dev == os.lstat(b).st_dev
+    except OSError:
+        return False
+
+
+def hardlink(
+    ctx: StateContext,
+    name: str,
+    target: str,
+    force: bool = False,
+    makedirs: bool = False,
+    user: Any = None,
+    group: Any = None,
+    dir_mode: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Ensure C{name} is a hard link to the file C{target} (a file in the way
+    is replaced with C{force}).
+    """
+    name = _expand(name)
+    target = _expand(target)
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.hardlink")
+    dir_mode = fm._normalizeMode(dir_mode)
+    user = _owner(user, kwargs)
+    if user is None:
+        user = ctx.opts.get("user") or fm.uid_to_user(os.geteuid())
+    if group is None:
+        try:
+            group = fm.gid_to_group(pwd.getpwnam(str(user)).pw_gid)
+        except KeyError:
+            group = user
+    errors = []
+    if fm.user_to_uid(user) == "":
+        errors.append(f"User {user} does not exist")
+    if fm.group_to_gid(group) == "":
+        errors.append(f"Group {group} does not exist")
+    if not os.path.isabs(name):
+        errors.append(f"Specified file {name} is not an absolute path")
+    if not os.path.isabs(target):
+        errors.append(f"Specified target {target} is not an absolute path")
+    if errors:
+        return _error(ret, ". ".join(errors) + ("." if len(errors) > 1 else ""))
+    if ctx.test:
+        changes: dict[str, Any] = {}
+        if not os.path.exists(target):
+            result, comment = False, f"Target {target} for hard link does not exist"
+        elif os.path.isdir(target):
+            result, comment = False, f"Unable to hard link from directory {target}"
+        elif os.path.isdir(name):
+            result, comment = False, f"Unable to hard link to directory {name}"
+        elif not os.path.exists(name):
+            result, comment = None, f"Hard link {name} to {target} is set for creation"
+            changes["new"] = name
+        elif fm.is_hardlink(name) and _sameInode(name, target):
+            result, comment = True, f"The hard link {name} is presently targetting {target}"
+        elif fm.is_hardlink(name):
+            result, comment = None, f"Link {name} target is set to be changed to {target}"
+            changes["change"] = name
+        elif force:
+            result = None
+            comment = (
+                f"The file or directory {name} is set for removal to make way for a new hard "
+                f"link targeting {target}"
+            )
+        else:
+            result = False
+            comment = (
+                f"File or directory exists where the hard link {name} should be. Did you mean "
+                "to use force?"
+            )
+        ret.update(result=result, comment=comment, changes=changes)
+        return ret
+    for direction, item in (("to", name), ("from", target)):
+        if os.path.isdir(item):
+            return _error(ret, f"Unable to hard link {direction} directory {item}")
+    if not os.path.exists(target):
+        return _error(ret, f"Target {target} for hard link does not exist")
+    if not os.path.isdir(os.path.dirname(name)):
+        if not makedirs:
+            return _error(ret, f"Directory {os.path.dirname(name)} for hard link is not present")
+        try:
+            fw.makeParents(name, user, group, dir_mode)
+        except CommandExecutionError as e:
+            return _error(ret, str(e))
+    if os.path.exists(name) and _sameInode(name, target):
+        ret["comment"] = f"Target of hard link {name} is already pointing to {target}"
+        return ret
+    if os.path.isfile(name) and not fm.is_hardlink(name):
+        if not force:
+            return _error(ret, f"File exists where the hard link {name} should be")
+        os.remove(name)
+        ret["changes"]["forced"] = "File for hard link was forcibly replaced"
+    verb = "Created new"
+    if os.path.exists(name):
+        os.remove(name)
+        verb = "Set target of"
+    try:
+        fm.link(target, name)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        what = "create new" if verb == "Created new" else "set target of"
+        return _error(ret, f"Unable to {what} hard link {name} -> {target}: {e}")
+    ret["comment"] = f"{verb} hard link {name} -> {target}"
+    ret["changes"]["new"] = name
+    return ret
+
+
+# Accumulators ----------------------------------------------------------------
+
+
+def _accumulators(ctx: StateContext) -> tuple[dict[str, Any], dict[str, Any]]:
+    """
+    The run's accumulators (Salt keeps them in a file per run): text by
+    file and accumulator name, and the states each accumulator is for.
+    """
+    data = ctx.context.setdefault("file.accumulators", {})
+    deps = ctx.context.setdefault("file.accumulator_deps", {})
+    return data, deps
+
+
+def accumulated(
+    ctx: StateContext, name: str, filename: str, text: Any, **kwargs: Any
+) -> dict[str, Any]:
+    """
+    Collect C{text} for the file C{filename}: a C{file.managed} template
+    of that file sees the texts as C{accumulator[name]}, a
+    C{file.blockreplace} of it appends them to its content. The state must
+    be C{require_in} or C{watch_in} the state using it.
+    """
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.accumulated")
+    if text is None:
+        return _error(ret, "No text supplied for accumulator")
+    deps: list[Any] = []
+    for key in ("require_in", "watch_in"):
+        value = ctx.low.get(key) or kwargs.get(key) or []
+        deps.extend(value if isinstance(value, list) else [value])
+    if not any(isinstance(d, dict) and "file" in d for d in deps):
+        return _error(
+            ret,
+            f"Orphaned accumulator {name} in {ctx.low.get('__sls__')}:{ctx.low.get('__id__')}",
+        )
+    texts = list(text) if isinstance(text, list) else [text]
+    data, depsByFile = _accumulators(ctx)
+    fileDeps = depsByFile.setdefault(filename, {}).setdefault(name, [])
+    for dep in deps:
+        fileDeps.extend(dep.values() if isinstance(dep, dict) else [dep])
+    bucket = data.setdefault(filename, {}).setdefault(name, [])
+    for chunk in texts:
+        if chunk not in bucket:
+            bucket.append(chunk)
+            ret["comment"] = f"Accumulator {name} for file {filename} was charged by text"
     return ret
