@@ -255,7 +255,7 @@ class _Graph:
 
 def _normalOrder(chunk: dict[str, Any], cap: int) -> float:
     order = chunk.get("order")
-    if order is None or isinstance(order, bool) or not isinstance(order, (int, float)):
+    if order is None or not isinstance(order, (int, float)):
         if order == "last":
             order = cap + _LAST
         elif order == "first":
@@ -291,11 +291,7 @@ def _chunkOrder(graph: _Graph, tag: str, cap: int) -> tuple[float, float]:
                     heaviest = weight
                     childChunk = graph.chunks[child]
                     childOrder = childChunk.get("order", float("inf"))
-                    if (
-                        childOrder is None
-                        or isinstance(childOrder, bool)
-                        or not isinstance(childOrder, (int, float))
-                    ):
+                    if childOrder is None or not isinstance(childOrder, (int, float)):
                         childOrder = _normalOrder(childChunk, cap)
                     childMin = min(childMin, childOrder)
         graph.childMin[tag] = childMin
@@ -403,12 +399,7 @@ def orderChunks(
             errors.append(error)
         elif "order" in chunk:
             order = chunk["order"]
-            if (
-                isinstance(order, int)
-                and not isinstance(order, bool)
-                and order > cap - 1
-                and order > 0
-            ):
+            if isinstance(order, int) and order > cap - 1 and order > 0:
                 cap = order + 100
     graph.copyPrereqDependencies()
     cycle = graph.findCycle()

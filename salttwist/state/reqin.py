@@ -197,8 +197,6 @@ def _inFromDict(
                 f"mean '{targetState[: targetState.find('.')]}'?"
             )
             targetState = targetState.split(".")[0]
-        if kind in ("use",):
-            continue
         ext.addRequisite(name, targetState, kind, {state: id_}, body)
 
 
