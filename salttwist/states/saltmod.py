@@ -123,7 +123,9 @@ def publishAndGather(
                             "failed": True,
                             "jid": jid,
                         }
-            done.callback(results)
+            # In the order the master targeted them, not the order they
+            # returned in, so comments and changes read the same every run.
+            done.callback({m: results[m] for m in sorted(targeted) if m in results})
 
         def returned(tag: str, data: dict[str, Any]) -> None:
             minion = data.get("id")
