@@ -3,6 +3,14 @@
 C{salttwist}: Salt's C{salt} command. Publish a job to the targeted minions
 through the local master and print their returns.
 
+The returns of the state functions that run states (C{state.apply},
+C{state.sls}, C{state.highstate}, ...) print with the C{highstate}
+outputter unless C{--out} says otherwise, as Salt's do; C{--state-output},
+C{--state-verbose} and C{--output-diff} shape it. With C{--progress}, such
+a job is published with C{state_events=True} and the line on standard
+error counts each minion's states done out of its total, from the
+C{salt/job/<jid>/prog/<id>/<n>} events the minions fire (L{StateProgress}).
+
 Exit codes: 0 when every targeted minion returned with retcode 0; 1 when a
 minion returned a non-zero retcode or did not return; 2 when the master is
 unreachable, the job was refused, or no minion matched the target.
@@ -11,6 +19,7 @@ unreachable, the job was refused, or no minion matched the target.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
@@ -21,7 +30,14 @@ import yaml
 from salttwist import serial
 from salttwist._startup import exitNow, holdGarbageCollection
 from salttwist.cli import addCommonArguments
-from salttwist.cli.output import OUTPUTTERS, minionReturnLine, render
+from salttwist.cli.highstate import addStateOutputArguments, highstateFunction, stateOptionsFrom
+from salttwist.cli.output import (
+    OUTPUTTERS,
+    OutChoice,
+    chosenOutputter,
+    minionReturnLine,
+    render,
+)
 from salttwist.cli.reactor import runWithReactor
 from salttwist.client.batch import batchSize as batchSize
 from salttwist.client.batch import parseBatch
@@ -73,8 +89,11 @@ def buildParser() -> argparse.ArgumentParser:
         "--out",
         choices=OUTPUTTERS,
         default="nested",
-        help="Outputter (default: nested); quiet prints nothing.",
+        action=OutChoice,
+        help="Outputter (default: highstate for the state functions that run states, "
+        "else nested); quiet prints nothing.",
     )
+    parser.set_defaults(out_given=False)
     parser.add_argument("--out-file", default=None, help="Write the output to this file.")
     parser.add_argument(
         "--out-file-append",
@@ -130,7 +149,8 @@ def buildParser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--progress",
         action="store_true",
-        help="Show a progress bar of the returns on standard error as they arrive.",
+        help="Show a progress bar of the returns on standard error as they arrive; "
+        "for a state run, each minion's states done out of its total.",
     )
     parser.add_argument("--no-color", action="store_true", help="Never colour the output.")
     parser.add_argument(
@@ -138,6 +158,7 @@ def buildParser() -> argparse.ArgumentParser:
         action="store_true",
         help="Colour the output even when it is not a terminal.",
     )
+    addStateOutputArguments(parser)
     group = parser.add_mutually_exclusive_group()
     for short, long, kind, text in TARGET_FLAGS:
         group.add_argument(
@@ -216,9 +237,19 @@ def _yamlify(word: str) -> Any:
 
 
 class _Printer:
-    def __init__(self, options: argparse.Namespace, progress: ProgressBar | None = None) -> None:
+    def __init__(
+        self,
+        options: argparse.Namespace,
+        progress: ProgressBar | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
         self.options = options
         self.stream: Any = sys.stdout
+        #: The outputter: --out, else highstate for a state run, else nested.
+        self.out = chosenOutputter(options, options.function)
+        #: The highstate outputter's options: the master config's, then the
+        #: command line's.
+        self.stateOptions = stateOptionsFrom(options, config or {}, parseCliArgs(options.arg))
         #: The bar to take off its line around each write to the console.
         self.progress = progress
         if options.out_file:
@@ -226,7 +257,7 @@ class _Printer:
             self.progress = None
         self.color = options.force_color or (
             not options.no_color
-            and options.out == "nested"
+            and self.out in ("nested", "highstate")
             and not options.out_file
             and sys.stdout.isatty()
         )
@@ -234,7 +265,7 @@ class _Printer:
         # Returns printed one by one as JSON are one object per line (JSON
         # lines), so a stream of them can be parsed; --out-indent overrides.
         self.streamIndent = options.out_indent
-        if options.out == "json" and options.out_indent is None:
+        if self.out == "json" and options.out_indent is None:
             self.streamIndent = -1
 
     def returned(self, minionId: str, data: dict[str, Any]) -> None:
@@ -245,16 +276,19 @@ class _Printer:
                 minionReturnLine(
                     minionId,
                     data.get("return"),
-                    self.options.out,
+                    self.out,
                     self.color,
                     indent=self.streamIndent,
                     retcode=data.get("retcode", 0) or 0,
+                    stateOptions=self.stateOptions,
                 )
             )
 
     def missing(self, minionIds: list[str], text: str = NO_RESPONSE) -> None:
         if self.options.hide_timeout:
             return
+        # Salt shows them with its no_return outputter, not highstate's.
+        out = "nested" if self.out == "highstate" else self.out
         for minionId in minionIds:
             if self.options.static:
                 self.static[minionId] = text
@@ -263,7 +297,7 @@ class _Printer:
                     minionReturnLine(
                         minionId,
                         text,
-                        self.options.out,
+                        out,
                         self.color,
                         indent=self.streamIndent,
                     )
@@ -283,10 +317,18 @@ class _Printer:
 
     def finish(self) -> None:
         if self.options.static and self.static:
-            self._write(render(self.options.out, self.static, self.color, self.options.out_indent))
+            self._write(
+                render(
+                    self.out,
+                    self.static,
+                    self.color,
+                    self.options.out_indent,
+                    stateOptions=self.stateOptions,
+                )
+            )
 
     def _write(self, text: str) -> None:
-        if self.options.out == "quiet":
+        if self.out == "quiet":
             return
         if self.progress is None:
             self.stream.write(text)
@@ -391,6 +433,215 @@ class ProgressBar:
         self._finished = True
 
 
+class StateProgress(ProgressBar):
+    """
+    C{--progress} for a state run: each minion's states done out of its
+    total, from the C{salt/job/<jid>/prog/<id>/<n>} events its state run
+    fires (L{stateEvent}), beside the count of returns.
+
+    On a terminal, one live line, redrawn as events and returns arrive and
+    kept off the returns' lines as L{ProgressBar}'s is, e.g.
+    C{Progress: 1/3 returns; states: web2 4/10, web3 9/12} (the minions
+    still running, the first L{shownMinions} of them). Elsewhere, one
+    whole line per update: C{web2: 4/10 states} for an event,
+    C{Progress: 1/3 returns} when the count of returns changes.
+
+    @ivar states: by minion id, the run numbers of its states done and
+        its total.
+    """
+
+    #: The most minions the live line names.
+    shownMinions = 5
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.states: dict[str, tuple[set[int], int]] = {}
+        self.returned: set[str] = set()
+
+    def stateDone(self, minionId: str, runNumber: int, total: int) -> None:
+        """
+        One of C{minionId}'s states finished.
+
+        @param runNumber: its C{__run_num__}.
+        @param total: the number of states in the minion's run.
+        """
+        if self._finished:
+            return
+        done, _ = self.states.get(minionId, (set(), total))
+        done.add(runNumber)
+        self.states[minionId] = (done, total)
+        if self._terminal:
+            self.show()
+        else:
+            self._line(f"{minionId}: {min(len(done), total)}/{total} states")
+
+    def minionReturned(self, minionId: str) -> None:
+        """
+        C{minionId} returned: the live line stops naming it.
+        """
+        self.returned.add(minionId)
+
+    def text(self) -> str:
+        """
+        @return: what the live line shows now.
+        """
+        done = min(self.done, self.total)
+        text = f"Progress: {done}/{self.total} returns"
+        running = [m for m in sorted(self.states) if m not in self.returned]
+        if running:
+            counts = []
+            for minionId in running[: self.shownMinions]:
+                statesDone, total = self.states[minionId]
+                counts.append(f"{minionId} {min(len(statesDone), total)}/{total}")
+            more = len(running) - self.shownMinions
+            text += "; states: " + ", ".join(counts) + (f" (+{more} more)" if more > 0 else "")
+        return text
+
+    def show(self) -> None:
+        """
+        Draw the live line (a terminal) or write the count of returns as a
+        line of its own when it changed (elsewhere).
+        """
+        if not self.total or self._finished:
+            return
+        if not self._terminal:
+            self._line(f"Progress: {min(self.done, self.total)}/{self.total} returns")
+            return
+        text = self.text()
+        if self._shown and text == self._text:
+            return
+        self.stream.write(f"\r\x1b[K{text}")
+        self.stream.flush()
+        self._shown = True
+        self._text = text
+
+    def _line(self, text: str) -> None:
+        """
+        Write C{text} as a line of its own, unless it is the last line
+        written (not on a terminal).
+        """
+        if text == self._text:
+            return
+        self.stream.write(text + "\n")
+        self.stream.flush()
+        self._text = text
+
+
+def stateEvent(tag: str, data: Any) -> tuple[str, str, int, int] | None:
+    """
+    Read a state progress event (Salt's C{state_events}).
+
+    @param tag: C{salt/job/<jid>/prog/<minion id>/<run number>}.
+    @param data: the event's data as the master's bus carries a minion's
+        event: C{{"id": ..., "data": {"ret": <the state's entry>, "len":
+        <total>}, ...}} (the inner mapping alone is read too).
+    @return: C{(jid, minion id, run number, total)}, or L{None} when this
+        is not such an event or the sender is not the minion the tag names.
+    """
+    parts = tag.split("/")
+    if len(parts) != 6 or parts[:2] != ["salt", "job"] or parts[3] != "prog":
+        return None
+    if not isinstance(data, dict):
+        return None
+    jid, minionId, number = parts[2], parts[4], parts[5]
+    if data.get("id", minionId) != minionId:
+        return None
+    payload = data.get("data") if isinstance(data.get("data"), dict) else data
+    total = payload.get("len")
+    try:
+        runNumber = int(number)
+    except ValueError:
+        return None
+    if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+        return None
+    return jid, minionId, runNumber, total
+
+
+class _StateEvents:
+    """
+    Routes the state progress events of one job to a L{StateProgress}:
+    those that come before the job's jid is known are kept until it is.
+    """
+
+    #: The most early events kept.
+    keep = 10000
+
+    def __init__(self, progress: StateProgress) -> None:
+        self.progress = progress
+        self.jid: str | None = None
+        self.early: list[tuple[str, str, int, int]] = []
+
+    def onEvent(self, tag: str, data: Any) -> None:
+        """
+        An event from the bus.
+        """
+        event = stateEvent(tag, data)
+        if event is None:
+            return
+        if self.jid is None:
+            if len(self.early) < self.keep:
+                self.early.append(event)
+        elif event[0] == self.jid:
+            self.progress.stateDone(*event[1:])
+
+    def published(self, jid: str) -> None:
+        """
+        The job was published as C{jid}: show the events it already had.
+        """
+        self.jid = jid
+        early, self.early = self.early, []
+        for event in early:
+            if event[0] == jid:
+                self.progress.stateDone(*event[1:])
+
+
+#: The tags of state progress events.
+STATE_EVENT_GLOB = "salt/job/*/prog/*"
+
+
+async def listenStateEvents(reactor: Any, config: dict[str, Any], onEvent: Any) -> Any:
+    """
+    Subscribe to the state progress events on the master's event bus.
+
+    @param onEvent: called with each event's tag and data.
+    @return: the connected listener (its C{transport} closes it).
+    """
+    from salttwist.client.base import CONNECT_TIMEOUT
+    from salttwist.events import EVENT_PUB_SOCKET
+    from salttwist.events.client import listenEvents
+
+    sockPath = os.path.join(config["sock_dir"], EVENT_PUB_SOCKET)
+    return await listenEvents(
+        reactor, sockPath, [], onEvent, timeout=CONNECT_TIMEOUT, globs=[STATE_EVENT_GLOB]
+    )
+
+
+def stateRunWithProgress(options: argparse.Namespace) -> bool:
+    """
+    @return: whether the command is a state run (not in batches) whose
+        C{--progress} counts states: it needs the reactor and the minions'
+        state events.
+    """
+    return (
+        bool(options.progress)
+        and options.batch is None
+        and not options.asynchronous
+        and options.function.startswith("state.")
+        and highstateFunction(options.function)
+    )
+
+
+def withStateEvents(arg: list[Any]) -> list[Any]:
+    """
+    @param arg: a job's arguments in wire form (L{parseCliArgs}).
+    @return: them with the keyword argument C{state_events=True}, so that
+        the minions fire an event per finished state.
+    """
+    if arg and isinstance(arg[-1], dict) and arg[-1].get("__kwarg__") is True:
+        return [*arg[:-1], dict(arg[-1], state_events=True)]
+    return [*arg, {"state_events": True, "__kwarg__": True}]
+
+
 def _isTerminal(stream: Any) -> bool:
     """
     @return: whether C{stream} is a terminal (a closed stream is not).
@@ -479,16 +730,29 @@ async def runJob(
     from salttwist.client.base import MasterUnavailable
     from salttwist.transport.errors import RequestError
 
-    progress = ProgressBar(sys.stderr) if options.progress else None
-    printer = _Printer(options, progress)
+    progress: ProgressBar | None = None
+    stateEvents: _StateEvents | None = None
+    arg = parseCliArgs(options.arg)
+    if stateRunWithProgress(options):
+        stateProgress = StateProgress(sys.stderr)
+        stateEvents = _StateEvents(stateProgress)
+        progress = stateProgress
+        arg = withStateEvents(arg)
+    elif options.progress:
+        progress = ProgressBar(sys.stderr)
+    printer = _Printer(options, progress, config)
 
     def published(jid: str, minions: list[str]) -> None:
         if options.verbose:
             sys.stdout.write(f"Executing job with jid {jid}\n{'-' * 67}\n\n")
         if progress is not None:
             progress.expect(len(minions))
+        if stateEvents is not None:
+            stateEvents.published(jid)
 
     def returned(minionId: str, data: dict[str, Any]) -> None:
+        if stateEvents is not None:
+            stateEvents.progress.minionReturned(minionId)
         if progress is not None:
             # Counted first: printing the return draws the bar again below.
             progress.advance(draw=False)
@@ -524,16 +788,23 @@ async def runJob(
                 reactor, client, options, timeout, gatherTimeout, printer, returned, progress
             )
         else:
-            result = await client.run(
-                options.target,
-                options.function,
-                parseCliArgs(options.arg),
-                options.tgt_type or "glob",
-                timeout,
-                onPublished=published,
-                onReturn=returned,
-                gatherJobTimeout=gatherTimeout,
-            )
+            listener = None
+            if stateEvents is not None:
+                listener = await _followStateEvents(reactor, config, stateEvents)
+            try:
+                result = await client.run(
+                    options.target,
+                    options.function,
+                    arg,
+                    options.tgt_type or "glob",
+                    timeout,
+                    onPublished=published,
+                    onReturn=returned,
+                    gatherJobTimeout=gatherTimeout,
+                )
+            finally:
+                if listener is not None:
+                    listener.transport.loseConnection()
     except MasterUnavailable as e:
         if progress is not None:
             progress.finish()
@@ -558,6 +829,21 @@ async def runJob(
     printer.close()
     failed = result.missing or result.notConnected or _failedReturns(result)
     return EX_GENERIC if failed else EX_OK
+
+
+async def _followStateEvents(reactor: Any, config: dict[str, Any], events: _StateEvents) -> Any:
+    """
+    Subscribe C{events} to the master's state progress events, before the
+    job is published so that none is missed. A bus that cannot be reached
+    is a warning: the job runs, without the states' progress.
+
+    @return: the listener, or L{None}.
+    """
+    try:
+        return await listenStateEvents(reactor, config, events.onEvent)
+    except Exception as e:
+        sys.stderr.write(f"Warning: the states' progress cannot be shown: {e}\n")
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -597,9 +883,12 @@ def canRunDirect(options: argparse.Namespace, config: dict[str, Any]) -> bool:
     Whether the job can go through the direct client, without Twisted
     (L{salttwist.client.direct}): the master speaks the plain C{tcp}
     transport, and this is not a batch (which waits between batches on
-    the reactor's clock).
+    the reactor's clock), nor a state run with C{--progress} (which
+    follows the state events on the reactor).
     """
-    return config["transport"] == "tcp" and options.batch is None
+    return (
+        config["transport"] == "tcp" and options.batch is None and not stateRunWithProgress(options)
+    )
 
 
 def runDirect(options: argparse.Namespace, config: dict[str, Any]) -> int:
