@@ -70,7 +70,7 @@ def localPath(source: str) -> str | None:
     return None
 
 
-def _salturl(source: str, saltenv: str) -> tuple[str, str]:
+def saltUrl(source: str, saltenv: str) -> tuple[str, str]:
     """
     @return: the relative path and saltenv of a C{salt://} URL.
     """
@@ -81,7 +81,7 @@ def _salturl(source: str, saltenv: str) -> tuple[str, str]:
 
 
 def _masterHas(ctx: StateContext, source: str, saltenv: str) -> bool:
-    path, env = _salturl(source, saltenv)
+    path, env = saltUrl(source, saltenv)
     key = f"file._masterFiles|{env}"
     if key not in ctx.context:
         try:
@@ -370,7 +370,7 @@ def renderTemplate(
     name = None
     path = "<contents>"
     if source and scheme(source) == "salt":
-        name, _ = _salturl(source, saltenv)
+        name, _ = saltUrl(source, saltenv)
         path = source
     elif source:
         path = source

@@ -1912,7 +1912,7 @@ def recurse(
             ret["result"] = False
             ret["comment"] = f"Recurse failed: Invalid source '{one}' (must be a salt:// URI)"
             return ret
-        path, env = src._salturl(one, saltenv)
+        path, env = src.saltUrl(one, saltenv)
         prefix = path.strip("/")
         under = f"{prefix}/" if prefix else ""
         try:
