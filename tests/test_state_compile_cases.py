@@ -1,7 +1,8 @@
 # -*- test-case-name: tests.test_state_compile_cases -*-
 """
 Parity with real Salt, case by case: each tree of C{tests/formulas/cases/}
-(forms, includes, C{extend}/C{exclude}, C{_in} requisites and C{use},
+(forms, includes, saltenvs, C{extend}/C{exclude} (by name too), C{_in}
+requisites and C{use},
 requisites of chunks, order without auto order, and the errors: duplicate
 ids, bad forms, unknown requisites, a cycle, missing includes, a render
 error) compiled here must give what Salt 3008.5 gave
@@ -52,9 +53,14 @@ class CaseTestsMixin:
         expected = EXPECTED[case]
         opts = {"renderer": "jinja|yaml", "state_auto_order": True}
         opts.update(spec.get("opts", {}))
-        files = FileServer({"file_roots": {"base": [os.path.join(CASES, case, "base")]}})
+        roots = {
+            env: [os.path.join(CASES, case, env)]
+            for env in sorted(os.listdir(os.path.join(CASES, case)))
+        }
+        files = FileServer({"file_roots": roots})
         variables = {"salt": {}, "grains": {"os": "Debian"}, "pillar": {}, "opts": opts}
-        high, errors, where = renderHigh(files, {"base": spec["mods"]}, variables, opts)
+        matches = spec.get("matches") or {"base": spec["mods"]}
+        high, errors, where = renderHigh(files, matches, variables, opts)
         self.assertEqual(_plain(high), expected["show_sls"])  # type: ignore[attr-defined]
         self.assertEqual(list(high), list(expected["show_sls"]))  # type: ignore[attr-defined]
         self.assertErrorsLike(errors, expected["render_errors"])

@@ -21,6 +21,10 @@ saltenv. Its C{extend:} and C{exclude:} are gathered for the whole run
 for an included file, C{__sls_included_from__}; with C{state_auto_order},
 each state an C{order} (L{salttwist.state.high.AutoOrder}).
 
+Difference from Salt 3008: an include C{- _xenv: name} resolves the name
+in the one saltenv of the run that has it, as Salt's code means to; Salt
+refuses it first ("Nonexistent saltenv '_xenv'").
+
 Blocking (file server, rendering): run it in a thread or a worker.
 
 Ground: imports no wing.

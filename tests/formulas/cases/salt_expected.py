@@ -31,7 +31,10 @@ def run(case, spec):
             {
                 "file_client": "local",
                 "id": "parity",
-                "file_roots": {"base": [os.path.join(HERE, case, "base")]},
+                "file_roots": {
+                    env: [os.path.join(HERE, case, env)]
+                    for env in sorted(os.listdir(os.path.join(HERE, case)))
+                },
                 "pillar_roots": {"base": [os.path.join(tmp, "pillar")]},
                 "cachedir": os.path.join(tmp, "cache"),
                 "pki_dir": os.path.join(tmp, "pki"),
@@ -45,7 +48,7 @@ def run(case, spec):
     opts.update(spec.get("opts", {}))
     out = {}
     with salt.state.HighState(opts) as st_:
-        high, errors = st_.render_highstate({"base": spec["mods"]})
+        high, errors = st_.render_highstate(spec.get("matches") or {"base": spec["mods"]})
         out["show_sls"] = plain(copy.deepcopy(high))
         out["render_errors"] = list(errors)
         high, ext = st_.state.reconcile_extend(high)

@@ -1,0 +1,2 @@
+other_state:
+  cmd.run

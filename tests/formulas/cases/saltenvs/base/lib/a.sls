@@ -1,0 +1,2 @@
+lib_a:
+  cmd.run

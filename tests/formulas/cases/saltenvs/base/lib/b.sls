@@ -1,0 +1,4 @@
+lib_b:
+  cmd.run:
+    - require_in:
+      - cmd: dev_common

@@ -1,0 +1,7 @@
+include:
+  - dev: common
+  - 'lib.*'
+web:
+  cmd.run:
+    - require:
+      - sls: common

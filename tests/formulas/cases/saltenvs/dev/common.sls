@@ -1,0 +1,3 @@
+dev_common:
+  cmd.run:
+    - name: echo {{ saltenv }} {{ sls }}

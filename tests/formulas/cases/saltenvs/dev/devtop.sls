@@ -1,0 +1,2 @@
+devtop:
+  cmd.run

@@ -1,0 +1,2 @@
+only_dev:
+  cmd.run
