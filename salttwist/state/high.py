@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_state_compile -*-
+# -*- test-case-name: tests.test_state_compile,tests.test_state_compile_cases -*-
 """
 High data, as Salt's state compiler shapes and checks it: one rendered
 SLS file's declarations normalised (L{normaliseDecls}, L{takeExtend},

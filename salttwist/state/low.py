@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_state_compile_low -*-
+# -*- test-case-name: tests.test_state_compile_low,tests.test_state_compile_cases -*-
 """
 Low chunks from high data, in execution order (Salt's
 C{compile_high_data} and C{order_chunks}, what C{state.show_lowstate}

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_state_compile_requisites -*-
+# -*- test-case-name: tests.test_state_compile_cases,tests.test_state_compile_low -*-
 """
 Salt's C{requisite_in}: the C{_in} requisites of a state become plain
 requisites of the states they name, and C{use}/C{use_in} copy arguments.
