@@ -289,3 +289,42 @@ class LineEditTests(FileModuleTestCase):
         filemod.append(path, "c=3")
         filemod.prepend(path, args=["# top"])
         self.assertEqual(self.read(path), "# top\na=1\nb=2\nc=3\n")
+
+
+class BackupTests(FileModuleTestCase):
+    """
+    C{list_backups}, C{restore_backup} and C{delete_backup} over the
+    backups C{file.managed} makes with C{backup: minion}.
+    """
+
+    def test_backups(self) -> None:
+        """
+        Backups are listed newest first, restored (the current file backed
+        up first) and deleted.
+        """
+        cachedir = os.path.join(self.dir, "cache")
+        context = makeLoaderContext(opts={"cachedir": cachedir})
+        path = self.make("etc/motd", "one")
+        root = os.path.join(cachedir, "file_backup")
+        filemod._backupMinion(path, root)
+        with open(path, "w") as f:
+            f.write("two")
+        backups = filemod.list_backups(context, path)
+        self.assertEqual(list(backups), [0])
+        self.assertEqual(backups[0]["Size"], 3)
+        self.assertTrue(backups[0]["Location"].startswith(os.path.join(root, self.dir.lstrip("/"))))
+        ret = filemod.restore_backup(context, path, 0)
+        self.assertIs(ret["result"], True, ret)
+        self.assertEqual(self.read(path), "one")
+        self.assertEqual(len(filemod.list_backups(context, path)), 2)
+        self.assertEqual(
+            filemod.restore_backup(context, path, "x"),
+            {"result": False, "comment": "Invalid backup_id 'x'"},
+        )
+        self.assertEqual(
+            filemod.delete_backup(context, path, 7)["comment"],
+            f"backup_id '7' does not exist for {path}",
+        )
+        self.assertIs(filemod.delete_backup(context, path, 0)["result"], True)
+        self.assertEqual(len(filemod.list_backups(context, path)), 1)
+        self.assertIn("file.list_backup", loadFunctions())

@@ -6,6 +6,7 @@ function runs in a thread. (The file is C{filemod}; it loads as C{file}.)
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import fnmatch
 import glob
@@ -1882,3 +1883,140 @@ def blockreplace(
     if show_changes:
         return diff
     return bool(diff)
+
+
+# Minion backups (file.managed's backup: minion) -------------------------------
+
+
+def _backupRoot(context: LoaderContext) -> str:
+    return os.path.join(str(context.opts.get("cachedir") or ""), "file_backup")
+
+
+def _backupMinion(path: str, backupRoot: str) -> str:
+    """
+    Salt's C{backup_minion}: copy C{path} to
+    C{backupRoot/<its directory>/<name>_<Day_Mon_DD_HH:MM:SS_usecs_YYYY>},
+    keeping its owner and mode.
+
+    @return: the backup's path.
+    """
+    directory, base = os.path.split(path)
+    st = os.stat(path)
+    usecs = str(int(time.time() * 1000000))[-6:]
+    stamp = time.strftime("%a_%b_%d_%H:%M:%S_%Y")
+    stamp = f"{stamp[:-4]}{usecs}_{stamp[-4:]}"
+    target = os.path.join(backupRoot, directory.lstrip("/"), f"{base}_{stamp}")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    shutil.copyfile(path, target)
+    os.chown(target, st.st_uid, st.st_gid)
+    os.chmod(target, st.st_mode & 0o7777)
+    return target
+
+
+def _listBackups(backupRoot: str, path: str, limit: Any = None) -> dict[int, dict[str, Any]]:
+    path = _expand(path)
+    try:
+        limit = int(limit) if limit is not None else None
+    except ValueError:
+        limit = None
+    directory, base = os.path.split(path)
+    backupDir = os.path.join(backupRoot, directory.lstrip("/"))
+    if not os.path.isdir(backupDir):
+        return {}
+    found: dict[Any, dict[str, Any]] = {}
+    for entry in os.listdir(backupDir):
+        location = os.path.join(backupDir, entry)
+        if not os.path.isfile(location):
+            continue
+        try:
+            stamp = datetime.datetime.strptime(entry, f"{base}_%a_%b_%d_%H:%M:%S_%f_%Y")
+        except ValueError:
+            continue
+        found[stamp] = {
+            "Backup Time": stamp.strftime("%a %b %d %Y %H:%M:%S.%f"),
+            "Size": os.stat(location).st_size,
+            "Location": location,
+        }
+    newest = sorted(found, reverse=True)[:limit]
+    return {index: found[stamp] for index, stamp in enumerate(newest)}
+
+
+@needsContext
+def list_backups(context: LoaderContext, path: str, limit: Any = None) -> dict[int, Any]:
+    """
+    List the minion backups of the file C{path} (made by C{file.managed}
+    with C{backup: minion}), newest first: C{{0: {"Backup Time", "Size",
+    "Location"}, ...}}, at most C{limit}.
+
+    CLI Example:
+
+        salttwist '*' file.list_backups /etc/motd
+    """
+    return _listBackups(_backupRoot(context), path, limit)
+
+
+def _backupById(context: LoaderContext, path: str, backupId: Any) -> tuple[Any, dict[str, Any]]:
+    ret: dict[str, Any] = {"result": False, "comment": f"Invalid backup_id '{backupId}'"}
+    try:
+        if len(str(backupId)) != len(str(int(backupId))):
+            return None, ret
+        return _listBackups(_backupRoot(context), path)[int(backupId)], ret
+    except ValueError:
+        return None, ret
+    except KeyError:
+        ret["comment"] = f"backup_id '{backupId}' does not exist for {_expand(path)}"
+        return None, ret
+
+
+@needsContext
+def restore_backup(context: LoaderContext, path: str, backup_id: Any) -> dict[str, Any]:
+    """
+    Restore the minion backup C{backup_id} (an index from
+    L{list_backups}) of C{path}, backing up the current file first.
+
+    CLI Example:
+
+        salttwist '*' file.restore_backup /etc/motd 0
+    """
+    path = _expand(path)
+    backup, ret = _backupById(context, path, backup_id)
+    if backup is None:
+        return ret
+    try:
+        if os.path.exists(path):
+            _backupMinion(path, _backupRoot(context))
+        shutil.copyfile(backup["Location"], path)
+    except OSError as e:
+        ret["comment"] = f"Unable to restore {backup['Location']} to {path}: {e}"
+        return ret
+    ret["result"] = True
+    ret["comment"] = f"Successfully restored {backup['Location']} to {path}"
+    return ret
+
+
+@needsContext
+def delete_backup(context: LoaderContext, path: str, backup_id: Any) -> dict[str, Any]:
+    """
+    Delete the minion backup C{backup_id} (an index from L{list_backups})
+    of C{path}.
+
+    CLI Example:
+
+        salttwist '*' file.delete_backup /etc/motd 0
+    """
+    backup, ret = _backupById(context, path, backup_id)
+    if backup is None:
+        return ret
+    try:
+        os.remove(backup["Location"])
+    except OSError as e:
+        ret["comment"] = f"Unable to remove {backup['Location']}: {e}"
+        return ret
+    ret["result"] = True
+    ret["comment"] = f"Successfully removed {backup['Location']}"
+    return ret
+
+
+#: Salt's other names for the backup functions.
+list_backup = list_backups
+remove_backup = delete_backup

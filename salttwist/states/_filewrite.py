@@ -16,12 +16,11 @@ import os
 import re
 import shutil
 import tempfile
-import time
 from collections.abc import Iterable
 from typing import Any
 
 from salttwist.modules import CommandExecutionError
-from salttwist.modules.filemod import group_to_gid, user_to_uid
+from salttwist.modules.filemod import _backupMinion, group_to_gid, user_to_uid
 
 
 def currentUmask() -> int:
@@ -56,27 +55,6 @@ def dirModeFor(mode: Any) -> str | None:
         return None
     digits = list(str(mode))[-3:]
     return "".join(str(int(d) | 1) if d != "0" else d for d in digits)
-
-
-def backupMinion(path: str, cachedir: str) -> str:
-    """
-    Salt's C{backup_minion}: copy C{path} to
-    C{cachedir/file_backup/<its directory>/<name>_<Day_Mon_DD_HH:MM:SS_usecs_YYYY>},
-    keeping its owner and mode.
-
-    @return: the backup's path.
-    """
-    directory, base = os.path.split(path)
-    st = os.stat(path)
-    usecs = str(int(time.time() * 1000000))[-6:]
-    stamp = time.strftime("%a_%b_%d_%H:%M:%S_%Y")
-    stamp = f"{stamp[:-4]}{usecs}_{stamp[-4:]}"
-    target = os.path.join(cachedir, "file_backup", directory.lstrip("/"), f"{base}_{stamp}")
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    shutil.copyfile(path, target)
-    os.chown(target, st.st_uid, st.st_gid)
-    os.chmod(target, st.st_mode & 0o7777)
-    return target
 
 
 def backupMode(opts: Any, backup: Any) -> str:
@@ -120,7 +98,7 @@ def commit(temp: str, dest: str, backup: str, cachedir: str) -> None:
         old = None
     try:
         if old is not None and backup in ("minion", "both") and cachedir:
-            backupMinion(dest, cachedir)
+            _backupMinion(dest, os.path.join(cachedir, "file_backup"))
         if old is not None:
             os.chown(temp, old.st_uid, old.st_gid)
             os.chmod(temp, old.st_mode & 0o7777)
