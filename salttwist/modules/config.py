@@ -84,16 +84,16 @@ def get(
     its pillar, the master's options, Salt's defaults; C{default} when none
     does. With C{merge} (C{recurse} or C{overwrite}), every source is
     merged (the options winning over the grains, over the pillar, over the
-    master's options, over the defaults) and the key looked up in the
-    result.
+    master's options, over the defaults; the C{omit_*} flags do not apply)
+    and the key looked up in the result.
 
     CLI Example:
 
         salttwist '*' config.get pkg:apache
         salttwist '*' config.get lxc.container_profile:centos merge=recurse
     """
-    sources = _sources(context, omit_opts, omit_grains, omit_pillar, omit_master)
     if merge is None:
+        sources = _sources(context, omit_opts, omit_grains, omit_pillar, omit_master)
         for source in [*sources, DEFAULTS]:
             found = _traverse(source, key, _MISSING, delimiter)
             if found is not _MISSING:
@@ -104,8 +104,10 @@ def get(
     if merge not in _STRATEGIES:
         merge = "recurse"
     mergeLists = bool(context.opts.get("pillar_merge_lists", False))
+    # As Salt, a merged lookup reads every source (the omit_* flags are
+    # for the plain lookup).
     data: dict[str, Any] = dict(DEFAULTS)
-    for source in reversed(sources):
+    for source in reversed(_sources(context, False, False, False, False)):
         data = mergeData(data, source, merge, mergeLists=mergeLists)
     found = _traverse(data, key, _MISSING, delimiter)
     return copy.deepcopy(found) if found is not _MISSING else default
