@@ -15,8 +15,11 @@ import pwd
 import tarfile
 from typing import Any
 
+from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
+from twisted.web.server import Site
+from twisted.web.static import File
 
 from salttwist.blocking import runSynchronously
 from salttwist.fileserver.client import LocalFileClient
@@ -310,3 +313,65 @@ class ExtractedTests(TestCase):
         ret = yield self.extracted(source=odd)
         self.assertIn("Could not guess archive_format", ret["comment"])
         self.assertEqual(ret["result"], False)
+
+    def serveHttp(self) -> str:
+        """
+        Serve C{self.work} over HTTP on 127.0.0.1 for the test.
+
+        @return: its base URL.
+        """
+        # Serve .tar.gz as the bytes they are, not as tars with a gzip
+        # Content-Encoding (which the client would decode).
+        self.patch(File, "contentEncodings", {})
+        port = reactor.listenTCP(0, Site(File(self.work)), interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        return f"http://127.0.0.1:{port.getHost().port}"
+
+    @inlineCallbacks
+    def test_httpSource(self) -> Any:
+        """
+        An http source is downloaded into the cache and checked against its
+        C{source_hash}; without one (and no C{skip_verify}) it is refused.
+        """
+        base = self.serveHttp()
+        with open(self.tar, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        url = f"{base}/app-1.0.tar.gz"
+        ret = yield self.extracted(source=url)
+        self.assertEqual(ret["result"], False)
+        self.assertIn("please set source_hash or set skip_verify to True", ret["comment"])
+        ret = yield self.extracted(source=url, source_hash=digest)
+        self.assertEqual(ret["result"], True, ret["comment"])
+        self.assertTrue(os.path.isfile(os.path.join(self.dest, "app-1.0", "README")))
+        ret = yield self.extracted(source=url, source_hash=digest, test=True)
+        self.assertIsNone(ret["result"])
+        self.assertIn("would be cached (if necessary) and checked", ret["comment"])
+
+    @inlineCallbacks
+    def test_sourceHashUpdate(self) -> Any:
+        """
+        With C{source_hash_update}, a new archive (a new hash) is extracted
+        again though every file is present.
+        """
+        with open(self.tar, "rb") as f:
+            first = hashlib.sha256(f.read()).hexdigest()
+        ret = yield self.extracted(source_hash=first, source_hash_update=True)
+        self.assertEqual(ret["result"], True, ret["comment"])
+        makeTar(
+            self.tar,
+            [
+                ("app-1.0", None, tarfile.DIRTYPE),
+                ("app-1.0/README", b"second\n"),
+                ("app-1.0/bin", None, tarfile.DIRTYPE),
+                ("app-1.0/bin/run", b"#!/bin/sh\n", tarfile.REGTYPE, "", 0o755),
+            ],
+        )
+        with open(self.tar, "rb") as f:
+            second = hashlib.sha256(f.read()).hexdigest()
+        ret = yield self.extracted(source_hash=second)
+        self.assertEqual(ret["comment"], "All files in archive are already present")
+        ret = yield self.extracted(source_hash=second, source_hash_update=True)
+        self.assertEqual(ret["result"], True, ret["comment"])
+        self.assertTrue(ret["comment"].endswith(", due to source_hash update"), ret["comment"])
+        with open(os.path.join(self.dest, "app-1.0", "README")) as f:
+            self.assertEqual(f.read(), "second\n")
