@@ -10,7 +10,7 @@ import os
 import threading
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
@@ -135,6 +135,50 @@ class StateModuleTests(TestCase):
         result = await self.call("state.sls", "web", pillar="port")
         self.assertEqual(result["retcode"], 1)
         self.assertIn("Pillar data must be formatted as a dictionary", result["return"])
+
+    async def test_freshPillar(self) -> None:
+        """
+        A job's run compiles the pillar afresh (as Salt's), giving the
+        compiler the saltenv, pillarenv and override; a pillar that cannot
+        be fetched fails the run with retcode 5.
+        """
+        asked: list[dict[str, Any]] = []
+
+        def fetchPillar(**kwargs: Any) -> Deferred[dict[str, Any]]:
+            asked.append(kwargs)
+            return succeed({"port": 81, "out": self.out, **(kwargs["override"] or {})})
+
+        self.context.fetchPillar = fetchPillar
+        result = await self.call("state.apply")
+        self.assertEqual(result["retcode"], 0, result)
+        self.assertEqual(self.readPort(), "81")
+        self.assertEqual(asked, [{"saltenv": None, "pillarenv": None, "override": None}])
+        await self.call("state.sls", "web", pillar={"port": 82}, pillarenv="dev")
+        self.assertEqual(self.readPort(), "82")
+        self.assertEqual(
+            asked[1], {"saltenv": "base", "pillarenv": "dev", "override": {"port": 82}}
+        )
+
+        self.context.fetchPillar = lambda **kwargs: fail(ConnectionError("no master"))
+        result = await self.call("state.apply")
+        self.assertEqual(
+            result["return"],
+            [
+                "Pillar failed to render with the following messages:",
+                "ConnectionError: no master",
+            ],
+        )
+        self.assertEqual(result["retcode"], 5)
+
+    async def test_callerPillar(self) -> None:
+        """
+        Without a jid (C{salttwist-call}) the pillar fetched at the call's
+        start is used.
+        """
+        self.context.fetchPillar = lambda **kwargs: fail(ConnectionError("not used"))
+        result = await self.executor.run("state.apply", [])
+        self.assertEqual(result["retcode"], 0, result)
+        self.assertEqual(self.readPort(), "80")
 
     async def test_testMode(self) -> None:
         """

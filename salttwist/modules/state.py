@@ -218,26 +218,42 @@ def _testValue(context: LoaderContext, test: Any) -> bool:
     return bool(test)
 
 
+class _PillarFailed(Exception):
+    """
+    The run's pillar could not be had; the message says why.
+    """
+
+
 def _pillarFor(
     context: LoaderContext, pillar: Any, saltenv: str | None, pillarenv: str | None
-) -> dict[str, Any]:
+) -> Mapping[str, Any]:
     """
-    The run's pillar: the minion's, or compiled again for another
-    C{pillarenv}; a C{pillar=} override merged over it.
+    The run's pillar. As Salt's state runs, a minion's job compiles it
+    afresh (its master does, or the minion from local C{pillar_roots}),
+    with C{saltenv}, C{pillarenv} and the C{pillar=} override given to the
+    compiler: pillar files changed since the minion's last refresh are
+    seen. C{salttwist-call} (no jid) fetched the pillar just before the
+    function ran and uses that, unless another C{pillarenv} is asked for,
+    as Salt's C{salt-call} uses its initial pillar. Without a way to fetch
+    (a bare context), the minion's pillar with the override merged over it.
 
     @raise SaltInvocationError: if the override is not a mapping.
+    @raise _PillarFailed: if the pillar could not be fetched.
     """
     if pillar is not None and not isinstance(pillar, Mapping):
         raise SaltInvocationError(_PILLAR_NOT_DICT)
     override = dict(pillar or {})
-    if pillarenv and context.fetchPillar is not None:
-        fetched = blockingCallFromThread(
-            context.reactor,
-            context.fetchPillar,
-            saltenv=saltenv,
-            pillarenv=pillarenv,
-            override=override or None,
-        )
+    if context.fetchPillar is not None and (pillarenv or context.jid is not None):
+        try:
+            fetched = blockingCallFromThread(
+                context.reactor,
+                context.fetchPillar,
+                saltenv=saltenv,
+                pillarenv=pillarenv,
+                override=override or None,
+            )
+        except Exception as e:
+            raise _PillarFailed(f"{type(e).__name__}: {e}") from e
         return dict(fetched or {})
     if not override:
         return context.pillar
@@ -322,7 +338,12 @@ def _buildRun(
     if pillarenv:
         opts["pillarenv"] = str(pillarenv)
     runSaltenv = opts.get("saltenv") or defaultSaltenv
-    runPillar = _pillarFor(context, pillar, runSaltenv, opts.get("pillarenv"))
+    try:
+        runPillar = _pillarFor(context, pillar, runSaltenv, opts.get("pillarenv"))
+    except _PillarFailed as e:
+        return Retcode(
+            ["Pillar failed to render with the following messages:", str(e)], EX_PILLAR_FAILURE
+        )
     errors = runPillar.get("_errors") if isinstance(runPillar, Mapping) else None
     if errors:
         return Retcode(

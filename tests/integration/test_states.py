@@ -130,7 +130,7 @@ class StatesTests(TestCase):
         writeFile(self.roots, "files/init.sls", FILES)
         writeFile(self.roots, "files/site.conf.j2", "listen {{ grains['id'] }}:80\n")
         writeFile(self.roots, "slow.sls", SLOW)
-        pillarRoot = os.path.join(self.cluster.baseDir, "srv", "pillar")
+        self.pillarRoot = pillarRoot = os.path.join(self.cluster.baseDir, "srv", "pillar")
         writeFile(pillarRoot, "top.sls", "base:\n  '*':\n    - common\n")
         writeFile(pillarRoot, "common.sls", f"out: {self.out}\n")
         self.cluster.writeMasterConfig(
@@ -201,7 +201,7 @@ class StatesTests(TestCase):
     async def test_slsTestAndPillar(self) -> None:
         """
         C{state.sls web test=True} changes nothing; C{pillar=} overrides
-        the pillar of one run.
+        the pillar of one run; each run compiles the pillar afresh.
         """
         returns = await self.salt("minion1", "state.sls", "web", "test=True")
         marker = returns["minion1"][f"cmd_|-marker_|-echo 80 > {self.out}/minion1_|-run"]
@@ -210,6 +210,12 @@ class StatesTests(TestCase):
 
         await self.salt("minion1", "state.sls", "web", 'pillar={"port": 8080}')
         self.assertEqual(self.written("minion1"), "8080")
+
+        # As Salt's, a state run compiles the pillar afresh: a pillar file
+        # changed since the minion's last refresh is seen.
+        writeFile(self.pillarRoot, "common.sls", f"out: {self.out}\nport: 9090\n")
+        await self.salt("minion2", "state.sls", "web")
+        self.assertEqual(self.written("minion2"), "9090")
 
     async def test_failures(self) -> None:
         """
