@@ -9,11 +9,19 @@ matches C{tagmatch} (a glob or a regular expression) as
 C{tag<TAB>{json}}, one per line, or pretty-printed with C{pretty=True},
 until C{count} events matched or Ctrl-C.
 
+A runner may name the outputter of its return as Salt's do, returning
+C{{"data": ..., "outputter": "highstate"}} (C{state.orchestrate},
+C{jobs.lookup_jid} of a state run): the data is printed with it unless
+C{--out} is given; the C{state.orchestrate} runners print with
+C{highstate} in any case. C{--state-output} and C{--state-verbose} shape
+that outputter.
+
 Exit codes: 0 when the runner returned (or C{state.event} ended by its
-C{count} or by Ctrl-C); 1 when the runner failed or was refused (an unknown
-runner, invalid arguments, an error in the runner) or did not answer within
-C{-t} seconds; 2 when the master is not running or cannot be reached, or
-closed the event bus under C{state.event}.
+C{count} or by Ctrl-C), or the C{retcode} its return carries (Salt's
+C{state.orchestrate}: 1 when a state failed); 1 when the runner failed or
+was refused (an unknown runner, invalid arguments, an error in the runner)
+or did not answer within C{-t} seconds; 2 when the master is not running or
+cannot be reached, or closed the event bus under C{state.event}.
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ from typing import Any
 from salttwist.args import parseArgs
 from salttwist.cli import addCommonArguments
 from salttwist.cli.event import followEvents, formatEvent  # noqa: F401 (formatEvent re-exported)
-from salttwist.cli.output import OUTPUTTERS, render
+from salttwist.cli.highstate import addStateOutputArguments, stateOptionsFrom
+from salttwist.cli.output import OUTPUTTERS, OutChoice, chosenOutputter, render
 from salttwist.cli.reactor import runWithReactor
 from salttwist.cli.salt import parseCliArgs
 from salttwist.config import ConfigError, loadMasterConfig
@@ -65,8 +74,14 @@ def buildParser() -> argparse.ArgumentParser:
         help="Seconds to wait for the runner's return (default: as long as it takes).",
     )
     parser.add_argument(
-        "--out", choices=OUTPUTTERS, default="nested", help="Outputter (default: nested)."
+        "--out",
+        choices=OUTPUTTERS,
+        default="nested",
+        action=OutChoice,
+        help="Outputter (default: the one the runner names, highstate for "
+        "state.orchestrate, else nested).",
     )
+    parser.set_defaults(out_given=False)
     parser.add_argument(
         "--out-indent",
         type=int,
@@ -79,6 +94,7 @@ def buildParser() -> argparse.ArgumentParser:
         action="store_true",
         help="Colour the output even when it is not a terminal.",
     )
+    addStateOutputArguments(parser, outputDiff=False)
     parser.add_argument("function")
     # A default makes argparse treat the arguments as optional: without it a
     # missing function is reported as "function, arg".
@@ -122,10 +138,54 @@ async def runRunner(reactor: Any, options: argparse.Namespace, config: dict[str,
     except ConnectionError as e:
         sys.stderr.write(f"Error: lost the connection to the master ({e})\n")
         return EX_UNAVAILABLE
+    data, out = runnerOutput(options, reply.get("return"))
     color = options.force_color or (
-        not options.no_color and options.out == "nested" and sys.stdout.isatty()
+        not options.no_color and out in ("nested", "highstate") and sys.stdout.isatty()
     )
-    _write(render(options.out, reply.get("return"), color, options.out_indent))
+    stateOptions = stateOptionsFrom(options, config, parseCliArgs(options.arg))
+    _write(render(out, data, color, options.out_indent, stateOptions=stateOptions))
+    return runnerRetcode(reply.get("return"))
+
+
+def runnerOutput(options: argparse.Namespace, ret: Any) -> tuple[Any, str]:
+    """
+    What to print of a runner's return, and with which outputter, as
+    Salt's runner client decides: a return of exactly C{data} and
+    C{outputter} is its data, printed with that outputter; any other
+    return is printed whole, with the outputter it names if any, else
+    L{chosenOutputter}'s (C{highstate} for C{state.orchestrate}). C{--out}
+    wins over the runner's choice.
+
+    @param options: the parsed command line.
+    @param ret: the runner's return.
+    @return: the data to print, and the outputter.
+    """
+    named = None
+    if isinstance(ret, dict) and isinstance(ret.get("outputter"), str):
+        named = ret["outputter"]
+        if set(ret) == {"data", "outputter"}:
+            ret = ret["data"]
+    out = chosenOutputter(options, options.function)
+    if not options.out_given and named in OUTPUTTERS:
+        out = named
+    return ret, out
+
+
+def runnerRetcode(ret: Any) -> int:
+    """
+    The exit code of a runner that returned, as Salt's C{salt-run}: the
+    C{retcode} its return carries (at its top, or in its C{data}), else 0.
+
+    @param ret: the runner's return.
+    @return: the exit code.
+    """
+    if isinstance(ret, dict):
+        for holder in (ret, ret.get("data")):
+            if isinstance(holder, dict) and "retcode" in holder:
+                code = holder["retcode"]
+                if isinstance(code, int) and not isinstance(code, bool):
+                    return code
+                return EX_GENERIC if code else EX_OK
     return EX_OK
 
 

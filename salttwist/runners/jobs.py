@@ -11,7 +11,10 @@ work unchanged:
     - C{jobs.list_job}: C{{"jid": jid, ...the same..., "Minions": [...],
       "Result": {id: {"return", "retcode", "success"}}}};
     - C{jobs.print_job}: C{{jid: {...the same..., "Result": {...}}}};
-    - C{jobs.lookup_jid}: C{{id: return}};
+    - C{jobs.lookup_jid}: C{{id: return}}; for a job of a state function
+      that runs states (C{state.apply}, C{state.sls}, ...), Salt's
+      envelope C{{"outputter": "highstate", "data": {id: return}}}, so that
+      C{salttwist-run} prints it as the job's command did;
     - C{jobs.exit_success}: C{{id: bool}};
     - C{jobs.active}: C{{jid: {...as list_jobs..., "Running": [{id: pid}],
       "Returned": [id, ...]}}}.
@@ -74,6 +77,29 @@ _SALT_TIME = re.compile(
 )
 
 _NO_JOB = "Cannot contact returner or no job with this jid"
+
+#: The functions whose returns Salt prints with the highstate outputter (the
+#: C{__outputter__} of its C{state} module); the same names as
+#: L{salttwist.cli.highstate.HIGHSTATE_FUNCTIONS}, not imported from the
+#: command line's package in the master.
+_HIGHSTATE_FUNCTIONS = frozenset(
+    "state." + name
+    for name in (
+        "apply",
+        "sls",
+        "sls_id",
+        "highstate",
+        "single",
+        "top",
+        "test",
+        "pkg",
+        "template",
+        "template_str",
+        "request",
+        "check_request",
+        "run_request",
+    )
+)
 _NO_RETURN = "Minion did not return"
 
 #: What C{jobs.active} asks every minion.
@@ -386,6 +412,9 @@ async def lookup_jid(
         for minionId in data.get("Minions", []):
             if minionId not in returns:
                 looked[minionId] = _NO_RETURN
+    if looked and data.get("Function") in _HIGHSTATE_FUNCTIONS:
+        # Salt's: the returns of a state run name their outputter.
+        return {"outputter": "highstate", "data": looked}
     return looked
 
 
