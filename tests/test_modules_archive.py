@@ -108,10 +108,10 @@ class ArchiveModuleTests(SynchronousTestCase):
         """
         The format is guessed from the name as Salt does.
         """
-        self.assertEqual(archive.guessArchiveType("x.TAR.GZ"), "tar")
-        self.assertEqual(archive.guessArchiveType("x.tgz"), "tar")
-        self.assertEqual(archive.guessArchiveType("x.zip"), "zip")
-        self.assertIsNone(archive.guessArchiveType("x.gz"))
+        self.assertEqual(archive._guessArchiveType("x.TAR.GZ"), "tar")
+        self.assertEqual(archive._guessArchiveType("x.tgz"), "tar")
+        self.assertEqual(archive._guessArchiveType("x.zip"), "zip")
+        self.assertIsNone(archive._guessArchiveType("x.gz"))
 
     def test_listTar(self) -> None:
         """
@@ -171,7 +171,7 @@ class ArchiveModuleTests(SynchronousTestCase):
         """
         A good tar is unpacked with its files, modes and links.
         """
-        names = archive.extractTar(self.goodTar(), self.dest)
+        names = archive._extractTar(self.goodTar(), self.dest)
         self.assertEqual(names, ["app/", "app/bin/", "app/bin/run", "app/README", "app/current"])
         with open(os.path.join(self.dest, "app", "README"), "rb") as f:
             self.assertEqual(f.read(), b"hello\n")
@@ -182,7 +182,7 @@ class ArchiveModuleTests(SynchronousTestCase):
         """
         C{strip_components} drops leading directories.
         """
-        archive.extractTar(self.goodTar(), self.dest, strip_components=1)
+        archive._extractTar(self.goodTar(), self.dest, strip_components=1)
         self.assertTrue(os.path.isfile(os.path.join(self.dest, "README")))
         self.assertTrue(os.path.isfile(os.path.join(self.dest, "bin", "run")))
 
@@ -196,7 +196,7 @@ class ArchiveModuleTests(SynchronousTestCase):
             if path.endswith(".zip"):
                 archive.unzip(path, self.dest)
             else:
-                archive.extractTar(path, self.dest)
+                archive._extractTar(path, self.dest)
         message = str(e.exception)
         self.assertIn("Refusing to extract", message)
         for reason in reasons:
@@ -290,7 +290,7 @@ class ArchiveModuleTests(SynchronousTestCase):
         os.makedirs(self.dest)
         os.symlink(outside, os.path.join(self.dest, "app"))
         with self.assertRaises(CommandExecutionError) as e:
-            archive.extractTar(self.goodTar(), self.dest)
+            archive._extractTar(self.goodTar(), self.dest)
         self.assertIn("Refusing to extract", str(e.exception))
         self.assertEqual(os.listdir(outside), [])
 
@@ -299,7 +299,7 @@ class ArchiveModuleTests(SynchronousTestCase):
         Set-uid and world-writable bits in the archive are not kept.
         """
         path = makeTar(self.path("modes.tar.gz"), [("f", b"x", tarfile.REGTYPE, "", 0o4777)])
-        archive.extractTar(path, self.dest)
+        archive._extractTar(path, self.dest)
         mode = stat.S_IMODE(os.stat(os.path.join(self.dest, "f")).st_mode)
         self.assertEqual(mode & (stat.S_ISUID | stat.S_IWOTH), 0)
 

@@ -4,7 +4,7 @@ Salt's C{archive} module: list, make and unpack tar and zip archives with
 Python's C{tarfile} and C{zipfile}. Every function runs in a thread.
 
 Unpacking never writes outside the destination: before anything is
-written, every member is checked (L{unsafeMembers}) and an archive with a
+written, every member is checked (L{_unsafeMembers}) and an archive with a
 member that is an absolute path, climbs out with C{..}, is a symbolic link
 whose target resolves outside (following the archive's own links), is a
 hard link to something outside, or is a device file is refused whole with
@@ -45,7 +45,7 @@ TAR_ENDINGS = ("tar", "tar.gz", "tgz", "tar.bz2", "tbz2", "tbz", "tar.xz", "txz"
 _MAX_LINKS = 40
 
 
-def guessArchiveType(name: str) -> str | None:
+def _guessArchiveType(name: str) -> str | None:
     """
     @return: C{"tar"}, C{"zip"} or C{"rar"} from C{name}'s ending (Salt's
         C{salt.utils.files.guess_archive_type}), or L{None}.
@@ -125,7 +125,7 @@ def _clean(name: str) -> str:
     return name.rstrip("/")
 
 
-def unsafeMembers(members: Iterable[Member]) -> list[tuple[str, str]]:
+def _unsafeMembers(members: Iterable[Member]) -> list[tuple[str, str]]:
     """
     Check an archive's members before unpacking it (see the module's
     docstring).
@@ -171,9 +171,9 @@ def unsafeMembers(members: Iterable[Member]) -> list[tuple[str, str]]:
     return problems
 
 
-def refusal(archive: str, problems: list[tuple[str, str]]) -> CommandExecutionError:
+def _refusal(archive: str, problems: list[tuple[str, str]]) -> CommandExecutionError:
     """
-    @return: the error refusing C{archive} for L{unsafeMembers}' C{problems}.
+    @return: the error refusing C{archive} for L{_unsafeMembers}' C{problems}.
     """
     listed = "\n".join(f"- {name}: {reason}" for name, reason in problems)
     return CommandExecutionError(
@@ -281,7 +281,7 @@ def _localArchive(context: LoaderContext | None, name: str, saltenv: str, source
     return str(cached)
 
 
-def listMembers(path: str, archive_format: str) -> list[Member]:
+def _listMembers(path: str, archive_format: str) -> list[Member]:
     """
     @return: the members of the tar or zip archive at C{path}.
     @raise CommandExecutionError: it cannot be read as that format.
@@ -304,7 +304,7 @@ def listMembers(path: str, archive_format: str) -> list[Member]:
     raise CommandExecutionError(f"Unsupported archive format '{archive_format}'")
 
 
-def summarize(members: list[Member], strip_components: int | None = None) -> dict[str, list[str]]:
+def _summarize(members: list[Member], strip_components: int | None = None) -> dict[str, list[str]]:
     """
     @return: Salt's verbose C{archive.list}: C{dirs} (each ending with
         C{/}), C{files}, C{links}, and their C{top_level_} forms.
@@ -370,25 +370,25 @@ def list_(
     cached = _localArchive(context, name, saltenv, source_hash)
     parsed = urlparse(str(name))
     if not archive_format:
-        archive_format = guessArchiveType(parsed.path or parsed.netloc)
+        archive_format = _guessArchiveType(parsed.path or parsed.netloc)
         if archive_format is None:
             raise CommandExecutionError(
                 "Unable to guess archive format, please pass an 'archive_format' argument."
             )
     archive_format = str(archive_format).lower()
-    members = listMembers(cached, archive_format)
+    members = _listMembers(cached, archive_format)
     if clean and cached != str(name) and parsed.scheme not in ("", "file"):
         try:
             os.remove(cached)
         except FileNotFoundError:
             pass
-    summary = summarize(members, strip_components)
+    summary = _summarize(members, strip_components)
     if verbose:
         return summary
     return sorted(summary["dirs"] + summary["files"] + summary["links"])
 
 
-def extractTar(
+def _extractTar(
     path: str, dest: str, strip_components: int | None = None, trim_output: Any = False
 ) -> list[str]:
     """
@@ -413,19 +413,19 @@ def extractTar(
                 info.linkname = _strip(info.linkname, strip_components)
             info.name = name
             stripped.append(info)
-        problems = unsafeMembers(_tarMembers(stripped))
+        problems = _unsafeMembers(_tarMembers(stripped))
         if problems:
-            raise refusal(path, problems)
+            raise _refusal(path, problems)
         os.makedirs(dest, exist_ok=True)
         names = []
         for info in stripped:
             target = os.path.join(dest, _clean(info.name))
             if not _inside(dest, target, followLast=not info.issym()):
-                raise refusal(path, [(info.name, "path leads outside the destination")])
+                raise _refusal(path, [(info.name, "path leads outside the destination")])
             try:
                 tar.extract(info, dest, filter="data")
             except tarfile.FilterError as e:
-                raise refusal(path, [(info.name, str(e))]) from e
+                raise _refusal(path, [(info.name, str(e))]) from e
             except (tarfile.TarError, OSError) as e:
                 raise CommandExecutionError(
                     f"Failed to extract {info.name} from {path}: {e}"
@@ -489,15 +489,15 @@ def unzip(
             )
             for i in infos
         ]
-        problems = unsafeMembers(members)
+        problems = _unsafeMembers(members)
         if problems:
-            raise refusal(zip_file, problems)
+            raise _refusal(zip_file, problems)
         os.makedirs(dest, exist_ok=True)
         names = []
         for info, member in zip(infos, members, strict=True):
             target = os.path.join(dest, _clean(info.filename))
             if not _inside(dest, target, followLast=member.kind != "symlink"):
-                raise refusal(zip_file, [(info.filename, "path leads outside the destination")])
+                raise _refusal(zip_file, [(info.filename, "path leads outside the destination")])
             try:
                 _writeZipMember(archive, info, member, target, secret, extract_perms)
             except RuntimeError as e:

@@ -31,12 +31,12 @@ from urllib.parse import urlparse
 
 from salttwist.modules import CommandExecutionError, SaltInvocationError
 from salttwist.modules.archive import (
-    extractTar,
-    guessArchiveType,
-    listMembers,
-    refusal,
-    summarize,
-    unsafeMembers,
+    _extractTar,
+    _guessArchiveType,
+    _listMembers,
+    _refusal,
+    _summarize,
+    _unsafeMembers,
     unzip,
 )
 from salttwist.states import StateContext, stateReturn
@@ -309,7 +309,7 @@ def extracted(
         return ret
     validFormats = ("tar", "zip")
     if not archive_format:
-        archive_format = guessArchiveType(sourcePath)
+        archive_format = _guessArchiveType(sourcePath)
         if archive_format is None:
             ret["comment"] = (
                 "Could not guess archive_format from the value of the "
@@ -421,14 +421,14 @@ def extracted(
             return ret
 
     try:
-        members = listMembers(cached, archive_format)
+        members = _listMembers(cached, archive_format)
     except CommandExecutionError as e:
         ret["comment"] = str(e)
         return ret
-    contents = summarize(members, stripComponents)
-    problems = unsafeMembers(members)
+    contents = _summarize(members, stripComponents)
+    problems = _unsafeMembers(members)
     if problems:
-        ret["comment"] = str(refusal(_redact(source), problems))
+        ret["comment"] = str(_refusal(_redact(source), problems))
         return ret
 
     if enforce_toplevel and (
@@ -600,7 +600,7 @@ def extracted(
             elif tarCommand:
                 files = _runTar(cached, dest, tarCommand, stripComponents, trim_output)
             else:
-                files = extractTar(cached, dest, stripComponents, trim_output)
+                files = _extractTar(cached, dest, stripComponents, trim_output)
         except CommandExecutionError as e:
             if createdDestdir:
                 shutil.rmtree(name, ignore_errors=True)
