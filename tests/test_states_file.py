@@ -464,3 +464,16 @@ class ManagedContentsTests(FileStateTestCase):
             },
         )
         self.assertFalse(os.path.exists(name))
+
+    async def test_danglingSymlink(self) -> None:
+        """
+        A dangling symlink is followed: its target is created.
+        """
+        target = self.path("real")
+        link = self.path("dangling")
+        os.symlink(target, link)
+        ret = await self.state("managed", link, contents="x")
+        self.assertIs(ret["result"], True, ret)
+        self.assertEqual(ret["changes"]["diff"], "New file")
+        self.assertTrue(os.path.islink(link))
+        self.assertEqual(readFile(target), b"x\n")

@@ -146,6 +146,10 @@ class SaltSourceTests(FileStateTestCase):
         ret = await self.state("managed", name, source=source, mode="keep")
         self.assertIs(ret["result"], True, ret)
         self.assertEqual(fileMode(name), "0750")
+        url = self.serve("other.sh", "#!/bin/sh\n")
+        ret = await self.state("managed", self.path("other.sh"), source=url, mode="keep")
+        self.assertIs(ret["result"], True, ret)
+        self.assertIn("mode: keep is not supported for salt://other.sh", ret["warnings"][0])
 
 
 class HashFileTests(FileStateTestCase):

@@ -229,6 +229,10 @@ def managed(
             "Please use 'mode' instead to set file permissions."
         )
     user = _owner(user, kwargs)
+    if context is not None and not isinstance(context, dict):
+        return _error(ret, "Context must be formed as a dict")
+    if defaults and not isinstance(defaults, dict):
+        return _error(ret, "Defaults must be formed as a dict")
 
     useContents: Any = None
     for what, data, label in (
@@ -304,10 +308,6 @@ def managed(
         return _error(ret, f"Specified file {name} is not an absolute path")
     if os.path.isdir(name):
         return _error(ret, f"Specified target {name} is a directory")
-    if context is not None and not isinstance(context, dict):
-        return _error(ret, "Context must be formed as a dict")
-    if defaults and not isinstance(defaults, dict):
-        return _error(ret, "Defaults must be formed as a dict")
 
     if (
         useContents is None
@@ -346,7 +346,13 @@ def managed(
                 ret, "Unable to manage file: Source file cannot be the same as destination"
             )
         if keepMode:
-            mode = fm.get_mode(sfn)
+            if src.localPath(chosen) is not None:
+                mode = fm.get_mode(sfn)
+            else:
+                ret.setdefault("warnings", []).append(
+                    f"mode: keep is not supported for {src.redact(chosen)}: the file server "
+                    "does not report modes (use a mode)"
+                )
         if template:
             try:
                 with open(sfn, encoding="utf-8") as f:
@@ -500,8 +506,9 @@ def _manageFile(
         ret["comment"] = f"File {name} updated"
         return ret
 
-    # A new file.
-    parent = os.path.dirname(name)
+    # A new file (or, through a dangling symlink that is followed, its target).
+    dest = target
+    parent = os.path.dirname(dest)
     if ctx.test:
         if newFileDiff and wanted is not None:
             changes["diff"] = fm._diffBytes(b"", wanted) or "New file"
@@ -512,27 +519,28 @@ def _manageFile(
         if not makedirs:
             return _error(ret, "Parent directory not present")
         try:
-            fw.makeParents(name, user, group, dirMode or fw.dirModeFor(mode))
+            fw.makeParents(dest, user, group, dirMode or fw.dirModeFor(mode))
         except CommandExecutionError as e:
             return _error(ret, str(e))
     if mode is None:
         mode = fw.defaultFileMode()
     if wanted is None and not hasSource:
         try:
-            fw.commit(fw.writeTemp(name, b""), name, "", "")
+            fw.commit(fw.writeTemp(dest, b""), dest, "", "")
         except OSError as e:
             return _error(ret, f"Empty file {name} not created: {e}")
         changes["new"] = f"file {name} created"
         ret["comment"] = "Empty file"
     else:
-        failed = _writeContents(ctx, ret, name, wanted or b"", backupMode, cachedir, checkCmd)
+        failed = _writeContents(ctx, ret, dest, wanted or b"", backupMode, cachedir, checkCmd)
         if failed:
             return failed
         if newFileDiff:
             changes["diff"] = fm._diffBytes(b"", wanted or b"") or "New file"
         else:
             changes["diff"] = "New file"
-    ret, _ = fm._checkPerms(name, ret, user, group, mode, False, False)
+    ret, _ = fm._checkPerms(dest, ret, user, group, mode, False, False)
+    ret["name"] = name
     if not ret["comment"]:
         ret["comment"] = f"File {name} updated"
     return ret
