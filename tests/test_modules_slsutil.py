@@ -129,7 +129,10 @@ class TextTests(SynchronousTestCase):
 
     def test_serialize(self) -> None:
         self.assertEqual(mod.serialize("json", {"a": [1]}), '{"a": [1]}')
-        self.assertEqual(mod.serialize("yaml", {"a": [1]}), "a:\n- 1\n")
+        # As Salt 3008.5's slsutil.serialize yaml '{a: [1]}'.
+        self.assertEqual(mod.serialize("yaml", {"a": [1]}), "a: [1]")
+        self.assertEqual(mod.serialize("yaml", "x"), "x")
+        self.assertEqual(mod.serialize("yaml", {"b": {"c": 1}, "a": 2}), "a: 2\nb: {c: 1}")
         self.assertEqual(mod.deserialize("yaml", "a: [1]"), {"a": [1]})
         self.assertEqual(mod.deserialize("json", '{"a": 1}'), {"a": 1})
         self.assertRaises(SaltInvocationError, mod.serialize, "toml", {})

@@ -239,23 +239,30 @@ _SERIALIZERS = ("yaml", "json")
 def serialize(serializer: str, obj: Any, **mod_kwargs: Any) -> str:
     """
     Return C{obj} as text in the format C{serializer} names (C{yaml} or
-    C{json}); C{mod_kwargs} go to the serializer (C{indent}, C{sort_keys}
-    for JSON; C{default_flow_style} for YAML).
+    C{json}), as Salt's serializers write it (YAML: block style with flow
+    leaves, keys sorted, no final newline); C{mod_kwargs} go to the
+    serializer (C{indent}, C{sort_keys} ...).
 
     CLI Example:
 
         salttwist '*' slsutil.serialize json '{foo: [1, 2]}'
     """
-    if serializer == "json":
-        import json
+    import yaml
 
-        options = {k: v for k, v in mod_kwargs.items() if k in ("indent", "sort_keys")}
-        return json.dumps(obj, **options)
-    if serializer == "yaml":
-        import yaml
+    options = {k: v for k, v in mod_kwargs.items() if not k.startswith("__")}
+    try:
+        if serializer == "json":
+            import json
 
-        flow = mod_kwargs.get("default_flow_style", False)
-        return yaml.safe_dump(obj, default_flow_style=flow, allow_unicode=True)
+            return json.dumps(obj, **options)
+        if serializer == "yaml":
+            options.setdefault("default_flow_style", None)
+            text = yaml.safe_dump(obj, **options)
+            if text.endswith("\n...\n"):
+                return text[:-5]
+            return text[:-1] if text.endswith("\n") else text
+    except (TypeError, ValueError, yaml.YAMLError) as e:
+        raise SaltInvocationError(f"cannot serialize to {serializer}: {e}") from None
     raise SaltInvocationError(
         f"unknown serializer {serializer!r}; known: {', '.join(_SERIALIZERS)}"
     )
