@@ -367,10 +367,16 @@ class StateModuleTests(TestCase):
             queued = self.call("state.apply", queue=True)
             await deferToThread(threading.Event().wait, 0.3)
             self.assertNoResult(queued)
+            waiting = [queued]
+            for n in range(statemod.MAX_QUEUED - 1):
+                waiting.append(self.call("state.show_top", queue=True, jid=f"{JID[:-2]}1{n}"))
+            await deferToThread(threading.Event().wait, 0.3)
+            refused = await self.call("state.show_top", queue=True, jid=f"{JID[:-2]}20")
+            self.assertEqual(refused["return"], [words])
             statemod._SLOTS.give(self.context.running, other.jid)
             released = True
-            result = await queued
-            self.assertEqual(result["retcode"], 0, result)
+            for result in [await d for d in waiting]:
+                self.assertEqual(result["retcode"], 0, result)
             self.assertEqual((await self.call("state.running"))["return"], [])
         finally:
             if not released:

@@ -26,7 +26,9 @@ waits for the slot with C{queue=True} (C{queue=<n>}: waits unless C{n}
 runs are already waiting, as Salt's C{max_queue}). C{concurrent=True}
 skips the check, as Salt's does. Unlike Salt's C{queue=True} of 3008,
 which stores the job in a queue directory and returns at once, a queued
-run here waits in its job and returns its own result.
+run here waits in its job and returns its own result; and at most
+L{MAX_QUEUED} runs wait (each holds a thread of the minion's pool, which
+the running one needs too): one more is refused as without C{queue}.
 
 C{state_events=True} (or the C{state_events} option) sends Salt's
 progress events to the master's bus as each state finishes:
@@ -63,6 +65,11 @@ EX_STATE_FAILURE = 2
 EX_PILLAR_FAILURE = 5
 
 _PILLAR_NOT_DICT = "Pillar data must be formatted as a dictionary, unless pillar_enc is specified."
+
+#: The most state runs of one minion waiting for its slot: each waits in a
+#: thread of the minion's pool, which the running one needs too (its file
+#: fetches), so they must never take the whole pool.
+MAX_QUEUED = 4
 
 #: How often a queued run looks again whether the slot is free (seconds).
 _QUEUE_POLL = 0.05
@@ -116,8 +123,8 @@ class _Slots:
             if not concurrent:
                 others = [a for j, a in self._active(running).items() if j != active.jid]
                 if others and queue is not None and queue is not False:
-                    maxQueue = 0 if queue is True else int(queue)
-                    if not maxQueue or self._waiting.get(key, 0) < maxQueue:
+                    maxQueue = MAX_QUEUED if queue is True else min(int(queue), MAX_QUEUED)
+                    if self._waiting.get(key, 0) < maxQueue:
                         self._waiting[key] = self._waiting.get(key, 0) + 1
                         try:
                             while others:
