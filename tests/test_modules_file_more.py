@@ -328,3 +328,48 @@ class BackupTests(FileModuleTestCase):
         self.assertIs(filemod.delete_backup(context, path, 0)["result"], True)
         self.assertEqual(len(filemod.list_backups(context, path)), 1)
         self.assertIn("file.list_backup", loadFunctions())
+
+
+class SourceFunctionTests(FileModuleTestCase):
+    """
+    C{source_list}, C{get_source_sum} and C{apply_template_on_contents}.
+    """
+
+    def test_sources(self) -> None:
+        """
+        The first existing local source is chosen; hashes are parsed from a
+        digest or a local file of hashes.
+        """
+        context = makeLoaderContext()
+        present = self.make("present", "x")
+        self.assertEqual(
+            filemod.source_list(context, ["/no/such", {present: "md5=" + "a" * 32}], "", "base"),
+            [present, "md5=" + "a" * 32],
+        )
+        self.assertRaises(
+            CommandExecutionError, filemod.source_list, context, ["/no/such"], "", "base"
+        )
+        sums = self.make("SUMS", f"{'b' * 64}  app.tgz\n")
+        self.assertEqual(
+            filemod.get_source_sum(context, "/opt/app.tgz", "http://h/app.tgz", sums),
+            {"hash_type": "sha256", "hsum": "b" * 64},
+        )
+
+    def test_template(self) -> None:
+        """
+        Contents rendered with grains and the caller's context over defaults.
+        """
+        context = makeLoaderContext(grains={"id": "m5"})
+        self.assertEqual(
+            filemod.apply_template_on_contents(
+                context,
+                "{{ grains['id'] }} {{ a }} {{ b }}",
+                "jinja",
+                context={"a": 1},
+                defaults={"a": 0, "b": 2},
+            ),
+            "m5 1 2",
+        )
+        self.assertRaises(
+            CommandExecutionError, filemod.apply_template_on_contents, context, "{{ x( }}", "jinja"
+        )

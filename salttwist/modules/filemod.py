@@ -2020,3 +2020,104 @@ def delete_backup(context: LoaderContext, path: str, backup_id: Any) -> dict[str
 #: Salt's other names for the backup functions.
 list_backup = list_backups
 remove_backup = delete_backup
+
+
+# Sources and templates (what file.managed does, for callers) ------------------
+
+
+def _stateContext(context: LoaderContext, saltenv: str | None = None) -> Any:
+    """
+    @return: a state context over the loader context, for the source
+        helpers of the C{file} states.
+    """
+    from salttwist.modules.extmods import SaltFunctions
+    from salttwist.states import StateContext
+
+    return StateContext(
+        salt=SaltFunctions(context),
+        opts=context.opts,
+        grains=context.grains,
+        pillar=getattr(context, "pillar", {}) or {},
+        saltenv=saltenv or str(context.opts.get("saltenv") or "base"),
+        reactor=context.reactor,
+    )
+
+
+@needsContext
+def source_list(context: LoaderContext, source: Any, source_hash: Any, saltenv: str) -> list[Any]:
+    """
+    Return C{[source, source_hash]} for the first existing source of a list
+    (strings, or C{{source: source_hash}} mappings), as C{file.managed}
+    chooses it.
+
+    CLI Example:
+
+        salttwist '*' file.source_list '[salt://a, salt://b]' '' base
+    """
+    from salttwist.states import _filesource
+
+    try:
+        chosen, hashed = _filesource.sourceList(
+            _stateContext(context, saltenv), source, source_hash, saltenv
+        )
+    except _filesource.SourceError as e:
+        raise CommandExecutionError(str(e)) from e
+    return [chosen, hashed]
+
+
+@needsContext
+def get_source_sum(
+    context: LoaderContext,
+    file_name: str = "",
+    source: str = "",
+    source_hash: Any = None,
+    source_hash_name: str | None = None,
+    saltenv: str = "base",
+    **kwargs: Any,
+) -> dict[str, str]:
+    """
+    Return C{{"hash_type", "hsum"}} from a C{source_hash}: a digest,
+    C{type=digest}, or a local file or URL of hashes (the line for
+    C{source_hash_name}, else C{source}'s or C{file_name}'s file name).
+
+    CLI Example:
+
+        salttwist '*' file.get_source_sum /tmp/f.tgz source=http://x/f.tgz source_hash=<hex>
+    """
+    from salttwist.states import _filesource
+
+    if not source_hash:
+        raise SaltInvocationError("source_hash is required")
+    return _filesource.sourceSum(
+        _stateContext(context, saltenv), file_name, source, source_hash, source_hash_name, saltenv
+    )
+
+
+@needsContext
+def apply_template_on_contents(
+    loader: LoaderContext,
+    contents: str,
+    template: str,
+    context: Any = None,
+    defaults: Any = None,
+    saltenv: str = "base",
+    **kwargs: Any,
+) -> str:
+    """
+    Render C{contents} with the C{template} engine (C{jinja}), Salt's
+    variables and C{context} over C{defaults}.
+
+    CLI Example:
+
+        salttwist '*' file.apply_template_on_contents contents='x={{ grains.id }}' template=jinja
+    """
+    from salttwist.states import _filesource
+
+    variables = dict(defaults or {})
+    variables.update(context or {})
+    try:
+        return _filesource.renderTemplate(
+            _stateContext(loader, saltenv), str(contents), template, variables, saltenv, None
+        )
+    except _filesource.SourceError as e:
+        raise CommandExecutionError(str(e)) from e
