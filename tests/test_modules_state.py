@@ -382,6 +382,25 @@ class StateModuleTests(TestCase):
             if not released:
                 statemod._SLOTS.give(self.context.running, other.jid)
 
+    async def test_killedWhileQueued(self) -> None:
+        """
+        A queued run whose job is killed stops waiting and runs nothing.
+        """
+        other = statemod._Active("state.highstate", "20261126192959123456", os.getpid())
+        statemod._SLOTS.take(self.context.running, other, False, False)
+        self.addCleanup(statemod._SLOTS.give, self.context.running, other.jid)
+        job = RunningJob({"jid": JID, "fun": "state.apply"}, Deferred(), 0.0)
+        self.context.running[JID] = job
+        queued = self.call("state.apply", queue=True)
+        await deferToThread(threading.Event().wait, 0.2)
+        self.assertNoResult(queued)
+        job.killedBy = "SIGTERM"
+        result = await queued
+        self.assertEqual(result["retcode"], 1, result)
+        self.assertFalse(os.path.exists(self.portFile))
+        bad = await self.call("state.apply", queue="soon")
+        self.assertIn("queue must be True, False or a number of runs", bad["return"])
+
     async def test_killed(self) -> None:
         """
         A job killed (C{saltutil.kill_job}) runs no more states.

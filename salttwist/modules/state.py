@@ -110,10 +110,16 @@ class _Slots:
             return [active for key, active in self._active(running).items() if key != jid]
 
     def take(
-        self, running: dict[str, Any], active: _Active, queue: Any, concurrent: bool
+        self,
+        running: dict[str, Any],
+        active: _Active,
+        queue: Any,
+        concurrent: bool,
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> list[_Active]:
         """
-        Take the slot for C{active}, waiting for it with C{queue}.
+        Take the slot for C{active}, waiting for it with C{queue} (unless
+        C{cancelled} becomes true meanwhile: the job was killed).
 
         @return: the runs that keep it from being taken (then it is not
             taken); C{[]} once taken.
@@ -123,11 +129,11 @@ class _Slots:
             if not concurrent:
                 others = [a for j, a in self._active(running).items() if j != active.jid]
                 if others and queue is not None and queue is not False:
-                    maxQueue = MAX_QUEUED if queue is True else min(int(queue), MAX_QUEUED)
+                    maxQueue = MAX_QUEUED if queue is True else min(_queueSize(queue), MAX_QUEUED)
                     if self._waiting.get(key, 0) < maxQueue:
                         self._waiting[key] = self._waiting.get(key, 0) + 1
                         try:
-                            while others:
+                            while others and not cancelled():
                                 self.condition.wait(_QUEUE_POLL)
                                 others = [
                                     a for j, a in self._active(running).items() if j != active.jid
@@ -154,6 +160,19 @@ class _Slots:
                 if not entry[1]:
                     del self._minions[key]
             self.condition.notify_all()
+
+
+def _queueSize(queue: Any) -> int:
+    """
+    @return: C{queue=<n>}'s C{n}.
+    @raise SaltInvocationError: if it is neither a boolean nor a number.
+    """
+    try:
+        return int(queue)
+    except (TypeError, ValueError):
+        raise SaltInvocationError(
+            f"queue must be True, False or a number of runs, not {queue!r}"
+        ) from None
 
 
 _SLOTS = _Slots()
@@ -460,7 +479,9 @@ def _stateJob(
     """
     jid = _jobJid(context)
     active = _Active(fun=fun, jid=jid, pid=os.getpid())
-    conflict = _SLOTS.take(context.running, active, queue, bool(concurrent))
+    conflict = _SLOTS.take(
+        context.running, active, queue, bool(concurrent), _cancelled(context, jid)
+    )
     if conflict:
         return Retcode([_conflictWords(other) for other in conflict], EX_STATE_COMPILER_ERROR)
     try:
