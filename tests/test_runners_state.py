@@ -152,6 +152,40 @@ class OrchestrateTests(TestCase):
         self.assertEqual(self.master.published[0]["fun"], "test.version")
 
     @inlineCallbacks
+    def test_masterPillar(self) -> Any:
+        """
+        The SLS see the master's own pillar (its C{pillar_roots} top for
+        the master's id), with the runner's C{pillar} merged over it; a
+        pillar that fails to render fails the orchestration with Salt's
+        words.
+        """
+        pillarRoot = os.path.abspath(self.mktemp())
+        os.makedirs(pillarRoot)
+        with open(os.path.join(pillarRoot, "top.sls"), "w") as f:
+            f.write("base:\n  'testmaster_master':\n    - orch\n")
+        with open(os.path.join(pillarRoot, "orch.sls"), "w") as f:
+            f.write("fun: test.ping\ntgt: db1\n")
+        self.master.config["pillar_roots"] = {"base": [pillarRoot]}
+        self.writeSls(
+            "p.sls",
+            "run_it:\n  salt.function:\n    - name: {{ pillar['fun'] }}\n"
+            "    - tgt: {{ pillar['tgt'] }}\n",
+        )
+        ret = yield self.orchestrate("p", pillar={"fun": "test.version"})
+        self.assertEqual(ret["retcode"], 0, ret)
+        self.assertEqual(
+            [(load["fun"], load["tgt"]) for load in self.master.published],
+            [("test.version", "db1")],
+        )
+        with open(os.path.join(pillarRoot, "orch.sls"), "w") as f:
+            f.write("fun: [unclosed\n")
+        ret = yield self.orchestrate("p")
+        self.assertEqual(ret["retcode"], 1)
+        errors = ret["data"]["testmaster_master"]
+        self.assertEqual(errors[0], "Pillar failed to render with the following messages:")
+        self.assertEqual(len(self.master.published), 1)
+
+    @inlineCallbacks
     def test_compileError(self) -> Any:
         """
         An SLS that does not compile: its errors as the data, retcode 1,

@@ -29,13 +29,18 @@ if TYPE_CHECKING:
 _jids = JidGenerator()
 
 
-def _prepare(context: RunnerContext, saltenv: Any, test: Any, pillar: Any) -> Any:
+def _prepare(
+    context: RunnerContext, saltenv: Any, test: Any, pillar: Any, pillarenv: Any = None
+) -> Any:
     """
     Build the L{salttwist.state.apply.StateRun} of an orchestration
-    (blocking: the master's grains).
+    (blocking: the master's grains, and its own pillar compiled from its
+    C{pillar_roots} and C{ext_pillar} for its id, with C{pillar} merged
+    last, as Salt's master minion has).
     """
     from salttwist.modules import LoaderContext, loadFunctions
     from salttwist.modules.extmods import SaltFunctions
+    from salttwist.pillar.compiler import compilePillar
     from salttwist.runners.salt import _masterGrains
     from salttwist.state.apply import StateRun
 
@@ -44,15 +49,25 @@ def _prepare(context: RunnerContext, saltenv: Any, test: Any, pillar: Any) -> An
     opts = dict(master.config, id=grains["id"])
     if saltenv is not None:
         opts["saltenv"] = saltenv
+    if pillarenv is None:
+        pillarenv = opts.get("pillarenv")
+    compiled = compilePillar(
+        opts,
+        grains["id"],
+        grains,
+        saltenv=saltenv,
+        pillarenv=pillarenv,
+        override=dict(pillar or {}),
+    )
     loader = LoaderContext(opts, grains, master.clock, loadFunctions())
-    loader.pillar = dict(pillar or {})
+    loader.pillar = compiled
     testing = bool(opts.get("test")) if test is None else bool(test)
     return StateRun(
         files=master.fileServer,
         opts=opts,
         minionId=grains["id"],
         grains=grains,
-        pillar=dict(pillar or {}),
+        pillar=compiled,
         salt=SaltFunctions(loader),
         test=testing,
         saltenv=saltenv or "base",
@@ -82,9 +97,23 @@ def _result(run: Any, returned: Any) -> dict[str, Any]:
     }
 
 
+def _pillarErrors(run: Any) -> list[str] | None:
+    """
+    @return: Salt's errors for a master pillar that failed to compile, or
+        L{None}.
+    """
+    errors = run.pillar.get("_errors") if isinstance(run.pillar, dict) else None
+    if not errors:
+        return None
+    return ["Pillar failed to render with the following messages:", *map(str, errors)]
+
+
 def _orchestrate(run: Any, mods: Any, exclude: Any) -> dict[str, Any]:
     from salttwist.state.apply import sls
 
+    errors = _pillarErrors(run)
+    if errors:
+        return _result(run, errors)
     return _result(run, sls(run, mods, exclude))
 
 
@@ -102,8 +131,10 @@ async def orchestrate(
     """
     Run the orchestration SLS C{mods} (a name, a list, or comma-separated)
     from the master's file server, on the master. C{saltenv}: where the SLS
-    are; C{test=True}: report what would be done; C{pillar}: a dictionary
-    the SLS see as their pillar; C{exclude}: SLS or ids left out.
+    are; C{test=True}: report what would be done; C{pillar}: a dictionary,
+    merged over the master's own pillar (its C{pillar_roots} and
+    C{ext_pillar} for the master's id) and the SLS see the result;
+    C{pillarenv}; C{exclude}: SLS or ids left out.
 
     Returns C{{"data": {<master id>: {tag: state return}}, "outputter":
     "highstate", "retcode": 0 or 1}}, as Salt does.
@@ -116,7 +147,7 @@ async def orchestrate(
     """
     _checkPillar(pillar)
     master = context.master
-    run = await master.runBlocking(_prepare, context, saltenv, test, pillar)
+    run = await master.runBlocking(_prepare, context, saltenv, test, pillar, pillarenv)
     if orchestration_jid is not None:
         run.jid = str(orchestration_jid)
     return await master.runBlocking(_orchestrate, run, mods, exclude)
@@ -130,6 +161,9 @@ sls = orchestrate
 def _single(run: Any, fun: str, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     from salttwist.state.apply import single
 
+    errors = _pillarErrors(run)
+    if errors:
+        return _result(run, errors)
     return _result(run, single(run, fun, name, **kwargs))
 
 
