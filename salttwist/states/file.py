@@ -1968,7 +1968,7 @@ def recurse(
         return fw.includeExclude(relative, include_pat, exclude_pat)
 
     keep: set[str] = set()
-    managedDirs: set[str] = set()
+    managedDirs: set[str] = {name}
     for f in sorted(files):
         relative = f[len(under) :]
         if not relative or not wanted(relative):
