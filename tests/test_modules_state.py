@@ -308,6 +308,34 @@ class StateModuleTests(TestCase):
         self.assertEqual(result["retcode"], 0, result)
         self.assertEqual(result["return"]["greet_|-world_|-world_|-hello"]["comment"], "hello web1")
 
+    async def test_syncMods(self) -> None:
+        """
+        C{state.sls ... sync_mods=states} syncs the custom states first.
+        """
+        writeTree(
+            self.base,
+            {
+                "_states/greet3.py": (
+                    "def hello(name):\n"
+                    "    return {'name': name, 'result': True, 'changes': {}, 'comment': 'hi'}\n"
+                ),
+                "greet3.sls": "world:\n  greet3.hello: []\n",
+            },
+        )
+        result = await self.call("state.sls", "greet3", sync_mods="states")
+        self.assertEqual(result["retcode"], 0, result)
+
+    async def test_noFileClient(self) -> None:
+        """
+        A minion without a file client: the error, retcode 1.
+        """
+        self.context.fileClient = None
+        result = await self.call("state.apply")
+        self.assertEqual(
+            result["return"], ["this minion has no file client: its state tree cannot be read"]
+        )
+        self.assertEqual(result["retcode"], 1)
+
     async def test_noAutoload(self) -> None:
         """
         Without C{autoload_dynamic_modules} nothing is synced: the custom

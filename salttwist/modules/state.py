@@ -451,6 +451,9 @@ def _syncMods(run: stateapply.StateRun, syncMods: Any) -> None:
             _log.warn("Invalid custom module type {kind!r}, ignoring", kind=kind)
             continue
         function(saltenv=run.saltenv or "base")
+    from salttwist.state.extstates import stateFunctions
+
+    run.states = stateFunctions(run.opts)
 
 
 def _stateJob(
@@ -498,10 +501,9 @@ def _stateJob(
         if isinstance(run, Retcode):
             return run
         _syncMods(run, syncMods)
-        try:
-            value = body(run)
-        except FileClientUnavailable as e:
-            return Retcode([str(e)], EX_STATE_COMPILER_ERROR)
+        value = body(run)
+    except FileClientUnavailable as e:
+        return Retcode([str(e)], EX_STATE_COMPILER_ERROR)
     finally:
         _SLOTS.give(context.running, jid)
     if not isRun:
