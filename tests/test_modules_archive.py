@@ -172,7 +172,7 @@ class ArchiveModuleTests(SynchronousTestCase):
         A good tar is unpacked with its files, modes and links.
         """
         names = archive._extractTar(self.goodTar(), self.dest)
-        self.assertEqual(names, ["app/", "app/bin/", "app/bin/run", "app/README", "app/current"])
+        self.assertEqual(names, ["app", "app/bin", "app/bin/run", "app/README", "app/current"])
         with open(os.path.join(self.dest, "app", "README"), "rb") as f:
             self.assertEqual(f.read(), b"hello\n")
         self.assertTrue(os.access(os.path.join(self.dest, "app/bin/run"), os.X_OK))

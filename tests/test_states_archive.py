@@ -94,9 +94,9 @@ class ExtractedTests(TestCase):
                 "changes": {
                     "directories_created": [dest],
                     "extracted_files": [
-                        "app-1.0/",
+                        "app-1.0",
                         "app-1.0/README",
-                        "app-1.0/bin/",
+                        "app-1.0/bin",
                         "app-1.0/bin/run",
                     ],
                 },
@@ -278,7 +278,7 @@ class ExtractedTests(TestCase):
         ret = yield self.extracted(trim_output=2)
         self.assertEqual(
             ret["changes"]["extracted_files"],
-            ["app-1.0/", "app-1.0/README", "List trimmed after 2 files."],
+            ["app-1.0", "app-1.0/README", "List trimmed after 2 files."],
         )
         self.assertTrue(ret["comment"].endswith(". Output was trimmed to 2 number of lines"))
 

@@ -430,7 +430,9 @@ def _extractTar(
                 raise CommandExecutionError(
                     f"Failed to extract {info.name} from {path}: {e}"
                 ) from e
-            names.append(info.name + ("/" if info.isdir() else ""))
+            # As tarfile.getnames(), which Salt returns: no slash after a
+            # directory.
+            names.append(info.name)
     return _trimFiles(names, trim_output)
 
 
