@@ -82,3 +82,19 @@ class ConfigTests(SynchronousTestCase):
         self.assertEqual(self.salt["config.merge"]("sched"), {"x": 1, "y": 2})
         self.assertEqual(self.salt["config.merge"]("both"), "opts")
         self.assertEqual(self.salt["config.merge"]("none", default=1), 1)
+
+    def test_smallHelpers(self) -> None:
+        self.assertEqual(self.salt["config.backup_mode"]("minion"), "minion")
+        self.assertEqual(self.salt["config.backup_mode"](), "")
+        manage = self.salt["config.manage_mode"]
+        self.assertEqual(
+            [manage(644), manage("0o755"), manage("'00600'")], ["0644", "0755", "0600"]
+        )
+        self.assertIsNone(manage(None))
+        self.assertTrue(self.salt["config.valid_fileproto"]("salt://a/b"))
+        self.assertFalse(self.salt["config.valid_fileproto"]("/etc/x"))
+        self.context.opts["mongo.host"] = "db1"
+        self.context.pillar["master"]["mongo.port"] = 1
+        self.assertEqual(
+            self.salt["config.dot_vals"]("mongo"), {"mongo.port": 1, "mongo.host": "db1"}
+        )

@@ -213,3 +213,73 @@ def items(context: LoaderContext) -> dict[str, Any]:
         salttwist '*' config.items
     """
     return dict(context.opts)
+
+
+#: The protocols Salt's C{config.valid_fileproto} accepts.
+VALID_PROTOS = ("salt", "file", "http", "https", "ftp", "swift", "s3")
+
+
+@needsContext
+def backup_mode(context: LoaderContext, backup: str = "") -> Any:
+    """
+    Return C{backup} when given, else the C{backup_mode} setting (as
+    C{config.option} finds it).
+
+    CLI Example:
+
+        salttwist '*' config.backup_mode
+    """
+    if backup:
+        return backup
+    return option(context, "backup_mode")
+
+
+def manage_mode(mode: Any) -> str | None:
+    """
+    Return a file mode as a string with a leading zero, four digits
+    (C{644}, C{0o644} and C{"0644"} are all C{"0644"}).
+
+    CLI Example:
+
+        salttwist '*' config.manage_mode 644
+    """
+    if mode is None:
+        return None
+    text = str(mode).replace("0o", "0")
+    return text.strip('"').strip("'").lstrip("0").zfill(4)
+
+
+def valid_fileproto(uri: str) -> bool:
+    """
+    Return whether C{uri} names a file protocol Salt fetches from
+    (C{salt://}, C{file://}, C{http(s)://}, C{ftp://}, C{swift://},
+    C{s3://}).
+
+    CLI Example:
+
+        salttwist '*' config.valid_fileproto salt://path/to/file
+    """
+    from urllib.parse import urlparse
+
+    return urlparse(str(uri)).scheme in VALID_PROTOS
+
+
+@needsContext
+def dot_vals(context: LoaderContext, value: str) -> dict[str, Any]:
+    """
+    Return the settings named C{<value>.<something>} from the master's
+    options (the pillar's C{master} key) and the minion's options, the
+    minion's winning.
+
+    CLI Example:
+
+        salttwist '*' config.dot_vals mongo
+    """
+    ret: dict[str, Any] = {}
+    pillar = context.pillar or {}
+    master = pillar.get("master", {}) if isinstance(pillar, Mapping) else {}
+    for source in (master if isinstance(master, Mapping) else {}, context.opts):
+        for key, val in source.items():
+            if isinstance(key, str) and key.startswith(f"{value}."):
+                ret[key] = val
+    return ret
