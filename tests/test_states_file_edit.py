@@ -269,3 +269,58 @@ class CommentTests(FileStateTestCase):
         test = await self.state("uncomment", name, regex="Port", ctx=self.context(test=True))
         self.assertEqual((test["result"], test["changes"]), (None, {name: "updated"}))
         self.assertEqual(readFile(name), b"PermitRootLogin yes\n#Port 22\n")
+
+
+class KeyValueTests(FileStateTestCase):
+    """
+    C{file.keyvalue}.
+    """
+
+    async def test_keyvalue(self) -> None:
+        """
+        A commented key is uncommented and set, a missing one appended;
+        Salt's diff and comments; run again, nothing changes.
+        """
+        name = writeFile(self.path("sshd"), "#PermitRootLogin yes\nPort 22\n")
+        kwargs = {
+            "key_values": {"PermitRootLogin": "no", "Banner": "none"},
+            "separator": " ",
+            "uncomment": "#",
+            "append_if_not_found": True,
+        }
+        test = await self.state("keyvalue", name, ctx=self.context(test=True), **kwargs)
+        self.assertIsNone(test["result"])
+        self.assertTrue(
+            test["comment"].startswith(
+                f"File {name} is set to be changed (2 lines modified, 0 deleted)"
+            )
+        )
+        self.assertEqual(readFile(name), b"#PermitRootLogin yes\nPort 22\n")
+        ret = await self.state("keyvalue", name, **kwargs)
+        self.assertEqual(
+            ret["changes"],
+            {
+                "diff": "- #PermitRootLogin yes\n+ PermitRootLogin no\n- <EOF>\n"
+                "+ Banner none\n+ <EOF>\n"
+            },
+        )
+        self.assertEqual((ret["result"], ret["comment"]), (True, "Changed 2, deleted 0 lines"))
+        self.assertEqual(readFile(name), b"PermitRootLogin no\nPort 22\nBanner none\n")
+        again = await self.state("keyvalue", name, **kwargs)
+        self.assertEqual((again["result"], again["changes"]), (True, {}))
+
+    async def test_missingAndPrune(self) -> None:
+        """
+        A missing file fails unless C{create_if_missing}; C{prune} drops
+        other keys.
+        """
+        missing = self.path("none")
+        ret = await self.state("keyvalue", missing, key="a", value=1)
+        self.assertEqual((ret["result"], ret["comment"]), (False, f"unable to open {missing}"))
+        ret = await self.state("keyvalue", missing, key="a", value=1, create_if_missing=True)
+        self.assertIs(ret["result"], True, ret)
+        self.assertEqual(readFile(missing), b"a=1\n")
+        writeFile(missing, "a=1\nb=2\n")
+        ret = await self.state("keyvalue", missing, key="a", value=1, prune=True)
+        self.assertEqual(ret["comment"], "Changed 0, deleted 1 lines")
+        self.assertEqual(readFile(missing), b"a=1\n")

@@ -2394,3 +2394,160 @@ def accumulated(
             bucket.append(chunk)
             ret["comment"] = f"Accumulator {name} for file {filename} was charged by text"
     return ret
+
+
+# Key/value files ---------------------------------------------------------------
+
+
+def keyvalue(
+    ctx: StateContext,
+    name: str,
+    key: Any = None,
+    value: Any = None,
+    key_values: Any = None,
+    separator: str = "=",
+    append_if_not_found: bool = False,
+    prepend_if_not_found: bool = False,
+    search_only: bool = False,
+    show_changes: bool = True,
+    ignore_if_missing: bool = False,
+    count: int = 1,
+    uncomment: str | None = None,
+    key_ignore_case: bool = False,
+    value_ignore_case: bool = False,
+    create_if_missing: bool = False,
+    prune: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Set C{key} to C{value} (or each of C{key_values}) in a file of
+    C{key<separator>value} lines, as Salt's C{file.keyvalue}: the first
+    C{count} occurrences are set (C{count: -1} for all; others removed),
+    C{uncomment} characters in front of a matching key are dropped,
+    missing keys are appended or prepended when asked, C{prune} removes
+    lines of other keys. Salt's own diff format (C{- old}, C{+ new} lines).
+    """
+    name = _expand(name)
+    ret = stateReturn(name, None, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.keyvalue")
+    if key is not None and value is not None:
+        if isinstance(key_values, dict):
+            return _error(ret, "file.keyvalue can not combine key_values with key and value")
+        key_values = {str(key): value}
+    elif not isinstance(key_values, dict) or not key_values:
+        why = "is empty" if not key_values else "is not a dictionary"
+        return _error(ret, f"file.keyvalue key and value not supplied and key_values {why}")
+    try:
+        with open(name, encoding="utf-8") as f:
+            lines = f.readlines()
+    except FileNotFoundError:
+        if not create_if_missing:
+            ret["comment"] = f"unable to open {name}"
+            ret["result"] = bool(ignore_if_missing)
+            return ret
+        append_if_not_found = True
+        lines = []
+    except OSError:
+        ret["comment"] = f"unable to open {name}"
+        ret["result"] = bool(ignore_if_missing)
+        return ret
+    diff: list[str] = []
+    content: list[str] = []
+    pruned: list[str] = []
+    changed = 0
+    left = {k: int(count) for k in key_values}
+    keys = [k.lower() if key_ignore_case else k for k in key_values]
+
+    def render(k: str, sep: str, v: Any) -> str:
+        return f"{k}{sep}{v}\n"
+
+    for text in lines:
+        test = text.lstrip(uncomment)
+        uncommented = len(text) > len(test)
+        if key_ignore_case:
+            test = test.lower()
+        working = text.lstrip(uncomment) if uncommented else text
+        lineKey, lineSep, lineValue = working.partition(separator)
+        if prune and not test.startswith(tuple(keys)):
+            pruned.append(text)
+            continue
+        for wanted, wantedValue in key_values.items():
+            testKey = wanted.lower() if key_ignore_case else wanted
+            if not (test.startswith(testKey) and lineSep == separator):
+                continue
+            if (lineKey.lower() if key_ignore_case else lineKey) != testKey:
+                continue
+            have, want = lineValue.strip(), str(wantedValue).strip()
+            if value_ignore_case:
+                have, want = have.lower(), want.lower()
+            same = have == want
+            change = False
+            if uncommented:
+                if left[wanted] > 0:
+                    change = True
+                elif not same:
+                    same = True
+            elif left[wanted] == 0:
+                change = True
+            if not same or change:
+                diff.append(f"- {text}")
+                text = ""
+                if left[wanted] != 0:
+                    text = render(lineKey, lineSep, wantedValue)
+                    if isinstance(wantedValue, str):
+                        diff.append(f"+ {text}")
+                    else:
+                        diff.append(f"+ {text.rstrip()} (from {type(wantedValue).__name__} type)\n")
+                changed += 1
+            if left[wanted] > 0:
+                left[wanted] -= 1
+        content.append(text)
+    if append_if_not_found:
+        added = []
+        for wanted, wantedValue in key_values.items():
+            if left[wanted] > 0:
+                text = render(wanted, separator, wantedValue)
+                added.append(f"+ {text}")
+                content.append(text)
+                changed += 1
+        if added:
+            diff.extend(["- <EOF>\n", *added, "+ <EOF>\n"])
+    elif prepend_if_not_found:
+        started = False
+        for wanted, wantedValue in key_values.items():
+            if left[wanted] > 0:
+                text = render(wanted, separator, wantedValue)
+                if not started:
+                    diff.insert(0, "  <SOF>\n")
+                    started = True
+                diff.insert(1, f"+ {text}")
+                content.insert(0, text)
+                changed += 1
+    for text in pruned:
+        diff.insert(1, f"- {text}")
+    if not changed and not pruned:
+        ret["result"] = True
+        return ret
+    if ctx.test:
+        ret["comment"] = (
+            f"File {name} is set to be changed ({changed} lines modified, {len(pruned)} deleted)"
+        )
+        if show_changes:
+            ret["changes"]["diff"] = "".join(diff)
+            ret["comment"] += "\nPredicted diff:\n\r\t\t" + "\r\t\t".join(diff)
+        return ret
+    ret["comment"] = f"Changed {changed}, deleted {len(pruned)} lines"
+    if show_changes:
+        ret["changes"]["diff"] = "".join(diff)
+    existed = os.path.exists(name)
+    try:
+        fw.commit(fw.writeTemp(name, "".join(content).encode("utf-8")), name, "", "")
+        if not existed:
+            os.chmod(name, int(fw.defaultFileMode(), 8))
+    except OSError:
+        ret["comment"] = f"{name} not writable"
+        ret["result"] = False
+        return ret
+    ret["result"] = True
+    return ret
