@@ -1,17 +1,27 @@
 # -*- test-case-name: tests.test_states_file -*-
 """
 Salt's C{file} states: files with managed contents, owners and modes
-(C{file.managed}), directories (C{file.directory}, C{file.recurse}),
-symlinks, removal, and edits in place (C{file.line}, C{file.replace},
-C{file.blockreplace}, C{file.append}, C{file.prepend}, C{file.comment},
-C{file.uncomment}), C{file.touch} and C{file.copy}, each with Salt's
-arguments, comments and changes.
+(C{file.managed}, C{file.serialize}), directories (C{file.directory},
+C{file.recurse}), links (C{file.symlink}, C{file.hardlink}), removal
+(C{file.absent}), edits in place (C{file.line}, C{file.replace},
+C{file.blockreplace}, C{file.keyvalue}, C{file.append}, C{file.prepend},
+C{file.comment}, C{file.uncomment}, with C{file.accumulated} feeding
+templates and blocks), C{file.touch}, C{file.copy}, C{file.rename}, and
+the checks C{file.exists} and C{file.missing}: each with Salt's arguments,
+comments and changes.
 
 Sources (C{salt://}, C{http(s)://}, a local path or C{file://}) and their
-hashes are in L{salttwist.states._filesource}; atomic writes, backups and
-cleaning in L{salttwist.states._filewrite}. Contents are written through a
-temporary file in the target's directory renamed into place. In test mode
-nothing is changed and the changes that would be made are reported.
+hashes are in L{salttwist.states._filesource}; atomic writes, minion
+backups and cleaning in L{salttwist.states._filewrite}. Contents are
+written to a temporary file in the target's directory, renamed into place.
+In test mode nothing is changed and the changes that would be made are
+reported.
+
+Differences from Salt, on purpose: C{attrs}, SELinux and Windows options
+are accepted and ignored; templates are Jinja only; C{mode: keep} works for
+local sources only (the file server does not report modes); C{file.line}
+inserting at the end adds the line plainly (Salt 3008 adds a blank line
+and drops the last newline).
 """
 
 from __future__ import annotations
