@@ -53,6 +53,11 @@ class OrchestratingMaster(PublishingMaster):
         self.fileServer = FileServer.fromConfig(config)
         self.runners = loadRunners()
         self.runnerReturns: list[Any] = []
+        self.blockingCalls: list[str] = []
+
+    def runBlocking(self, f: Any, *args: Any, **kwargs: Any) -> Any:
+        self.blockingCalls.append(f.__name__)
+        return super().runBlocking(f, *args, **kwargs)
 
     def clientRunner(self, proto: Any, load: dict[str, Any]) -> Deferred[Any]:
         from salttwist.args import parseArgs
@@ -109,6 +114,8 @@ class OrchestrateTests(TestCase):
             [(load["fun"], load["user"]) for load in self.master.published],
             [("test.ping", "alice"), ("state.sls", "alice")],
         )
+        # The run, which waits for minions, holds no thread of the pool.
+        self.assertEqual(self.master.blockingCalls, ["_prepare"])
 
     @inlineCallbacks
     def test_requisiteFailure(self) -> Any:

@@ -4,8 +4,8 @@ The C{state} runners (Salt's C{salt/runners/state.py}): orchestration, a
 state run on the master itself.
 
 C{state.orchestrate} (aliases C{state.orch}, C{state.sls}) renders the SLS
-from the master's own file server, compiles it and runs it in a thread
-(L{salttwist.state.apply}), as the master's minion (id C{<fqdn>_master},
+from the master's own file server, compiles it and runs it in a thread of
+its own (L{salttwist.state.apply}), as the master's minion (id C{<fqdn>_master},
 Salt's). Its states are usually the orchestration states
 (L{salttwist.states.saltmod}: C{salt.state}, C{salt.function},
 C{salt.runner}, C{salt.wait_for_event}), which publish jobs through the
@@ -19,7 +19,12 @@ failed, or the SLS did not compile: then C{data} holds the error strings).
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from salttwist.jid import JidGenerator
 
@@ -27,6 +32,35 @@ if TYPE_CHECKING:
     from salttwist.runners import RunnerContext
 
 _jids = JidGenerator()
+
+
+def _inOwnThread(context: RunnerContext, f: Callable[..., Any], *args: Any) -> Deferred[Any]:
+    """
+    Run the blocking C{f(*args)} (a whole state run) in a thread of its
+    own, not the master's thread pool: an orchestration waits for minions
+    for as long as they take, and minions need that pool (file and pillar
+    serving) to finish what it waits for; ten orchestrations started at
+    once (by the reactor) would otherwise hold every pool thread. A clock
+    that is no reactor (a test's) runs it with C{runBlocking}.
+
+    @return: a L{Deferred} firing with its result.
+    """
+    master = context.master
+    callFromThread = getattr(master.clock, "callFromThread", None)
+    if callFromThread is None:
+        return master.runBlocking(f, *args)
+    done: Deferred[Any] = Deferred()
+
+    def work() -> None:
+        try:
+            result = f(*args)
+        except BaseException:
+            callFromThread(done.errback, Failure())
+        else:
+            callFromThread(done.callback, result)
+
+    threading.Thread(target=work, name="salttwist-orchestrate", daemon=True).start()
+    return done
 
 
 def _prepare(
@@ -150,7 +184,7 @@ async def orchestrate(
     run = await master.runBlocking(_prepare, context, saltenv, test, pillar, pillarenv)
     if orchestration_jid is not None:
         run.jid = str(orchestration_jid)
-    return await master.runBlocking(_orchestrate, run, mods, exclude)
+    return await _inOwnThread(context, _orchestrate, run, mods, exclude)
 
 
 #: Salt's aliases.
@@ -190,4 +224,4 @@ async def orchestrate_single(
     kwargs = {k: v for k, v in kwargs.items() if not k.startswith("__")}
     master = context.master
     run = await master.runBlocking(_prepare, context, kwargs.pop("saltenv", None), test, pillar)
-    return await master.runBlocking(_single, run, fun, name, kwargs)
+    return await _inOwnThread(context, _single, run, fun, name, kwargs)
