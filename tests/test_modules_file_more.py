@@ -16,6 +16,7 @@ import pwd
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.modules import CommandExecutionError, SaltInvocationError, filemod, loadFunctions
+from salttwist.modules.extmods import SaltFunctions
 from tests._statectx import makeLoaderContext
 
 
@@ -372,4 +373,13 @@ class SourceFunctionTests(FileModuleTestCase):
         )
         self.assertRaises(
             CommandExecutionError, filemod.apply_template_on_contents, context, "{{ x( }}", "jinja"
+        )
+        self.assertEqual(
+            filemod.apply_template_on_contents(context, "{{ a }}", "jinja", {"a": 3}, None, "base"),
+            "3",
+        )
+        salt = SaltFunctions(context)
+        context.functions = loadFunctions()
+        self.assertEqual(
+            salt["file.apply_template_on_contents"]("{{ a }}", "jinja", context={"a": 4}), "4"
         )

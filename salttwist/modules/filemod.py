@@ -2017,9 +2017,28 @@ def delete_backup(context: LoaderContext, path: str, backup_id: Any) -> dict[str
     return ret
 
 
-#: Salt's other names for the backup functions.
-list_backup = list_backups
-remove_backup = delete_backup
+@needsContext
+def list_backup(context: LoaderContext, path: str, limit: Any = None) -> dict[int, Any]:
+    """
+    Salt's other name for L{list_backups}.
+
+    CLI Example:
+
+        salttwist '*' file.list_backup /etc/motd
+    """
+    return _listBackups(_backupRoot(context), path, limit)
+
+
+@needsContext
+def remove_backup(context: LoaderContext, path: str, backup_id: Any) -> dict[str, Any]:
+    """
+    Salt's other name for L{delete_backup}.
+
+    CLI Example:
+
+        salttwist '*' file.remove_backup /etc/motd 0
+    """
+    return delete_backup(context, path, backup_id)
 
 
 # Sources and templates (what file.managed does, for callers) ------------------
@@ -2095,17 +2114,12 @@ def get_source_sum(
 
 @needsContext
 def apply_template_on_contents(
-    loader: LoaderContext,
-    contents: str,
-    template: str,
-    context: Any = None,
-    defaults: Any = None,
-    saltenv: str = "base",
-    **kwargs: Any,
+    context: LoaderContext, /, contents: str, template: str, *args: Any, **kwargs: Any
 ) -> str:
     """
     Render C{contents} with the C{template} engine (C{jinja}), Salt's
-    variables and C{context} over C{defaults}.
+    variables and C{context} over C{defaults}. Salt's arguments:
+    C{(contents, template, context, defaults, saltenv)}.
 
     CLI Example:
 
@@ -2113,11 +2127,21 @@ def apply_template_on_contents(
     """
     from salttwist.states import _filesource
 
-    variables = dict(defaults or {})
-    variables.update(context or {})
+    names = ("context", "defaults", "saltenv")
+    if len(args) > len(names):
+        raise SaltInvocationError(f"too many arguments: {args!r}")
+    given = dict(zip(names, args, strict=False))
+    for key in names:
+        if key in kwargs:
+            if key in given:
+                raise SaltInvocationError(f"{key} given twice")
+            given[key] = kwargs.pop(key)
+    saltenv = str(given.get("saltenv") or "base")
+    variables = dict(given.get("defaults") or {})
+    variables.update(given.get("context") or {})
     try:
         return _filesource.renderTemplate(
-            _stateContext(loader, saltenv), str(contents), template, variables, saltenv, None
+            _stateContext(context, saltenv), str(contents), template, variables, saltenv, None
         )
     except _filesource.SourceError as e:
         raise CommandExecutionError(str(e)) from e
