@@ -108,6 +108,17 @@ after_slow:
 """
 
 
+GREET = """\
+def hello(name, who):
+    return {
+        "name": name,
+        "result": True,
+        "changes": {},
+        "comment": "hello " + who + " from " + __grains__["id"] + " in " + __env__,
+    }
+"""
+
+
 class StatesTests(TestCase):
     """
     A master serving a state tree and two minions.
@@ -130,6 +141,8 @@ class StatesTests(TestCase):
         writeFile(self.roots, "files/init.sls", FILES)
         writeFile(self.roots, "files/site.conf.j2", "listen {{ grains['id'] }}:80\n")
         writeFile(self.roots, "slow.sls", SLOW)
+        writeFile(self.roots, "_states/greet.py", GREET)
+        writeFile(self.roots, "greet.sls", "world:\n  greet.hello:\n    - who: ops\n")
         self.pillarRoot = pillarRoot = os.path.join(self.cluster.baseDir, "srv", "pillar")
         writeFile(pillarRoot, "top.sls", "base:\n  '*':\n    - common\n")
         writeFile(pillarRoot, "common.sls", f"out: {self.out}\n")
@@ -310,6 +323,15 @@ class StatesTests(TestCase):
         ret = json.loads(result.out)["local"]
         self.assertIn("test_|-web_conf_|-www-minion2_|-configurable_test_state", ret)
         self.assertEqual(self.written("minion2"), "80")
+
+    async def test_customState(self) -> None:
+        """
+        A custom state module of the file server's C{_states}, synced by
+        C{sync_mods=states}, runs with Salt's dunders.
+        """
+        returns = await self.salt("minion1", "state.sls", "greet", "sync_mods=states")
+        ret = returns["minion1"]["greet_|-world_|-world_|-hello"]
+        self.assertEqual(ret["comment"], "hello ops from minion1 in base", ret)
 
     async def test_show(self) -> None:
         """
