@@ -12,6 +12,14 @@ master over its session, or from local C{file_roots} with C{file_client:
 local} and C{salttwist-call --local}), renders the SLS files itself and
 runs the states in the job's thread (L{salttwist.state.apply}).
 
+As Salt's, each run compiles the pillar afresh (the master does, with the
+run's C{saltenv}, C{pillarenv} and C{pillar=} override; a masterless
+minion from its C{pillar_roots}); C{salttwist-call} uses the pillar it
+fetched as it started. A highstate first syncs the custom modules of the
+saltenvs it applies (C{autoload_dynamic_modules}, on by default); the
+synced C{_states} run beside the built-in state modules
+(L{salttwist.state.extstates}).
+
 Returns and retcodes are Salt's: a run gives C{{tag: state return}}, with
 retcode 2 when a state failed (and no C{onfail} state handled it); errors
 in the top file or the SLS give the list of error strings, retcode 1, and
