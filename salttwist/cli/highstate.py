@@ -175,13 +175,17 @@ class HighstateOptions:
 
 def _resultList(value: object) -> tuple[str, ...]:
     """
-    @param value: a C{filter} list: a comma-separated string or a list.
+    @param value: a C{filter} list: a comma-separated string or a list; a
+        single C{True} or C{False} (C{terse=False} on the command line,
+        which Salt cannot use) stands for itself; anything else is empty.
     @return: its items as strings (Salt compares them to C{str(result)}).
     """
     if isinstance(value, str):
         return tuple(value.split(","))
     if isinstance(value, Sequence):
         return tuple(str(item) for item in value)
+    if isinstance(value, bool):
+        return (str(value),)
     return ()
 
 
