@@ -8,6 +8,7 @@ C{watch} without C{mod_watch}, C{disabled_requisites}, and the errors.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -338,3 +339,22 @@ class CompiledTreeTests(TreeTestCase):
         high, errors = self.compile("web")
         self.assertEqual(len(errors), 1)
         self.assertTrue(errors[0].startswith("Cannot extend ID 'ghost' in 'base:web'."))
+
+    def test_errorNamesFile(self) -> None:
+        """
+        High data from L{compileHigh} knows its files: the requisite errors
+        of L{compileLow} name them; a copy of it gets them by C{where=}.
+        """
+        path = self.write("web.sls", "a:\n  cmd.run:\n    - require:\n      - pkg: ghost\n")
+        high, errors = self.compile("web")
+        self.assertEqual(errors, [])
+        expected = [
+            "Referenced state does not exist for requisite [require: (pkg: ghost)] in state"
+            f" [a] in SLS [web] (file {path})"
+        ]
+        self.assertEqual(compileLow(high, self.opts)[1], expected)
+        self.assertEqual(compileLow(dict(high), self.opts, where=high.where)[1], expected)
+        # Plain data: it pickles with its files.
+        copied = pickle.loads(pickle.dumps(high))
+        self.assertEqual((copied, copied.paths), (high, high.paths))
+        self.assertEqual(compileLow(dict(high), self.opts)[1], [expected[0].rsplit(" (file", 1)[0]])

@@ -34,6 +34,7 @@ from salttwist.state.sls import HighBuilder, IStateFiles, findSls, listSls
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "HighData",
     "IStateFiles",
     "compileHigh",
     "compileHighData",
@@ -58,6 +59,8 @@ def renderHigh(
     matches: Mapping[str, Sequence[str]],
     variables: Mapping[str, Any],
     opts: Mapping[str, Any],
+    *,
+    builder: HighBuilder | None = None,
 ) -> tuple[dict, list[str], Callable[[Any, Any], str]]:
     """
     Render the SLS files of C{matches} and their includes, as Salt's
@@ -65,10 +68,12 @@ def renderHigh(
     and C{_in} requisites not applied yet, C{__extend__} and
     C{__exclude__} kept).
 
+    @param builder: the L{HighBuilder} to use (a new one by default).
     @return: C{(high, errors, where)}: C{where(sls, saltenv)} names the
         file of an SLS rendered, for messages.
     """
-    builder = HighBuilder(files, variables, opts)
+    if builder is None:
+        builder = HighBuilder(files, variables, opts)
     try:
         high, errors = builder.render(matches)
     except Exception as e:  # a bug of ours: still an answer
@@ -112,7 +117,7 @@ def compileHigh(
     opts: Mapping[str, Any],
     *,
     exclude: Sequence[Any] | str | None = None,
-) -> tuple[dict, list[str]]:
+) -> tuple[HighData, list[str]]:
     """
     Compile the SLS files C{matches} names into high data.
 
@@ -129,29 +134,62 @@ def compileHigh(
     @param exclude: more C{exclude:} entries, as C{state.sls exclude=...}
         gives them (SLS names, C{{"sls": x}}, C{{"id": y}}; a string is
         split on commas).
-    @return: C{(high, errors)}: C{{id: {"__sls__", "__env__", module:
-        [args..., fun, {"order": n}]}}} with C{extend}, C{exclude} and the
-        C{_in} requisites applied; errors as strings (run nothing if any).
+    @return: C{(high, errors)}: a L{HighData}, C{{id: {"__sls__",
+        "__env__", module: [args..., fun, {"order": n}]}}} with C{extend},
+        C{exclude} and the C{_in} requisites applied; errors as strings
+        (run nothing if any).
     """
-    high, errors, where = renderHigh(files, matches, variables, opts)
+    builder = HighBuilder(files, variables, opts)
+    high, errors, where = renderHigh(files, matches, variables, opts, builder=builder)
     if errors:
-        return _withoutInternals(high), errors
+        return _withoutInternals(high, builder.paths), errors
     if exclude:
         if isinstance(exclude, str):
             exclude = [part.strip() for part in exclude.split(",") if part.strip()]
         high.setdefault("__exclude__", []).extend(exclude)
     high, moreErrors = resolveHigh(high, opts, where)
-    return _withoutInternals(high), errors + moreErrors
+    return _withoutInternals(high, builder.paths), errors + moreErrors
 
 
-def _withoutInternals(high: dict) -> dict:
-    return {key: value for key, value in high.items() if key not in ("__extend__", "__exclude__")}
+class HighData(dict):
+    """
+    High data as L{compileHigh} returns it: a plain mapping of ids, which
+    also knows the files its SLS came from (plain data: it pickles and
+    serialises as the mapping it is).
+
+    @ivar paths: C{{(saltenv, sls): file on disk}}; L{compileLow} names
+        these files in its errors. (A copy of the mapping loses them: pass
+        C{where=high.where} to L{compileLow}.)
+    """
+
+    paths: dict[tuple[str, str], str]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.paths = {}
+
+    def where(self, sls: Any, saltenv: Any) -> str:
+        """
+        @return: C{" (file <path>)"} for an SLS of this compile, else C{""}.
+        """
+        path = self.paths.get((str(saltenv), str(sls)))
+        return f" (file {path})" if path else ""
+
+
+def _withoutInternals(high: dict, paths: Mapping[tuple[str, str], str]) -> HighData:
+    result = HighData(
+        (key, value) for key, value in high.items() if key not in ("__extend__", "__exclude__")
+    )
+    result.paths = dict(paths)
+    return result
 
 
 def compileLow(
     high: Mapping[str, Any],
     opts: Mapping[str, Any],
     hasModWatch: Callable[[str], bool] | None = None,
+    *,
+    where: Callable[[Any, Any], str] | None = None,
 ) -> tuple[list[dict], list[str]]:
     """
     Compile high data (as L{compileHigh} gives it) into low chunks in
@@ -159,13 +197,15 @@ def compileLow(
 
     @param opts: C{disabled_requisites}.
     @param hasModWatch: see L{salttwist.state.low.orderChunks}.
+    @param where: names the file of an SLS in errors; by default the
+        C{where} of a L{HighData}.
     @return: C{(chunks, errors)}: errors name unknown requisite targets
         and requisite cycles (with the chain); no chunks when a cycle is
         found.
     """
     try:
         chunks = highToChunks(high)
-        return orderChunks(chunks, opts, hasModWatch)
+        return orderChunks(chunks, opts, hasModWatch, where or getattr(high, "where", None))
     except Exception as e:
         log.debug("state compile failed", exc_info=True)
         return [], [f"State compile failed: {type(e).__name__}: {e}"]

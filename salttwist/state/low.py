@@ -366,6 +366,7 @@ def orderChunks(
     chunks: list[dict[str, Any]],
     opts: Mapping[str, Any] | None = None,
     hasModWatch: Callable[[str], bool] | None = None,
+    where: Callable[[Any, Any], str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """
     Salt's C{order_chunks}: check the requisites and sort the chunks.
@@ -374,6 +375,8 @@ def orderChunks(
     @param hasModWatch: C{hasModWatch(state module)}: when given, the
         C{watch} (C{watch_any}) requisites of a module without
         C{mod_watch} become C{require} (C{require_any}), as Salt does.
+    @param where: C{where(sls, saltenv)}: the file of an SLS, added to
+        the errors of its chunks (see L{salttwist.state.sls.HighBuilder.where}).
     @return: C{(chunks in execution order, errors)}; no chunks when a
         cycle is found.
     """
@@ -396,6 +399,8 @@ def orderChunks(
                     )
         error = _addRequisites(graph, chunk, disabled)
         if error:
+            if where is not None:
+                error += where(chunk.get("__sls__"), chunk.get("__env__"))
             errors.append(error)
         elif "order" in chunk:
             order = chunk["order"]
