@@ -567,8 +567,16 @@ def latest_version(context: LoaderContext, *names: str, **kwargs: Any) -> Any:
     return ret
 
 
-#: Salt's former name.
-available_version = latest_version
+@needsContext
+def available_version(context: LoaderContext, *names: str, **kwargs: Any) -> Any:
+    """
+    Salt's former name of L{latest_version}, with the same arguments.
+
+    CLI Example:
+
+        salttwist '*' pkg.available_version nginx
+    """
+    return latest_version(context, *names, **kwargs)
 
 
 @needsContext
