@@ -53,6 +53,7 @@ MODULES = (
     "git",
     "archive",
     "shadow",
+    "log",
 )
 
 
