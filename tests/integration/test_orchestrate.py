@@ -171,9 +171,9 @@ class OrchestrateTests(TestCase):
     async def test_failure(self) -> None:
         """
         A failed function stops the state requiring it; retcode 1 in the
-        return.
+        return, which is C{salttwist-run}'s exit code, as Salt's.
         """
-        ret = await self.run_("state.orchestrate", "orch.failing")
+        ret = await self.run_("state.orchestrate", "orch.failing", code=1)
         self.assertEqual(ret["retcode"], 1, ret)
         data = next(iter(ret["data"].values()))
         broken = data["salt_|-broken_|-test.retcode_|-function"]
