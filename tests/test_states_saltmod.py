@@ -362,6 +362,26 @@ class OrchestrationStateTests(TestCase):
         )
 
     @inlineCallbacks
+    def test_argsEvent(self) -> Any:
+        """
+        Before publishing, Salt's C{salt/run/<orchestration jid>/args}
+        event says what.
+        """
+        events: list[tuple[str, dict[str, Any]]] = []
+        self.master.bus.subscribe(["salt/run/"], lambda tag, data: events.append((tag, data)))
+        ctx = self.ctx()
+        ctx.jid = "20261126010203123456"
+        ctx.low = {"name": "test.ping"}
+        ret = yield runState("salt.function", ctx=ctx, name="test.ping", tgt="db1")
+        self.assertEqual(ret["result"], True)
+        ((tag, data),) = events
+        self.assertEqual(tag, "salt/run/20261126010203123456/args")
+        self.assertEqual(
+            {k: data[k] for k in ("type", "tgt", "name")},
+            {"type": "function", "tgt": "db1", "name": "test.ping"},
+        )
+
+    @inlineCallbacks
     def test_noMaster(self) -> Any:
         """
         On a minion (no master), the states fail saying why.

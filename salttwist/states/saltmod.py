@@ -78,6 +78,22 @@ def _onReactor(ctx: StateContext, f: Callable[..., Any], *args: Any, **kwargs: A
     return results[0]
 
 
+def _fireArgs(ctx: StateContext, data: dict[str, Any]) -> None:
+    """
+    Fire Salt's C{salt/run/<orchestration jid>/args} event (what a
+    C{salt.state} or C{salt.function} is about to publish) on the master's
+    bus, from the state run's thread.
+    """
+    if not ctx.jid:
+        return
+    fire = ctx.master.bus.fire
+    callFromThread = getattr(ctx.reactor, "callFromThread", None)
+    if callFromThread is not None and offReactorThread(ctx.reactor):
+        callFromThread(fire, f"salt/run/{ctx.jid}/args", data)
+    else:
+        fire(f"salt/run/{ctx.jid}/args", data)
+
+
 def publishAndGather(
     master: Any, load: dict[str, Any], timeout: float | None, expectMinions: bool
 ) -> Deferred[dict[str, dict[str, Any]]]:
@@ -246,6 +262,20 @@ def _publish(
         "user": ctx.user,
     }
     seconds = None if timeout is None else float(timeout)
+    _fireArgs(
+        ctx,
+        {
+            "type": "state" if fun.startswith("state.") else "function",
+            "tgt": tgt,
+            "name": ctx.low.get("name", fun) if ctx.low else fun,
+            "args": {
+                "arg": list(arg),
+                "kwarg": dict(kwarg),
+                "tgt_type": tgt_type,
+                "timeout": timeout,
+            },
+        },
+    )
     return _onReactor(ctx, publishAndGather, ctx.master, load, seconds, expectMinions)
 
 
