@@ -34,6 +34,7 @@ from salttwist.client.base import JobResult
 from salttwist.config import loadMasterConfig
 from tests.test_cli_salt import FakeTerminal, screen
 from tests.test_output_highstate import ORCHESTRATION, RUN, RUN_TEST
+from tests.test_runners_jobs import RunnerTestCase
 
 #: A minion's state return (RUN's, a real one), and the job's return event.
 STATES = RUN["local"]
@@ -651,3 +652,36 @@ class CallTests(TestCase):
         self.assertNotIn("Comment:", out)
         out, err, _ = await self.call("--out", "nested", "state.sls", "web")
         self.assertIn("    test_|-dependent_|-dependent_|-nop:\n", out)
+
+
+class LookupJidEnvelopeTests(RunnerTestCase):
+    """
+    C{jobs.lookup_jid} of a state run names the highstate outputter, as
+    Salt's does for returns that carry C{out: highstate}.
+    """
+
+    def test_stateRun(self) -> None:
+        """
+        The returns of a C{state.apply} job come in Salt's envelope.
+        """
+        jid = self.publish("state.apply", tgt="minion1")
+        self.returnFrom("minion1", jid, STATES)
+        self.assertEqual(
+            self.run_("jobs.lookup_jid", jid),
+            {"outputter": "highstate", "data": {"minion1": STATES}},
+        )
+
+    def test_otherFunctions(self) -> None:
+        """
+        Other jobs, C{state.show_sls} among them, give the returns alone.
+        """
+        jid = self.publish("state.show_sls", tgt="minion1")
+        self.returnFrom("minion1", jid, {"a": {}})
+        self.assertEqual(self.run_("jobs.lookup_jid", jid), {"minion1": {"a": {}}})
+
+    def test_noReturns(self) -> None:
+        """
+        A state run no minion returned from gives an empty map, as before.
+        """
+        jid = self.publish("state.apply", tgt="minion1")
+        self.assertEqual(self.run_("jobs.lookup_jid", jid), {})

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_cli_call -*-
+# -*- test-case-name: tests.test_cli_call,tests.test_cli_state_output -*-
 """
 C{salttwist-call}: Salt's C{salt-call}. Run one execution-module function on
 this machine, with the minion's configuration, grains and modules, and print

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_output -*-
+# -*- test-case-name: tests.test_output,tests.test_output_highstate -*-
 """
 Salt's outputters, so that C{salttwist} prints exactly what C{salt} prints.
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_cli_run -*-
+# -*- test-case-name: tests.test_cli_run,tests.test_cli_state_output -*-
 """
 C{salttwist-run}: Salt's C{salt-run}. Run a runner function in the local
 master and print what it returns (the return itself, not keyed by minion id).

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_runners_jobs -*-
+# -*- test-case-name: tests.test_runners_jobs,tests.test_cli_state_output -*-
 """
 The C{jobs} runners (Salt's C{salt/runners/jobs.py}): jobs still running and
 jobs already run, read from the master's job cache.
