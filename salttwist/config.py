@@ -455,6 +455,7 @@ def _configManagementOptions() -> dict[str, _Option]:
         "state_top_saltenv": _Option(None, _checkNonEmptyString),
         "hash_type": _Option("sha256", _choice("sha256")),
         "renderer": _Option("jinja|yaml", _checkNonEmptyString),
+        "allow_undefined": _Option(False, _checkBool),
         "gitfs_remotes": _Option([], _checkGitfsRemotes),
         "gitfs_base": _Option("master", _checkNonEmptyString),
         "gitfs_root": _Option("", _checkString),

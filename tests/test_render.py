@@ -191,11 +191,19 @@ class ErrorTests(SynchronousTestCase):
 
     def test_undefinedAttribute(self) -> None:
         """
-        An undefined variable renders empty (Salt), but an attribute of one
-        is an error naming the line.
+        An undefined variable is an error naming it and the line, as Salt's
+        (Jinja's StrictUndefined); with Salt's C{allow_undefined} option in
+        C{opts} it renders empty, but an attribute of one is still an
+        error.
         """
-        self.assertEqual(renderText("a: '{{ nothing }}'", {}), {"a": ""})
-        e = self.assertRaises(RenderError, renderText, "a: 1\n\nb: {{ x.y }}\n", {}, path="/f")
+        e = self.assertRaises(RenderError, renderText, "a: 1\n'{{ nothing }}'\n", {}, path="/f")
+        self.assertEqual(e.line, 2)
+        self.assertIn("'nothing' is undefined", e.cause)
+        self.assertEqual(renderText("a: {{ x is defined }}", {}), {"a": False})
+        self.assertEqual(renderText("a: '{{ x | default(1) }}'", {}), {"a": "1"})
+        lenient = {"opts": {"allow_undefined": True}}
+        self.assertEqual(renderText("a: '{{ nothing }}'", lenient), {"a": ""})
+        e = self.assertRaises(RenderError, renderText, "a: 1\n\nb: {{ x.y }}\n", lenient, path="/f")
         self.assertEqual(e.line, 3)
         self.assertIn("'x' is undefined", e.cause)
 
@@ -293,7 +301,10 @@ class SandboxTests(SynchronousTestCase):
             _secret = "s3cret"
             public = "ok"
 
-        self.assertEqual(renderJinja("{{ t.public }}{{ t._secret }}", {"t": Thing()}), "ok")
+        e = self.assertRaises(RenderError, renderJinja, "{{ t._secret }}", {"t": Thing()})
+        self.assertIn("'_secret' of 'Thing' object is unsafe", e.cause)
+        lenient = {"t": Thing(), "opts": {"allow_undefined": True}}
+        self.assertEqual(renderJinja("{{ t.public }}{{ t._secret }}", lenient), "ok")
 
     def test_includeOutsideRoot(self) -> None:
         """

@@ -6,8 +6,11 @@ C{cp.get_template} and the reactor.
   - L{jinja2.sandbox.SandboxedEnvironment}: no access to C{_private} or
     dunder attributes, no unsafe callables, C{range} bounded; the extensions
     C{jinja2.ext.do} and C{jinja2.ext.loopcontrols}.
-  - Undefined variables render empty, as in Salt (Jinja's default
-    L{jinja2.Undefined}); C{{{ x.y }}} on an undefined C{x} is an error.
+  - An undefined variable is an error naming it, as in Salt (Jinja's
+    L{jinja2.StrictUndefined}); only C{is defined}, C{default(...)} and
+    the like may touch it. With Salt's option C{allow_undefined} (read
+    from the C{opts} variable of the context) it renders empty instead
+    (L{jinja2.Undefined}).
   - C{{% include %}}, C{{% import %}}, C{{% from ... import ... %}} and the
     tags C{{% import_yaml "x.yaml" as y %}}, C{import_json}, C{import_text}
     load files through a caller-given C{loader(name) -> (text, path)}; names
@@ -386,10 +389,18 @@ _FILTERS: dict[str, Callable[..., Any]] = {
 }
 
 
-def _makeEnvironment(loader: _Loader) -> _SaltEnvironment:
+def _allowUndefined(context: dict[str, Any]) -> bool:
+    """
+    Salt's C{allow_undefined} option, from the template's C{opts}.
+    """
+    opts = context.get("opts")
+    return bool(opts.get("allow_undefined", False)) if isinstance(opts, dict) else False
+
+
+def _makeEnvironment(loader: _Loader, allowUndefined: bool = False) -> _SaltEnvironment:
     env = _SaltEnvironment(
         loader=loader,
-        undefined=jinja2.Undefined,
+        undefined=jinja2.Undefined if allowUndefined else jinja2.StrictUndefined,
         extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols", _SerializerExtension],
         autoescape=False,
         bytecode_cache=_BYTECODE_CACHE,
@@ -452,7 +463,7 @@ def renderJinja(
         context.setdefault("tpldot", tpldir.replace("/", ".") if tpldir != "." else "")
         context.setdefault("tplroot", tpldir.split("/")[0] if tpldir != "." else "")
     jinjaLoader = _Loader(mainName, text, path, loader)
-    env = _makeEnvironment(jinjaLoader)
+    env = _makeEnvironment(jinjaLoader, _allowUndefined(context))
     try:
         template = env.get_template(mainName)
         return template.render(context)
