@@ -301,6 +301,43 @@ class SaltOutputTests(_SaltJobBase):
         )
 
 
+class NoReturnTests(_SaltJobBase):
+    """
+    Minions that did not return are shown as Salt's C{no_return}
+    outputter shows them, unless C{--out} names another outputter.
+    """
+
+    def test_colours(self) -> None:
+        """
+        The id in cyan, the text in red (Salt 3008.5 printed these bytes for
+        the same minion and text).
+        """
+        result = JobResult("1" * 20, ["web2"], missing=["web2"])
+        self.fakeRun(result)
+        self.runJob(["--force-color", "web2", "state.apply"])
+        self.assertEqual(
+            self.stdout.getvalue(),
+            "\x1b[0;36mweb2\x1b[0;0m:\n\x1b[0;31m    Minion did not return. [No response]"
+            "\x1b[0;0m\n",
+        )
+
+    def test_outGiven(self) -> None:
+        """
+        With C{--out nested} the text prints nested (green); with C{--out
+        highstate}, which Salt ignores there, as C{no_return}.
+        """
+        self.fakeRun(JobResult("1" * 20, ["web2"], missing=["web2"]))
+        self.runJob(["--force-color", "--out", "nested", "web2", "test.ping"])
+        self.assertEqual(
+            self.stdout.getvalue(),
+            render("nested", {"web2": salt.NO_RESPONSE}, True),
+        )
+        self.stdout.truncate(0)
+        self.stdout.seek(0)
+        self.runJob(["--force-color", "--out", "highstate", "web2", "test.ping"])
+        self.assertIn("\x1b[0;31m    Minion did not return.", self.stdout.getvalue())
+
+
 def _prog(jid: str, minionId: str, runNumber: int, total: int, **extra: Any) -> tuple[str, Any]:
     """
     @return: the tag and data of a state progress event as the master's

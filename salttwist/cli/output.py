@@ -46,6 +46,7 @@ __all__ = [
     "defaultOutputter",
     "minionReturnLine",
     "nestedLines",
+    "noReturnText",
     "render",
 ]
 
@@ -420,6 +421,24 @@ def _highstate(
         return formatHighstate(data, stateOptions or HighstateOptions(), color)
     except NotHighstateData:
         return _nested(data, color, None, retcode)
+
+
+def noReturnText(minionId: str, text: str, color: bool = False) -> str:
+    """
+    How C{salt} shows a minion that did not return when no C{--out} was
+    given (Salt's C{no_return} outputter): its id in cyan, each line of
+    C{text} 4 columns in, in red.
+
+    @param minionId: the minion's id.
+    @param text: what is said of it, e.g. C{Minion did not return. [No
+        response]}.
+    @param color: whether to use ANSI colours.
+    @return: the text to print, ending in one newline.
+    """
+    colors = colorTable(color)
+    lines = [f"{colors['CYAN']}{minionId}{colors['ENDC']}:"]
+    lines.extend(f"{colors['RED']}    {line}{colors['ENDC']}" for line in text.split("\n"))
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def defaultOutputter(fun: str, out: str | None) -> str:

@@ -36,6 +36,7 @@ from salttwist.cli.output import (
     OutChoice,
     chosenOutputter,
     minionReturnLine,
+    noReturnText,
     render,
 )
 from salttwist.cli.reactor import runWithReactor
@@ -287,17 +288,19 @@ class _Printer:
     def missing(self, minionIds: list[str], text: str = NO_RESPONSE) -> None:
         if self.options.hide_timeout:
             return
-        # Salt shows them with its no_return outputter, not highstate's.
-        out = "nested" if self.out == "highstate" else self.out
         for minionId in minionIds:
             if self.options.static:
                 self.static[minionId] = text
+            elif self.out == "highstate" or (self.out == "nested" and not self.options.out_given):
+                # Salt's no_return outputter, unless --out names another
+                # (but highstate, which Salt's get_printout ignores here).
+                self._write(noReturnText(minionId, text, self.color))
             else:
                 self._write(
                     minionReturnLine(
                         minionId,
                         text,
-                        out,
+                        self.out,
                         self.color,
                         indent=self.streamIndent,
                     )
