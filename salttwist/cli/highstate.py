@@ -665,6 +665,7 @@ def addStateOutputArguments(parser: Any, outputDiff: bool = True) -> None:
         dest="state_output",
         choices=STATE_OUTPUT_CHOICES,
         default=None,
+        metavar="MODE",
         help="Override the configured state_output value for minion output. "
         "One of full, terse, mixed, changes or filter, or one of them with _id.",
     )
