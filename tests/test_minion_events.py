@@ -94,6 +94,28 @@ class TagRuleTests(SynchronousTestCase):
         ):
             self.assertIsNone(minionTagProblem("m1", tag), tag)
 
+    def test_ownStateProgress(self) -> None:
+        """
+        The progress events of the sender's own state runs,
+        C{salt/job/<jid>/prog/<its id>/<n>}, are accepted; another minion's
+        progress, a bad jid, a count that is not a number or more parts
+        are refused.
+        """
+        jid = "20261126194501123456"
+        self.assertIsNone(minionTagProblem("m1", f"salt/job/{jid}/prog/m1/0"))
+        self.assertIsNone(minionTagProblem("m1", f"salt/job/{jid}/prog/m1/41"))
+        for tag in (
+            f"salt/job/{jid}/prog/m2/0",
+            f"salt/job/{jid}/prog/m1/x",
+            f"salt/job/{jid}/prog/m1/0/more",
+            f"salt/job/{jid}/ret/m1",
+            "salt/job/notajid/prog/m1/0",
+            f"salt/job/{jid}/prog/m1/",
+        ):
+            problem = minionTagProblem("m1", tag)
+            self.assertIsNotNone(problem, tag)
+            self.assertIn("tags under salt/ are the master's", problem, tag)
+
     def test_shapeAndLength(self) -> None:
         """
         A tag must be a non-empty string of at most L{MAX_EVENT_TAG}

@@ -38,13 +38,31 @@ MAX_EVENT_DATA_BYTES = 1048576
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def _ownProgress(minionId: str, tag: str) -> bool:
+    """
+    Whether C{tag} is C{salt/job/<jid>/prog/<minionId>/<n>}: a state
+    run's progress event of the sending minion.
+    """
+    parts = tag.split("/")
+    return (
+        len(parts) == 6
+        and parts[:2] == ["salt", "job"]
+        and isJid(parts[2])
+        and parts[3] == "prog"
+        and parts[4] == minionId
+        and parts[5].isdigit()
+    )
+
+
 def minionTagProblem(minionId: str, tag: object) -> str | None:
     """
     The tag rule for events a minion sends (C{_minion_event}): it must not
     forge the master's own events. A tag is a string of 1 to
     L{MAX_EVENT_TAG} characters without control characters; under C{salt/}
-    only C{salt/minion/<the sender's id>/...} is allowed. Every other tag
-    (C{myco/deploy/done}) is the minion's own business.
+    only C{salt/minion/<the sender's id>/...} and the progress of its own
+    state runs, C{salt/job/<jid>/prog/<the sender's id>/<n>} (Salt's
+    C{state_events}), are allowed. Every other tag (C{myco/deploy/done})
+    is the minion's own business.
 
     @return: L{None} if C{minionId} may fire C{tag}, else why not.
     """
@@ -55,7 +73,7 @@ def minionTagProblem(minionId: str, tag: object) -> str | None:
     if _CONTROL.search(tag):
         return "the tag holds control characters"
     own = f"salt/minion/{minionId}/"
-    if tag.startswith("salt/") and not tag.startswith(own):
+    if tag.startswith("salt/") and not tag.startswith(own) and not _ownProgress(minionId, tag):
         return f"tags under salt/ are the master's; a minion may only fire {own}... among them"
     return None
 

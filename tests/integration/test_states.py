@@ -384,11 +384,6 @@ class StatesTests(TestCase):
         self.assertEqual(data["data"]["len"], 3)
         self.assertIn("result", data["data"]["ret"])
 
-    test_progressEvents.skip = (  # type: ignore[attr-defined]
-        "the master refuses a minion's salt/job/<jid>/prog/<id>/<n> events "
-        "(salttwist.master.returns.minionTagProblem): the integrator must admit them"
-    )
-
 
 def _reactor() -> Any:
     from twisted.internet import reactor
