@@ -428,6 +428,7 @@ STATE_OUTPUTS = (
     "mixed",
     "changes",
     "filter",
+    "filter_id",
     "full_id",
     "terse_id",
     "mixed_id",

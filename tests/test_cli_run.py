@@ -146,7 +146,7 @@ class BuildParserTests(OutputTestCase):
         Only the known outputters are taken.
         """
         e = self.assertRaises(
-            SystemExit, buildParser().parse_args, ["--out", "highstate", "manage.up"]
+            SystemExit, buildParser().parse_args, ["--out", "pony", "manage.up"]
         )
         self.assertEqual(e.code, 2)
 

@@ -43,9 +43,12 @@ class OutputtersTests(SynchronousTestCase):
 
     def test_outputters(self) -> None:
         """
-        L{OUTPUTTERS} names the five supported outputters, C{nested} first.
+        L{OUTPUTTERS} names the supported outputters, C{nested} first and
+        C{quiet} last.
         """
-        self.assertEqual(OUTPUTTERS, ("nested", "json", "yaml", "txt", "raw", "quiet"))
+        self.assertEqual(
+            OUTPUTTERS, ("nested", "json", "yaml", "txt", "raw", "highstate", "quiet")
+        )
 
     def test_unknownOutputter(self) -> None:
         """
@@ -60,7 +63,7 @@ class OutputtersTests(SynchronousTestCase):
         """
         L{minionReturnLine} raises L{ValueError} for an unknown outputter too.
         """
-        self.assertRaises(ValueError, minionReturnLine, "web1", True, "highstate")
+        self.assertRaises(ValueError, minionReturnLine, "web1", True, "pony")
 
     def test_endsWithNewline(self) -> None:
         """

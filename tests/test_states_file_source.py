@@ -19,7 +19,7 @@ from twisted.web.server import Site
 from twisted.web.static import Data
 
 from salttwist.modules import CommandExecutionError
-from salttwist.states import _filesource as src
+from salttwist.modules import _filesource as src
 from tests.test_states_file import FileStateTestCase, fileMode, readFile, writeFile
 
 

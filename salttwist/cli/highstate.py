@@ -229,7 +229,7 @@ class _Highstate:
     """
 
     def __init__(self, options: HighstateOptions, color: bool) -> None:
-        from salttwist.cli.output import colorTable
+        from salttwist.cli.nested import colorTable
 
         self.options = options
         self.color = color
@@ -487,7 +487,7 @@ class _Highstate:
                 text += "\n" + "\n".join(" " * 14 + line for line in shown.splitlines())
                 changed = changed or hostChanged
             return changed, text
-        from salttwist.cli.output import nestedLines
+        from salttwist.cli.nested import nestedLines
 
         return True, "\n" + "\n".join(nestedLines(changes, self.color, 14)).rstrip()
 

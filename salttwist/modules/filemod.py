@@ -11,7 +11,6 @@ import difflib
 import fnmatch
 import glob
 import grp
-import hashlib
 import os
 import pwd
 import re
@@ -24,6 +23,7 @@ from salttwist.modules import (
     CommandExecutionError,
     LoaderContext,
     SaltInvocationError,
+    _filesource,
     needsContext,
 )
 
@@ -299,14 +299,7 @@ def get_hash(path: str, form: str = "sha256", chunk_size: int = 65536) -> str:
     path = _expand(path)
     if form not in HASH_TYPES:
         raise SaltInvocationError(f"Invalid hash type: {form}")
-    digest = hashlib.new(form)
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(int(chunk_size)):
-                digest.update(chunk)
-    except OSError as e:
-        raise CommandExecutionError(f"Unable to read {path}: {e.strerror}") from e
-    return digest.hexdigest()
+    return _filesource.get_hash(path, form, chunk_size)
 
 
 _FIND_OPTIONS = {"name", "iname", "regex", "iregex", "type", "maxdepth", "mindepth"}
@@ -2073,7 +2066,6 @@ def source_list(context: LoaderContext, source: Any, source_hash: Any, saltenv: 
 
         salttwist '*' file.source_list '[salt://a, salt://b]' '' base
     """
-    from salttwist.states import _filesource
 
     try:
         chosen, hashed = _filesource.sourceList(
@@ -2103,7 +2095,6 @@ def get_source_sum(
 
         salttwist '*' file.get_source_sum /tmp/f.tgz source=http://x/f.tgz source_hash=<hex>
     """
-    from salttwist.states import _filesource
 
     if not source_hash:
         raise SaltInvocationError("source_hash is required")
@@ -2125,7 +2116,6 @@ def apply_template_on_contents(
 
         salttwist '*' file.apply_template_on_contents contents='x={{ grains.id }}' template=jinja
     """
-    from salttwist.states import _filesource
 
     names = ("context", "defaults", "saltenv")
     if len(args) > len(names):

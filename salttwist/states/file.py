@@ -11,7 +11,7 @@ the checks C{file.exists} and C{file.missing}: each with Salt's arguments,
 comments and changes.
 
 Sources (C{salt://}, C{http(s)://}, a local path or C{file://}) and their
-hashes are in L{salttwist.states._filesource}; atomic writes, minion
+hashes are in L{salttwist.modules._filesource}; atomic writes, minion
 backups and cleaning in L{salttwist.states._filewrite}. Contents are
 written to a temporary file in the target's directory, renamed into place.
 In test mode nothing is changed and the changes that would be made are
@@ -37,10 +37,10 @@ from typing import Any
 import yaml
 
 from salttwist.modules import CommandExecutionError, SaltInvocationError
+from salttwist.modules import _filesource as src
 from salttwist.modules import filemod as fm
 from salttwist.render.jinja import traverse
 from salttwist.states import StateContext, stateReturn
-from salttwist.states import _filesource as src
 from salttwist.states import _filewrite as fw
 
 _NOT_FOUND = object()

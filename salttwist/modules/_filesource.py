@@ -13,6 +13,7 @@ waits for the reactor.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import string
@@ -21,7 +22,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from salttwist.modules import CommandExecutionError
-from salttwist.modules.filemod import get_hash
 from salttwist.states import StateContext
 
 #: Digest lengths by hash type (Salt's C{HASHES}).
@@ -39,6 +39,24 @@ class SourceError(Exception):
     A source cannot be used; the message is the state's comment after
     C{Unable to manage file: }.
     """
+
+
+def get_hash(path: str, form: str = "sha256", chunk_size: int = 65536) -> str:
+    """
+    The hex digest of the file C{path} (C{form}: a C{hashlib} name), read
+    in chunks; L{salttwist.modules.filemod.get_hash} (C{file.get_hash})
+    is this with Salt's argument checks.
+
+    @raise CommandExecutionError: when the file cannot be read.
+    """
+    digest = hashlib.new(form)
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(int(chunk_size)):
+                digest.update(chunk)
+    except OSError as e:
+        raise CommandExecutionError(f"Unable to read {path}: {e.strerror}") from e
+    return digest.hexdigest()
 
 
 def redact(url: str) -> str:
