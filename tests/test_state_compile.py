@@ -505,3 +505,68 @@ class ErrorTests(TreeTestCase):
         self.write("a.sls", "include:\n  - b\nx:\n  cmd.run\n")
         self.write("b.sls", "include:\n  - a\ny:\n  cmd.run\n")
         self.assertEqual(sorted(self.high("a")), ["x", "y"])
+
+
+class _CountingFiles:
+    """
+    A file server that counts how often a saltenv is listed whole.
+    """
+
+    def __init__(self, server: FileServer) -> None:
+        self.server = server
+        self.listed: list[str] = []
+
+    def envs(self) -> list[str]:
+        return self.server.envs()
+
+    def fileList(self, saltenv: str, prefix: str = "") -> list[str]:
+        self.listed.append(saltenv)
+        return self.server.fileList(saltenv, prefix)
+
+    def findFile(self, path: str, saltenv: str) -> Any:
+        return self.server.findFile(path, saltenv)
+
+
+class ListingTests(TreeTestCase):
+    """
+    Only globs list a saltenv: plain names are looked up alone, so the time
+    before the first state does not grow with unrelated files.
+    """
+
+    def test_plainNamesDoNotList(self) -> None:
+        """
+        Plain SLS names and plain includes (relative ones too) never list
+        the saltenv.
+        """
+        self.write("web/init.sls", "include:\n  - .conf\nnginx:\n  test.nop: []\n")
+        self.write("web/conf.sls", "conf:\n  test.nop: []\n")
+        for index in range(50):
+            self.write(f"unrelated/f{index}.txt", "x")
+        files = _CountingFiles(self.server())
+        high, errors = compileHigh(files, {"base": ["web"]}, self.variables, self.opts)
+        self.assertEqual(errors, [])
+        self.assertEqual(sorted(high), ["conf", "nginx"])
+        self.assertEqual(files.listed, [])
+
+    def test_missingPlainName(self) -> None:
+        """
+        A plain name that no file has is still Salt's error, without a
+        listing.
+        """
+        files = _CountingFiles(self.server())
+        _, errors = compileHigh(files, {"base": ["nope"]}, self.variables, self.opts)
+        self.assertEqual(len(errors), 1)
+        self.assertEqual(errors[0], "No matching sls found for 'nope' in env 'base'")
+        self.assertEqual(files.listed, [])
+
+    def test_globsList(self) -> None:
+        """
+        A glob lists the saltenv once.
+        """
+        self.write("web/a.sls", "a:\n  test.nop: []\n")
+        self.write("web/b.sls", "b:\n  test.nop: []\n")
+        files = _CountingFiles(self.server())
+        high, errors = compileHigh(files, {"base": ["web.*"]}, self.variables, self.opts)
+        self.assertEqual(errors, [])
+        self.assertEqual(sorted(high), ["a", "b"])
+        self.assertEqual(files.listed, ["base"])

@@ -178,6 +178,10 @@ class _SaltModule:
             raise AttributeError(f"'{self._module}.{name}' is not available") from None
 
 
+#: The characters that make an SLS name a glob.
+_GLOB_CHARS = frozenset("*?[")
+
+
 class _Avail(dict):
     """
     C{{saltenv: [sls, ...]}}, each saltenv listed when first asked for.
@@ -198,6 +202,31 @@ class _Avail(dict):
         names = listSls(self._files, saltenv) if saltenv in self._served else []
         self[saltenv] = names
         return names
+
+    def matching(self, saltenv: str, pattern: str) -> list[str]:
+        """
+        The SLS names of C{saltenv} that C{pattern} matches. Only a glob
+        lists the saltenv; a plain name is looked up alone (C{x.sls}, then
+        C{x/init.sls}), so the time before the first state does not grow
+        with the number of unrelated files the file server holds.
+        """
+        if saltenv not in self._served:
+            return []
+        if _GLOB_CHARS.isdisjoint(pattern):
+            return [pattern] if self._exists(saltenv, pattern) else []
+        return fnmatch.filter(self[saltenv], pattern)
+
+    def _exists(self, saltenv: str, sls: str) -> bool:
+        if dict.__contains__(self, saltenv):
+            return sls in dict.__getitem__(self, saltenv)
+        base = sls.replace(".", "/")
+        try:
+            return any(
+                self._files.findFile(path, saltenv) is not None
+                for path in (base + ".sls", base + "/init.sls")
+            )
+        except FileServerError:
+            return False
 
 
 class HighBuilder:
@@ -249,7 +278,7 @@ class HighBuilder:
             for pattern in names:
                 pattern = str(pattern)
                 if saltenv in self.avail:
-                    statefiles = fnmatch.filter(self.avail[saltenv], pattern)
+                    statefiles = self.avail.matching(saltenv, pattern)
                 else:
                     errors.append(f"No matching salt environment for environment '{saltenv}' found")
                     continue
@@ -391,12 +420,12 @@ class HighBuilder:
                 return
             target = ".".join(parts[: -len(levels)] + [rest])
         if envKey != XENV:
-            if envKey in matches or fnmatch.filter(self.avail[envKey], target):
+            if envKey in matches or self.avail.matching(envKey, target):
                 resolved = [envKey]
             else:
                 resolved = []
         else:
-            resolved = [env for env in matches if fnmatch.filter(self.avail[env], target)]
+            resolved = [env for env in matches if self.avail.matching(env, target)]
         if len(resolved) != 1 and saltenv not in resolved:
             if not resolved:
                 envs = ", ".join(matches) if envKey == XENV else envKey
@@ -413,7 +442,7 @@ class HighBuilder:
         rEnv = resolved[0] if len(resolved) == 1 else saltenv
         # Salt globs against the including file's saltenv; the included
         # one's is what the name is resolved in.
-        for name in fnmatch.filter(self.avail[rEnv], target) or [target]:
+        for name in self.avail.matching(rEnv, target) or [target]:
             if f"{rEnv}:{name}" in mods:
                 continue
             nstate, nerrors = self.renderState(name, rEnv, mods, matches)
