@@ -54,8 +54,8 @@ it in a thread (L{reloadExtensions} does, with the loader context's
 reactor), except at daemon start, before the reactor runs
 (L{autoloadExtensions}).
 
-Synced C{_states} are copied only: salttwist has no state system yet to
-load them into. Packages (directories with C{__init__.py}) are copied but
+Synced C{_states} are loaded by each state run, not here
+(L{salttwist.state.extstates}, with Salt's dunders). Packages (directories with C{__init__.py}) are copied but
 not loaded; only top-level C{.py} files are.
 """
 
