@@ -362,3 +362,42 @@ class HelperTests(TestCase):
         self.assertFalse(stateapply.checkResult({"x_|-a_|-a_|-f": failed}))
         self.assertFalse(stateapply.checkResult({}))
         self.assertFalse(stateapply.checkResult(["error"]))
+
+
+CLEAN = """\
+managed_conf:
+  file.managed:
+    - name: {{ pillar['out'] }}/conf.d/keep.conf
+    - contents: kept
+
+conf_dir:
+  file.directory:
+    - name: {{ pillar['out'] }}/conf.d
+    - clean: True
+    - require:
+      - file: managed_conf
+"""
+
+
+class LowstateSharedTests(ApplyTestCase):
+    """
+    The run's low chunks are Salt's C{__lowstate__} in C{__context__}.
+    """
+
+    async def test_directoryCleanKeepsRequiredById(self) -> None:
+        """
+        C{file.directory} with C{clean: True} keeps the file of a state it
+        requires by id (found through the run's low chunks) and removes
+        the others.
+        """
+        writeTree(self.base, {"clean.sls": CLEAN})
+        os.makedirs(os.path.join(self.out, "conf.d"))
+        stray = os.path.join(self.out, "conf.d", "stray.conf")
+        with open(stray, "w") as f:
+            f.write("stray")
+        ret = await deferToThread(stateapply.sls, self.makeRun(), "clean")
+        self.assertIsInstance(ret, dict, ret)
+        self.assertTrue(all(r["result"] for r in ret.values()), ret)
+        self.assertFalse(os.path.exists(stray))
+        with open(os.path.join(self.out, "conf.d", "keep.conf")) as f:
+            self.assertEqual(f.read(), "kept\n")

@@ -196,7 +196,10 @@ def applyExclude(high: Mapping[str, Any], exclude: Any) -> dict[str, Any]:
     Salt's C{apply_exclude}: drop from the high data the ids of the SLS
     (globs allowed) and the ids an C{exclude} names.
 
-    @return: a new high data mapping.
+    @return: C{high} itself when nothing is excluded, else a new high
+        data mapping of the same type (a L{HighData
+        <salttwist.state.compiler.HighData>} keeps the files its SLS came
+        from).
     """
     exSls: set[str] = set()
     exIds: set[str] = set()
@@ -210,8 +213,11 @@ def applyExclude(high: Mapping[str, Any], exclude: Any) -> dict[str, Any]:
             elif key == "id":
                 exIds.add(str(value))
     if not exSls and not exIds:
-        return dict(high)
-    kept: dict[str, Any] = {}
+        return high if isinstance(high, dict) else dict(high)
+    # A copy that keeps the files the SLS came from, for compileLow's errors.
+    kept: dict[str, Any] = type(high)() if isinstance(high, dict) else {}
+    if hasattr(high, "paths"):
+        kept.paths = dict(high.paths)  # type: ignore[attr-defined]
     for name, body in high.items():
         if name in exIds:
             continue
@@ -268,7 +274,8 @@ def _compileLow(run: StateRun, high: Mapping[str, Any]) -> tuple[list[dict], lis
     from salttwist.state.compiler import compileLow
 
     states = run.stateFunctions()
-    return compileLow(high, run.opts, lambda state: f"{state}.mod_watch" in states)
+    where = getattr(high, "where", None)
+    return compileLow(high, run.opts, lambda state: f"{state}.mod_watch" in states, where=where)
 
 
 def _slsMatches(run: StateRun, mods: Any) -> dict[str, list[str]]:
@@ -342,6 +349,9 @@ def runChunks(run: StateRun, chunks: list[dict]) -> dict[str, dict[str, Any]]:
         cancelled=run.cancelled,
     )
     run.chunks = chunks
+    # Salt's __lowstate__ in __context__: file.directory's clean keeps the
+    # files other states of the run manage.
+    run.context["__lowstate__"] = chunks
     return runner.run(chunks)
 
 
