@@ -144,8 +144,10 @@ class ManagedContentsTests(FileStateTestCase):
 
     async def test_newFile(self) -> None:
         """
-        A new file gets the contents, one line each, Salt's C{New file}
-        diff and the umask's mode; run again, it is in the correct state.
+        A new file gets the contents, one line each, and the umask's mode,
+        with only Salt's C{New file} diff in the changes (no mode: it was
+        made with the mode it should have); run again, it is in the
+        correct state. With a C{mode}, that is a change too.
         """
         name = self.path("motd")
         ret = await self.state("managed", name, contents=["hello", "world"])
@@ -156,9 +158,14 @@ class ManagedContentsTests(FileStateTestCase):
                 "name": name,
                 "result": True,
                 "comment": f"File {name} updated",
-                "changes": {"diff": "New file", "mode": defaultFileMode()},
+                "changes": {"diff": "New file"},
             },
         )
+        self.assertEqual(f"{os.stat(name).st_mode & 0o7777:04o}", defaultFileMode())
+        private = self.path("private")
+        ret = await self.state("managed", private, contents="x", mode="0600")
+        self.assertEqual(ret["changes"], {"diff": "New file", "mode": "0600"})
+        self.assertEqual(os.stat(private).st_mode & 0o7777, 0o600)
         again = await self.state("managed", name, contents=["hello", "world"])
         self.assertEqual(again["changes"], {})
         self.assertEqual(again["comment"], f"File {name} is in the correct state")

@@ -90,7 +90,8 @@ def commit(temp: str, dest: str, backup: str, cachedir: str) -> None:
     """
     Rename the temporary file C{temp} over C{dest}, after a minion backup of
     C{dest} when C{backup} is C{minion} or C{both}; an existing C{dest}'s
-    owner and mode are kept.
+    owner and mode are kept, and a new file gets the mode the umask gives
+    (as a file created in place would, and as Salt's do).
     """
     try:
         old = os.stat(dest)
@@ -102,6 +103,8 @@ def commit(temp: str, dest: str, backup: str, cachedir: str) -> None:
         if old is not None:
             os.chown(temp, old.st_uid, old.st_gid)
             os.chmod(temp, old.st_mode & 0o7777)
+        else:
+            os.chmod(temp, 0o666 & ~currentUmask())
         os.replace(temp, dest)
     except BaseException:
         removeQuietly(temp)
