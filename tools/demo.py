@@ -52,11 +52,25 @@ def waitFor(what: str, check, timeout: float = 30.0):
 
 def writeRoots(root: str) -> None:
     """
-    The master's file roots and pillar: a file, and a role for each
+    The master's file roots and pillar: a file, a state tree (a templated
+    motd for each minion, under the demo's folder), and a role for each
     minion (the first one is the web server).
     """
     files = {
         "srv/salt/motd": "Welcome to this host, managed by salttwist\n",
+        "srv/salt/top.sls": "base:\n  '*':\n    - motd\n",
+        "srv/salt/motd.sls": (
+            "motd:\n"
+            "  file.managed:\n"
+            f"    - name: {root}/out/{{{{ grains['id'] }}}}/motd\n"
+            "    - source: salt://motd.jinja\n"
+            "    - template: jinja\n"
+            "    - makedirs: True\n"
+        ),
+        "srv/salt/motd.jinja": (
+            "Welcome to {{ grains['id'] }}, the {{ pillar['role'] }} server of"
+            " {{ pillar['site'] }}, managed by salttwist\n"
+        ),
         "srv/pillar/top.sls": (
             f"base:\n  '*':\n    - common\n  {MINIONS[0]}:\n    - web\n  {MINIONS[1]}:\n    - db\n"
         ),
@@ -170,6 +184,11 @@ def main() -> int:
         command("salttwist", "-c", masterDir, "-I", "role:web", "test.ping")
         command("salttwist", "-c", masterDir, "*", "cp.list_master")
         command("salttwist", "-c", masterDir, MINIONS[0], "cp.get_file_str", "salt://motd")
+        command("salttwist", "-c", masterDir, "*", "state.apply", "test=True")
+        command("salttwist", "-c", masterDir, "*", "state.apply")
+        command("salttwist", "-c", masterDir, "*", "state.apply", "--state-output=terse")
+        motd = os.path.join(root, "out", MINIONS[0], "motd")
+        command("salttwist", "-c", masterDir, MINIONS[0], "cmd.run", f"cat {motd}")
         print("\ndemo: done; stopping the master and the minions")
         return 0
     finally:
