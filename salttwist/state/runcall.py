@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from salttwist.state.requisites import REQUISITE_KEYS
+from salttwist.state.runafter import refreshAfter
 from salttwist.state.runchecks import checkCmd, retrySettings, runChecks
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ RUNTIME_KEYS = frozenset(
         "reload_modules",
         "reload_grains",
         "reload_pillar",
+        "force_reload_modules",
         "runas",
         "runas_password",
         "no_log",
@@ -156,21 +158,26 @@ class StateCall:
         """
         return self._has(f"{state}.mod_watch")
 
-    def call(self, low: Mapping[str, Any], ctx: Any) -> dict[str, Any]:
+    def call(self, low: Mapping[str, Any], ctx: Any, refresh: bool = True) -> dict[str, Any]:
         """
         Run the chunk's state function once with C{ctx}, its conditions
-        first, C{retry} after.
+        first, C{retry} after, then the refreshes it asks for
+        (L{refreshAfter}).
 
         @param ctx: the chunk's L{StateContext} (its C{test} already the
             one to use).
+        @param refresh: whether to do the refreshes (not for a C{prereq}
+            target's test run, as Salt).
         @return: the state return with C{start_time} and C{duration}.
         """
         start = self.clock()
         ret = self._callOnce(low, ctx)
         ret["start_time"] = _startTime(start)
         ret["duration"] = round((self.clock() - start) * 1000.0, 3)
-        if "retry" in low and isinstance(ret, dict):
+        if "retry" in low:
             ret = self._retry(low, ctx, ret)
+        if refresh:
+            refreshAfter(ctx, low, ret)
         return ret
 
     def _retry(self, low: Mapping[str, Any], ctx: Any, ret: dict[str, Any]) -> dict[str, Any]:

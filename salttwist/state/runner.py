@@ -35,6 +35,7 @@ from salttwist.state.requisites import (
     resolve,
     stateTag,
 )
+from salttwist.state.runafter import fireStateResult
 from salttwist.state.runcall import StateCall, exceptionReturn
 
 log = logging.getLogger(__name__)
@@ -352,7 +353,7 @@ class _Run:
         status = requisiteStatus(deps, self.returnOf)
         if status in ("met", "change", "skip_watch"):
             try:
-                ret = self.runner.caller.call(chunk, self.context(chunk, test=True))
+                ret = self.runner.caller.call(chunk, self.context(chunk, test=True), refresh=False)
             except Exception:
                 log.debug("No state context for %s", tag, exc_info=True)
                 ret = exceptionReturn(chunk.get("name"))
@@ -469,6 +470,11 @@ class _Run:
             ret.pop("warnings", None)
         self.running[tag] = ret
         self.done += 1
+        if chunk.get("fire_event"):
+            try:
+                fireStateResult(self.context(chunk), chunk, ret)
+            except Exception:
+                log.warning("fire_event of %s failed", tag, exc_info=True)
         if self.runner.onStateDone is not None:
             try:
                 self.runner.onStateDone(tag, ret, self.done, max(self.total, self.done))

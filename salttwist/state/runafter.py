@@ -1,0 +1,100 @@
+# -*- test-case-name: tests.test_state_runner_after -*-
+"""
+What a state run does after a state returned, besides recording it
+(Salt's C{State.check_refresh} and C{State.event} for C{fire_event}):
+
+  - C{reload_grains: True}, C{reload_pillar: True}: gather the grains or
+    fetch the pillar again (C{saltutil.refresh_grains},
+    C{saltutil.refresh_pillar}) and show the new values to the rest of
+    the run, then reload the custom modules;
+  - C{reload_modules: True} on a state that changed something (or
+    C{force_reload_modules: True} on one that did not): reload the custom
+    modules (C{saltutil.refresh_modules});
+  - C{fire_event: True} (or a string): fire
+    C{salt/state_result/<jid>/<minion>/<name or string>} with
+    C{{"ret": <the state's return>}} to the master.
+
+Failures here are logged; they never change the state's return.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def _call(ctx: Any, function: str, *args: Any) -> Any:
+    try:
+        return ctx.salt[function](*args)
+    except Exception:
+        log.warning("%s after a state failed", function, exc_info=True)
+        return None
+
+
+def _replace(target: Any, value: Any) -> None:
+    if isinstance(target, MutableMapping) and isinstance(value, Mapping):
+        fresh = dict(value)
+        target.clear()
+        target.update(fresh)
+
+
+def refreshAfter(ctx: Any, low: Mapping[str, Any], ret: Mapping[str, Any]) -> list[str]:
+    """
+    Salt's C{check_refresh} for the chunk C{low} whose state returned
+    C{ret}, through C{ctx.salt}.
+
+    @return: the execution functions called, in order.
+    """
+    called: list[str] = []
+    reload = False
+    if low.get("reload_grains"):
+        called.append("saltutil.refresh_grains")
+        _call(ctx, "saltutil.refresh_grains")
+        _replace(ctx.grains, _call(ctx, "grains.items"))
+        reload = True
+    if low.get("reload_pillar"):
+        called.append("saltutil.refresh_pillar")
+        _call(ctx, "saltutil.refresh_pillar")
+        _replace(ctx.pillar, _call(ctx, "pillar.items"))
+        reload = True
+    if ret.get("changes"):
+        reload = reload or bool(low.get("reload_modules"))
+    else:
+        reload = bool(low.get("force_reload_modules"))
+    if reload:
+        called.append("saltutil.refresh_modules")
+        _call(ctx, "saltutil.refresh_modules")
+    return called
+
+
+def stateResultTag(ctx: Any, low: Mapping[str, Any], ret: Mapping[str, Any]) -> str | None:
+    """
+    @return: the tag of a chunk's C{fire_event} event
+        (C{salt/state_result/<jid>/<minion>/<name>}, the string given
+        instead of the name), or L{None} when it fires none (no
+        C{fire_event}, a C{--local} run, no job).
+    """
+    fire = low.get("fire_event")
+    if not fire or ctx.opts.get("local") or ctx.jid is None:
+        return None
+    last = fire if isinstance(fire, str) else ret.get("name")
+    return f"salt/state_result/{ctx.jid}/{ctx.opts.get('id')}/{last}"
+
+
+def fireStateResult(ctx: Any, low: Mapping[str, Any], ret: Mapping[str, Any]) -> str | None:
+    """
+    Fire a chunk's C{fire_event} event through C{event.fire_master}.
+
+    @return: the tag fired, or L{None}.
+    """
+    tag = stateResultTag(ctx, low, ret)
+    if tag is None:
+        return None
+    try:
+        ctx.salt["event.fire_master"]({"ret": dict(ret)}, tag, preload={"jid": ctx.jid})
+    except Exception:
+        log.warning("Firing %s failed", tag, exc_info=True)
+    return tag
