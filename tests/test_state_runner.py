@@ -496,8 +496,12 @@ class OrderTests(RunnerTestMixin, SynchronousTestCase):
         )
         for tag in ("rec_|-a_|-a_|-ok", "rec_|-b_|-b_|-ok"):
             self.assertIs(ret[tag]["result"], False)
-            self.assertEqual(
-                ret[tag]["comment"], "Recursive requisite found: web.a -> web.b -> web.a"
+            self.assertIn(
+                ret[tag]["comment"],
+                (
+                    "Recursive requisite found: web.a -> web.b -> web.a",
+                    "Recursive requisite found: web.b -> web.a -> web.b",
+                ),
             )
         self.assertEqual(self.recorder.order(), ["ok:c"])
 
@@ -837,8 +841,9 @@ class PrereqTests(RunnerTestMixin, SynchronousTestCase):
 
     def test_prereqWatcherRequisitesFirst(self) -> None:
         """
-        When the target's watched state runs only for its test run, a
-        watched change counts as a change (Salt's C{{"watch": "watch"}}).
+        The target's watched state runs before the target's test run even
+        when listed after both (Salt's order); the target's test run
+        without changes means "No changes detected".
         """
         ret = self.runChunks(
             [
@@ -847,7 +852,24 @@ class PrereqTests(RunnerTestMixin, SynchronousTestCase):
                 chunk("rec", "changed", "fetch"),
             ]
         )
-        self.assertEqual(ret["rec_|-stop_|-stop_|-ok"]["comment"], "fine")
+        self.assertEqual([v["__id__"] for v in ret.values()], ["fetch", "stop", "svc"])
+        self.assertEqual(ret["rec_|-stop_|-stop_|-ok"]["comment"], "No changes detected")
+        self.assertEqual(ret["rec_|-svc_|-svc_|-ok"]["comment"], "restarted")
+
+    def test_longChain(self) -> None:
+        """
+        A long chain of requisites listed backwards runs without deep
+        recursion.
+        """
+        count = 3000
+        chunks = [
+            chunk("rec", "ok", f"c{i}", require=[f"c{i + 1}"] if i + 1 < count else [])
+            for i in range(count)
+        ]
+        ret = self.runChunks(chunks)
+        self.assertEqual(len(ret), count)
+        self.assertEqual(self.recorder.order()[:2], [f"ok:c{count - 1}", f"ok:c{count - 2}"])
+        self.assertTrue(all(v["result"] is True for v in ret.values()))
 
 
 class ListenTests(RunnerTestMixin, SynchronousTestCase):

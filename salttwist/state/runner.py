@@ -198,9 +198,10 @@ class _Run:
 
     def execute(self) -> dict[str, dict[str, Any]]:
         for chunk in self.chunks:
-            if self.stopped:
-                break
-            self.callChunk(stateTag(chunk), [])
+            for tag in self.requisitesFirst(stateTag(chunk)):
+                if self.stopped:
+                    break
+                self.callChunk(tag, [])
         self.joinAll()
         if not self.cancelled:
             # Salt runs the listeners after a failhard stop too.
@@ -214,6 +215,33 @@ class _Run:
             log.info("The state run was cancelled")
             self.stopped = self.cancelled = True
         return self.stopped
+
+    def requisitesFirst(self, root: str) -> list[str]:
+        """
+        The chunks to call, in order, so that each finds its requisites
+        already run: those of C{root} not yet run, depth first, then
+        C{root} (so that a long chain needs no deep recursion). A
+        C{prereq} target is not listed (its test run comes first), but
+        its own requisites are.
+        """
+        order: list[str] = []
+        seen = {root}
+        stack = [(root, iter(self.deps.get(root, ())), True)]
+        while stack:
+            tag, edges, listed = stack[-1]
+            for kind, dep in edges:
+                if kind == PREREQUIRED and not listed:
+                    continue
+                if dep in seen or dep in self.running:
+                    continue
+                seen.add(dep)
+                stack.append((dep, iter(self.deps.get(dep, ())), kind != "prereq"))
+                break
+            else:
+                stack.pop()
+                if listed:
+                    order.append(tag)
+        return order
 
     # -- one chunk
 
