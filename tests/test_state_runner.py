@@ -242,9 +242,33 @@ class ArgumentTests(RunnerTestMixin, SynchronousTestCase):
         A state function without C{**kwargs} gets only the parameters it
         names.
         """
-        ret = self.runChunks([chunk("rec", "narrow", "a", mode="600", owner="root", require=[])])
+        ret = self.runChunks(
+            [chunk("rec", "narrow", "a", mode="600", owner="root", group="adm", require=[])]
+        )
         self.assertEqual(self.recorder.calls, [("narrow", "a", {"mode": "600"}, False)])
         self.assertIs(ret["rec_|-a_|-a_|-narrow"]["result"], True)
+
+    def test_unusedArgumentsWarned(self) -> None:
+        """
+        Arguments the function does not take are named in a warning, in
+        Salt's words (Salt refuses the call).
+        """
+        ret = self.runChunks(
+            [
+                chunk("rec", "narrow", "a", owner="root", group="adm"),
+                chunk("rec", "narrow", "b", owner="root"),
+                chunk("rec", "narrow", "c", mode="600"),
+            ]
+        )
+        self.assertEqual(
+            ret["rec_|-a_|-a_|-narrow"]["warnings"],
+            ["'owner' and 'group' are invalid keyword arguments for 'rec.narrow'"],
+        )
+        self.assertEqual(
+            ret["rec_|-b_|-b_|-narrow"]["warnings"],
+            ["'owner' is an invalid keyword argument for 'rec.narrow'"],
+        )
+        self.assertNotIn("warnings", ret["rec_|-c_|-c_|-narrow"])
 
     def test_kwargsWithoutRunnerKeys(self) -> None:
         """
@@ -534,6 +558,20 @@ class WatchTests(RunnerTestMixin, SynchronousTestCase):
         self.assertEqual(entry["comment"], "restarted")
         self.assertEqual(entry["changes"], {"restarted": True})
         self.assertEqual(entry["__run_num__"], 1)
+
+    def test_sfunThroughKwargs(self) -> None:
+        """
+        A C{mod_watch} taking only C{**kwargs} gets C{sfun} there.
+        """
+        seen = []
+
+        def mod_watch(ctx: StateContext, name: str, **kwargs: Any) -> dict[str, Any]:
+            seen.append(kwargs)
+            return {"name": name, "result": True, "changes": {}, "comment": "ok"}
+
+        self.states["rec.mod_watch"] = mod_watch
+        self.runChunks([chunk("rec", "changed", "conf"), chunk("rec", "ok", "svc", watch=["conf"])])
+        self.assertEqual(seen, [{"sfun": "ok"}])
 
     def test_watchUnchanged(self) -> None:
         """

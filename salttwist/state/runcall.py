@@ -75,8 +75,10 @@ def stateArguments(
     takes C{**kwargs}, every other chunk key but the runner's own ones,
     requisites and C{__dunder__} keys.
 
-    @return: C{(kwargs, missing)}: C{missing} the required parameters the
-        chunk does not give.
+    @return: C{(kwargs, missing, unused)}: C{missing} the required
+        parameters the chunk does not give, C{unused} the chunk's
+        arguments the function does not take (none when it takes
+        C{**kwargs}).
     """
     parameters = list(inspect.signature(function).parameters.values())[1:]
     kwargs: dict[str, Any] = {}
@@ -92,14 +94,31 @@ def stateArguments(
             kwargs[p.name] = low[p.name]
         elif p.default is inspect.Parameter.empty:
             missing.append(p.name)
-    if takesAll:
-        for key, value in low.items():
-            if key in kwargs or key in NOT_ARGUMENTS:
-                continue
-            if isinstance(key, str) and key.startswith("__"):
-                continue
+    unused: list[str] = []
+    for key, value in low.items():
+        if key in kwargs or key in NOT_ARGUMENTS or key == "name":
+            continue
+        if isinstance(key, str) and key.startswith("__"):
+            continue
+        if takesAll:
             kwargs[key] = value
-    return kwargs, missing
+        elif key != "sfun":
+            unused.append(str(key))
+    if takesAll and "name" in low:
+        kwargs.setdefault("name", low["name"])
+    return kwargs, missing, unused
+
+
+def unusedWarning(full: str, unused: list[str]) -> str:
+    """
+    @return: Salt's words for arguments a state function does not take
+        (Salt refuses the call; the runner calls it without them and
+        warns).
+    """
+    if len(unused) == 1:
+        return f"'{unused[0]}' is an invalid keyword argument for '{full}'"
+    listed = ", ".join(f"'{u}'" for u in unused[:-1])
+    return f"{listed} and '{unused[-1]}' are invalid keyword arguments for '{full}'"
 
 
 def _startTime(when: float) -> str:
@@ -235,7 +254,7 @@ class StateCall:
             }
         function = self.states[full]
         try:
-            kwargs, missing = stateArguments(function, low)
+            kwargs, missing, unused = stateArguments(function, low)
         except (TypeError, ValueError) as e:
             return {
                 "result": False,
@@ -264,6 +283,8 @@ class StateCall:
                         f"State '{full}' returned a {type(ret).__name__}, not a dict: {ret!r}"
                     ),
                 }
+            if unused and low.get("fun") != "mod_watch":
+                ret.setdefault("warnings", []).append(unusedWarning(full, unused))
             if isinstance(ret.get("comment"), list):
                 ret["comment"] = "\n".join(str(c) for c in ret["comment"])
             if "check_cmd" in low and (
