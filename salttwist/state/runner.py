@@ -246,6 +246,10 @@ class _Run:
     # -- one chunk
 
     def callChunk(self, tag: str, stack: list[str]) -> None:
+        """
+        Run the chunk C{tag} (its unrun requisites first), unless it has
+        run; C{stack} holds the chunks waiting for it (a cycle).
+        """
         if tag in self.running or self.checkCancelled():
             return
         chunk = self.byTag[tag]
@@ -279,10 +283,14 @@ class _Run:
         self.decide(tag, chunk, status)
 
     def decide(self, tag: str, chunk: dict[str, Any], status: str) -> None:
+        """
+        Run the chunk or record why not, as its requisites' C{status}
+        says (Salt's C{call_chunk}).
+        """
         if status in ("met", "skip_watch"):
-            self.execute_(tag, chunk, status, None)
+            self.runState(tag, chunk, status, None)
         elif status == "change":
-            self.execute_(tag, chunk, status, self.reqChunks(tag))
+            self.runState(tag, chunk, status, self.reqChunks(tag))
         elif status == "fail" and tag in self.pre:
             ret = dict(self.pre[tag])
             ret["changes"] = {}
@@ -333,6 +341,11 @@ class _Run:
     # -- prereq: the target's test run
 
     def preCheck(self, tag: str, stack: list[str]) -> None:
+        """
+        The test run of the C{prereq} target C{tag} (its own requisites
+        first), kept in C{self.pre}; when its requisites say it will not
+        run, its final return is recorded now, as Salt does.
+        """
         if tag in self.pre or self.stopped:
             return
         if tag in self.running:
@@ -397,6 +410,10 @@ class _Run:
     # -- running a state
 
     def context(self, chunk: dict[str, Any], test: bool | None = None) -> Any:
+        """
+        @return: the chunk's context, its C{test} the chunk's own
+            C{test:}, C{test} when given, or the run's.
+        """
         ctx = self.runner.contextFor(chunk)
         if test is None:
             own = chunk.get("test")
@@ -408,13 +425,17 @@ class _Run:
             ctx = dataclasses.replace(ctx, test=test)
         return ctx
 
-    def execute_(
+    def runState(
         self,
         tag: str,
         chunk: dict[str, Any],
         status: str,
         reqs: dict[str, list[dict[str, Any]]] | None,
     ) -> None:
+        """
+        Call the chunk's state function (then, for a watch whose target
+        changed, its C{mod_watch}); in a thread for C{parallel: True}.
+        """
         running = dict(self.running)
 
         def work() -> dict[str, Any]:
