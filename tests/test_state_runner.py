@@ -761,6 +761,28 @@ class PrereqTests(RunnerTestMixin, SynchronousTestCase):
         self.assertEqual(ret["rec_|-deploy_|-deploy_|-changed"]["__run_num__"], 1)
         self.assertEqual(ret["rec_|-deploy_|-deploy_|-changed"]["comment"], "changed")
 
+    def test_prereqFlagInTestRun(self) -> None:
+        """
+        The target's test run sees C{__prereq__} in its chunk (Salt's
+        C{__low__}); its real run does not.
+        """
+        seen = []
+
+        def look(ctx: StateContext, name: str) -> dict[str, Any]:
+            seen.append((ctx.test, ctx.low.get("__prereq__", False)))
+            return {
+                "name": name,
+                "result": None if ctx.test else True,
+                "changes": {"a": 1},
+                "comment": "",
+            }
+
+        self.states["rec.look"] = look
+        self.runChunks(
+            [chunk("rec", "ok", "stop", prereq=["deploy"]), chunk("rec", "look", "deploy")]
+        )
+        self.assertEqual(seen, [(True, True), (False, False)])
+
     def test_prereqNoChange(self) -> None:
         """
         When the target would not change, the prereq state is not run:

@@ -393,8 +393,9 @@ class _Run:
         chunk = self.byTag[tag]
         status = requisiteStatus(deps, self.returnOf)
         if status in ("met", "change", "skip_watch"):
+            low = dict(chunk, __prereq__=True)
             try:
-                ret = self.runner.caller.call(chunk, self.context(chunk, test=True), refresh=False)
+                ret = self.runner.caller.call(low, self.context(low, test=True), refresh=False)
             except Exception:
                 log.debug("No state context for %s", tag, exc_info=True)
                 ret = exceptionReturn(chunk.get("name"))
