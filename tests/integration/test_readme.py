@@ -38,7 +38,11 @@ README = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "README.m
 MINIONS = ("minion1", "web1", "web2")
 #: Where the README's examples write outside the test's directories (as a
 #: user would, under /tmp), removed after the test.
-README_DESTINATIONS = ("/tmp/salttwist-readme-motd", "/tmp/salttwist-readme-cp")
+README_DESTINATIONS = (
+    "/tmp/salttwist-readme-motd",
+    "/tmp/salttwist-readme-cp",
+    "/tmp/salttwist-readme-state",
+)
 #: The jid the README's examples use.
 EXAMPLE_JID = "20260316190000123456"
 UNTIL_CTRL_C = "until Ctrl-C"
@@ -157,6 +161,11 @@ class ReadmeExamplesTests(TestCase):
                 "role: web\nports: {% for n in range(3) %}\n  - {{ 8080 + n }}{% endfor %}\n"
             ),
             "etc/motd": "Hello from the master\n",
+            "srv/salt/top.sls": "base:\n  '*':\n    - readme\n",
+            "srv/salt/readme.sls": (
+                "motd:\n  file.managed:\n    - name: /tmp/salttwist-readme-state\n"
+                "    - contents: Hello from {{ grains['id'] }}\n"
+            ),
         }
         for name, text in files.items():
             path = os.path.join(baseDir, name)
