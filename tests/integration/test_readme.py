@@ -162,6 +162,9 @@ class ReadmeExamplesTests(TestCase):
             ),
             "etc/motd": "Hello from the master\n",
             "srv/salt/top.sls": "base:\n  '*':\n    - readme\n",
+            "srv/salt/orch.sls": (
+                "ping_all:\n  salt.function:\n    - name: test.ping\n    - tgt: '*'\n"
+            ),
             "srv/salt/readme.sls": (
                 "motd:\n  file.managed:\n    - name: /tmp/salttwist-readme-state\n"
                 "    - contents: Hello from {{ grains['id'] }}\n"
