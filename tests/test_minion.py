@@ -168,9 +168,9 @@ class MinionTestCase(SynchronousTestCase):
         ran: list[str] = []
         call = minion.executor.call
 
-        def recordingCall(fun: str, arg: list[Any]) -> Any:
+        def recordingCall(fun: str, arg: list[Any], jid: str | None = None) -> Any:
             ran.append(fun)
-            return call(fun, arg)
+            return call(fun, arg, jid)
 
         minion.executor.call = recordingCall  # type: ignore[method-assign]
         return ran

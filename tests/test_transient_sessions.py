@@ -162,7 +162,7 @@ class CoexistenceTests(TransientTestCase):
         one that targeted its minion) are refused.
         """
         minion = self.readyMinion()
-        minion.executor.call = lambda fun, arg: Deferred()  # type: ignore[method-assign]
+        minion.executor.call = lambda fun, arg, jid=None: Deferred()  # type: ignore[method-assign]
         jid = self.publish("test.ping")
         caller = self.makeCaller(config=minion.config)
         error = self.failureResultOf(

@@ -579,7 +579,7 @@ class PublicationEnvelopeFuzzTests(SynchronousTestCase):
         self.net.flush()
         self.successResultOf(ready)
         self.ran: list[str] = []
-        self.minion.executor.call = lambda fun, arg: (  # type: ignore[method-assign]
+        self.minion.executor.call = lambda fun, arg, jid=None: (  # type: ignore[method-assign]
             self.ran.append(fun) or {"return": True, "retcode": 0, "success": True}
         )
         self.kid = self.minion.jobber._kid

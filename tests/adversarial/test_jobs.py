@@ -81,9 +81,9 @@ class PublicationAttackTests(SynchronousTestCase):
         self.ran: list[str] = []
         call = self.minion.executor.call
 
-        def recordingCall(fun: str, arg: list[Any]) -> Any:
+        def recordingCall(fun: str, arg: list[Any], jid: str | None = None) -> Any:
             self.ran.append(fun)
-            return call(fun, arg)
+            return call(fun, arg, jid)
 
         self.minion.executor.call = recordingCall  # type: ignore[method-assign]
 
@@ -239,7 +239,7 @@ class PublicationAttackTests(SynchronousTestCase):
         again = self.startMinion("m1")
         ran: list[str] = []
         call = again.executor.call
-        again.executor.call = lambda fun, arg: ran.append(fun) or call(fun, arg)  # type: ignore[method-assign]
+        again.executor.call = lambda fun, arg, jid=None: ran.append(fun) or call(fun, arg, jid)  # type: ignore[method-assign]
         self.master.subscribers["m1"].sendString(old)
         self.net.flush()
         self.assertEqual(ran, [])
@@ -316,7 +316,7 @@ class PublicationAttackTests(SynchronousTestCase):
         other = self.startMinion("m2")
         ranOther: list[str] = []
         call = other.executor.call
-        other.executor.call = lambda fun, arg: ranOther.append(fun) or call(fun, arg)  # type: ignore[method-assign]
+        other.executor.call = lambda fun, arg, jid=None: ranOther.append(fun) or call(fun, arg, jid)  # type: ignore[method-assign]
         self.net.keyStore.deleteKey(ACCEPTED, "m1")
         self.net.bus.fire("salt/key", {"act": "delete", "id": "m1"})
         self.net.flush()
