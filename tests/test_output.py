@@ -46,9 +46,7 @@ class OutputtersTests(SynchronousTestCase):
         L{OUTPUTTERS} names the supported outputters, C{nested} first and
         C{quiet} last.
         """
-        self.assertEqual(
-            OUTPUTTERS, ("nested", "json", "yaml", "txt", "raw", "highstate", "quiet")
-        )
+        self.assertEqual(OUTPUTTERS, ("nested", "json", "yaml", "txt", "raw", "highstate", "quiet"))
 
     def test_unknownOutputter(self) -> None:
         """
@@ -370,6 +368,23 @@ class YAMLTests(SynchronousTestCase):
         self.assertEqual(
             render("yaml", OrderedDict([("b", 1), ("a", object())])),
             "b: 1\na: NULL\n",
+        )
+
+    def test_dictAndListSubclasses(self) -> None:
+        """
+        Subclasses of C{dict} and C{list} (the state compiler's high data)
+        are the mapping and sequence they are, not C{NULL}.
+        """
+
+        class High(dict):
+            pass
+
+        class Items(list):
+            pass
+
+        self.assertEqual(
+            render("yaml", {"local": High(web={"file": Items(["managed"])})}),
+            "local:\n  web:\n    file:\n    - managed\n",
         )
 
     def test_indent(self) -> None:

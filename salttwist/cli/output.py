@@ -133,12 +133,18 @@ def _representOrderedDict(dumper: yaml.SafeDumper, data: OrderedDict[Any, Any]) 
 
 def _representUnknown(dumper: yaml.SafeDumper, data: object) -> yaml.Node:
     """
-    Write a value of a type YAML cannot represent as C{NULL}.
+    Write a value of a type YAML cannot represent as C{NULL}; a subclass of
+    C{dict} or C{list} (the state compiler's high data) as the mapping or
+    sequence it is.
 
     @param dumper: the dumper.
     @param data: the value.
-    @return: a null node.
+    @return: a node.
     """
+    if isinstance(data, dict):
+        return dumper.represent_dict(data)
+    if isinstance(data, list):
+        return dumper.represent_list(data)
     return dumper.represent_scalar("tag:yaml.org,2002:null", "NULL")
 
 
