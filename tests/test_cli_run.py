@@ -145,9 +145,7 @@ class BuildParserTests(OutputTestCase):
         """
         Only the known outputters are taken.
         """
-        e = self.assertRaises(
-            SystemExit, buildParser().parse_args, ["--out", "pony", "manage.up"]
-        )
+        e = self.assertRaises(SystemExit, buildParser().parse_args, ["--out", "pony", "manage.up"])
         self.assertEqual(e.code, 2)
 
 

@@ -55,8 +55,9 @@ reactor), except at daemon start, before the reactor runs
 (L{autoloadExtensions}).
 
 Synced C{_states} are loaded by each state run, not here
-(L{salttwist.state.extstates}, with Salt's dunders). Packages (directories with C{__init__.py}) are copied but
-not loaded; only top-level C{.py} files are.
+(L{salttwist.state.extstates}, with Salt's dunders). Packages
+(directories with C{__init__.py}) are copied but not loaded; only
+top-level C{.py} files are.
 """
 
 from __future__ import annotations
