@@ -50,6 +50,8 @@ states still to run are not run.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -185,17 +187,6 @@ def _queueSize(queue: Any) -> int:
 
 _SLOTS = _Slots()
 
-#: The keyword arguments C{state.test} passes on.
-_RUN_ARGUMENTS = (
-    "test",
-    "exclude",
-    "queue",
-    "pillar",
-    "saltenv",
-    "pillarenv",
-    "state_events",
-    "concurrent",
-)
 _LOCAL_JIDS = JidGenerator()
 
 
@@ -464,34 +455,61 @@ def _syncMods(run: stateapply.StateRun, syncMods: Any) -> None:
     run.states = stateFunctions(run.opts)
 
 
-def _stateJob(
-    context: LoaderContext,
-    fun: str,
-    body: Callable[[stateapply.StateRun], Any],
-    *,
-    test: Any = None,
-    pillar: Any = None,
-    saltenv: str | None = None,
-    pillarenv: str | None = None,
-    queue: Any = False,
-    concurrent: Any = False,
-    stateEvents: Any = None,
-    defaultSaltenv: str | None = None,
-    isRun: bool = True,
-    syncMods: Any = None,
-) -> Any:
+@dataclasses.dataclass(frozen=True)
+class _RunOptions:
     """
-    The frame of every state function: take the slot, build the run, call
-    C{body} with it, give the retcode.
+    The options a state function passes on to its run and to the minion's
+    state slot, as Salt names them (each function takes those its
+    signature names; the others keep these defaults).
+    """
 
-    @param isRun: C{body} returns a run's returns (retcode 2 for a failed
+    test: Any = None
+    pillar: Any = None
+    saltenv: str | None = None
+    pillarenv: str | None = None
+    queue: Any = False
+    concurrent: Any = False
+    state_events: Any = None
+
+
+#: The names of L{_RunOptions}.
+_RUN_OPTIONS = tuple(field.name for field in dataclasses.fields(_RunOptions))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    """
+    What a state function does with its run.
+
+    @ivar body: called with the run once built.
+    @ivar defaultSaltenv: the run's saltenv when neither the call nor the
+        C{saltenv} option names one.
+    @ivar isRun: C{body} returns a run's returns (retcode 2 for a failed
         state) or a list of errors; else it returns C{(data to show,
         errors)}.
+    @ivar syncMods: C{sync_mods}: the kinds of custom modules to sync
+        before C{body} runs.
+    """
+
+    body: Callable[[stateapply.StateRun], Any]
+    defaultSaltenv: str | None = None
+    isRun: bool = True
+    syncMods: Any = None
+
+
+def _stateJob(context: LoaderContext, fun: str, job: _Job, options: _RunOptions) -> Any:
+    """
+    The frame of every state function: take the slot, build the run, call
+    the job's body with it, give the retcode.
     """
     jid = _jobJid(context)
     active = _Active(fun=fun, jid=jid, pid=os.getpid())
     conflict = _SLOTS.take(
-        context.running, active, queue, bool(concurrent), _cancelled(context, jid)
+        context.running,
+        active,
+        options.queue,
+        bool(options.concurrent),
+        _cancelled(context, jid),
     )
     if conflict:
         return Retcode([_conflictWords(other) for other in conflict], EX_STATE_COMPILER_ERROR)
@@ -499,22 +517,22 @@ def _stateJob(
         run = _buildRun(
             context,
             jid,
-            test=test,
-            pillar=pillar,
-            saltenv=saltenv,
-            pillarenv=pillarenv,
-            stateEvents=stateEvents,
-            defaultSaltenv=defaultSaltenv,
+            test=options.test,
+            pillar=options.pillar,
+            saltenv=options.saltenv,
+            pillarenv=options.pillarenv,
+            stateEvents=options.state_events,
+            defaultSaltenv=job.defaultSaltenv,
         )
         if isinstance(run, Retcode):
             return run
-        _syncMods(run, syncMods)
-        value = body(run)
+        _syncMods(run, job.syncMods)
+        value = job.body(run)
     except FileClientUnavailable as e:
         return Retcode([str(e)], EX_STATE_COMPILER_ERROR)
     finally:
         _SLOTS.give(context.running, jid)
-    if not isRun:
+    if not job.isRun:
         shown, errors = value
         return Retcode(errors, EX_STATE_COMPILER_ERROR) if errors else shown
     if isinstance(value, list):
@@ -524,10 +542,48 @@ def _stateJob(
     return value
 
 
+def _stateFunction(describe: Callable[..., Any]) -> Callable[..., Any]:
+    """
+    Make a state function of C{describe}, which has the function's name,
+    Salt's signature and docstring, and returns the L{_Job} to run (or the
+    function's return, such as an error, to run nothing). The arguments its
+    signature names among L{_RunOptions} are passed on to the run; the
+    function is C{state.<name>} (a trailing C{_} dropped) in its slot.
+    """
+    signature = inspect.signature(describe)
+    taken = [name for name in _RUN_OPTIONS if name in signature.parameters]
+    fun = f"state.{describe.__name__.rstrip('_')}"
+
+    @functools.wraps(describe)
+    def stateFunction(context: LoaderContext, *args: Any, **kwargs: Any) -> Any:
+        # Called first, so that arguments that do not fit its signature
+        # get Python's own words about it.
+        job = describe(context, *args, **kwargs)
+        if not isinstance(job, _Job):
+            return job
+        bound = signature.bind(context, *args, **kwargs)
+        bound.apply_defaults()
+        options = _RunOptions(**{name: bound.arguments[name] for name in taken})
+        return _stateJob(context, fun, job, options)
+
+    return stateFunction
+
+
+def _highstateJob(exclude: Any) -> _Job:
+    return _Job(lambda run: stateapply.highstate(run, exclude))
+
+
+def _slsJob(mods: Any, exclude: Any, syncMods: Any) -> _Job:
+    return _Job(
+        lambda run: stateapply.sls(run, mods, exclude), defaultSaltenv="base", syncMods=syncMods
+    )
+
+
 # -- the functions -----------------------------------------------------------------
 
 
 @needsJid
+@_stateFunction
 def apply_(
     context: LoaderContext,
     mods: Any = None,
@@ -558,32 +614,8 @@ def apply_(
         salttwist '*' state.apply web pillar='{"port": 8080}'
     """
     if mods:
-        return _sls(
-            context,
-            "state.apply",
-            mods,
-            test=test,
-            exclude=exclude,
-            queue=queue,
-            pillar=pillar,
-            saltenv=saltenv,
-            pillarenv=pillarenv,
-            state_events=state_events,
-            concurrent=concurrent,
-            sync_mods=sync_mods,
-        )
-    return _highstate(
-        context,
-        "state.apply",
-        test=test,
-        exclude=exclude,
-        queue=queue,
-        pillar=pillar,
-        saltenv=saltenv,
-        pillarenv=pillarenv,
-        state_events=state_events,
-        concurrent=concurrent,
-    )
+        return _slsJob(mods, exclude, sync_mods)
+    return _highstateJob(exclude)
 
 
 @needsJid
@@ -598,13 +630,14 @@ def test(context: LoaderContext, mods: Any = None, **kwargs: Any) -> Any:
         salttwist '*' state.test web
     """
     kwargs["test"] = True
-    known = {key: kwargs[key] for key in _RUN_ARGUMENTS if key in kwargs}
-    if mods:
-        return _sls(context, "state.test", mods, sync_mods=kwargs.get("sync_mods"), **known)
-    return _highstate(context, "state.test", **known)
+    exclude = kwargs.get("exclude")
+    job = _slsJob(mods, exclude, kwargs.get("sync_mods")) if mods else _highstateJob(exclude)
+    options = _RunOptions(**{key: kwargs[key] for key in _RUN_OPTIONS if key in kwargs})
+    return _stateJob(context, "state.test", job, options)
 
 
 @needsJid
+@_stateFunction
 def highstate(
     context: LoaderContext,
     test: Any = None,
@@ -628,48 +661,11 @@ def highstate(
         salttwist '*' state.highstate
         salttwist '*' state.highstate test=True
     """
-    return _highstate(
-        context,
-        "state.highstate",
-        test=test,
-        exclude=exclude,
-        queue=queue,
-        pillar=pillar,
-        saltenv=saltenv,
-        pillarenv=pillarenv,
-        state_events=state_events,
-        concurrent=concurrent,
-    )
-
-
-def _highstate(
-    context: LoaderContext,
-    fun: str,
-    *,
-    test: Any = None,
-    exclude: Any = None,
-    queue: Any = False,
-    pillar: Any = None,
-    saltenv: str | None = None,
-    pillarenv: str | None = None,
-    state_events: Any = None,
-    concurrent: Any = False,
-) -> Any:
-    return _stateJob(
-        context,
-        fun,
-        lambda run: stateapply.highstate(run, exclude),
-        test=test,
-        pillar=pillar,
-        saltenv=saltenv,
-        pillarenv=pillarenv,
-        queue=queue,
-        concurrent=concurrent,
-        stateEvents=state_events,
-    )
+    return _highstateJob(exclude)
 
 
 @needsJid
+@_stateFunction
 def sls(
     context: LoaderContext,
     mods: Any,
@@ -696,54 +692,11 @@ def sls(
         salttwist '*' state.sls web
         salttwist '*' state.sls web,db saltenv=dev test=True
     """
-    return _sls(
-        context,
-        "state.sls",
-        mods,
-        test=test,
-        exclude=exclude,
-        queue=queue,
-        pillar=pillar,
-        saltenv=saltenv,
-        pillarenv=pillarenv,
-        state_events=state_events,
-        concurrent=concurrent,
-        sync_mods=sync_mods,
-    )
-
-
-def _sls(
-    context: LoaderContext,
-    fun: str,
-    mods: Any,
-    *,
-    test: Any = None,
-    exclude: Any = None,
-    queue: Any = False,
-    pillar: Any = None,
-    saltenv: str | None = None,
-    pillarenv: str | None = None,
-    state_events: Any = None,
-    concurrent: Any = False,
-    sync_mods: Any = None,
-) -> Any:
-    return _stateJob(
-        context,
-        fun,
-        lambda run: stateapply.sls(run, mods, exclude),
-        test=test,
-        pillar=pillar,
-        saltenv=saltenv,
-        pillarenv=pillarenv,
-        queue=queue,
-        concurrent=concurrent,
-        stateEvents=state_events,
-        defaultSaltenv="base",
-        syncMods=sync_mods,
-    )
+    return _slsJob(mods, exclude, sync_mods)
 
 
 @needsJid
+@_stateFunction
 def sls_id(
     context: LoaderContext,
     id_: Any,
@@ -775,22 +728,11 @@ def sls_id(
             )
         return ret
 
-    return _stateJob(
-        context,
-        "state.sls_id",
-        body,
-        test=test,
-        pillar=pillar,
-        saltenv=saltenv,
-        pillarenv=pillarenv,
-        queue=queue,
-        concurrent=concurrent,
-        stateEvents=state_events,
-        defaultSaltenv="base",
-    )
+    return _Job(body, defaultSaltenv="base")
 
 
 @needsJid
+@_stateFunction
 def single(
     context: LoaderContext,
     fun: Any,
@@ -815,21 +757,13 @@ def single(
     module, dot, function = str(fun).partition(".")
     if not (module and dot and function):
         return Retcode("Invalid function passed", EX_STATE_COMPILER_ERROR)
-    return _stateJob(
-        context,
-        "state.single",
-        lambda run: stateapply.single(run, str(fun), str(name), **kwargs),
-        test=test,
-        pillar=pillar,
-        saltenv=saltenv,
-        queue=queue,
-        concurrent=concurrent,
-        stateEvents=state_events,
-        defaultSaltenv="base",
+    return _Job(
+        lambda run: stateapply.single(run, str(fun), str(name), **kwargs), defaultSaltenv="base"
     )
 
 
 @needsJid
+@_stateFunction
 def show_top(
     context: LoaderContext,
     queue: Any = False,
@@ -844,18 +778,11 @@ def show_top(
 
         salttwist '*' state.show_top
     """
-    return _stateJob(
-        context,
-        "state.show_top",
-        lambda run: stateapply.showTop(run),
-        saltenv=saltenv,
-        queue=queue,
-        concurrent=concurrent,
-        isRun=False,
-    )
+    return _Job(stateapply.showTop, isRun=False)
 
 
 @needsJid
+@_stateFunction
 def show_highstate(
     context: LoaderContext,
     queue: Any = False,
@@ -873,20 +800,11 @@ def show_highstate(
 
         salttwist '*' state.show_highstate
     """
-    return _stateJob(
-        context,
-        "state.show_highstate",
-        lambda run: stateapply.showHighstate(run),
-        pillar=pillar,
-        saltenv=saltenv,
-        pillarenv=pillarenv,
-        queue=queue,
-        concurrent=concurrent,
-        isRun=False,
-    )
+    return _Job(stateapply.showHighstate, isRun=False)
 
 
 @needsJid
+@_stateFunction
 def show_lowstate(
     context: LoaderContext,
     queue: Any = False,
@@ -903,20 +821,11 @@ def show_lowstate(
 
         salttwist '*' state.show_lowstate
     """
-    return _stateJob(
-        context,
-        "state.show_lowstate",
-        lambda run: stateapply.showLowstate(run),
-        pillar=pillar,
-        saltenv=saltenv,
-        pillarenv=pillarenv,
-        queue=queue,
-        concurrent=concurrent,
-        isRun=False,
-    )
+    return _Job(stateapply.showLowstate, isRun=False)
 
 
 @needsJid
+@_stateFunction
 def show_sls(
     context: LoaderContext,
     mods: Any,
@@ -936,22 +845,11 @@ def show_sls(
 
         salttwist '*' state.show_sls web
     """
-    return _stateJob(
-        context,
-        "state.show_sls",
-        lambda run: stateapply.showSls(run, mods),
-        test=test,
-        pillar=pillar,
-        saltenv=saltenv,
-        pillarenv=pillarenv,
-        queue=queue,
-        concurrent=concurrent,
-        defaultSaltenv="base",
-        isRun=False,
-    )
+    return _Job(lambda run: stateapply.showSls(run, mods), defaultSaltenv="base", isRun=False)
 
 
 @needsJid
+@_stateFunction
 def show_low_sls(
     context: LoaderContext,
     mods: Any,
@@ -970,19 +868,7 @@ def show_low_sls(
 
         salttwist '*' state.show_low_sls web
     """
-    return _stateJob(
-        context,
-        "state.show_low_sls",
-        lambda run: stateapply.showLowSls(run, mods),
-        test=test,
-        pillar=pillar,
-        saltenv=saltenv,
-        pillarenv=pillarenv,
-        queue=queue,
-        concurrent=concurrent,
-        defaultSaltenv="base",
-        isRun=False,
-    )
+    return _Job(lambda run: stateapply.showLowSls(run, mods), defaultSaltenv="base", isRun=False)
 
 
 @needsJid
