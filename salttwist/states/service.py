@@ -9,6 +9,7 @@ C{service} execution module, with Salt's comments.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from salttwist.modules import CommandExecutionError, SaltInvocationError
@@ -107,6 +108,137 @@ def _enabledUsed(name: str) -> dict[str, Any]:
     )
 
 
+@dataclass(frozen=True)
+class _Goal:
+    """
+    Where C{service.running} or C{service.dead} brings a service, and
+    Salt's words for each step of the way there.
+
+    @ivar state: the state function's name, which is what the service is
+        once there (C{running}, C{dead}).
+    @ivar running: whether the service runs once there.
+    @ivar action: the execution function that brings it there.
+    @ivar absentWord: what would have been done to a service created in
+        this state run (test mode, the service missing).
+    @ivar absentResult: the result when the service is missing.
+    @ivar planned: the test mode comment, after C{Service <name>}.
+    @ivar failed: the comment of a failure, after C{Service <name>}.
+    @ivar doneComment: the comment once there, with C{{name}}.
+    @ivar sayDelay: whether the comment says how long C{init_delay} waited.
+    """
+
+    state: str
+    running: bool
+    action: str
+    absentWord: str
+    absentResult: bool
+    planned: str
+    failed: str
+    doneComment: str
+    sayDelay: bool
+
+
+_RUNNING = _Goal(
+    state="running",
+    running=True,
+    action="service.start",
+    absentWord="started",
+    absentResult=False,
+    planned="is set to start",
+    failed="failed to start",
+    doneComment="Started service {name}",
+    sayDelay=True,
+)
+_DEAD = _Goal(
+    state="dead",
+    running=False,
+    action="service.stop",
+    absentWord="stopped",
+    absentResult=True,
+    planned="is set to be killed",
+    failed="failed to die",
+    doneComment="Service {name} was killed",
+    sayDelay=False,
+)
+
+
+def _reach(
+    ctx: StateContext,
+    goal: _Goal,
+    name: str,
+    enable: Any,
+    sig: str | None,
+    init_delay: float | None,
+    kwargs: dict[str, Any],
+) -> dict[str, Any]:
+    """
+    Salt's C{service.running} or C{service.dead}, as C{goal} says: bring
+    the service there (unless it is, or in test mode), wait C{init_delay},
+    look again, and bring the boot setting to C{enable} if given.
+    """
+    ctx.context["service.state"] = goal.state
+    if "enabled" in kwargs:
+        return _enabledUsed(name)
+    enable = _isTrue(enable)
+    ret = stateReturn(name)
+    try:
+        if not _available(ctx, name, ret):
+            if ctx.test:
+                ret["result"] = None
+                ret["comment"] = (
+                    f"Service {name} not present; if created in this state run, "
+                    f"it would have been {goal.absentWord}"
+                )
+            else:
+                ret["result"] = goal.absentResult
+            return ret
+    except CommandExecutionError as e:
+        return stateReturn(name, False, str(e))
+    before = ctx.salt["service.status"](name, sig)
+    beforeEnabled = ctx.salt["service.enabled"](name)
+    if bool(before) == goal.running:
+        ret["comment"] = f"The service {name} is already {goal.state}"
+        if enable is True and not beforeEnabled:
+            ret.update(_toggle(ctx, name, None, True))
+        elif enable is False and beforeEnabled:
+            ret.update(_toggle(ctx, name, None, False))
+        return ret
+    if ctx.test:
+        return stateReturn(name, None, f"Service {name} {goal.planned}")
+    try:
+        acted = ctx.salt[goal.action](name, **_extra(kwargs))
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return stateReturn(name, False, str(e))
+    if not acted:
+        ret["result"] = False
+        ret["comment"] = f"Service {name} {goal.failed}"
+        if enable is not None:
+            ret.update(_toggle(ctx, name, not goal.running, enable, result=False))
+        return ret
+    if init_delay:
+        time.sleep(float(init_delay))
+    after = ctx.salt["service.status"](name, sig)
+    afterEnabled = ctx.salt["service.enabled"](name)
+    if (beforeEnabled != afterEnabled or before != after) and not ret["changes"]:
+        ret["changes"][name] = after
+    # Whether it got there: for running the status itself (which Salt
+    # passes on as the toggle's result), for dead its negation.
+    there = after if goal.running else not after
+    if there:
+        ret["comment"] = goal.doneComment.format(name=name)
+    else:
+        ret["result"] = False
+        ret["comment"] = f"Service {name} {goal.failed}"
+    if enable is not None:
+        toggled = _toggle(ctx, name, after, enable, result=there)
+        if toggled.get("changes") == {} and ret["changes"]:
+            toggled.pop("changes")
+        ret.update(toggled)
+    if init_delay and goal.sayDelay:
+        ret["comment"] = f"{ret['comment']}\nDelayed return for {init_delay} seconds"
+    return ret
+
+
 def running(
     ctx: StateContext,
     name: str,
@@ -121,62 +253,7 @@ def running(
     that many seconds after starting it. C{reload: True} makes a watch
     reload it rather than restart it (see L{mod_watch}).
     """
-    ctx.context["service.state"] = "running"
-    if "enabled" in kwargs:
-        return _enabledUsed(name)
-    enable = _isTrue(enable)
-    ret = stateReturn(name)
-    try:
-        if not _available(ctx, name, ret):
-            if ctx.test:
-                ret["result"] = None
-                ret["comment"] = (
-                    f"Service {name} not present; if created in this state run, "
-                    "it would have been started"
-                )
-            return ret
-    except CommandExecutionError as e:
-        return stateReturn(name, False, str(e))
-    before = ctx.salt["service.status"](name, sig)
-    beforeEnabled = ctx.salt["service.enabled"](name)
-    if before:
-        ret["comment"] = f"The service {name} is already running"
-        if enable is True and not beforeEnabled:
-            ret.update(_toggle(ctx, name, None, True))
-        elif enable is False and beforeEnabled:
-            ret.update(_toggle(ctx, name, None, False))
-        return ret
-    if ctx.test:
-        return stateReturn(name, None, f"Service {name} is set to start")
-    try:
-        started = ctx.salt["service.start"](name, **_extra(kwargs))
-    except (CommandExecutionError, SaltInvocationError) as e:
-        return stateReturn(name, False, str(e))
-    if not started:
-        ret["result"] = False
-        ret["comment"] = f"Service {name} failed to start"
-        if enable is not None:
-            ret.update(_toggle(ctx, name, False, enable, result=False))
-        return ret
-    if init_delay:
-        time.sleep(float(init_delay))
-    after = ctx.salt["service.status"](name, sig)
-    afterEnabled = ctx.salt["service.enabled"](name)
-    if (beforeEnabled != afterEnabled or before != after) and not ret["changes"]:
-        ret["changes"][name] = after
-    if after:
-        ret["comment"] = f"Started service {name}"
-    else:
-        ret["result"] = False
-        ret["comment"] = f"Service {name} failed to start"
-    if enable is not None:
-        toggled = _toggle(ctx, name, after, enable, result=after)
-        if toggled.get("changes") == {} and ret["changes"]:
-            toggled.pop("changes")
-        ret.update(toggled)
-    if init_delay:
-        ret["comment"] = f"{ret['comment']}\nDelayed return for {init_delay} seconds"
-    return ret
+    return _reach(ctx, _RUNNING, name, enable, sig, init_delay, kwargs)
 
 
 def dead(
@@ -191,62 +268,7 @@ def dead(
     Ensure a service does not run (Salt's C{service.dead}); C{enable}
     C{True} or C{False} also sets whether it starts at boot.
     """
-    ctx.context["service.state"] = "dead"
-    if "enabled" in kwargs:
-        return _enabledUsed(name)
-    enable = _isTrue(enable)
-    ret = stateReturn(name)
-    try:
-        if not _available(ctx, name, ret):
-            if ctx.test:
-                ret["result"] = None
-                ret["comment"] = (
-                    f"Service {name} not present; if created in this state run, "
-                    "it would have been stopped"
-                )
-            else:
-                ret["result"] = True
-            return ret
-    except CommandExecutionError as e:
-        return stateReturn(name, False, str(e))
-    before = ctx.salt["service.status"](name, sig)
-    beforeEnabled = ctx.salt["service.enabled"](name)
-    if not before:
-        ret["comment"] = f"The service {name} is already dead"
-        if enable is True and not beforeEnabled:
-            ret.update(_toggle(ctx, name, None, True))
-        elif enable is False and beforeEnabled:
-            ret.update(_toggle(ctx, name, None, False))
-        return ret
-    if ctx.test:
-        return stateReturn(name, None, f"Service {name} is set to be killed")
-    try:
-        stopped = ctx.salt["service.stop"](name, **_extra(kwargs))
-    except (CommandExecutionError, SaltInvocationError) as e:
-        return stateReturn(name, False, str(e))
-    if not stopped:
-        ret["result"] = False
-        ret["comment"] = f"Service {name} failed to die"
-        if enable is not None:
-            ret.update(_toggle(ctx, name, True, enable, result=False))
-        return ret
-    if init_delay:
-        time.sleep(float(init_delay))
-    after = ctx.salt["service.status"](name, sig)
-    afterEnabled = ctx.salt["service.enabled"](name)
-    if (beforeEnabled != afterEnabled or before != after) and not ret["changes"]:
-        ret["changes"][name] = after
-    if after:
-        ret["result"] = False
-        ret["comment"] = f"Service {name} failed to die"
-    else:
-        ret["comment"] = f"Service {name} was killed"
-    if enable is not None:
-        toggled = _toggle(ctx, name, after, enable, result=not after)
-        if toggled.get("changes") == {} and ret["changes"]:
-            toggled.pop("changes")
-        ret.update(toggled)
-    return ret
+    return _reach(ctx, _DEAD, name, enable, sig, init_delay, kwargs)
 
 
 def enabled(ctx: StateContext, name: str, **kwargs: Any) -> dict[str, Any]:
