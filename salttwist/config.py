@@ -317,6 +317,15 @@ def _checkStringOrList(value: Any) -> str | list[str]:
     raise _BadValue("a string or a non-empty list of strings")
 
 
+def _checkAggregate(value: Any) -> bool | list[str]:
+    """
+    Check C{state_aggregate}: a boolean, or the state modules to aggregate.
+    """
+    if isinstance(value, bool) or _isStringList(value):
+        return value
+    raise _BadValue("a boolean or a list of state module names")
+
+
 def _checkLogLevel(value: Any) -> str:
     """
     Check a Salt log level name, in any case; the result is lowercase.
@@ -597,6 +606,7 @@ _MINION_OPTIONS: dict[str, _Option] = {
     "autosign_grains": _Option([], _checkStringList),
     "req_write_buffer": _Option(16777216, _integer(65536)),
     "returns_memory_max": _Option(67108864, _integer(65536)),
+    "state_aggregate": _Option(False, _checkAggregate),
 }
 
 

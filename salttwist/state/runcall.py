@@ -46,6 +46,7 @@ RUNTIME_KEYS = frozenset(
         "saltenv",
         "umask",
         "test",
+        "aggregate",
         "name_order",
     ]
 )

@@ -37,6 +37,7 @@ from salttwist.state.requisites import (
 )
 from salttwist.state.runafter import fireStateResult
 from salttwist.state.runcall import StateCall, exceptionReturn
+from salttwist.state.runhooks import AggregateGroups, ModInit, aggregateAllowed, callAggregate
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +190,9 @@ class _Run:
         self.pre: dict[str, dict[str, Any]] = {}
         self.parallel: dict[str, _Parallel] = {}
         self.cyclic: dict[str, list[str]] = {}
+        self.opts: Mapping[str, Any] | None = None
+        self.aggregates: AggregateGroups | None = None
+        self.modInit = ModInit(runner.states)
         self.runNum = 0
         self.done = 0
         self.stopped = False
@@ -209,6 +213,41 @@ class _Run:
             self.callListen()
             self.joinAll()
         return self.running
+
+    def option(self, name: str) -> Any:
+        """
+        @return: the run's option C{name} (the options of its first
+            chunk's context), or L{None}.
+        """
+        if self.opts is None:
+            try:
+                self.opts = self.runner.contextFor(self.chunks[0]).opts if self.chunks else {}
+            except Exception:
+                log.debug("No state context for the run's options", exc_info=True)
+                self.opts = {}
+        return self.opts.get(name) if self.opts is not None else None
+
+    def beforeChunk(self, tag: str, chunk: dict[str, Any]) -> None:
+        """
+        Salt's C{_mod_aggregate} and C{_mod_init} for a chunk about to be
+        called (L{salttwist.state.runhooks}).
+        """
+        if self.aggregates is None:
+            agg = self.option("state_aggregate")
+            states = self.runner.states
+            self.aggregates = AggregateGroups(
+                self.byTag,
+                [stateTag(c) for c in self.chunks],
+                self.deps,
+                lambda low: aggregateAllowed(low, agg, states),
+            )
+        try:
+            group = [] if chunk.get("__agg__") else self.aggregates.chunksFor(tag)
+            if group:
+                callAggregate(self.runner.states, self.context(chunk), chunk, group, self.running)
+            self.modInit.before(chunk, self.context)
+        except Exception:
+            log.debug("No state context for %s", tag, exc_info=True)
 
     def checkCancelled(self) -> bool:
         if not self.stopped and self.runner.cancelled():
@@ -256,6 +295,7 @@ class _Run:
         if tag in self.lost:
             self.notRun(tag, False, lostComment(self.lost[tag]))
             return
+        self.beforeChunk(tag, chunk)
         if tag in stack:
             chain = stack[stack.index(tag) :]
             for member in chain:

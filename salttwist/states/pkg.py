@@ -528,6 +528,112 @@ def uptodate(
     return ret
 
 
+#: The functions whose chunks C{mod_aggregate} merges.
+_AGGREGATED = ("installed", "latest", "removed", "purged")
+
+
+def _entries(items: Any) -> list[tuple[str, Any]] | None:
+    """
+    C{pkgs} or C{sources} as C{(name, version or source)} pairs, or
+    L{None} when malformed (such a chunk is left to fail on its own).
+    """
+    if not isinstance(items, list):
+        return None
+    pairs: list[tuple[str, Any]] = []
+    for item in items:
+        if isinstance(item, str) and item:
+            pairs.append((item, None))
+        elif isinstance(item, dict) and len(item) == 1:
+            key, value = next(iter(item.items()))
+            pairs.append((str(key), None if value in (None, "") else value))
+        else:
+            return None
+    return pairs
+
+
+def _chunkEntries(chunk: dict[str, Any], kind: str) -> list[tuple[str, Any]] | None:
+    if kind == "sources":
+        return _entries(chunk.get("sources"))
+    if "pkgs" in chunk:
+        return _entries(chunk["pkgs"])
+    if "name" in chunk:
+        version = chunk.get("version")
+        return [(str(chunk["name"]), None if version in (None, "") else version)]
+    return None
+
+
+def _merge(merged: dict[str, Any], pairs: list[tuple[str, Any]]) -> bool:
+    """
+    Add C{pairs} to C{merged} unless one names a package already there
+    at another version (or source).
+
+    @return: whether they were added.
+    """
+    for key, value in pairs:
+        if key in merged and None not in (merged[key], value) and merged[key] != value:
+            return False
+    for key, value in pairs:
+        if merged.get(key) is None:
+            merged[key] = value
+    return True
+
+
+def mod_aggregate(
+    ctx: StateContext,
+    low: dict[str, Any],
+    chunks: list[dict[str, Any]],
+    running: dict[str, Any],
+) -> dict[str, Any]:
+    """
+    Salt's C{pkg.mod_aggregate} (with C{state_aggregate}): merge the
+    packages of the other C{pkg} chunks of the same function
+    (C{installed}, C{latest}, C{removed}, C{purged}) into C{low}'s
+    C{pkgs} (or C{sources}, only with other C{sources}), so that one
+    installation does them all. A chunk already run, already merged
+    (C{__agg__}), from another C{fromrepo}, with C{hold}, or pinning a
+    package at another version than one already merged is left alone;
+    those merged are marked C{__agg__} (they still run, and find their
+    packages in place).
+
+    Unlike Salt 3008, C{low}'s own package stays in the list (Salt's
+    drops it when C{low} names one package) and a package is listed
+    once, at its pinned version.
+
+    @return: C{low}, changed in place.
+    """
+    if low.get("fun") not in _AGGREGATED:
+        return low
+    kind = "sources" if "sources" in low else "pkgs"
+    merged: dict[str, Any] = {}
+    own = _chunkEntries(low, kind)
+    if own is None or not _merge(merged, own):
+        return low
+    took = False
+    for chunk in chunks:
+        if chunk is low or chunk.get("state") != "pkg" or "__agg__" in chunk:
+            continue
+        tag = f"pkg_|-{chunk.get('__id__')}_|-{chunk.get('name')}_|-{chunk.get('fun')}"
+        if tag in running:
+            continue
+        if chunk.get("fun") != low.get("fun") or chunk.get("fromrepo") != low.get("fromrepo"):
+            continue
+        if "hold" in chunk or ("sources" in chunk) != (kind == "sources"):
+            continue
+        pairs = _chunkEntries(chunk, kind)
+        if pairs is None or not _merge(merged, pairs):
+            continue
+        if kind == "pkgs" and "pkgs" not in chunk:
+            # Salt's: the version moved into the aggregate's list.
+            chunk.pop("version", None)
+        chunk["__agg__"] = True
+        took = True
+    if took:
+        low[kind] = [key if value is None else {key: value} for key, value in merged.items()]
+        if kind == "pkgs":
+            low.pop("version", None)
+    return low
+
+
 def mod_watch(ctx: StateContext, name: str, sfun: str | None = None, **kwargs: Any) -> dict:
     """
     A watched state changed: run the watching state's function again

@@ -1,0 +1,259 @@
+# -*- test-case-name: tests.test_state_runhooks -*-
+"""
+The hooks Salt's runner calls around a chunk besides the state function
+itself (C{salt/state.py}: C{_mod_aggregate}, C{_mod_init}, the C{umask}
+state argument):
+
+  - aggregation: with the C{state_aggregate} option (C{True}, or a list
+    of state modules) or a chunk's own C{aggregate: True}, a chunk whose
+    state module has C{mod_aggregate(ctx, low, chunks, running)} gets,
+    before it runs, the chunks of the same module it may be merged with
+    (L{AggregateGroups}); the hook changes C{low} (C{pkg.installed}
+    installs the packages of all of them at once) and marks the chunks
+    it took C{__agg__};
+  - C{mod_init(ctx, low)}: called before the first chunk of its module in
+    a run, again for later chunks until it returns something true;
+  - C{umask}: the chunk's state function runs under that umask
+    (L{umaskOf}, L{underUmask}).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Salt's cap on the chunks merged into one aggregate.
+MAX_GROUP = 500
+
+#: One umask change at a time: the umask is the process's, so two state
+#: runs of one minion must not interleave their changes and restores.
+_UMASK_LOCK = threading.Lock()
+
+
+def _has(states: Mapping[str, Any], full: str) -> bool:
+    try:
+        return full in states
+    except Exception:
+        log.exception("Loading state function %s failed", full)
+        return False
+
+
+def aggregateAllowed(chunk: Mapping[str, Any], option: Any, states: Mapping[str, Any]) -> bool:
+    """
+    Salt's C{_allow_aggregate}: whether C{chunk} takes part in
+    aggregation.
+
+    @param option: the C{state_aggregate} option: C{True}, or a list of
+        state module names; a chunk's own C{aggregate} overrides it.
+    @param states: the state functions: the chunk's module must have a
+        C{mod_aggregate}.
+    """
+    if "aggregate" in chunk:
+        option = chunk["aggregate"]
+    if option is True:
+        wanted = True
+    elif isinstance(option, (list, tuple, set, frozenset)):
+        wanted = chunk.get("state") in option
+    else:
+        wanted = False
+    return wanted and _has(states, f"{chunk.get('state')}.mod_aggregate")
+
+
+class AggregateGroups:
+    """
+    Which chunks may be merged with which (Salt's
+    C{DependencyGraph.aggregate_and_order_chunks}): the chunks allowed to
+    aggregate, in run order, each joins the first group of its state
+    module none of whose members it depends on or is depended on by
+    (through any chain of requisites), up to L{MAX_GROUP} members.
+    """
+
+    def __init__(
+        self,
+        byTag: Mapping[str, dict[str, Any]],
+        order: Sequence[str],
+        deps: Mapping[str, Sequence[tuple[str, str]]],
+        allowed: Callable[[Mapping[str, Any]], bool],
+    ) -> None:
+        """
+        @param byTag: the run's chunks by tag (the same dicts the runner
+            runs: the hook's C{__agg__} marks must reach them).
+        @param order: the tags in run order.
+        @param deps: each tag's requisites as C{(kind, tag)}.
+        @param allowed: L{aggregateAllowed} for the run.
+        """
+        self._byTag = byTag
+        self._deps = deps
+        self._ancestors: dict[str, frozenset[str]] = {}
+        self._groupOf: dict[str, list[str]] = {}
+        groups: dict[str, list[list[str]]] = {}
+        for tag in order:
+            chunk = byTag[tag]
+            if not allowed(chunk):
+                continue
+            mine = self.ancestors(tag)
+            for group in groups.setdefault(chunk["state"], []):
+                if len(group) >= MAX_GROUP:
+                    continue
+                if any(m in mine or tag in self.ancestors(m) for m in group):
+                    continue
+                group.append(tag)
+                self._groupOf[tag] = group
+                break
+            else:
+                group = [tag]
+                groups[chunk["state"]].append(group)
+                self._groupOf[tag] = group
+
+    def ancestors(self, tag: str) -> frozenset[str]:
+        """
+        @return: every chunk C{tag} depends on through its requisites.
+        """
+        known = self._ancestors.get(tag)
+        if known is not None:
+            return known
+        # Iterative, post-order: a long requisite chain needs no deep
+        # recursion.
+        stack = [tag]
+        while stack:
+            top = stack[-1]
+            if top in self._ancestors:
+                stack.pop()
+                continue
+            pending = [dep for _, dep in self._deps.get(top, ()) if dep not in self._ancestors]
+            pending = [dep for dep in pending if dep not in stack]
+            if pending:
+                stack.extend(pending)
+                continue
+            found: set[str] = set()
+            for _, dep in self._deps.get(top, ()):
+                found.add(dep)
+                found |= self._ancestors.get(dep, frozenset())
+            self._ancestors[top] = frozenset(found)
+            stack.pop()
+        return self._ancestors[tag]
+
+    def chunksFor(self, tag: str) -> list[dict[str, Any]]:
+        """
+        @return: the chunks C{tag} may be merged with, itself included
+            (Salt's C{get_aggregate_chunks}); none when it is alone.
+        """
+        group = self._groupOf.get(tag)
+        if group is None or len(group) < 2:
+            return []
+        return [self._byTag[member] for member in group]
+
+
+def callAggregate(
+    states: Mapping[str, Callable[..., Any]],
+    ctx: Any,
+    low: dict[str, Any],
+    chunks: list[dict[str, Any]],
+    running: Mapping[str, Any],
+) -> None:
+    """
+    Salt's C{_mod_aggregate}: mark C{low} C{__agg__} and let its module's
+    C{mod_aggregate} merge C{chunks} into it; C{low} is updated in place
+    with what the hook returns. A failing hook is logged, the chunk runs
+    as it was.
+    """
+    full = f"{low['state']}.mod_aggregate"
+    low["__agg__"] = True
+    try:
+        merged = states[full](ctx, low, chunks, dict(running))
+    except Exception:
+        log.error("Failed to execute aggregate for state %s", low["state"], exc_info=True)
+        return
+    if isinstance(merged, dict) and merged is not low:
+        low.clear()
+        low.update(merged)
+
+
+class ModInit:
+    """
+    Salt's C{_mod_init}: each state module's C{mod_init(ctx, low)} before
+    its first chunk of the run, again until it returns something true.
+    """
+
+    def __init__(self, states: Mapping[str, Callable[..., Any]]) -> None:
+        self._states = states
+        self._done: set[str] = set()
+
+    def before(self, low: Mapping[str, Any], contextFor: Callable[[Any], Any]) -> None:
+        """
+        Call C{low}'s module's C{mod_init} unless it already succeeded in
+        this run (nothing for a state function that does not exist, as
+        Salt). A raising C{mod_init} is logged.
+        """
+        module = low.get("state")
+        if module in self._done:
+            return
+        if not _has(self._states, f"{module}.{low.get('fun')}"):
+            return
+        full = f"{module}.mod_init"
+        if not _has(self._states, full):
+            self._done.add(str(module))
+            return
+        try:
+            if self._states[full](contextFor(low), low):
+                self._done.add(str(module))
+        except Exception:
+            log.exception("%s failed", full)
+
+
+def umaskOf(low: Mapping[str, Any]) -> int | None:
+    """
+    @return: the chunk's C{umask} as a number, its digits read as octal
+        as Salt reads them (C{"022"} and C{22} are both 0o22), or
+        L{None}.
+    @raise ValueError: C{Invalid umask: <value>} (Salt's words).
+    """
+    if "umask" not in low or low["umask"] is None:
+        return None
+    value = low["umask"]
+    try:
+        mask = int(str(value), 8)
+    except (TypeError, ValueError):
+        raise ValueError(f"Invalid umask: {value}") from None
+    if isinstance(value, bool) or not 0 <= mask <= 0o777:
+        raise ValueError(f"Invalid umask: {value}")
+    return mask
+
+
+@contextlib.contextmanager
+def underUmask(mask: int | None) -> Iterator[None]:
+    """
+    Run the block under umask C{mask} (nothing when L{None}), then
+    restore the umask.
+
+    The umask belongs to the whole process, as in Salt (whose state
+    function runs in its job's process): while the block runs, every
+    other thread of the minion creates its files under it too. Changes
+    are serialised by a lock so that two runs never restore each other's
+    values out of order.
+    """
+    if mask is None:
+        yield
+        return
+    with _UMASK_LOCK:
+        old = os.umask(mask)
+        try:
+            yield
+        finally:
+            os.umask(old)
+
+
+__all__ = [
+    "AggregateGroups",
+    "ModInit",
+    "aggregateAllowed",
+    "callAggregate",
+    "umaskOf",
+    "underUmask",
+]

@@ -1,0 +1,338 @@
+"""
+Tests for L{salttwist.state.runhooks} and the runner's use of it:
+C{mod_aggregate} with C{state_aggregate}, C{mod_init}, C{umask} and
+C{state_max_parallel}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from salttwist.state.runhooks import AggregateGroups, aggregateAllowed
+from salttwist.state.runner import StateRunner
+from salttwist.states import StateContext, loadStates
+from salttwist.states.pkg import mod_aggregate as pkgAggregate
+from tests.test_state_runner import chunk
+
+
+class HookStates:
+    """
+    State modules C{agg} (with C{mod_aggregate}), C{plain} (without) and
+    C{init} (with C{mod_init}) that record what they are called with.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        self.initReturns: list[Any] = []
+        self.lock = threading.Lock()
+
+    def record(self, fun: str, name: str, kwargs: dict[str, Any]) -> None:
+        with self.lock:
+            self.calls.append((fun, name, kwargs))
+
+    def functions(self) -> dict[str, Callable[..., Any]]:
+        def install(ctx: StateContext, name: str, names: Any = None, **kw: Any) -> dict:
+            self.record("agg.install", name, {"names": names})
+            return {"name": name, "result": True, "changes": {}, "comment": "ok"}
+
+        def mod_aggregate(ctx: StateContext, low: dict, chunks: list, running: dict) -> dict:
+            self.record("agg.mod_aggregate", low["name"], {"chunks": [c["name"] for c in chunks]})
+            names = [low["name"]]
+            for other in chunks:
+                if other is low or other.get("__agg__"):
+                    continue
+                names.append(other["name"])
+                other["__agg__"] = True
+            low["names"] = names
+            return low
+
+        def plainOk(ctx: StateContext, name: str, **kw: Any) -> dict:
+            self.record("plain.ok", name, {})
+            return {"name": name, "result": True, "changes": {}, "comment": "ok"}
+
+        def initOk(ctx: StateContext, name: str, **kw: Any) -> dict:
+            self.record("init.ok", name, {})
+            return {"name": name, "result": True, "changes": {}, "comment": "ok"}
+
+        def mod_init(ctx: StateContext, low: dict) -> Any:
+            self.record("init.mod_init", low["name"], {"test": ctx.test})
+            return self.initReturns.pop(0) if self.initReturns else True
+
+        return {
+            "agg.install": install,
+            "agg.mod_aggregate": mod_aggregate,
+            "plain.ok": plainOk,
+            "init.ok": initOk,
+            "init.mod_init": mod_init,
+        }
+
+
+class HookTestMixin:
+    def setUp(self) -> None:
+        self.hooks = HookStates()
+        self.states: dict[str, Callable[..., Any]] = dict(self.hooks.functions())
+        testStates = loadStates(("test",))
+        for key in list(testStates):
+            self.states[key] = testStates[key]
+        self.opts: dict[str, Any] = {}
+
+    def runChunks(self, chunks: list[dict[str, Any]], **kwargs: Any) -> dict[str, dict[str, Any]]:
+        base = StateContext(salt={}, opts=self.opts)
+        runner = StateRunner(self.states, lambda low: dataclasses.replace(base, low=low), **kwargs)
+        return runner.run(chunks)
+
+    def installs(self) -> list[tuple[str, Any]]:
+        return [(name, kw["names"]) for fun, name, kw in self.hooks.calls if fun == "agg.install"]
+
+
+class AggregateAllowedTests(SynchronousTestCase):
+    states = {"pkg.mod_aggregate": object(), "pkg.installed": object()}
+
+    def test_option(self) -> None:
+        """
+        C{True} or a list naming the module allows a chunk whose module
+        has a C{mod_aggregate}; C{False}, another list or a string do not.
+        """
+        low = chunk("pkg", "installed", "vim")
+        self.assertTrue(aggregateAllowed(low, True, self.states))
+        self.assertTrue(aggregateAllowed(low, ["pkg"], self.states))
+        self.assertFalse(aggregateAllowed(low, ["file"], self.states))
+        self.assertFalse(aggregateAllowed(low, False, self.states))
+        self.assertFalse(aggregateAllowed(low, "pkg", self.states))
+        self.assertFalse(aggregateAllowed(low, None, self.states))
+
+    def test_chunkOverrides(self) -> None:
+        """
+        A chunk's own C{aggregate} wins over the option.
+        """
+        self.assertTrue(
+            aggregateAllowed(chunk("pkg", "installed", "a", aggregate=True), False, self.states)
+        )
+        self.assertFalse(
+            aggregateAllowed(chunk("pkg", "installed", "a", aggregate=False), True, self.states)
+        )
+
+    def test_noHook(self) -> None:
+        """
+        A module without C{mod_aggregate} never aggregates.
+        """
+        self.assertFalse(aggregateAllowed(chunk("file", "managed", "/x"), True, self.states))
+
+
+class AggregateGroupsTests(SynchronousTestCase):
+    def groups(
+        self, chunks: list[dict[str, Any]], deps: dict[str, list[tuple[str, str]]]
+    ) -> AggregateGroups:
+        byTag = {f"{c['state']}_|-{c['__id__']}_|-{c['name']}_|-{c['fun']}": c for c in chunks}
+        return AggregateGroups(byTag, list(byTag), deps, lambda low: low["state"] == "agg")
+
+    def test_unrelated(self) -> None:
+        """
+        Chunks of one module with no requisites between them are one
+        group; each sees all of them, itself included.
+        """
+        chunks = [chunk("agg", "install", n) for n in "abc"]
+        groups = self.groups(chunks, {})
+        self.assertEqual(
+            [c["name"] for c in groups.chunksFor("agg_|-b_|-b_|-install")], ["a", "b", "c"]
+        )
+
+    def test_requisiteChainSplits(self) -> None:
+        """
+        A chunk that depends on a member, even through a chunk of another
+        module, starts a group of its own.
+        """
+        chunks = [
+            chunk("agg", "install", "a"),
+            chunk("plain", "ok", "mid"),
+            chunk("agg", "install", "b"),
+            chunk("agg", "install", "c"),
+        ]
+        deps = {
+            "plain_|-mid_|-mid_|-ok": [("require", "agg_|-a_|-a_|-install")],
+            "agg_|-b_|-b_|-install": [("require", "plain_|-mid_|-mid_|-ok")],
+        }
+        groups = self.groups(chunks, deps)
+        self.assertEqual([c["name"] for c in groups.chunksFor("agg_|-a_|-a_|-install")], ["a", "c"])
+        self.assertEqual(groups.chunksFor("agg_|-b_|-b_|-install"), [])
+        self.assertEqual(
+            groups.ancestors("agg_|-b_|-b_|-install"),
+            {"plain_|-mid_|-mid_|-ok", "agg_|-a_|-a_|-install"},
+        )
+
+    def test_longChain(self) -> None:
+        """
+        The requisites of a chain of 1500 are followed without
+        recursion.
+        """
+        chunks = [chunk("agg", "install", f"n{i}") for i in range(1500)]
+        tags = [f"agg_|-n{i}_|-n{i}_|-install" for i in range(1500)]
+        deps = {tags[i]: [("require", tags[i - 1])] for i in range(1, 1500)}
+        groups = self.groups(chunks, deps)
+        self.assertEqual(len(groups.ancestors(tags[-1])), 1499)
+        self.assertEqual(groups.chunksFor(tags[5]), [])
+
+
+class RunnerAggregateTests(HookTestMixin, SynchronousTestCase):
+    def test_aggregated(self) -> None:
+        """
+        With C{state_aggregate: True}, the first chunk of a module with
+        C{mod_aggregate} takes the others; they still run after it.
+        """
+        self.opts["state_aggregate"] = True
+        ret = self.runChunks([chunk("agg", "install", n) for n in ("a", "b", "c")])
+        self.assertEqual(self.installs(), [("a", ["a", "b", "c"]), ("b", None), ("c", None)])
+        self.assertEqual(len(ret), 3)
+        self.assertTrue(all(r["result"] for r in ret.values()))
+        hooks = [c for c in self.hooks.calls if c[0] == "agg.mod_aggregate"]
+        self.assertEqual(hooks, [("agg.mod_aggregate", "a", {"chunks": ["a", "b", "c"]})])
+
+    def test_off(self) -> None:
+        """
+        Without the option nothing is aggregated and C{aggregate} is not
+        passed to the state function.
+        """
+        self.runChunks([chunk("agg", "install", n) for n in ("a", "b")])
+        self.assertEqual(self.installs(), [("a", None), ("b", None)])
+        self.assertNotIn("agg.mod_aggregate", [c[0] for c in self.hooks.calls])
+
+    def test_perChunk(self) -> None:
+        """
+        C{aggregate: True} on chunks aggregates them without the option;
+        C{aggregate: False} keeps a chunk out with it.
+        """
+        self.runChunks(
+            [
+                chunk("agg", "install", "a", aggregate=True),
+                chunk("agg", "install", "b"),
+                chunk("agg", "install", "c", aggregate=True),
+            ]
+        )
+        self.assertEqual(self.installs(), [("a", ["a", "c"]), ("b", None), ("c", None)])
+        self.hooks.calls.clear()
+        self.opts["state_aggregate"] = ["agg"]
+        self.runChunks(
+            [chunk("agg", "install", "a"), chunk("agg", "install", "b", aggregate=False)]
+        )
+        self.assertEqual(self.installs(), [("a", None), ("b", None)])
+
+    def test_requisitesRespected(self) -> None:
+        """
+        A chunk that requires a member is not merged into it (it would
+        run before its requisite).
+        """
+        self.opts["state_aggregate"] = True
+        self.runChunks(
+            [
+                chunk("agg", "install", "a"),
+                chunk("test", "succeed_without_changes", "between", require=[{"agg": "a"}]),
+                chunk("agg", "install", "b", require=["between"]),
+                chunk("agg", "install", "c"),
+            ]
+        )
+        self.assertEqual(self.installs(), [("a", ["a", "c"]), ("b", None), ("c", None)])
+
+    def test_pkgHook(self) -> None:
+        """
+        C{pkg.mod_aggregate} through the runner: one C{pkg.installed}
+        gets every package.
+        """
+        seen: list[tuple[str, Any]] = []
+
+        def installed(
+            ctx: StateContext, name: str, pkgs: Any = None, version: Any = None, **kw: Any
+        ) -> dict:
+            seen.append((name, pkgs))
+            return {"name": name, "result": True, "changes": {}, "comment": "ok"}
+
+        self.states["pkg.installed"] = installed
+        self.states["pkg.mod_aggregate"] = loadStates(("pkg",))["pkg.mod_aggregate"]
+        self.opts["state_aggregate"] = ["pkg"]
+        self.runChunks(
+            [
+                chunk("pkg", "installed", "vim"),
+                chunk("pkg", "installed", "tools", pkgs=["curl", {"jq": "1.6-2"}]),
+                chunk("pkg", "installed", "git", version="1:2.39"),
+            ]
+        )
+        self.assertEqual(
+            seen,
+            [
+                ("vim", ["vim", "curl", {"jq": "1.6-2"}, {"git": "1:2.39"}]),
+                ("tools", ["curl", {"jq": "1.6-2"}]),
+                ("git", None),
+            ],
+        )
+
+
+class PkgAggregateTests(SynchronousTestCase):
+    """
+    L{salttwist.states.pkg.mod_aggregate} on chunks.
+    """
+
+    ctx = StateContext(salt={}, opts={})
+
+    def test_merge(self) -> None:
+        """
+        Names (with their versions) and C{pkgs} of the others join
+        C{low}'s own package in C{pkgs}; the others are marked
+        C{__agg__} and lose their C{version}.
+        """
+        low = chunk("pkg", "installed", "vim", version="2:9.0")
+        b = chunk("pkg", "installed", "git", version="1:2.39")
+        c = chunk("pkg", "installed", "tools", pkgs=["curl", {"jq": "1.6"}, "vim"])
+        ret = pkgAggregate(self.ctx, low, [low, b, c], {})
+        self.assertIs(ret, low)
+        self.assertEqual(low["pkgs"], [{"vim": "2:9.0"}, {"git": "1:2.39"}, "curl", {"jq": "1.6"}])
+        self.assertNotIn("version", low)
+        self.assertTrue(b["__agg__"] and c["__agg__"])
+        self.assertNotIn("version", b)
+        self.assertEqual(c["pkgs"], ["curl", {"jq": "1.6"}, "vim"])
+
+    def test_leftAlone(self) -> None:
+        """
+        Chunks already run or merged, of another function, C{fromrepo},
+        with C{hold}, or pinning a merged package at another version are
+        not merged; with none merged C{low} is unchanged.
+        """
+        low = chunk("pkg", "installed", "vim", version="2")
+        others = [
+            chunk("pkg", "installed", "ran"),
+            chunk("pkg", "installed", "merged", __agg__=True),
+            chunk("pkg", "latest", "latest"),
+            chunk("pkg", "installed", "repo", fromrepo="backports"),
+            chunk("pkg", "installed", "held", hold=True),
+            chunk("pkg", "installed", "clash", pkgs=[{"vim": "3"}]),
+            chunk("file", "installed", "notpkg"),
+        ]
+        before = dict(low)
+        pkgAggregate(self.ctx, low, [low, *others], {"pkg_|-ran_|-ran_|-installed": {}})
+        self.assertEqual(low, before)
+        self.assertEqual([o["name"] for o in others if o.get("__agg__")], ["merged"])
+
+    def test_sources(self) -> None:
+        """
+        C{sources} merge only with C{sources}.
+        """
+        low = chunk("pkg", "installed", "a", sources=[{"a": "/tmp/a.deb"}])
+        b = chunk("pkg", "installed", "b", sources=[{"b": "/tmp/b.deb"}])
+        c = chunk("pkg", "installed", "c")
+        pkgAggregate(self.ctx, low, [low, b, c], {})
+        self.assertEqual(low["sources"], [{"a": "/tmp/a.deb"}, {"b": "/tmp/b.deb"}])
+        self.assertNotIn("__agg__", c)
+
+    def test_otherFunction(self) -> None:
+        """
+        Functions other than installed, latest, removed and purged are
+        not aggregated.
+        """
+        low = chunk("pkg", "uptodate", "up")
+        other = chunk("pkg", "uptodate", "up2")
+        pkgAggregate(self.ctx, low, [low, other], {})
+        self.assertNotIn("pkgs", low)
+        self.assertNotIn("__agg__", other)
