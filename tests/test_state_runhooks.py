@@ -7,6 +7,7 @@ C{state_max_parallel}.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -336,3 +337,89 @@ class PkgAggregateTests(SynchronousTestCase):
         pkgAggregate(self.ctx, low, [low, other], {})
         self.assertNotIn("pkgs", low)
         self.assertNotIn("__agg__", other)
+
+
+class ModInitTests(HookTestMixin, SynchronousTestCase):
+    def test_oncePerModule(self) -> None:
+        """
+        A module's C{mod_init} runs once, before its first chunk, with
+        that chunk and its context.
+        """
+        self.runChunks(
+            [
+                chunk("plain", "ok", "p"),
+                chunk("init", "ok", "a"),
+                chunk("init", "ok", "b"),
+            ],
+            test=False,
+        )
+        self.assertEqual(
+            [(fun, name) for fun, name, _ in self.hooks.calls],
+            [("plain.ok", "p"), ("init.mod_init", "a"), ("init.ok", "a"), ("init.ok", "b")],
+        )
+
+    def test_againUntilTrue(self) -> None:
+        """
+        A C{mod_init} that returns something false is called again before
+        the next chunk of its module, as Salt does.
+        """
+        self.hooks.initReturns = [False, True]
+        self.runChunks([chunk("init", "ok", n) for n in "abc"])
+        self.assertEqual(
+            [name for fun, name, _ in self.hooks.calls if fun == "init.mod_init"], ["a", "b"]
+        )
+
+    def test_missingFunction(self) -> None:
+        """
+        A chunk whose function does not exist does not call its module's
+        C{mod_init}; a raising C{mod_init} does not stop the run.
+        """
+
+        def broken(ctx: StateContext, low: dict) -> Any:
+            raise RuntimeError("no database")
+
+        ret = self.runChunks([chunk("init", "missing", "x")])
+        self.assertEqual(self.hooks.calls, [])
+        self.assertIs(next(iter(ret.values()))["result"], False)
+        self.states["init.mod_init"] = broken
+        ret = self.runChunks([chunk("init", "ok", "y")])
+        self.assertIs(next(iter(ret.values()))["result"], True)
+
+    def test_eachRun(self) -> None:
+        """
+        Each run calls C{mod_init} again.
+        """
+        self.runChunks([chunk("init", "ok", "a")])
+        self.runChunks([chunk("init", "ok", "b")])
+        self.assertEqual(
+            [name for fun, name, _ in self.hooks.calls if fun == "init.mod_init"], ["a", "b"]
+        )
+
+
+class OptionTests(SynchronousTestCase):
+    """
+    The minion options of the runner's hooks.
+    """
+
+    def load(self, text: str) -> dict[str, Any]:
+        from salttwist.config import loadMinionConfig
+
+        configDir = self.mktemp()
+        os.makedirs(configDir)
+        with open(os.path.join(configDir, "minion"), "w") as f:
+            f.write(text)
+        return loadMinionConfig(configDir)
+
+    def test_stateAggregate(self) -> None:
+        """
+        C{state_aggregate} is false by default, and takes a boolean or a
+        list of state modules; anything else is refused, named.
+        """
+        from salttwist.config import ConfigError
+
+        self.assertIs(self.load("")["state_aggregate"], False)
+        self.assertIs(self.load("state_aggregate: true\n")["state_aggregate"], True)
+        self.assertEqual(self.load("state_aggregate: [pkg]\n")["state_aggregate"], ["pkg"])
+        error = self.assertRaises(ConfigError, self.load, "state_aggregate: pkg\n")
+        self.assertIn("'state_aggregate'", str(error))
+        self.assertIn("a boolean or a list of state module names", str(error))
