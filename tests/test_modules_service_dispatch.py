@@ -8,6 +8,7 @@ a temporary root.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
 from typing import Any
@@ -139,3 +140,31 @@ class SysvDispatchTests(SynchronousTestCase):
         self.assertEqual((service.enabled(c, name), service.disabled(c, name)), (True, False))
         none = f"{name}-none"
         self.assertEqual((service.enabled(c, none), service.disabled(c, none)), (False, False))
+
+
+class ProviderShapeTests(SynchronousTestCase):
+    """
+    Both providers answer L{service.ServiceProvider} alike, which the
+    functions rely on instead of asking which provider they have.
+    """
+
+    def test_sameMethods(self) -> None:
+        """
+        Each method of the protocol has the same signature on both.
+        """
+        methods = [
+            name
+            for name, value in vars(service.ServiceProvider).items()
+            if callable(value) and not name.startswith("_")
+        ]
+        self.assertEqual(
+            sorted(methods),
+            ["action", "disable", "enable", "getAll", "getEnabled", "isEnabled", "status"],
+        )
+        for provider in (service.SysvProvider, service.SystemdProvider):
+            for name in methods:
+                self.assertEqual(
+                    inspect.signature(getattr(provider, name)),
+                    inspect.signature(getattr(service.ServiceProvider, name)),
+                    (provider, name),
+                )

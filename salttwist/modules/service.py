@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from salttwist.modules import CommandExecutionError, LoaderContext, needsContext
 
@@ -84,6 +84,54 @@ def _processMatches(sig: str) -> list[int]:
     return pids
 
 
+class ServiceProvider(Protocol):
+    """
+    What the functions ask of a provider; each function calls it the same
+    way whichever provider it is.
+    """
+
+    name: str
+
+    def action(self, name: str, action: str, noBlock: bool = False) -> bool:
+        """
+        Run C{action} (C{start}, C{stop}, C{restart}, C{reload},
+        C{force-reload}) on service C{name}; C{noBlock}: do not wait for it
+        to finish, where the provider can.
+
+        @return: whether the command succeeded.
+        """
+
+    def status(self, name: str) -> bool:
+        """
+        @return: whether service C{name} runs.
+        """
+
+    def getAll(self) -> list[str]:
+        """
+        @return: every service there is, sorted.
+        """
+
+    def getEnabled(self) -> list[str]:
+        """
+        @return: the services that start at boot, sorted.
+        """
+
+    def isEnabled(self, name: str) -> bool:
+        """
+        @return: whether service C{name} starts at boot.
+        """
+
+    def enable(self, name: str) -> bool:
+        """
+        Make service C{name} start at boot.
+        """
+
+    def disable(self, name: str) -> bool:
+        """
+        Make service C{name} not start at boot.
+        """
+
+
 class SysvProvider:
     """
     Services as C{init.d} scripts (Salt's C{debian_service}).
@@ -113,9 +161,10 @@ class SysvProvider:
             raise CommandExecutionError(f"Invalid service name: {name!r}")
         return os.path.join(self.initDir, name)
 
-    def action(self, name: str, action: str) -> bool:
+    def action(self, name: str, action: str, noBlock: bool = False) -> bool:
         """
-        Run C{<script> <action>}; C{True} when it exits 0.
+        Run C{<script> <action>}; C{True} when it exits 0. A script always
+        runs to its end: C{noBlock} (systemd's) does nothing here.
         """
         path = self.script(name)
         if not os.access(path, os.X_OK):
@@ -166,6 +215,12 @@ class SysvProvider:
                 if match:
                     enabled.add(match.group(1))
         return sorted(enabled)
+
+    def isEnabled(self, name: str) -> bool:
+        """
+        @return: whether C{name} has a start link in the boot runlevels.
+        """
+        return name in self.getEnabled()
 
     def _levels(self, name: str) -> tuple[list[str], list[str]]:
         """
@@ -334,7 +389,7 @@ class SystemdProvider:
         return code == 0 and out.strip() in ("enabled", "enabled-runtime", "alias")
 
 
-def _providerFor(opts: Mapping[str, Any]) -> SysvProvider | SystemdProvider:
+def _providerFor(opts: Mapping[str, Any]) -> ServiceProvider:
     """
     @return: the service provider C{opts} ask for (Salt's C{providers:
         {service: ...}}), else systemd when it runs, else sysvinit.
@@ -351,7 +406,7 @@ def _providerFor(opts: Mapping[str, Any]) -> SysvProvider | SystemdProvider:
     raise CommandExecutionError(f"Unknown service provider {wanted!r} (systemd or sysvinit)")
 
 
-def _provider(context: LoaderContext) -> SysvProvider | SystemdProvider:
+def _provider(context: LoaderContext) -> ServiceProvider:
     return _providerFor(context.opts)
 
 
@@ -364,10 +419,7 @@ def start(context: LoaderContext, name: str, no_block: bool = False, **kwargs: A
 
         salttwist '*' service.start nginx
     """
-    provider = _provider(context)
-    if isinstance(provider, SystemdProvider):
-        return provider.action(name, "start", no_block)
-    return provider.action(name, "start")
+    return _provider(context).action(name, "start", no_block)
 
 
 @needsContext
@@ -379,10 +431,7 @@ def stop(context: LoaderContext, name: str, no_block: bool = False, **kwargs: An
 
         salttwist '*' service.stop nginx
     """
-    provider = _provider(context)
-    if isinstance(provider, SystemdProvider):
-        return provider.action(name, "stop", no_block)
-    return provider.action(name, "stop")
+    return _provider(context).action(name, "stop", no_block)
 
 
 @needsContext
@@ -394,10 +443,7 @@ def restart(context: LoaderContext, name: str, no_block: bool = False, **kwargs:
 
         salttwist '*' service.restart nginx
     """
-    provider = _provider(context)
-    if isinstance(provider, SystemdProvider):
-        return provider.action(name, "restart", no_block)
-    return provider.action(name, "restart")
+    return _provider(context).action(name, "restart", no_block)
 
 
 @needsContext
@@ -422,8 +468,7 @@ def force_reload(context: LoaderContext, name: str, **kwargs: Any) -> bool:
 
         salttwist '*' service.force_reload nginx
     """
-    provider = _provider(context)
-    return provider.action(name, "force-reload")
+    return _provider(context).action(name, "force-reload")
 
 
 @needsContext
@@ -541,10 +586,7 @@ def enabled(context: LoaderContext, name: str, **kwargs: Any) -> bool:
 
         salttwist '*' service.enabled nginx
     """
-    provider = _provider(context)
-    if isinstance(provider, SystemdProvider):
-        return provider.isEnabled(name)
-    return name in provider.getEnabled()
+    return _provider(context).isEnabled(name)
 
 
 @needsContext
@@ -557,9 +599,7 @@ def disabled(context: LoaderContext, name: str, **kwargs: Any) -> bool:
         salttwist '*' service.disabled nginx
     """
     provider = _provider(context)
-    if isinstance(provider, SystemdProvider):
-        return name in provider.getAll() and not provider.isEnabled(name)
-    return name in provider.getAll() and name not in provider.getEnabled()
+    return name in provider.getAll() and not provider.isEnabled(name)
 
 
 @needsContext
