@@ -607,6 +607,7 @@ _MINION_OPTIONS: dict[str, _Option] = {
     "req_write_buffer": _Option(16777216, _integer(65536)),
     "returns_memory_max": _Option(67108864, _integer(65536)),
     "state_aggregate": _Option(False, _checkAggregate),
+    "state_max_parallel": _Option(0, _COUNT),
 }
 
 

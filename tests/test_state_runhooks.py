@@ -423,3 +423,93 @@ class OptionTests(SynchronousTestCase):
         error = self.assertRaises(ConfigError, self.load, "state_aggregate: pkg\n")
         self.assertIn("'state_aggregate'", str(error))
         self.assertIn("a boolean or a list of state module names", str(error))
+
+    def test_stateMaxParallel(self) -> None:
+        """
+        C{state_max_parallel} is 0 (no limit) by default and a count.
+        """
+        from salttwist.config import ConfigError
+
+        self.assertEqual(self.load("")["state_max_parallel"], 0)
+        self.assertEqual(self.load("state_max_parallel: 3\n")["state_max_parallel"], 3)
+        error = self.assertRaises(ConfigError, self.load, "state_max_parallel: -1\n")
+        self.assertIn("'state_max_parallel'", str(error))
+
+
+class MaxParallelTests(HookTestMixin, SynchronousTestCase):
+    """
+    C{state_max_parallel} limits the C{parallel: True} states running at
+    once; the others wait, in order, and every one runs.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.active = 0
+        self.peak = 0
+        self.started: list[str] = []
+        self.barrier: threading.Barrier | None = None
+
+        def slot(ctx: StateContext, name: str, **kw: Any) -> dict:
+            with self.hooks.lock:
+                self.active += 1
+                self.peak = max(self.peak, self.active)
+                self.started.append(name)
+            try:
+                if self.barrier is not None:
+                    # Two at a time meet here: proves the limit lets two
+                    # run together (the timeout only ends a broken run).
+                    self.barrier.wait(timeout=30)
+            finally:
+                with self.hooks.lock:
+                    self.active -= 1
+            return {"name": name, "result": True, "changes": {}, "comment": "slot"}
+
+        self.states["slot.run"] = slot
+
+    def test_limit(self) -> None:
+        """
+        With C{state_max_parallel: 2}, four parallel states run two at a
+        time, started in order, and the plain state after them runs too.
+        """
+        self.opts["state_max_parallel"] = 2
+        self.barrier = threading.Barrier(2)
+        ret = self.runChunks(
+            [
+                *[chunk("slot", "run", n, parallel=True) for n in "abcd"],
+                chunk("plain", "ok", "after"),
+            ]
+        )
+        self.assertEqual(self.peak, 2)
+        self.assertEqual(self.started[:2], ["a", "b"] if self.started[0] == "a" else ["b", "a"])
+        self.assertEqual(sorted(self.started[2:]), ["c", "d"])
+        entries = sorted(ret.values(), key=lambda r: r["__run_num__"])
+        self.assertEqual([r["__id__"] for r in entries], ["a", "b", "c", "d", "after"])
+        self.assertTrue(all(r["result"] is True for r in entries))
+        self.assertTrue(all(r.get("__parallel__") for r in entries[:4]))
+
+    def test_one(self) -> None:
+        """
+        With C{state_max_parallel: 1} the parallel states run one after
+        another; a dependent waits for its requisite as always.
+        """
+        self.opts["state_max_parallel"] = 1
+        ret = self.runChunks(
+            [
+                chunk("slot", "run", "a", parallel=True),
+                chunk("slot", "run", "b", parallel=True),
+                chunk("slot", "run", "c", parallel=True, require=["a"]),
+            ]
+        )
+        self.assertEqual(self.peak, 1)
+        self.assertEqual(self.started, ["a", "b", "c"])
+        self.assertEqual(len(ret), 3)
+
+    def test_unlimited(self) -> None:
+        """
+        Without the option (0), parallel states all start at once: four
+        meet at one barrier.
+        """
+        self.barrier = threading.Barrier(4)
+        ret = self.runChunks([chunk("slot", "run", n, parallel=True) for n in "abcd"])
+        self.assertEqual(self.peak, 4)
+        self.assertTrue(all(r["result"] is True for r in ret.values()))

@@ -153,8 +153,13 @@ class _Parallel:
 
     def __init__(self, work: Callable[[], dict[str, Any]]) -> None:
         self.ret: dict[str, Any] | None = None
+        self.started = False
         self._work = work
         self.thread = threading.Thread(target=self._run, name="state-parallel", daemon=True)
+
+    def start(self) -> None:
+        self.started = True
+        self.thread.start()
 
     def _run(self) -> None:
         self.ret = self._work()
@@ -189,6 +194,7 @@ class _Run:
         self.running: dict[str, dict[str, Any]] = {}
         self.pre: dict[str, dict[str, Any]] = {}
         self.parallel: dict[str, _Parallel] = {}
+        self.queued: list[str] = []
         self.cyclic: dict[str, list[str]] = {}
         self.opts: Mapping[str, Any] | None = None
         self.aggregates: AggregateGroups | None = None
@@ -205,6 +211,7 @@ class _Run:
             for tag in self.requisitesFirst(stateTag(chunk)):
                 if self.stopped:
                     break
+                self.startQueued()
                 self.callChunk(tag, [])
         self.joinAll()
         if not self.cancelled:
@@ -508,12 +515,16 @@ class _Run:
         if chunk.get("parallel"):
             job = _Parallel(work)
             self.parallel[tag] = job
+            self.queued.append(tag)
+            self.startQueued()
             start, _ = _fakeTimes(self.runner.clock)
             self.running[tag] = {
                 "name": chunk.get("name"),
                 "result": None,
                 "changes": {},
-                "comment": "Started in a separate process",
+                "comment": "Started in a separate process"
+                if job.started
+                else "Waiting to be started in a separate process, max_parallel hit",
                 "start_time": start,
                 "duration": 0.0,
                 "__run_num__": self.runNum,
@@ -522,18 +533,48 @@ class _Run:
                 "__parallel__": True,
             }
             self.runNum += 1
-            job.thread.start()
             return
         self.finish(tag, work())
+
+    def startQueued(self, until: str | None = None) -> None:
+        """
+        Start the queued parallel states in order while fewer than
+        C{state_max_parallel} run (0: no limit), as Salt's
+        C{reconcile_procs}; with C{until}, wait for running ones to end
+        until that state could start.
+        """
+        if not self.queued:
+            return
+        try:
+            limit = max(int(self.option("state_max_parallel") or 0), 0)
+        except (TypeError, ValueError):
+            limit = 0
+        while self.queued:
+            if limit:
+                alive = [
+                    job for job in self.parallel.values() if job.started and job.thread.is_alive()
+                ]
+                if len(alive) >= limit:
+                    if until is None:
+                        return
+                    alive[0].thread.join()
+                    continue
+            tag = self.queued.pop(0)
+            self.parallel[tag].start()
+            if tag == until:
+                return
 
     def joinDeps(self, tag: str) -> None:
         self.joinAll(dep for _, dep in self.deps[tag])
 
     def joinAll(self, tags: Any = None) -> None:
         for tag in list(self.parallel if tags is None else tags):
-            job = self.parallel.pop(tag, None)
+            job = self.parallel.get(tag)
             if job is None:
                 continue
+            if not job.started:
+                self.startQueued(until=tag)
+            del self.parallel[tag]
             job.thread.join()
             placeholder = self.running[tag]
             ret = job.ret or {
