@@ -14,7 +14,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from salttwist.state.runhooks import AggregateGroups, aggregateAllowed
+from salttwist.state.runhooks import AggregateGroups, aggregateAllowed, umaskOf
 from salttwist.state.runner import StateRunner
 from salttwist.states import StateContext, loadStates
 from salttwist.states.pkg import mod_aggregate as pkgAggregate
@@ -513,3 +513,81 @@ class MaxParallelTests(HookTestMixin, SynchronousTestCase):
         ret = self.runChunks([chunk("slot", "run", n, parallel=True) for n in "abcd"])
         self.assertEqual(self.peak, 4)
         self.assertTrue(all(r["result"] is True for r in ret.values()))
+
+
+class UmaskTests(HookTestMixin, SynchronousTestCase):
+    """
+    A chunk's C{umask}: its state function runs under it.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.dir = os.path.abspath(self.mktemp())
+        os.makedirs(self.dir)
+
+        def touch(ctx: StateContext, name: str, **kw: Any) -> dict:
+            path = os.path.join(self.dir, name)
+            with open(path, "w") as f:
+                f.write("x")
+            return {"name": name, "result": True, "changes": {"new": path}, "comment": "made"}
+
+        self.states["touch.file"] = touch
+        old = os.umask(0o022)
+        self.addCleanup(os.umask, old)
+
+    def mode(self, name: str) -> int:
+        return os.stat(os.path.join(self.dir, name)).st_mode & 0o777
+
+    def test_umask(self) -> None:
+        """
+        A file made under C{umask: "077"} is 0600; the umask is restored
+        afterwards, so the next state's file is 0644. C{27} (a YAML
+        number) is read as octal, as Salt.
+        """
+        ret = self.runChunks(
+            [
+                chunk("touch", "file", "private", umask="077"),
+                chunk("touch", "file", "shared"),
+                chunk("touch", "file", "group", umask=27),
+            ]
+        )
+        self.assertEqual(self.mode("private"), 0o600)
+        self.assertEqual(self.mode("shared"), 0o644)
+        self.assertEqual(self.mode("group"), 0o640)
+        self.assertTrue(all(r["result"] for r in ret.values()))
+        self.assertEqual(os.umask(0o022), 0o022)
+
+    def test_restoredAfterFailure(self) -> None:
+        """
+        The umask is restored when the state raises.
+        """
+
+        def boom(ctx: StateContext, name: str) -> dict:
+            raise OSError("disk gone")
+
+        self.states["touch.boom"] = boom
+        ret = self.runChunks([chunk("touch", "boom", "b", umask="077")])
+        self.assertIs(next(iter(ret.values()))["result"], False)
+        self.assertEqual(os.umask(0o022), 0o022)
+
+    def test_invalid(self) -> None:
+        """
+        A umask that is not octal fails the state, not called, with
+        Salt's words.
+        """
+        ret = self.runChunks([chunk("touch", "file", "bad", umask="0999")])
+        entry = next(iter(ret.values()))
+        self.assertIs(entry["result"], False)
+        self.assertEqual(entry["comment"], "Invalid umask: 0999\n")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "bad")))
+
+    def test_umaskOf(self) -> None:
+        """
+        L{umaskOf} reads the digits as octal; none is L{None}; a boolean
+        or more than 0777 is refused.
+        """
+        self.assertEqual(umaskOf({"umask": "022"}), 0o022)
+        self.assertEqual(umaskOf({"umask": 77}), 0o077)
+        self.assertIsNone(umaskOf({}))
+        for bad in (True, "abc", "1777", "-1"):
+            self.assertRaises(ValueError, umaskOf, {"umask": bad})

@@ -10,7 +10,11 @@ runs them first. Requisites (C{require}, C{watch}, C{onchanges},
 C{onfail}, C{prereq}, their C{_any} forms, C{onfail_all}) decide whether
 and how a chunk runs (L{salttwist.state.requisites}); C{listen} runs
 C{mod_watch} after every chunk. C{unless}/C{onlyif}/C{creates}/C{retry}
-are L{salttwist.state.runcall}'s.
+are L{salttwist.state.runcall}'s. Before a chunk, its module's
+C{mod_aggregate} (with C{state_aggregate}) and C{mod_init} are called; a
+chunk's C{umask} is set around its call (process-wide, as in Salt; not for
+C{parallel} states); C{state_max_parallel} caps the C{parallel} states
+running at once (L{salttwist.state.runhooks}).
 
 Blocking: a run happens in a thread, never on the reactor.
 """
@@ -37,7 +41,14 @@ from salttwist.state.requisites import (
 )
 from salttwist.state.runafter import fireStateResult
 from salttwist.state.runcall import StateCall, exceptionReturn
-from salttwist.state.runhooks import AggregateGroups, ModInit, aggregateAllowed, callAggregate
+from salttwist.state.runhooks import (
+    AggregateGroups,
+    ModInit,
+    aggregateAllowed,
+    callAggregate,
+    umaskOf,
+    underUmask,
+)
 
 log = logging.getLogger(__name__)
 
@@ -512,7 +523,18 @@ class _Run:
                 ret = self.runner.caller.call(watch, ctx)
             return ret
 
+        try:
+            mask = umaskOf(chunk)
+        except ValueError as e:
+            # Salt's verify_data: the state is not called.
+            self.finish(
+                tag,
+                {"name": chunk.get("name"), "result": False, "changes": {}, "comment": f"{e}\n"},
+            )
+            return
         if chunk.get("parallel"):
+            # As Salt, a parallel state does not get its umask: the umask
+            # is the process's, and threads run together.
             job = _Parallel(work)
             self.parallel[tag] = job
             self.queued.append(tag)
@@ -534,7 +556,9 @@ class _Run:
             }
             self.runNum += 1
             return
-        self.finish(tag, work())
+        with underUmask(mask):
+            ret = work()
+        self.finish(tag, ret)
 
     def startQueued(self, until: str | None = None) -> None:
         """
