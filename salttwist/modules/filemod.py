@@ -471,15 +471,8 @@ def replace(
                 new += content + "\n"
     changed = new != original
     if changed and dry_run is not True:
-        if backup:
-            shutil.copy2(path, path + str(backup))
-        try:
-            # In place, as Salt's preserve_inode: hard links, owner and mode stay.
-            with open(path, "r+b") as f:
-                f.write(new.encode("utf-8", "surrogateescape"))
-                f.truncate()
-        except OSError as e:
-            raise CommandExecutionError(f"Unable to write file '{path}'. Exception: {e}") from e
+        # In place, as Salt's preserve_inode: hard links, owner and mode stay.
+        _rewrite(path, new, backup)
     if show_changes is not False:
         return "".join(difflib.unified_diff(original.splitlines(True), new.splitlines(True)))
     return changed
@@ -1432,12 +1425,38 @@ def _writeInPlace(path: str, text: str) -> None:
         raise CommandExecutionError(f"Unable to write file '{path}'. Exception: {e}") from e
 
 
+def _rewrite(path: str, text: str, backup: Any) -> None:
+    """
+    Write C{text} to C{path} in place (L{_writeInPlace}), the original kept
+    first as C{path + backup} (C{backup} a suffix such as C{.bak}; none
+    when it is false).
+    """
+    if backup:
+        shutil.copy2(path, f"{path}{backup}")
+    _writeInPlace(path, text)
+
+
+def _lineEnd(lines: list[str]) -> str:
+    """
+    @return: the line end of a file's lines (the first one's that has
+        one), a newline when none has.
+    """
+    return next((_eol(line) for line in lines if _eol(line)), "\n")
+
+
+def _refuseBinary(path: str) -> None:
+    """
+    @raise SaltInvocationError: if C{path} is a binary file.
+    """
+    if _isBinaryFile(path):
+        raise SaltInvocationError(f"Cannot perform string replacements on a binary file: {path}")
+
+
 def _textFile(path: str) -> str:
     path = os.path.realpath(_expand(path))
     if not os.path.isfile(path):
         raise SaltInvocationError(f"File not found: {path}")
-    if _isBinaryFile(path):
-        raise SaltInvocationError(f"Cannot perform string replacements on a binary file: {path}")
+    _refuseBinary(path)
     return path
 
 
@@ -1480,9 +1499,7 @@ def comment_line(
             newLines.append(line)
     if not before:
         return False
-    if backup:
-        shutil.copy2(path, f"{path}{backup}")
-    _writeInPlace(path, "".join(newLines))
+    _rewrite(path, "".join(newLines), backup)
     return "".join(difflib.unified_diff(before, after))
 
 
@@ -1703,7 +1720,7 @@ def _lineEdit(
     if location not in (None, "start", "end"):
         raise CommandExecutionError(f'Unknown location: "{location}": use "start" or "end"')
     original = _readLines(path)
-    eol = next((_eol(line) for line in original if _eol(line)), "\n")
+    eol = _lineEnd(original)
     bare = [line[: len(line) - len(_eol(line))] for line in original]
     newBare = _setLine(bare, content, match, mode, location, before, after, indent)
     endsWithEol = not original or bool(_eol(original[-1]))
@@ -1809,14 +1826,13 @@ def blockreplace(
     path = _expand(path)
     if not os.path.exists(path):
         raise SaltInvocationError(f"File not found: {path}")
-    if _isBinaryFile(path):
-        raise SaltInvocationError(f"Cannot perform string replacements on a binary file: {path}")
+    _refuseBinary(path)
     content = "" if content is None else str(content)
     if append_newline is None and not content.endswith("\n"):
         append_newline = True
     parts = content.replace("\r\n", "\n").split("\n")
     original = _readLines(path)
-    linesep = next((_eol(line) for line in original if _eol(line)), "\n")
+    linesep = _lineEnd(original)
 
     def block(startMarker: bool = True, endLine: str | None = None) -> list[str]:
         end = (endLine if endLine is not None else marker_end).rstrip("\r\n") + linesep
@@ -1870,9 +1886,7 @@ def blockreplace(
             raise CommandExecutionError("Cannot edit marked block. Markers were not found in file.")
     diff = "".join(difflib.unified_diff(original, new))
     if diff and not dry_run:
-        if backup is not False and backup:
-            shutil.copy2(path, f"{path}{backup}")
-        _writeInPlace(path, "".join(new))
+        _rewrite(path, "".join(new), backup)
     if show_changes:
         return diff
     return bool(diff)
