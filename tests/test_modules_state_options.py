@@ -29,13 +29,13 @@ OPTIONS = {
 #: Each function, its positional arguments, and what its run is built
 #: with when called with L{OPTIONS}: C{(test, pillar, saltenv, pillarenv,
 #: stateEvents, defaultSaltenv)}. A function without a C{pillar} argument
-#: (C{state.test}, C{state.show_top}) has the executor merge the override
-#: into its context's pillar instead (not into a pillar fetched afresh).
+#: (C{state.show_top}) has the executor merge the override into its
+#: context's pillar instead (not into a pillar fetched afresh).
 EVERY = {
     "state.apply": ((), (True, {"port": 83}, "base", "dev", True, None)),
     "state.apply web": (("web",), (True, {"port": 83}, "base", "dev", True, "base")),
-    "state.test": ((), (True, None, "base", "dev", True, None)),
-    "state.test web": (("web",), (True, None, "base", "dev", True, "base")),
+    "state.test": ((), (True, {"port": 83}, "base", "dev", True, None)),
+    "state.test web": (("web",), (True, {"port": 83}, "base", "dev", True, "base")),
     "state.highstate": ((), (True, {"port": 83}, "base", "dev", True, None)),
     "state.sls": (("web",), (True, {"port": 83}, "base", "dev", True, "base")),
     "state.sls_id": (("greeting", "web"), (True, {"port": 83}, "base", "dev", True, "base")),
@@ -112,6 +112,26 @@ class OptionsTests(TestCase):
             self.assertEqual(
                 asked, [{"saltenv": saltenv, "pillarenv": pillarenv, "override": pillar}], label
             )
+        self.assertFalse(os.path.exists(self.portFile))
+
+    async def test_stateTestPillar(self) -> None:
+        """
+        C{state.test pillar=...} renders with the override, in the pillar
+        compiled afresh for a job as without a master to ask (as Salt's,
+        whose C{state.test} passes every argument on to C{state.apply}).
+        """
+        asked: list[Any] = []
+
+        def fetchPillar(**kwargs: Any) -> Deferred[dict[str, Any]]:
+            asked.append(kwargs["override"])
+            return succeed({"port": 81, "out": self.out, **(kwargs["override"] or {})})
+
+        for fetch in [fetchPillar, None]:
+            self.context.fetchPillar = fetch
+            result = await self.call("state.test", "web", pillar={"port": 84})
+            names = [ret["name"] for ret in result["return"].values()]
+            self.assertIn(f"echo 84 > {self.portFile}", names, result)
+        self.assertEqual(asked, [{"port": 84}])
         self.assertFalse(os.path.exists(self.portFile))
 
     async def test_stateTestForcesTest(self) -> None:
@@ -252,6 +272,7 @@ class SignatureTests(TestCase):
         )
         self.assertEqual(_argspec(statemod.show_top)["args"], ["queue", "saltenv", "concurrent"])
         self.assertEqual(_argspec(statemod.test)["args"], ["mods"])
+        self.assertEqual(_argspec(statemod.test)["kwonlyargs"], ["pillar"])
         self.assertEqual(
             _argspec(statemod.single)["args"],
             ["fun", "name", "test", "queue", "pillar", "saltenv", "concurrent", "state_events"],

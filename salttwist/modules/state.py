@@ -619,17 +619,22 @@ def apply_(
 
 
 @needsJid
-def test(context: LoaderContext, mods: Any = None, **kwargs: Any) -> Any:
+def test(context: LoaderContext, mods: Any = None, *, pillar: Any = None, **kwargs: Any) -> Any:
     """
     C{state.apply} with C{test=True} forced: what would change, nothing
-    changed.
+    changed. Takes C{state.apply}'s keyword arguments.
 
     CLI Example:
 
         salttwist '*' state.test
         salttwist '*' state.test web
+        salttwist '*' state.test web pillar='{"port": 8080}'
     """
+    # pillar is named so that it reaches the run (the executor would merge
+    # it into the minion's pillar, which a job's fresh pillar replaces).
     kwargs["test"] = True
+    if pillar is not None:
+        kwargs["pillar"] = pillar
     exclude = kwargs.get("exclude")
     job = _slsJob(mods, exclude, kwargs.get("sync_mods")) if mods else _highstateJob(exclude)
     options = _RunOptions(**{key: kwargs[key] for key in _RUN_OPTIONS if key in kwargs})
