@@ -591,3 +591,111 @@ class UmaskTests(HookTestMixin, SynchronousTestCase):
         self.assertIsNone(umaskOf({}))
         for bad in (True, "abc", "1777", "-1"):
             self.assertRaises(ValueError, umaskOf, {"umask": bad})
+
+
+class AutoReloadTests(SynchronousTestCase):
+    """
+    Salt's automatic module reload after states whose changes may bring
+    new modules (L{salttwist.state.runafter.changesNeedReload}).
+    """
+
+    def setUp(self) -> None:
+        self.calls: list[str] = []
+        salt = {"saltutil.refresh_modules": lambda: self.calls.append("refresh") or True}
+        self.base = StateContext(salt=salt, opts={})
+
+        def changed(ctx: StateContext, name: str, **kw: Any) -> dict:
+            return {"name": name, "result": True, "changes": {"new": name}, "comment": "done"}
+
+        def same(ctx: StateContext, name: str, **kw: Any) -> dict:
+            return {"name": name, "result": True, "changes": {}, "comment": "in place"}
+
+        self.states = {
+            f"{module}.{fun}": changed
+            for module, fun in (
+                ("pkg", "installed"),
+                ("pip", "installed"),
+                ("file", "managed"),
+                ("file", "recurse"),
+                ("file", "symlink"),
+                ("file", "directory"),
+                ("service", "running"),
+            )
+        }
+        self.states["pkg.latest"] = same
+
+    def refreshes(self, low: dict[str, Any]) -> int:
+        self.calls.clear()
+        StateRunner(self.states, lambda c: dataclasses.replace(self.base, low=c)).run([low])
+        return len(self.calls)
+
+    def test_packages(self) -> None:
+        """
+        A C{pkg} or C{pip} state that changed something reloads the
+        modules; one that changed nothing does not.
+        """
+        self.assertEqual(self.refreshes(chunk("pkg", "installed", "python3-yaml")), 1)
+        self.assertEqual(self.refreshes(chunk("pip", "installed", "requests")), 1)
+        self.assertEqual(self.refreshes(chunk("pkg", "latest", "vim")), 0)
+
+    def test_files(self) -> None:
+        """
+        C{file.managed} of a module file, C{file.recurse} and
+        C{file.symlink} into a C{bin} reload them; other files and
+        states do not.
+        """
+        self.assertEqual(self.refreshes(chunk("file", "managed", "/srv/_modules/x.py")), 1)
+        self.assertEqual(self.refreshes(chunk("file", "managed", "/usr/lib/x.so")), 1)
+        self.assertEqual(self.refreshes(chunk("file", "managed", "/etc/motd")), 0)
+        self.assertEqual(self.refreshes(chunk("file", "recurse", "/opt/app")), 1)
+        self.assertEqual(self.refreshes(chunk("file", "symlink", "/usr/local/bin/tool")), 1)
+        self.assertEqual(self.refreshes(chunk("file", "symlink", "/etc/alternatives/x")), 0)
+        self.assertEqual(self.refreshes(chunk("file", "directory", "/srv/x.py")), 0)
+        self.assertEqual(self.refreshes(chunk("service", "running", "nginx")), 0)
+
+    def test_once(self) -> None:
+        """
+        C{reload_modules: True} on a package state reloads once.
+        """
+        self.assertEqual(self.refreshes(chunk("pkg", "installed", "x", reload_modules=True)), 1)
+
+    def test_newPackageImportable(self) -> None:
+        """
+        L{refreshImports} makes a package written into a directory of the
+        path after a failed import importable.
+        """
+        import importlib
+        import sys
+
+        from salttwist.state.runafter import refreshImports
+
+        directory = os.path.abspath(self.mktemp())
+        os.makedirs(directory)
+        sys.path.append(directory)
+        self.addCleanup(sys.path.remove, directory)
+        name = "salttwist_autoreload_probe"
+        self.addCleanup(sys.modules.pop, name, None)
+        # Fill the finder's cache of the (empty) directory.
+        self.assertRaises(ImportError, importlib.import_module, name)
+        os.makedirs(os.path.join(directory, name))
+        with open(os.path.join(directory, name, "__init__.py"), "w") as f:
+            f.write("VALUE = 42\n")
+        refreshImports()
+        self.assertEqual(importlib.import_module(name).VALUE, 42)
+
+    def test_newSiteDirectory(self) -> None:
+        """
+        L{refreshImports} adds a site directory that appeared since the
+        start to the path.
+        """
+        import site
+        import sys
+
+        from salttwist.state.runafter import refreshImports
+
+        directory = os.path.abspath(self.mktemp())
+        os.makedirs(directory)
+        self.patch(site, "getsitepackages", lambda: [directory])
+        self.addCleanup(lambda: directory in sys.path and sys.path.remove(directory))
+        refreshImports()
+        self.assertIn(directory, sys.path)

@@ -10,6 +10,14 @@ What a state run does after a state returned, besides recording it
   - C{reload_modules: True} on a state that changed something (or
     C{force_reload_modules: True} on one that did not): reload the custom
     modules (C{saltutil.refresh_modules});
+  - without being asked, as Salt, after a state that changed something
+    that may hold new modules (L{changesNeedReload}: C{pkg}, C{pip},
+    C{ports} states, C{file.managed} of a C{.py}/C{.so} ...,
+    C{file.recurse}, C{file.symlink} into a C{bin}): reload them too.
+    Every reload first makes newly installed Python packages importable
+    (L{refreshImports}; Salt reloads C{site}: here the import caches are
+    cleared and new site directories added, without running
+    C{sitecustomize} again);
   - C{fire_event: True} (or a string): fire
     C{salt/state_result/<jid>/<minion>/<name or string>} with
     C{{"ret": <the state's return>}} to the master.
@@ -19,11 +27,52 @@ Failures here are logged; they never change the state's return.
 
 from __future__ import annotations
 
+import importlib
 import logging
+import site
+import sys
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+#: The state modules whose changes make Salt reload the modules.
+_PACKAGE_STATES = ("pkg", "ports", "pip")
+
+#: A file managed with one of these names may be a module.
+_MODULE_SUFFIXES = (".py", ".pyx", ".pyo", ".pyc", ".so")
+
+
+def changesNeedReload(low: Mapping[str, Any]) -> bool:
+    """
+    Salt's C{check_refresh} rules: whether changes made by the chunk
+    C{low} may have brought new modules.
+    """
+    state, fun, name = low.get("state"), low.get("fun"), str(low.get("name"))
+    if state == "file":
+        if fun == "managed":
+            return name.endswith(_MODULE_SUFFIXES)
+        if fun == "recurse":
+            return True
+        if fun == "symlink":
+            return "bin" in name
+        return False
+    return state in _PACKAGE_STATES
+
+
+def refreshImports() -> None:
+    """
+    Make Python packages installed since the process started importable:
+    clear the import system's directory caches and add site directories
+    that appeared (a first package can create one).
+    """
+    importlib.invalidate_caches()
+    try:
+        for directory in site.getsitepackages():
+            if directory not in sys.path:
+                site.addsitedir(directory)
+    except Exception:
+        log.warning("Refreshing the site directories failed", exc_info=True)
 
 
 def _call(ctx: Any, function: str, *args: Any) -> Any:
@@ -61,10 +110,11 @@ def refreshAfter(ctx: Any, low: Mapping[str, Any], ret: Mapping[str, Any]) -> li
         _replace(ctx.pillar, _call(ctx, "pillar.items"))
         reload = True
     if ret.get("changes"):
-        reload = reload or bool(low.get("reload_modules"))
+        reload = reload or bool(low.get("reload_modules")) or changesNeedReload(low)
     else:
         reload = bool(low.get("force_reload_modules"))
     if reload:
+        refreshImports()
         called.append("saltutil.refresh_modules")
         _call(ctx, "saltutil.refresh_modules")
     return called

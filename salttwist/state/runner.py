@@ -162,10 +162,15 @@ class _Parallel:
     A state running in a thread (C{parallel: True}).
     """
 
-    def __init__(self, work: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, work: Callable[[], dict[str, Any]], ended: threading.Condition) -> None:
+        """
+        @param ended: notified when the state has returned.
+        """
         self.ret: dict[str, Any] | None = None
         self.started = False
+        self.done = False
         self._work = work
+        self._ended = ended
         self.thread = threading.Thread(target=self._run, name="state-parallel", daemon=True)
 
     def start(self) -> None:
@@ -173,7 +178,12 @@ class _Parallel:
         self.thread.start()
 
     def _run(self) -> None:
-        self.ret = self._work()
+        try:
+            self.ret = self._work()
+        finally:
+            with self._ended:
+                self.done = True
+                self._ended.notify_all()
 
 
 class _Run:
@@ -206,6 +216,7 @@ class _Run:
         self.pre: dict[str, dict[str, Any]] = {}
         self.parallel: dict[str, _Parallel] = {}
         self.queued: list[str] = []
+        self.ended = threading.Condition()
         self.cyclic: dict[str, list[str]] = {}
         self.opts: Mapping[str, Any] | None = None
         self.aggregates: AggregateGroups | None = None
@@ -535,7 +546,7 @@ class _Run:
         if chunk.get("parallel"):
             # As Salt, a parallel state does not get its umask: the umask
             # is the process's, and threads run together.
-            job = _Parallel(work)
+            job = _Parallel(work, self.ended)
             self.parallel[tag] = job
             self.queued.append(tag)
             self.startQueued()
@@ -560,12 +571,11 @@ class _Run:
             ret = work()
         self.finish(tag, ret)
 
-    def startQueued(self, until: str | None = None) -> None:
+    def startQueued(self) -> None:
         """
         Start the queued parallel states in order while fewer than
         C{state_max_parallel} run (0: no limit), as Salt's
-        C{reconcile_procs}; with C{until}, wait for running ones to end
-        until that state could start.
+        C{reconcile_procs}.
         """
         if not self.queued:
             return
@@ -575,18 +585,23 @@ class _Run:
             limit = 0
         while self.queued:
             if limit:
-                alive = [
-                    job for job in self.parallel.values() if job.started and job.thread.is_alive()
-                ]
-                if len(alive) >= limit:
-                    if until is None:
-                        return
-                    alive[0].thread.join()
-                    continue
-            tag = self.queued.pop(0)
-            self.parallel[tag].start()
-            if tag == until:
-                return
+                alive = sum(1 for job in self.parallel.values() if job.started and not job.done)
+                if alive >= limit:
+                    return
+            self.parallel[self.queued.pop(0)].start()
+
+    def waitFor(self, job: _Parallel) -> None:
+        """
+        Wait until the parallel state C{job} has returned, starting the
+        queued ones as others end (C{job} may be one of them).
+        """
+        while True:
+            self.startQueued()
+            with self.ended:
+                if job.done:
+                    break
+                self.ended.wait()
+        job.thread.join()
 
     def joinDeps(self, tag: str) -> None:
         self.joinAll(dep for _, dep in self.deps[tag])
@@ -596,10 +611,8 @@ class _Run:
             job = self.parallel.get(tag)
             if job is None:
                 continue
-            if not job.started:
-                self.startQueued(until=tag)
+            self.waitFor(job)
             del self.parallel[tag]
-            job.thread.join()
             placeholder = self.running[tag]
             ret = job.ret or {
                 "name": placeholder["name"],
