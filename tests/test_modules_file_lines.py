@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.test_modules_file_lines -*-
 """
 Tests for the line editors of L{salttwist.modules.filemod} (Salt's
 C{file.replace}, C{comment_line}, C{blockreplace}, C{line}): what they

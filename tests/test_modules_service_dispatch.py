@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.test_modules_service_dispatch -*-
 """
 Tests for L{salttwist.modules.service}: each function reaches the same
 action of either provider, C{no_block} going to systemd only: the

@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.test_modules_state_options -*-
 """
 Tests for L{salttwist.modules.state}: what each public C{state.*} function
 passes on to its run (C{test}, C{pillar}, C{saltenv}, C{pillarenv},

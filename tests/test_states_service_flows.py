@@ -1,3 +1,4 @@
+# -*- test-case-name: tests.test_states_service_flows -*-
 """
 Tests for L{salttwist.states.service}: C{service.running} and
 C{service.dead} step by step (the service missing, already there, test
