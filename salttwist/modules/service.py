@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_modules_service -*-
+# -*- test-case-name: tests.test_modules_service,tests.test_modules_service_dispatch -*-
 """
 Salt's C{service} module: start, stop and query the system's services,
 and whether they start at boot, through one of two providers:

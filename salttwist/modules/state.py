@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_modules_state -*-
+# -*- test-case-name: tests.test_modules_state,tests.test_modules_state_options -*-
 """
 Salt's C{state} execution module: apply SLS files to this minion
 (C{state.apply}, C{state.sls}, C{state.highstate}, C{state.single},

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_states_service -*-
+# -*- test-case-name: tests.test_states_service,tests.test_states_service_flows -*-
 """
 Salt's C{service} states: C{service.running}, C{service.dead},
 C{service.enabled}, C{service.disabled}, and C{mod_watch} (a watched
