@@ -492,6 +492,7 @@ def _configManagementOptions() -> dict[str, _Option]:
         "state_output": _Option("full", _choice(*STATE_OUTPUTS)),
         "state_verbose": _Option(True, _checkBool),
         "state_output_diff": _Option(False, _checkBool),
+        "state_compress_ids": _Option(False, _checkBool),
     }
 
 

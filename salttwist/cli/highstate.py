@@ -20,8 +20,10 @@ changes), C{state_output_diff} (the same, for C{--output-diff}),
 C{state_output_profile} (C{Started}, C{Duration} and C{Total run time};
 on by default, as in Salt), C{state_output_pct}, C{state_tabular} and, for
 C{filter}, C{state_output_exclude} and C{state_output_terse} (or the
-C{exclude=} and C{terse=} keyword arguments of the command line).
-C{state_compress_ids} is not supported.
+C{exclude=} and C{terse=} keyword arguments of the command line), and
+C{state_compress_ids} (the states of one id, SLS and result, e.g. the
+C{names} of one id, shown as one with the count after the id:
+L{compressIds}).
 
 Data that is not a state return where one is expected (a state entry
 without C{changes}, a key that is not C{<module>_|-<id>_|-<name>_|-<fun>})
@@ -44,6 +46,7 @@ __all__ = [
     "HighstateOptions",
     "NotHighstateData",
     "addStateOutputArguments",
+    "compressIds",
     "formatHighstate",
     "highstateFunction",
     "stateOptionsFrom",
@@ -131,6 +134,7 @@ class HighstateOptions:
     @ivar exclude: for C{filter}: the results (C{"True"}, C{"False"},
         C{"None"}) whose states are not shown.
     @ivar terse: for C{filter}: the results whose states are shown terse.
+    @ivar stateCompressIds: C{state_compress_ids}: L{compressIds}.
     """
 
     stateOutput: str = "full"
@@ -141,6 +145,7 @@ class HighstateOptions:
     stateTabular: bool | str = False
     exclude: Sequence[str] = field(default_factory=tuple)
     terse: Sequence[str] = field(default_factory=tuple)
+    stateCompressIds: bool = False
 
     @classmethod
     def fromConfig(
@@ -170,6 +175,7 @@ class HighstateOptions:
             stateTabular=tabular if isinstance(tabular, str) else bool(tabular),
             exclude=_resultList(cliKwargs.get("exclude", opts.get("state_output_exclude", []))),
             terse=_resultList(cliKwargs.get("terse", opts.get("state_output_terse", []))),
+            stateCompressIds=bool(opts.get("state_compress_ids", False)),
         )
 
 
@@ -267,6 +273,8 @@ class _Highstate:
         if "retcode" in hosts and len(masters) == 1:
             # An orchestration's return carries its retcode beside the master.
             del hosts["retcode"]
+        if self.options.stateCompressIds:
+            hosts = compressIds(hosts)
         return "\n".join(
             self.formatHost(host, hostData, indentLevel)[0] for host, hostData in hosts.items()
         )
@@ -342,7 +350,8 @@ class _Highstate:
         for tag in ordered:
             ret = dict(states[tag])
             result = ret["result"]
-            counts[result] = counts.get(result, 0) + 1
+            compressed = _compressedCount(tag) if options.stateCompressIds else 1
+            counts[result] = counts.get(result, 0) + compressed
             duration = _duration(ret.get("duration", 0))
             if duration is not None:
                 (parallelDurations if "__parallel__" in ret else durations).append(duration)
@@ -356,7 +365,13 @@ class _Highstate:
                 changedCount += 1
             else:
                 changed, ctext = self._formatChanges(ret["changes"])
-                changedCount += 1 if changed else 0
+                if changed and compressed > 1:
+                    # Compressed changes are keyed by name: one per state.
+                    changes = ret["changes"]
+                    named = changes.get(_COMPRESSED) if isinstance(changes, Mapping) else None
+                    changedCount += len(named) if isinstance(named, Mapping) and named else 1
+                else:
+                    changedCount += 1 if changed else 0
             if options.stateOutputDiff and result and not changed:
                 continue
             if not options.stateVerbose and result and not changed:
@@ -578,6 +593,90 @@ def _duration(value: object) -> float | None:
         return float(str(value).partition(" ms")[0])
     except ValueError:
         return None
+
+
+#: The key of a compressed state's changes, by name (Salt's words).
+_COMPRESSED = "compressed changes"
+
+#: A compressed state's id ends with its count: C{"files (3)"}.
+_COUNT = re.compile(r"\((\d+)\)$")
+
+
+def _compressedCount(tag: object) -> int:
+    """
+    @return: how many states the entry C{tag} stands for (1 unless
+        L{compressIds} made it).
+    """
+    text = _decode(tag)
+    if "_|-state_compressed_" not in text:
+        return 1
+    parts = text.split("_|-")
+    match = _COUNT.search(parts[1]) if len(parts) == 4 else None
+    return int(match.group(1)) if match else 1
+
+
+def _compressKey(tag: str, info: Mapping[str, Any]) -> str:
+    return "_".join(
+        map(str, [tag.split("_|-")[0], info["__id__"], info["__sls__"], info["result"]])
+    )
+
+
+def compressIds(data: Mapping[Any, Any]) -> dict[Any, Any]:
+    """
+    Salt's C{_compress_ids} (C{state_compress_ids}): in each minion's
+    state return, the states of one module, id, SLS and result (the
+    C{names} of one id) become one entry, tagged
+    C{<module>_|-<id> (<count>)_|-state_compressed_<sls>_<id>_<result>_|-<fun>}:
+    the first one's, with the lowest C{__run_num__}, the earliest
+    C{start_time}, the durations added up and the changes gathered by
+    name under C{compressed changes}. The entries are copies.
+
+    @param data: C{{minion id: state return}}.
+    @return: the compressed data; C{data} itself when a return is not
+        one Salt can compress (a state entry without C{__id__}, say).
+    """
+    compressed: dict[Any, Any] = {}
+    try:
+        for host, hostData in data.items():
+            out: dict[str, Any] = {}
+            compressed[host] = out
+            counts: dict[str, int] = {}
+            for tag, info in hostData.items():
+                key = _compressKey(tag, info)
+                counts[key] = counts.get(key, 0) + 1
+            for tag, info in hostData.items():
+                key = _compressKey(tag, info)
+                if counts[key] == 1:
+                    out[tag] = info
+                    continue
+                parts = tag.split("_|-")
+                parts[2] = "_".join(
+                    map(
+                        str,
+                        ["state_compressed", info["__sls__"], info["__id__"], info["result"]],
+                    )
+                )
+                parts[1] = f"{info['__id__']} ({counts[key]})"
+                newTag = "_|-".join(parts)
+                first = out.get(newTag)
+                if first is None:
+                    out[newTag] = dict(info)
+                    continue
+                first["__run_num__"] = min(info["__run_num__"], first["__run_num__"])
+                first["duration"] = round(info["duration"] + first["duration"], 3)
+                first["start_time"] = min(info["start_time"], first["start_time"])
+                if first.get("changes") and info.get("changes"):
+                    if not first["changes"].get(_COMPRESSED):
+                        first["changes"] = {_COMPRESSED: {first["name"]: first["changes"]}}
+                    else:
+                        first["changes"] = {_COMPRESSED: dict(first["changes"][_COMPRESSED])}
+                    first["changes"][_COMPRESSED][info["name"]] = info["changes"]
+                elif info.get("changes"):
+                    first["changes"] = {_COMPRESSED: {info["name"]: info["changes"]}}
+    except Exception:
+        # Salt logs a warning and shows the data as it is.
+        return dict(data)
+    return compressed
 
 
 def _tagParts(tag: object) -> list[str]:
