@@ -41,6 +41,7 @@ from salttwist.modules import _filesource as src
 from salttwist.modules import filemod as fm
 from salttwist.render.jinja import traverse
 from salttwist.states import StateContext, stateReturn
+from salttwist.states import _filetidy as tidy
 from salttwist.states import _filewrite as fw
 
 _NOT_FOUND = object()
@@ -2560,4 +2561,76 @@ def keyvalue(
         ret["result"] = False
         return ret
     ret["result"] = True
+    return ret
+
+
+# Tidying and retention ---------------------------------------------------------
+
+
+def tidied(
+    ctx: StateContext,
+    name: str,
+    age: Any = 0,
+    matches: Any = None,
+    rmdirs: bool = False,
+    size: Any = 0,
+    exclude: Any = None,
+    full_path_match: bool = False,
+    followlinks: bool = False,
+    time_comparison: str = "atime",
+    age_size_logical_operator: str = "OR",
+    age_size_only: str | None = None,
+    rmlinks: bool = True,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Remove what is old or big under the directory C{name}: entries at
+    least C{age} days old (by C{time_comparison}: C{atime}, C{mtime} or
+    C{ctime}) or at least C{size} big (C{"10M"}, C{"1GB"}), combined by
+    C{age_size_logical_operator} (C{OR}, C{AND}) or C{age_size_only}
+    (C{age}, C{size}); only names (full paths with C{full_path_match})
+    matching one of C{matches} and none of C{exclude} (regular expressions
+    matched from the start); directories only with C{rmdirs}, symlinks
+    unless C{rmlinks} is false. With neither C{age} nor C{size}, every
+    matching file goes.
+    """
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    if not os.path.isabs(name):
+        return _error(ret, f"Specified file {name} is not an absolute path")
+    if not os.path.isdir(name):
+        return _error(ret, f"{name} does not exist or is not a directory.")
+    try:
+        rules = tidy.TidyRules.fromArguments(
+            age,
+            matches,
+            rmdirs,
+            size,
+            exclude,
+            full_path_match,
+            time_comparison,
+            age_size_logical_operator,
+            age_size_only,
+            rmlinks,
+        )
+    except tidy.TidyError as e:
+        return _error(ret, str(e))
+    doomed = tidy.toTidy(name, rules, bool(followlinks))
+    if not doomed:
+        ret["comment"] = f"Nothing to remove from directory {name}"
+        return ret
+    if ctx.test:
+        ret["result"] = None
+        ret["comment"] = f"{name} is set for tidy"
+        ret["changes"] = {"removed": doomed}
+        return ret
+    removed: list[str] = []
+    ret["changes"]["removed"] = removed
+    for path in doomed:
+        try:
+            fm.remove(path)
+        except (CommandExecutionError, SaltInvocationError) as e:
+            return _error(ret, str(e))
+        removed.append(path)
+    ret["comment"] = f"Removed {len(doomed)} files or directories from directory {name}"
     return ret
