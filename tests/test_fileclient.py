@@ -260,6 +260,115 @@ class RemoteClientTests(RemoteTestCase):
         self.assertEqual((seen, self.successResultOf(second)), ([path], path))
         self.assertEqual(len(self.requests.commands("_file_hash")), 1)
 
+    def test_cacheFileToWritesDestInTheSamePass(self) -> None:
+        """
+        C{cacheFileTo} of a file not cached fills the cache and writes
+        C{dest} with the same transfer (one C{_serve_file} per chunk), and
+        says so; a new C{dest} gets the cached file's mode, no temporary
+        file is left beside either.
+        """
+        dest = os.path.join(os.path.abspath(self.mktemp()), "out.bin")
+        os.makedirs(os.path.dirname(dest))
+        cached, written = self.successResultOf(self.client.cacheFileTo("big.bin", "base", dest))
+        self.assertEqual((cached, written), (self.client.cachedPath("big.bin"), True))
+        self.assertEqual(self.cached("big.bin"), BIG)
+        with open(dest, "rb") as f:
+            self.assertEqual(f.read(), BIG)
+        self.assertEqual(len(self.requests.commands("_serve_file")), 13)
+        self.assertEqual(os.listdir(os.path.dirname(dest)), ["out.bin"])
+        self.assertEqual(os.listdir(os.path.dirname(cached)), ["big.bin"])
+        self.assertEqual(os.stat(dest).st_mode, os.stat(cached).st_mode)
+
+    def test_cacheFileToKeepsMode(self) -> None:
+        """
+        An existing C{dest} of another size is replaced with the file and
+        keeps its mode.
+        """
+        dest = os.path.join(os.path.abspath(self.mktemp()), "out.bin")
+        os.makedirs(os.path.dirname(dest))
+        with open(dest, "wb") as f:
+            f.write(b"old")
+        os.chmod(dest, 0o640)
+        _, written = self.successResultOf(self.client.cacheFileTo("big.bin", "base", dest))
+        self.assertTrue(written)
+        with open(dest, "rb") as f:
+            self.assertEqual(f.read(), BIG)
+        self.assertEqual(os.stat(dest).st_mode & 0o7777, 0o640)
+
+    def test_cacheFileToLeavesDestAlone(self) -> None:
+        """
+        C{dest} is not written (the caller compares and copies) when the
+        cached copy is already good, when a file of the same size is
+        there, or when its directory is missing; the cache is filled all
+        the same.
+        """
+        directory = os.path.abspath(self.mktemp())
+        os.makedirs(directory)
+        same = os.path.join(directory, "same.bin")
+        with open(same, "wb") as f:
+            f.write(b"x" * len(BIG))
+        result = self.successResultOf(self.client.cacheFileTo("big.bin", "base", same))
+        self.assertEqual(result, (self.client.cachedPath("big.bin"), False))
+        with open(same, "rb") as f:
+            self.assertEqual(f.read(), b"x" * len(BIG))
+        self.assertEqual(self.cached("big.bin"), BIG)
+        fresh = os.path.join(directory, "fresh.bin")
+        result = self.successResultOf(self.client.cacheFileTo("big.bin", "base", fresh))
+        self.assertEqual(result, (self.client.cachedPath("big.bin"), False))
+        self.assertFalse(os.path.exists(fresh))
+        os.remove(self.client.cachedPath("big.bin"))
+        nowhere = os.path.join(directory, "missing", "out.bin")
+        result = self.successResultOf(self.client.cacheFileTo("big.bin", "base", nowhere))
+        self.assertEqual(result, (self.client.cachedPath("big.bin"), False))
+        self.assertEqual(sorted(os.listdir(directory)), ["same.bin"])
+        self.assertEqual(
+            self.successResultOf(self.client.cacheFileTo("nothing", "base", fresh)), ("", False)
+        )
+
+    def test_cacheFileToBadContentWritesNothing(self) -> None:
+        """
+        When what arrives does not have the announced SHA-256, neither the
+        cache nor C{dest} is written, and no temporary file is left.
+        """
+        dest = os.path.join(os.path.abspath(self.mktemp()), "out.bin")
+        os.makedirs(os.path.dirname(dest))
+
+        def corrupt(reply: dict[str, Any]) -> dict[str, Any]:
+            if reply.get("data"):
+                reply["data"] = b"\0" * len(reply["data"])
+            return reply
+
+        serve = self.room.serveFile
+        self.patch(
+            self.room,
+            "serveFile",
+            lambda proto, load: serve(proto, load).addCallback(corrupt),
+        )
+        failure = self.failureResultOf(
+            self.client.cacheFileTo("big.bin", "base", dest), FileServerError
+        )
+        self.assertIn("SHA-256", str(failure.value))
+        self.assertEqual(os.listdir(os.path.dirname(dest)), [])
+        self.assertEqual(os.listdir(os.path.dirname(self.client.cachedPath("big.bin"))), [])
+
+    def test_cacheFileToJoinedFetch(self) -> None:
+        """
+        A C{cacheFileTo} that joins a fetch of the same file under way for
+        another destination is told its own C{dest} was not written.
+        """
+        directory = os.path.abspath(self.mktemp())
+        os.makedirs(directory)
+        one, two = os.path.join(directory, "one"), os.path.join(directory, "two")
+        self.requests.hold = True
+        first = self.client.cacheFileTo("big.bin", "base", one)
+        second = self.client.cacheFileTo("big.bin", "base", two)
+        while self.requests.held:
+            self.requests.release()
+        cached = self.client.cachedPath("big.bin")
+        self.assertEqual(self.successResultOf(first), (cached, True))
+        self.assertEqual(self.successResultOf(second), (cached, False))
+        self.assertEqual(os.listdir(directory), ["one"])
+
     def test_cacheDir(self) -> None:
         """
         C{cacheDir} fetches every file under a directory (not a sibling
@@ -370,6 +479,15 @@ class LocalClientTests(RoomTestCase):
         self.assertEqual(self.successResultOf(self.client.cacheFile("nothing")), "")
         self.failureResultOf(self.client.cacheFile("salt://escape"), FileServerError)
         self.failureResultOf(self.client.cacheFile("../x"), FileServerError)
+
+    def test_cacheFileTo(self) -> None:
+        """
+        C{cacheFileTo} caches the file and leaves C{dest} to the caller.
+        """
+        dest = os.path.join(os.path.abspath(self.mktemp()), "out")
+        cached, written = self.successResultOf(self.client.cacheFileTo("top.sls", "base", dest))
+        self.assertEqual((cached, written), (self.client.cachedPath("top.sls"), False))
+        self.assertFalse(os.path.exists(dest))
 
     def test_listingsAndDir(self) -> None:
         """

@@ -253,6 +253,30 @@ class GetFileTests(CpTestCase):
         self.assertGreater(self.served(), served)
         self.assertEqual(readBytes(target), b"changed\n")
 
+    def test_coldWritesDestWithTheTransfer(self) -> None:
+        """
+        A file not cached is written to the destination by its transfer,
+        not copied from the cache afterwards (one pass over its bytes);
+        a destination removed later is copied from the cache, without a
+        transfer.
+        """
+        copies: list[tuple[str, str]] = []
+        copyInto = cp._copyInto
+        self.patch(cp, "_copyInto", lambda *a: (copies.append(a), copyInto(*a))[1])
+        target = self.cp("get_file", "salt://web/files/big.txt", self.dest)
+        self.assertEqual(readBytes(target), CONTENT)
+        self.assertEqual(readBytes(self.client.cachedPath("web/files/big.txt")), CONTENT)
+        self.assertEqual(copies, [])
+        served = self.served()
+        mtime = os.stat(target).st_mtime_ns
+        self.cp("get_file", "salt://web/files/big.txt", self.dest)
+        self.assertEqual((copies, os.stat(target).st_mtime_ns), ([], mtime))
+        os.remove(target)
+        self.cp("get_file", "salt://web/files/big.txt", self.dest)
+        self.assertEqual(readBytes(target), CONTENT)
+        self.assertEqual(len(copies), 1)
+        self.assertEqual(self.served(), served)
+
     def test_destChangedRewritten(self) -> None:
         """
         A destination changed since it was written (same size, other

@@ -209,10 +209,18 @@ class CacheIndex:
 class _Download:
     """
     One file being written: a temporary file beside the target, hashed as
-    it is written. Every method blocks: call it in a thread, one at a time.
+    it is written, and optionally a second temporary file beside another
+    destination (L{RemoteFileClient.cacheFileTo}) written with the same
+    bytes. Every method blocks: call it in a thread, one at a time.
+
+    @ivar copyTo: the second destination, or L{None} if none is written
+        (none was asked, a regular file of the size expected is there, or
+        its temporary file could not be made).
     """
 
-    def __init__(self, target: str) -> None:
+    def __init__(
+        self, target: str, copyTo: str | None = None, expectedSize: int | None = None
+    ) -> None:
         self.target = target
         directory, name = os.path.split(target)
         os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -224,20 +232,52 @@ class _Download:
 
         self._digest = hashlib.sha256()
         self.size = 0
+        self.copyTo: str | None = None
+        self._copyTmp = ""
+        self._copy: Any = None
+        if copyTo is not None:
+            self._openCopy(copyTo, expectedSize)
+
+    def _openCopy(self, copyTo: str, expectedSize: int | None) -> None:
+        """
+        Open the temporary file beside C{copyTo}, unless a regular file of
+        C{expectedSize} bytes is there (it may already hold these bytes:
+        the caller compares it) or it cannot be made (the caller's copy
+        from the cache reports why). Its directory is never made here.
+        """
+        try:
+            if os.path.isfile(copyTo) and os.path.getsize(copyTo) == expectedSize:
+                return
+        except OSError:
+            pass
+        directory, name = os.path.split(copyTo)
+        tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.part")
+        try:
+            self._copy = open(tmp, "xb")
+        except OSError:
+            return
+        self.copyTo, self._copyTmp = copyTo, tmp
 
     def write(self, data: bytes) -> None:
         self._digest.update(data)
         self._file.write(data)
+        if self._copy is not None:
+            self._copy.write(data)
         self.size += len(data)
 
     def finish(self, hsum: str, index: CacheIndex, shown: str) -> str:
         """
         Check the hash, rename the file into place and record its hash in
-        C{index} (saved by the caller, once for many files).
+        C{index} (saved by the caller, once for many files); then rename
+        the copy over L{copyTo} (which keeps its mode if it exists, as
+        C{cp.get_file}'s copy from the cache does).
 
-        @raise FileServerError: if the content is not what C{hsum} says.
+        @raise FileServerError: if the content is not what C{hsum} says,
+            or the copy cannot be put in place.
         """
         self._file.close()
+        if self._copy is not None:
+            self._copy.close()
         got = self._digest.hexdigest()
         if got != hsum:
             self.abort()
@@ -247,6 +287,18 @@ class _Download:
         os.replace(self.tmp, self.target)
         info = os.stat(self.target)
         index.record(self.target, info.st_size, info.st_mtime_ns, hsum)
+        if self.copyTo is not None:
+            try:
+                try:
+                    mode = os.stat(self.copyTo).st_mode & 0o7777
+                except FileNotFoundError:
+                    mode = None
+                if mode is not None:
+                    os.chmod(self._copyTmp, mode)
+                os.replace(self._copyTmp, self.copyTo)
+            except OSError as e:
+                self._removeCopy()
+                raise FileServerError(f"cannot write {self.copyTo}: {e.strerror}") from None
         return self.target
 
     def abort(self) -> None:
@@ -254,6 +306,17 @@ class _Download:
             self._file.close()
         try:
             os.unlink(self.tmp)
+        except FileNotFoundError:
+            pass
+        self._removeCopy()
+
+    def _removeCopy(self) -> None:
+        if self._copy is None:
+            return
+        if not self._copy.closed:
+            self._copy.close()
+        try:
+            os.unlink(self._copyTmp)
         except FileNotFoundError:
             pass
 
@@ -466,17 +529,47 @@ class RemoteFileClient(_CachingClient):
             C{""} if the master has no such file.
         """
         relative, env = splitUrl(path, saltenv)
+        return self._cache(relative, env, None).addCallback(lambda result: result[0])
+
+    @_deferred
+    def cacheFileTo(self, path: str, saltenv: str, dest: str) -> Deferred[tuple[str, bool]]:
+        """
+        L{cacheFile}, writing C{dest} in the same pass when the file is
+        transferred (see L{IFileClient.cacheFileTo}).
+
+        @return: a L{Deferred} firing with C{(cached path, whether dest
+            was written)}.
+        """
+        relative, env = splitUrl(path, saltenv)
+        return self._cache(relative, env, dest).addCallback(
+            lambda result: (result[0], result[1] is not None and result[1] == dest)
+        )
+
+    def _cache(
+        self, relative: str, env: str, copyTo: str | None
+    ) -> Deferred[tuple[str, str | None]]:
+        """
+        L{cacheFile} of a checked path, also writing C{copyTo} if it
+        transfers the file.
+
+        @return: a L{Deferred} firing with C{(cached path or "", the copy
+            written or None)}; a caller that joined a fetch of the same
+            file already under way gets that fetch's copy, not its own.
+        """
         target = self.cachedPath(relative, env)
 
-        async def run() -> str:
+        async def run() -> tuple[str, str | None]:
             info = await self._hashInfo(relative, env)
             hsum = info.get("hsum")
             if not hsum:
-                return ""
+                return "", None
+            size = info.get("size")
             try:
                 if await self.runBlocking(self.index.hashOf, target) == hsum:
-                    return target
-                return await self._fetch(relative, env, target, hsum)
+                    return target, None
+                copy = _CopyTo(copyTo, size) if copyTo is not None else None
+                written = await self._fetch(relative, env, target, hsum, copy)
+                return written, copy.written if copy is not None else None
             finally:
                 await self.runBlocking(self.index.save)
 
@@ -503,17 +596,20 @@ class RemoteFileClient(_CachingClient):
             self._fetch,
         )
 
-    def _fetch(self, relative: str, env: str, target: str, hsum: str) -> Deferred[str]:
+    def _fetch(
+        self, relative: str, env: str, target: str, hsum: str, copy: _CopyTo | None = None
+    ) -> Deferred[str]:
         """
-        Transfer a file into C{target}, starting again (up to L{RETRIES}
-        times) if it changes on the master meanwhile.
+        Transfer a file into C{target} (and C{copy}'s destination, if
+        given), starting again (up to L{RETRIES} times) if it changes on
+        the master meanwhile.
         """
 
         async def run() -> str:
             expected: str | None = hsum
             for attempt in range(RETRIES + 1):
                 try:
-                    return await self._transfer(relative, env, target, expected)
+                    return await self._transfer(relative, env, target, expected, copy)
                 except FileServerError as e:
                     if CHANGED not in str(e) or attempt == RETRIES:
                         raise
@@ -522,8 +618,15 @@ class RemoteFileClient(_CachingClient):
 
         return Deferred.fromCoroutine(run())
 
-    def _transfer(self, relative: str, env: str, target: str, hsum: str | None) -> Deferred[str]:
-        return _Transfer(self, relative, env, target, hsum).start()
+    def _transfer(
+        self,
+        relative: str,
+        env: str,
+        target: str,
+        hsum: str | None,
+        copy: _CopyTo | None = None,
+    ) -> Deferred[str]:
+        return _Transfer(self, relative, env, target, hsum, copy).start()
 
     @_deferred
     def push(self, localPath: str, remotePath: str) -> Deferred[bool]:
@@ -570,6 +673,22 @@ class RemoteFileClient(_CachingClient):
         return Deferred.fromCoroutine(run())
 
 
+class _CopyTo:
+    """
+    A second destination of a transfer (L{RemoteFileClient.cacheFileTo}).
+
+    @ivar dest: where the copy goes.
+    @ivar expectedSize: the master's size of the file: a regular file of
+        that size at C{dest} is left for the caller to compare.
+    @ivar written: C{dest} once a transfer put the copy there.
+    """
+
+    def __init__(self, dest: str, expectedSize: int | None) -> None:
+        self.dest = dest
+        self.expectedSize = expectedSize if isinstance(expectedSize, int) else None
+        self.written: str | None = None
+
+
 class _Transfer:
     """
     One pipelined fetch: up to L{WINDOW} chunk requests in flight, chunks
@@ -584,8 +703,10 @@ class _Transfer:
         env: str,
         target: str,
         hsum: str | None,
+        copy: _CopyTo | None = None,
     ) -> None:
         self.client = client
+        self.copy = copy
         self.relative = relative
         self.env = env
         self.target = target
@@ -616,7 +737,11 @@ class _Transfer:
 
     def start(self) -> Deferred[str]:
         runBlocking = self.client.runBlocking
-        d = runBlocking(_Download, self.target)
+        copy = self.copy
+        if copy is None:
+            d = runBlocking(_Download, self.target)
+        else:
+            d = runBlocking(_Download, self.target, copy.dest, copy.expectedSize)
 
         def opened(download: _Download) -> Deferred[dict[str, Any]]:
             self.download = download
@@ -698,8 +823,15 @@ class _Transfer:
     def _finish(self) -> None:
         assert self.download is not None and self.hsum is not None
         self.writing = True
-        d = self.client.runBlocking(self.download.finish, self.hsum, self.client.index, self.shown)
-        d.addCallbacks(self.done.callback, self._fail)
+        download = self.download
+        d = self.client.runBlocking(download.finish, self.hsum, self.client.index, self.shown)
+
+        def finished(target: str) -> None:
+            if self.copy is not None and download.copyTo is not None:
+                self.copy.written = download.copyTo
+            self.done.callback(target)
+
+        d.addCallbacks(finished, self._fail)
 
     def _fail(self, reason: Any) -> None:
         if self.failed:
@@ -778,6 +910,16 @@ class LocalFileClient(_CachingClient):
         return self._once(
             target, lambda: self.runBlocking(self._cacheBlocking, relative, env, target, True)
         )
+
+    @_deferred
+    def cacheFileTo(self, path: str, saltenv: str, dest: str) -> Deferred[tuple[str, bool]]:
+        """
+        L{cacheFile}; C{dest} is never written here (a local copy is cheap
+        to make from the cache: the caller does).
+
+        @return: a L{Deferred} firing with C{(cached path or "", False)}.
+        """
+        return self.cacheFile(path, saltenv).addCallback(lambda cached: (cached, False))
 
     def cacheDir(
         self, path: str, saltenv: str = "base", includeEmpty: bool = False

@@ -147,6 +147,23 @@ class IFileClient(Interface):
             or C{""} if the file server has no such file.
         """
 
+    def cacheFileTo(path: str, saltenv: str, dest: str) -> object:
+        """
+        L{cacheFile}, and when the file is fetched, write it to C{dest} as
+        well in the same pass (C{cp.get_file}): the bytes are not read
+        back from the cache to copy them. C{dest} is written through a
+        temporary file beside it, renamed into place once the SHA-256
+        checks; an existing C{dest} keeps its mode. C{dest} is left alone
+        when the cached copy was already good, when a regular file of the
+        same size is there (the caller compares it), or when its
+        temporary file cannot be made: the caller then copies from the
+        cache as it would have.
+
+        @return: a L{Deferred} firing with C{(cached path, whether dest was
+            written)}, or C{("", False)} if the file server has no such
+            file.
+        """
+
     def cacheDir(path: str, saltenv: str = "base", includeEmpty: bool = False) -> object:
         """
         Fetch every file under directory C{path} (as L{cacheFile} does).

@@ -492,10 +492,15 @@ async def get_file(
             dest=dest,
         )
         return False
-    cached = await _ask(client.cacheFile, relative, saltenv)
+    # A file transferred now is written to dest in the same pass; else
+    # dest is copied from the cache if it differs.
+    cached, written = await _ask(client.cacheFileTo, relative, saltenv, final)
     if not cached:
         return ""
-    await inThread(context.reactor, _copyIfChanged, cached, final, server.get("hsum"))
+    if written:
+        await inThread(context.reactor, _written.record, final, server.get("hsum"))
+    else:
+        await inThread(context.reactor, _copyIfChanged, cached, final, server.get("hsum"))
     return final
 
 
