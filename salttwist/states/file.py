@@ -41,6 +41,7 @@ from salttwist.modules import _filesource as src
 from salttwist.modules import filemod as fm
 from salttwist.render.jinja import traverse
 from salttwist.states import StateContext, stateReturn
+from salttwist.states import _fileretention as retention
 from salttwist.states import _filetidy as tidy
 from salttwist.states import _filewrite as fw
 
@@ -2633,4 +2634,58 @@ def tidied(
             return _error(ret, str(e))
         removed.append(path)
     ret["comment"] = f"Removed {len(doomed)} files or directories from directory {name}"
+    return ret
+
+
+def retention_schedule(
+    ctx: StateContext,
+    name: str,
+    retain: Any,
+    strptime_format: str | None = None,
+    timezone: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Delete the backups in the directory C{name} that no C{retain} rule
+    keeps: C{most_recent: N} the latest N, C{first_of_hour},
+    C{first_of_day}, C{first_of_week}, C{first_of_month} and
+    C{first_of_year} the earliest backup of each of the latest N such
+    periods (C{all}: every period). A backup's time is parsed from its name
+    with C{strptime_format} (names that do not parse are ignored), else its
+    modification time, in C{timezone} (an IANA name; local time by
+    default). Changes list the C{retained}, C{deleted} and C{ignored}
+    names.
+    """
+    name = _expand(name)
+    ret = stateReturn(name, True, "", {})
+    if not name:
+        return _error(ret, "Must provide name to file.retention_schedule")
+    if not os.path.isdir(name):
+        return _error(ret, "Name provided to file.retention must be a directory")
+    try:
+        counts = retention.checkRetain(retain)
+        tz = retention.timezoneNamed(timezone)
+    except retention.RetentionError as e:
+        return _error(ret, str(e))
+    names = fm.readdir(name)
+    times = retention.fileTimes(name, names, strptime_format, tz)
+    kept = retention.retained(times, counts)
+    doomed = sorted(set(times) - kept, reverse=True)
+    if doomed:
+        ret["changes"] = {
+            "retained": sorted(kept, reverse=True),
+            "deleted": doomed,
+            "ignored": sorted(set(names) - set(times), reverse=True),
+        }
+    if ctx.test:
+        ret["comment"] = f"{len(doomed)} backups would have been removed from {name}.\n"
+        if doomed:
+            ret["result"] = None
+        return ret
+    for one in doomed:
+        try:
+            fm.remove(os.path.join(name, one))
+        except (CommandExecutionError, SaltInvocationError) as e:
+            return _error(ret, str(e))
+    ret["comment"] = f"{len(doomed)} backups were removed from {name}.\n"
     return ret
