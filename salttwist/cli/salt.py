@@ -9,7 +9,9 @@ outputter unless C{--out} says otherwise, as Salt's do; C{--state-output},
 C{--state-verbose} and C{--output-diff} shape it. With C{--progress}, such
 a job is published with C{state_events=True} and the line on standard
 error counts each minion's states done out of its total, from the
-C{salt/job/<jid>/prog/<id>/<n>} events the minions fire (L{StateProgress}).
+C{salt/job/<jid>/prog/<id>/<n>} events the minions fire (L{StateProgress});
+with C{-b}, each batch's job is, and the line names the minions of the
+batches running.
 
 Exit codes: 0 when every targeted minion returned with retcode 0; 1 when a
 minion returned a non-zero retcode or did not return; 2 when the master is
@@ -562,16 +564,22 @@ def stateEvent(tag: str, data: Any) -> tuple[str, str, int, int] | None:
 
 class _StateEvents:
     """
-    Routes the state progress events of one job to a L{StateProgress}:
-    those that come before the job's jid is known are kept until it is.
+    Routes the state progress events of a run's jobs (one, or one per
+    batch with C{-b}) to a L{StateProgress}: those that come before their
+    job's jid is known are kept until it is.
     """
 
     #: The most early events kept.
     keep = 10000
 
-    def __init__(self, progress: StateProgress) -> None:
+    def __init__(self, progress: StateProgress, batches: bool = False) -> None:
+        """
+        @param batches: more jobs may come after the first (C{-b}): the
+            events of jids not yet published are kept after it too.
+        """
         self.progress = progress
-        self.jid: str | None = None
+        self.batches = batches
+        self.jids: set[str] = set()
         self.early: list[tuple[str, str, int, int]] = []
 
     def onEvent(self, tag: str, data: Any) -> None:
@@ -581,21 +589,22 @@ class _StateEvents:
         event = stateEvent(tag, data)
         if event is None:
             return
-        if self.jid is None:
-            if len(self.early) < self.keep:
-                self.early.append(event)
-        elif event[0] == self.jid:
+        if event[0] in self.jids:
             self.progress.stateDone(*event[1:])
+        elif (self.batches or not self.jids) and len(self.early) < self.keep:
+            self.early.append(event)
 
     def published(self, jid: str) -> None:
         """
-        The job was published as C{jid}: show the events it already had.
+        A job was published as C{jid}: show the events it already had.
         """
-        self.jid = jid
+        self.jids.add(jid)
         early, self.early = self.early, []
         for event in early:
             if event[0] == jid:
                 self.progress.stateDone(*event[1:])
+            elif self.batches:
+                self.early.append(event)
 
 
 #: The tags of state progress events.
@@ -621,13 +630,12 @@ async def listenStateEvents(reactor: Any, config: dict[str, Any], onEvent: Any) 
 
 def stateRunWithProgress(options: argparse.Namespace) -> bool:
     """
-    @return: whether the command is a state run (not in batches) whose
+    @return: whether the command is a state run (in batches or not) whose
         C{--progress} counts states: it needs the reactor and the minions'
         state events.
     """
     return (
         bool(options.progress)
-        and options.batch is None
         and not options.asynchronous
         and options.function.startswith("state.")
         and highstateFunction(options.function)
@@ -668,6 +676,8 @@ async def _runBatches(
     printer: _Printer,
     onReturn: Any,
     progress: ProgressBar | None,
+    arg: list[Any],
+    stateEvents: _StateEvents | None = None,
 ) -> Any:
     """
     Salt's batch mode (L{salttwist.client.batch.runBatches}): find the
@@ -675,7 +685,8 @@ async def _runBatches(
     C{-b} of them at a time, a sliding window: each minion that returns
     gives its place to the next (after C{--batch-wait} seconds), each new
     job announced as Salt does; with C{--failhard}, no minion starts after
-    one failed.
+    one failed. With C{stateEvents} (C{--progress} on a state run), each
+    job's minions show their states done as they run.
     """
     from salttwist.client.batch import runBatches
 
@@ -692,7 +703,7 @@ async def _runBatches(
         reactor,
         options.target,
         options.function,
-        parseCliArgs(options.arg),
+        arg,
         options.tgt_type or "glob",
         options.batch,
         timeout,
@@ -702,6 +713,9 @@ async def _runBatches(
         onUp=answered,
         onBatch=starting,
         onReturn=onReturn,
+        onPublished=None
+        if stateEvents is None
+        else (lambda jid, minions: stateEvents.published(jid)),
     )
     if stopped:
         _say(progress, sys.stderr, "A minion failed: --failhard stopped the batch run.\n")
@@ -738,7 +752,7 @@ async def runJob(
     arg = parseCliArgs(options.arg)
     if stateRunWithProgress(options):
         stateProgress = StateProgress(sys.stderr)
-        stateEvents = _StateEvents(stateProgress)
+        stateEvents = _StateEvents(stateProgress, batches=options.batch is not None)
         progress = stateProgress
         arg = withStateEvents(arg)
     elif options.progress:
@@ -787,9 +801,25 @@ async def runJob(
             sys.stdout.write(f"Executed command with job ID: {reply['jid']}\n")
             return EX_OK
         if options.batch is not None:
-            result = await _runBatches(
-                reactor, client, options, timeout, gatherTimeout, printer, returned, progress
-            )
+            listener = None
+            if stateEvents is not None:
+                listener = await _followStateEvents(reactor, config, stateEvents)
+            try:
+                result = await _runBatches(
+                    reactor,
+                    client,
+                    options,
+                    timeout,
+                    gatherTimeout,
+                    printer,
+                    returned,
+                    progress,
+                    arg,
+                    stateEvents,
+                )
+            finally:
+                if listener is not None:
+                    listener.transport.loseConnection()
         else:
             listener = None
             if stateEvents is not None:

@@ -70,6 +70,7 @@ async def runBatches(
     onBatch: Callable[[list[str]], None] | None = None,
     onReturn: Callable[[str, dict[str, Any]], None] | None = None,
     onBatchDone: Callable[[JobResult], None] | None = None,
+    onPublished: Callable[[str, list[str]], None] | None = None,
 ) -> tuple[JobResult, bool]:
     """
     Run C{fun} on the minions of C{tgt} that answer C{test.ping}, at most
@@ -89,6 +90,8 @@ async def runBatches(
         published.
     @param onReturn: called with each return event as it arrives.
     @param onBatchDone: called with the L{JobResult} of each job.
+    @param onPublished: called with the jid and minions of each job once
+        the master published it (not for the ping).
     @return: the returns of every job together (with the minions that did
         not answer the ping as missing or not connected), and whether
         C{failhard} stopped the run (a minion failed).
@@ -119,6 +122,7 @@ async def runBatches(
             timeout,
             onReturn=returned,
             gatherJobTimeout=gatherJobTimeout,
+            **({} if onPublished is None else {"onPublished": onPublished}),
         ),
         combined,
         onBatch,
