@@ -33,6 +33,7 @@ import pwd
 import re
 import shutil
 from typing import Any
+from urllib.parse import urlparse
 
 import yaml
 
@@ -2688,4 +2689,176 @@ def retention_schedule(
         except (CommandExecutionError, SaltInvocationError) as e:
             return _error(ret, str(e))
     ret["comment"] = f"{len(doomed)} backups were removed from {name}.\n"
+    return ret
+
+
+# The minion's cache --------------------------------------------------------------
+
+
+#: URL schemes of files on the minion itself (Salt's C{LOCAL_PROTOS}).
+_LOCAL_SCHEMES = ("", "file")
+
+
+def cached(
+    ctx: StateContext,
+    name: str,
+    source_hash: Any = "",
+    source_hash_name: str | None = None,
+    skip_verify: bool = False,
+    saltenv: str | None = None,
+    use_etag: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Ensure the file at the URL C{name} (C{salt://}, C{http(s)://}) is in
+    the minion's cache (C{cp.cache_file}), with C{source_hash} if given
+    (required for web sources unless C{skip_verify}). A local path or
+    C{file://} URL is only checked: present, with the hash. Changes: the
+    cached copy's C{hash}, C{old} and C{new}, when it changed.
+
+    Not supported: C{use_etag} (the file is fetched as with
+    C{skip_verify}, with a warning) and the signature options.
+    """
+    ret = stateReturn(name, False, "", {})
+    saltenv = saltenv or ctx.saltenv
+    if not isinstance(name, str) or not name:
+        ret["comment"] = "Only URLs or local file paths are valid input"
+        return ret
+    parsed = urlparse(name)
+    kind = parsed.scheme.lower()
+    if kind not in (*_LOCAL_SCHEMES, "salt", *src.REMOTE):
+        ret["comment"] = (
+            f"Unsupported URL scheme '{kind}' in {src.redact(name)}: salt, http, https, file "
+            "or a local path"
+        )
+        return ret
+    if use_etag:
+        ret.setdefault("warnings", []).append(
+            "use_etag is not supported: the file is fetched as with skip_verify"
+        )
+    if kind in src.REMOTE and not skip_verify and not source_hash and not use_etag:
+        ret["comment"] = (
+            f"Unable to verify upstream hash of source file {src.redact(name)}, please set "
+            "source_hash or set skip_verify or use_etag to True"
+        )
+        return ret
+    expected: dict[str, str] = {}
+    if source_hash:
+        try:
+            expected = src.sourceSum(ctx, "", name, source_hash, source_hash_name, saltenv)
+        except CommandExecutionError as e:
+            ret["comment"] = str(e)
+            return ret
+    hashType = expected.get("hash_type") or str(ctx.opts.get("hash_type") or "sha256")
+
+    if kind in _LOCAL_SCHEMES:
+        path = os.path.realpath(os.path.expanduser(parsed.path))
+        if ctx.test:
+            ret["result"] = None
+            ret["comment"] = f"File will be cached: {name}"
+            return ret
+        if not os.path.exists(path):
+            ret["comment"] = f"File {path} is not present on the minion"
+            return ret
+        if skip_verify or not expected:
+            ret["result"] = True
+            ret["comment"] = f"File {path} is present on the minion"
+            return ret
+        have = fm.get_hash(path, hashType)
+        if have == expected["hsum"]:
+            ret["result"] = True
+            ret["comment"] = f"File {path} is present on the minion and has hash {have}"
+        else:
+            ret["comment"] = (
+                f"File {path} is present on the minion, but the hash ({have}) does not match "
+                f"the specified hash ({expected['hsum']})"
+            )
+        return ret
+
+    try:
+        copy = ctx.salt["cp.is_cached"](name, saltenv=saltenv)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        ret["comment"] = src.redact(str(e))
+        return ret
+    if ctx.test:
+        ret["result"] = None
+        if not copy:
+            ret["comment"] = f"File will be cached: {name}"
+        elif not expected:
+            ret["comment"] = f"No hash found. File will be cached: {name}"
+        elif fm.get_hash(copy, hashType) == expected["hsum"]:
+            ret["comment"] = f"File already cached: {name}"
+        else:
+            ret["comment"] = f"Hashes don't match.\nFile will be cached: {name}"
+        return ret
+    before = fm.get_hash(copy, hashType) if copy else None
+    wanted = f"{expected['hash_type']}={expected['hsum']}" if expected else None
+    try:
+        copy = ctx.salt["cp.cache_file"](name, saltenv, source_hash=wanted)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        ret["comment"] = src.redact(str(e))
+        return ret
+    if not copy:
+        ret["comment"] = (
+            f"Failed to cache {src.redact(name)}, check minion log for more information"
+        )
+        return ret
+    after = fm.get_hash(copy, hashType)
+    if before != after:
+        ret["changes"]["hash"] = {"old": before, "new": after}
+    if skip_verify or not expected:
+        ret["result"] = True
+        ret["comment"] = f"File is cached to {copy}"
+    elif after == expected["hsum"]:
+        ret["result"] = True
+        ret["comment"] = f"File is already cached to {copy} with hash {after}"
+    else:
+        ret["comment"] = (
+            f"File is cached to {copy}, but the hash ({after}) does not match the specified "
+            f"hash ({expected['hsum']})"
+        )
+    return ret
+
+
+def not_cached(
+    ctx: StateContext, name: str, saltenv: str | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """
+    Ensure the file at the URL C{name} (C{salt://}, C{http(s)://}) is not
+    in the minion's cache, deleting the cached copy; a local path is left
+    alone. In test mode nothing is deleted (Salt's deletes even then).
+    """
+    ret = stateReturn(name, False, "", {})
+    saltenv = saltenv or ctx.saltenv
+    if not isinstance(name, str) or not name:
+        ret["comment"] = "Only URLs or local file paths are valid input"
+        return ret
+    parsed = urlparse(name)
+    if parsed.scheme.lower() in _LOCAL_SCHEMES:
+        path = os.path.realpath(os.path.expanduser(parsed.path))
+        ret["result"] = True
+        ret["comment"] = f"File {path} is a local path, no action taken"
+        return ret
+    try:
+        copy = ctx.salt["cp.is_cached"](name, saltenv=saltenv)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        ret["comment"] = src.redact(str(e))
+        return ret
+    if not copy:
+        ret["result"] = True
+        ret["comment"] = f"{src.redact(name)} is not cached"
+        return ret
+    if ctx.test:
+        ret["result"] = None
+        ret["comment"] = f"{copy} would be deleted"
+        ret["changes"]["deleted"] = True
+        return ret
+    try:
+        os.remove(copy)
+    except OSError as e:
+        ret["comment"] = f"Failed to delete {copy}: {e}"
+        return ret
+    ret["result"] = True
+    ret["changes"]["deleted"] = True
+    ret["comment"] = f"{copy} was deleted"
     return ret
