@@ -237,6 +237,29 @@ class ServeTests(RoomTestCase):
         self.assertEqual(data, CONTENT)
         self.assertEqual(loc, len(CONTENT))
 
+    def test_oneThreadCallPerFirstChunk(self) -> None:
+        """
+        A file's first chunk (all of a small file) is found, hashed and
+        read in one thread call; a later chunk of a transfer the session
+        began is read in one too.
+        """
+        runner = ManualRunner()
+        room = self.makeRoom(runBlocking=runner)
+        load = {"saltenv": "base", "path": "web/files/big.txt", "loc": 0}
+        d = answer(lambda: room.serveFile(self.session, load))
+        self.assertEqual(len(runner.calls), 1)
+        f, args, result = runner.calls.pop(0)
+        maybeDeferred(f, *args).chainDeferred(result)
+        self.assertEqual(runner.calls, [])
+        first = self.successResultOf(d)
+        self.assertEqual(first["data"], CONTENT[:4096])
+        later = answer(
+            lambda: room.serveFile(self.session, dict(load, loc=4096, hsum=first["hsum"]))
+        )
+        self.assertEqual(len(runner.calls), 1)
+        runner.runAll()
+        self.assertEqual(self.successResultOf(later)["data"], CONTENT[4096:8192])
+
     def test_contentNotLogged(self) -> None:
         """
         Serving a file logs nothing of its content.

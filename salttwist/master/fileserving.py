@@ -280,15 +280,16 @@ class FileRequests:
             if transfer is not None:
                 files.transfers.move_to_end(key)
                 return self._chunk(transfer, loc, shown, first=False)
-            d = self.runBlocking(self._identify, path, saltenv, shown)
+            # Finding the file, taking its hash and reading the chunk are
+            # one thread call: a small file is served with one hop.
+            d = self.runBlocking(self._identifyAndRead, path, saltenv, shown, loc, hsum)
 
-            def identified(found: _Transfer) -> Deferred[dict[str, Any]]:
-                if hsum and found.hsum != hsum:
-                    raise FileServerError(f"{shown} {CHANGED}: fetch it again")
+            def identified(result: tuple[_Transfer, bytes]) -> dict[str, Any]:
+                found, data = result
                 files.transfers[(saltenv, path, found.hsum)] = found
                 while len(files.transfers) > MAX_TRANSFERS_PER_SESSION:
                     files.transfers.popitem(last=False)
-                return self._chunk(found, loc, shown, first=loc == 0)
+                return self._answer(found, loc, data, shown, first=loc == 0)
 
             return d.addCallback(identified)
 
@@ -306,25 +307,50 @@ class FileRequests:
             raise FileServerError(f"cannot read {shown} on the master")
         return _Transfer(found.realPath, found.size, found.mtimeNs, hsum)
 
+    def _identifyAndRead(
+        self, path: str, saltenv: str, shown: str, loc: int, hsum: str | None
+    ) -> tuple[_Transfer, bytes]:
+        """
+        L{_identify} a file, check it is still the one the minion was told
+        (C{hsum}, if given) and read its chunk at C{loc} (blocking: in a
+        thread).
+        """
+        found = self._identify(path, saltenv, shown)
+        if hsum and found.hsum != hsum:
+            raise FileServerError(f"{shown} {CHANGED}: fetch it again")
+        return found, _readChunk(found, loc, self._count(found, loc, shown), shown)
+
+    def _count(self, transfer: _Transfer, loc: int, shown: str) -> int:
+        """
+        @return: the bytes of the chunk at C{loc}.
+        @raise FileServerError: if C{loc} is past the end of the file.
+        """
+        if loc > transfer.size:
+            raise FileServerError(f"{shown}: offset {loc} is past its end ({transfer.size} bytes)")
+        return min(self.chunkSize, transfer.size - loc)
+
     def _chunk(
         self, transfer: _Transfer, loc: int, shown: str, first: bool
     ) -> Deferred[dict[str, Any]]:
-        if loc > transfer.size:
-            raise FileServerError(f"{shown}: offset {loc} is past its end ({transfer.size} bytes)")
-        count = min(self.chunkSize, transfer.size - loc)
+        count = self._count(transfer, loc, shown)
         d = self.runBlocking(_readChunk, transfer, loc, count, shown)
+        return d.addCallback(lambda data: self._answer(transfer, loc, data, shown, first))
 
-        def answer(data: bytes) -> dict[str, Any]:
-            end = loc + len(data)
-            if len(data) != count:
-                raise FileServerError(f"{shown} {CHANGED}: it is shorter now")
-            reply: dict[str, Any] = {"data": data, "loc": end, "eof": end >= transfer.size}
-            if first:
-                reply["hsum"] = transfer.hsum
-                reply["size"] = transfer.size
-            return reply
-
-        return d.addCallback(answer)
+    def _answer(
+        self, transfer: _Transfer, loc: int, data: bytes, shown: str, first: bool
+    ) -> dict[str, Any]:
+        """
+        @return: the reply carrying the chunk C{data} read at C{loc}.
+        @raise FileServerError: with L{CHANGED} if it is short.
+        """
+        end = loc + len(data)
+        if len(data) != min(self.chunkSize, transfer.size - loc):
+            raise FileServerError(f"{shown} {CHANGED}: it is shorter now")
+        reply: dict[str, Any] = {"data": data, "loc": end, "eof": end >= transfer.size}
+        if first:
+            reply["hsum"] = transfer.hsum
+            reply["size"] = transfer.size
+        return reply
 
     # -- cp.push ---------------------------------------------------------------
 
