@@ -385,6 +385,22 @@ class ModInitTests(HookTestMixin, SynchronousTestCase):
         ret = self.runChunks([chunk("init", "ok", "y")])
         self.assertIs(next(iter(ret.values()))["result"], True)
 
+    def test_beforePrereqTestRun(self) -> None:
+        """
+        A C{prereq} target's test run comes after its module's
+        C{mod_init}, as Salt's C{call_chunk} calls it for that run too.
+        """
+        self.runChunks(
+            [
+                chunk("plain", "ok", "pre", prereq=[{"init": "target"}]),
+                chunk("init", "ok", "target"),
+            ]
+        )
+        self.assertEqual(
+            [(fun, name) for fun, name, _ in self.hooks.calls],
+            [("init.mod_init", "target"), ("init.ok", "target"), ("init.ok", "target")],
+        )
+
     def test_eachRun(self) -> None:
         """
         Each run calls C{mod_init} again.

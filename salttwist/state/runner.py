@@ -424,6 +424,9 @@ class _Run:
             self.notRun(tag, False, lostComment(self.lost[tag]))
             self.pre[tag] = self.running[tag]
             return
+        # Salt's call_chunk aggregates and calls mod_init for the test run
+        # too.
+        self.beforeChunk(tag, self.byTag[tag])
         if tag in stack:
             chain = stack[stack.index(tag) :]
             for member in chain:
