@@ -24,7 +24,7 @@ from salttwist.blocking import runSynchronously
 from salttwist.config import loadMasterConfig
 from salttwist.daemon import StartupError
 from salttwist.fileserver.limits import FairLimits, LimitExceeded, SessionClosed
-from salttwist.master.fileserving import CHANGED, FileRequests
+from salttwist.master.fileserving import CHANGED, MAX_BATCH_PATHS, FileRequests
 
 CONTENT = b"".join(b"line %06d of the big file\n" % i for i in range(1000))
 
@@ -318,6 +318,85 @@ class ServeTests(RoomTestCase):
         self.assertEqual(len(self.room._sessions), 1)
         self.room.sessionEnded(self.session)
         self.assertEqual(self.room._sessions, {})
+
+
+class BatchTests(RoomTestCase):
+    """
+    C{_file_hash_many} and C{_serve_files}: many files of one saltenv in
+    one request and one thread call.
+    """
+
+    def setUp(self) -> None:
+        self.runner = ManualRunner()
+        self.room = self.makeRoom(runBlocking=self.runner)
+
+    def batch(self, method: Callable[..., Any], load: dict[str, Any]) -> Any:
+        d = answer(lambda: method(self.session, load))
+        self.assertLessEqual(len(self.runner.calls), 1)
+        self.runner.runAll()
+        return self.successResultOf(d)
+
+    def test_hashMany(self) -> None:
+        """
+        Each path gets C{_file_hash}'s answer: C{{}} for a missing file,
+        an error for a symlink leaving the root.
+        """
+        reply = self.batch(
+            self.room.fileHashMany,
+            {"saltenv": "base", "paths": ["top.sls", "web/files/big.txt", "nothing", "escape"]},
+        )["ret"]
+        self.assertEqual(
+            reply["web/files/big.txt"],
+            {
+                "hsum": hashlib.sha256(CONTENT).hexdigest(),
+                "hash_type": "sha256",
+                "size": len(CONTENT),
+            },
+        )
+        self.assertEqual(reply["top.sls"]["size"], len(b"base:\n  '*': [web]\n"))
+        self.assertEqual(reply["nothing"], {})
+        self.assertIn("escape", reply["escape"]["error"])
+
+    def test_refused(self) -> None:
+        """
+        A bad request is refused whole, naming the problem: C{paths} not
+        a list, too many paths, a path trick, a saltenv not configured.
+        """
+        for load, words in [
+            ({"paths": "top.sls"}, "paths must be a list"),
+            ({"paths": ["x"] * (MAX_BATCH_PATHS + 1)}, f"more than {MAX_BATCH_PATHS}"),
+            ({"paths": ["top.sls", "../etc/passwd"]}, ".."),
+            ({"paths": [3]}, "must be a string"),
+            ({"paths": ["top.sls"], "saltenv": "nope"}, "'nope' is not configured"),
+        ]:
+            for method in (self.room.fileHashMany, self.room.serveFiles):
+                self.assertIn(words, self.batch(method, dict({"saltenv": "base"}, **load))["error"])
+
+    def test_serveFiles(self) -> None:
+        """
+        Small files come whole with their hash and size while they fit in
+        C{file_buffer_size} together; the others come without data, and
+        can be fetched with C{_serve_file} (from offset 0 or later).
+        """
+        writeFile(self.base, "a", b"a" * 3000)
+        writeFile(self.base, "b", b"b" * 3000)
+        writeFile(self.base, "empty", b"")
+        reply = self.batch(
+            self.room.serveFiles,
+            {"saltenv": "base", "paths": ["a", "b", "empty", "web/files/big.txt", "nothing"]},
+        )["ret"]
+        self.assertEqual(reply["a"]["data"], b"a" * 3000)
+        self.assertEqual(reply["a"]["hsum"], hashlib.sha256(b"a" * 3000).hexdigest())
+        self.assertEqual(
+            reply["b"], {"hsum": hashlib.sha256(b"b" * 3000).hexdigest(), "size": 3000}
+        )
+        self.assertEqual(reply["empty"]["data"], b"")
+        big = reply["web/files/big.txt"]
+        self.assertEqual((big["size"], "data" in big), (len(CONTENT), False))
+        self.assertEqual(reply["nothing"], {})
+        load = {"saltenv": "base", "path": "web/files/big.txt", "loc": 4096, "hsum": big["hsum"]}
+        chunk = self.batch(self.room.serveFile, load)
+        self.assertEqual(chunk["data"], CONTENT[4096:8192])
 
 
 class LimitTests(SynchronousTestCase):

@@ -317,6 +317,7 @@ class FakeReqChannel:
 
     minionGrains = minionEvent = sessionSubscribe = sessionUnsubscribe = minionReturn
     fileEnvs = fileList = dirList = fileHash = fileHashes = serveFile = fileRecv = minionReturn
+    fileHashMany = serveFiles = minionReturn
     minionPillar = minionReturn
 
     def clientPublish(self, proto: Any, load: Any) -> Any:

@@ -137,6 +137,14 @@ class FileServer:
             found.update(b.envs())
         return sorted(found)
 
+    def checkSaltenv(self, saltenv: str) -> str:
+        """
+        @return: C{saltenv}.
+        @raise FileServerError: if C{saltenv} is invalid or no backend
+            serves it.
+        """
+        return self._checkSaltenv(saltenv)
+
     def _checkSaltenv(self, saltenv: str, backends: list[IFileServerBackend] | None = None) -> str:
         """
         @raise FileServerError: if C{saltenv} is invalid or no backend
@@ -218,6 +226,35 @@ class FileServer:
         if hsum is None:
             return {}
         return {"hsum": hsum, "hash_type": HASH_TYPE, "size": found.size}
+
+    def hashFiles(self, paths: list[str], saltenv: str) -> dict[str, dict[str, Any]]:
+        """
+        L{hashFile} of many paths of one saltenv at once (the saltenv
+        checked once).
+
+        @param paths: relative paths, each already checked
+            (L{salttwist.fileserver.paths.checkRelativePath}).
+        @return: C{{path: hashFile's answer}} for every path (C{{}} for a
+            path that is not on the file server or cannot be read,
+            C{{"error": why}} for one L{findFile} refuses, such as a
+            symlink leaving its root).
+        @raise FileServerError: if C{saltenv} is invalid or not
+            configured.
+        """
+        self._checkSaltenv(saltenv)
+        result: dict[str, dict[str, Any]] = {}
+        for path in paths:
+            try:
+                found = self._find(path, saltenv)
+            except FileServerError as e:
+                result[path] = {"error": str(e)}
+                continue
+            hsum = self.hashOf(found) if found is not None else None
+            if found is None or hsum is None:
+                result[path] = {}
+            else:
+                result[path] = {"hsum": hsum, "hash_type": HASH_TYPE, "size": found.size}
+        return result
 
     def hashes(self, saltenv: str, prefix: str = "") -> dict[str, str]:
         """

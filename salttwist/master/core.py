@@ -284,6 +284,8 @@ class Master:
         self.dirList = files.dirList
         self.fileHash = files.fileHash
         self.fileHashes = files.fileHashes
+        self.fileHashMany = files.fileHashMany
+        self.serveFiles = files.serveFiles
         self.serveFile = files.serveFile
         self.fileRecv = files.fileRecv
         self.minionPillar = pillar.minionPillar

@@ -11,6 +11,17 @@ session's own minion id):
   - C{_file_hash} C{{"saltenv", "path"}} -> C{{"ret": {"hsum", "hash_type",
     "size"}}} or C{{"ret": {}}} when there is no such file
   - C{_file_hashes} C{{"saltenv", "prefix"}} -> C{{"ret": {path: hsum}}}
+  - C{_file_hash_many} C{{"saltenv", "paths": [path, ...]}} -> C{{"ret":
+    {path: {"hsum", "hash_type", "size"} or {} or {"error": why}}}}: the
+    answers of C{_file_hash} for up to L{MAX_BATCH_PATHS} paths in one
+    request and one thread call (a state run asks for all its sources at
+    once)
+  - C{_serve_files} C{{"saltenv", "paths": [path, ...]}} -> C{{"ret":
+    {path: {"data", "hsum", "size"} or {"hsum", "size"} or {} or {"error":
+    why}}}}: whole small files in one reply, in the order asked, while
+    their bytes together fit in C{file_buffer_size}; a file that does not
+    fit (or changed while read) comes without C{data}, to fetch with
+    C{_serve_file} (or ask again); up to L{MAX_BATCH_PATHS} paths
   - C{_serve_file} C{{"saltenv", "path", "loc", "hsum"}} -> C{{"data":
     bytes, "loc": next offset, "eof": bool}}: one chunk of at most
     C{file_buffer_size} bytes from offset C{loc}; the chunk at C{loc} 0
@@ -56,6 +67,8 @@ from salttwist.fileserver.server import FileServer
 CHANGED = "changed during the transfer"
 #: The most transfers whose identity (size, mtime, hash) a session keeps.
 MAX_TRANSFERS_PER_SESSION = 64
+#: The most paths of one C{_file_hash_many} or C{_serve_files} request.
+MAX_BATCH_PATHS = 1000
 #: The most pushes (C{_file_recv}) one session may have open at once.
 MAX_PUSHES_PER_SESSION = 8
 _MB = 1024 * 1024
@@ -105,6 +118,28 @@ def _string(load: dict[str, Any], key: str, default: str | None = None) -> str:
     if not isinstance(value, str):
         raise FileServerError(f"{key} must be a string, not {type(value).__name__}")
     return value
+
+
+def _paths(load: dict[str, Any]) -> list[str]:
+    """
+    @return: the checked relative paths of a batch request's C{paths}.
+    @raise FileServerError: naming the problem: not a list, more than
+        L{MAX_BATCH_PATHS}, or a path that is not a string or is a path
+        trick.
+    """
+    paths = load.get("paths")
+    if not isinstance(paths, list):
+        raise FileServerError(f"paths must be a list, not {type(paths).__name__}")
+    if len(paths) > MAX_BATCH_PATHS:
+        raise FileServerError(
+            f"{len(paths)} paths in one request, more than {MAX_BATCH_PATHS}: send fewer"
+        )
+    checked = []
+    for path in paths:
+        if not isinstance(path, str):
+            raise FileServerError(f"each path must be a string, not {type(path).__name__}")
+        checked.append(checkRelativePath(path))
+    return checked
 
 
 def _offset(load: dict[str, Any], key: str = "loc") -> int:
@@ -249,6 +284,83 @@ class FileRequests:
             proto,
             lambda: self.runBlocking(self.fileServer.hashes, saltenv, prefix).addCallback(_ret),
         )
+
+    def fileHashMany(self, proto: Any, load: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        """
+        C{_file_hash_many}: C{_file_hash} of many paths of one saltenv, in
+        one thread call.
+        """
+        saltenv = checkSaltenv(_string(load, "saltenv", "base"))
+        paths = _paths(load)
+        return self._limited(
+            proto,
+            lambda: self.runBlocking(self.fileServer.hashFiles, paths, saltenv).addCallback(_ret),
+        )
+
+    def serveFiles(self, proto: Any, load: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        """
+        C{_serve_files}: whole small files of one saltenv in one reply, at
+        most C{file_buffer_size} bytes of them, read in one thread call.
+        """
+        saltenv = checkSaltenv(_string(load, "saltenv", "base"))
+        paths = _paths(load)
+        files = self._session(proto)
+
+        def remember(answers: dict[str, Any]) -> dict[str, Any]:
+            # The files served without their data are fetched next with
+            # _serve_file: their identity is kept, as its first chunk would.
+            for path, (transfer, _) in answers.items():
+                if transfer is not None:
+                    files.transfers[(saltenv, path, transfer.hsum)] = transfer
+            while len(files.transfers) > MAX_TRANSFERS_PER_SESSION:
+                files.transfers.popitem(last=False)
+            return {"ret": {path: reply for path, (_, reply) in answers.items()}}
+
+        return self._limited(
+            proto,
+            lambda: self.runBlocking(self._readFiles, paths, saltenv).addCallback(remember),
+            nbytes=self.chunkSize,
+        )
+
+    def _readFiles(
+        self, paths: list[str], saltenv: str
+    ) -> dict[str, tuple[_Transfer | None, dict[str, Any]]]:
+        """
+        Find, hash and read whole the files of a C{_serve_files} request
+        while they fit in C{file_buffer_size} bytes (blocking: in a
+        thread).
+
+        @return: C{{path: (its transfer when it is served without data,
+            or None; its answer)}}.
+        """
+        self.fileServer.checkSaltenv(saltenv)
+        budget = self.chunkSize
+        answers: dict[str, tuple[_Transfer | None, dict[str, Any]]] = {}
+        for path in paths:
+            shown = f"salt://{path} (saltenv {saltenv})"
+            try:
+                found = self.fileServer.findFile(path, saltenv)
+            except FileServerError as e:
+                answers[path] = (None, {"error": str(e)})
+                continue
+            hsum = self.fileServer.hashOf(found) if found is not None else None
+            if found is None or hsum is None:
+                answers[path] = (None, {})
+                continue
+            transfer = _Transfer(found.realPath, found.size, found.mtimeNs, hsum)
+            reply: dict[str, Any] = {"hsum": transfer.hsum, "size": transfer.size}
+            if transfer.size <= budget:
+                try:
+                    data = _readChunk(transfer, 0, transfer.size, shown)
+                except FileServerError:
+                    data = None
+                if data is not None and len(data) == transfer.size:
+                    budget -= transfer.size
+                    reply["data"] = data
+                    answers[path] = (None, reply)
+                    continue
+            answers[path] = (transfer, reply)
+        return answers
 
     def _envAndPrefix(self, load: dict[str, Any]) -> tuple[str, str]:
         return checkSaltenv(_string(load, "saltenv", "base")), checkPrefix(

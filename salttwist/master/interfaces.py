@@ -401,6 +401,16 @@ class IReqChannel(Interface):
         C{_file_hashes} (L{salttwist.master.fileserving.FileRequests}).
         """
 
+    def fileHashMany(proto, load):
+        """
+        C{_file_hash_many} (L{salttwist.master.fileserving.FileRequests}).
+        """
+
+    def serveFiles(proto, load):
+        """
+        C{_serve_files} (L{salttwist.master.fileserving.FileRequests}).
+        """
+
     def serveFile(proto, load):
         """
         C{_serve_file} (L{salttwist.master.fileserving.FileRequests}).

@@ -50,6 +50,8 @@ FILE_AND_PILLAR_FUNCS = {
     "_dir_list": "dirList",
     "_file_hash": "fileHash",
     "_file_hashes": "fileHashes",
+    "_file_hash_many": "fileHashMany",
+    "_serve_files": "serveFiles",
     "_serve_file": "serveFile",
     "_file_recv": "fileRecv",
     "_pillar": "minionPillar",
