@@ -41,6 +41,10 @@ from tests.test_minion import MINION_PEM, MinionTestCase
 BIG = os.urandom(50_000)
 
 
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 class RoomRequests:
     """
     A C{request} callable into a room, as a minion's session would carry
@@ -369,6 +373,88 @@ class RemoteClientTests(RemoteTestCase):
         self.assertEqual(self.successResultOf(second), (cached, False))
         self.assertEqual(os.listdir(directory), ["one"])
 
+    def test_hashFiles(self) -> None:
+        """
+        C{hashFiles} asks one C{_file_hash_many} per saltenv: each path
+        as given gets its hash, C{{}} when missing; a path the master
+        refuses is left out.
+        """
+        writeFile(self.dev, "dev.sls", b"dev: true\n")
+        paths = ["top.sls", "salt://dev.sls?saltenv=dev", "nothing", "escape", "big.bin"]
+        result = self.successResultOf(self.client.hashFiles(paths))
+        self.assertEqual(
+            result,
+            {
+                "top.sls": {"hsum": sha256(b"base:\n  '*': [web]\n"), "hash_type": "sha256"},
+                "salt://dev.sls?saltenv=dev": {
+                    "hsum": sha256(b"dev: true\n"),
+                    "hash_type": "sha256",
+                },
+                "nothing": {},
+                "big.bin": {"hsum": sha256(BIG), "hash_type": "sha256"},
+            },
+        )
+        self.assertEqual([p["cmd"] for p in self.requests.sent], ["_file_hash_many"] * 2)
+        self.assertIn("'..'", str(self.failureResultOf(self.client.hashFiles(["../x"])).value))
+
+    def test_cacheFilesColdThenWarm(self) -> None:
+        """
+        C{cacheFiles} fetches small files that differ many to a
+        C{_serve_files} request, a big one in chunks; called again with
+        every copy good it sends only the hash request.
+        """
+        for name in "abc":
+            writeFile(self.base, f"small/{name}", name.encode() * 1500)
+        paths = ["small/a", "small/b", "small/c", "big.bin", "nothing", "escape"]
+        result = self.successResultOf(self.client.cacheFiles(paths))
+        self.assertEqual(
+            result,
+            {
+                **{f"small/{n}": self.client.cachedPath(f"small/{n}") for n in "abc"},
+                "big.bin": self.client.cachedPath("big.bin"),
+                "nothing": "",
+            },
+        )
+        for name in "abc":
+            self.assertEqual(self.cached(f"small/{name}"), name.encode() * 1500)
+        self.assertEqual(self.cached("big.bin"), BIG)
+        # Two replies of at most file_buffer_size (4096) bytes carry the
+        # three 1500-byte files; the big file's first try comes without
+        # data, then its 13 chunks.
+        self.assertEqual(len(self.requests.commands("_serve_files")), 3)
+        self.assertEqual(len(self.requests.commands("_serve_file")), 13)
+        self.requests.sent.clear()
+        self.assertEqual(self.successResultOf(self.client.cacheFiles(paths)), result)
+        self.assertEqual([p["cmd"] for p in self.requests.sent], ["_file_hash_many"])
+        with open(self.client.cachedPath("small/b"), "r+b") as f:
+            f.write(b"X")
+        self.requests.sent.clear()
+        self.successResultOf(self.client.cacheFiles(paths))
+        self.assertEqual(self.cached("small/b"), b"b" * 1500)
+        self.assertEqual(
+            [p["cmd"] for p in self.requests.sent], ["_file_hash_many", "_serve_files"]
+        )
+
+    def test_cacheFilesBadContent(self) -> None:
+        """
+        A small file whose content is not its announced hash fails
+        C{cacheFiles} and is not cached.
+        """
+        serve = self.room.serveFiles
+
+        def corrupt(reply: dict[str, Any]) -> dict[str, Any]:
+            for info in reply.get("ret", {}).values():
+                if info.get("data"):
+                    info["data"] = b"\0" * len(info["data"])
+            return reply
+
+        self.patch(
+            self.room, "serveFiles", lambda proto, load: serve(proto, load).addCallback(corrupt)
+        )
+        failure = self.failureResultOf(self.client.cacheFiles(["top.sls"]), FileServerError)
+        self.assertIn("SHA-256", str(failure.value))
+        self.assertFalse(os.path.exists(self.client.cachedPath("top.sls")))
+
     def test_cacheDir(self) -> None:
         """
         C{cacheDir} fetches every file under a directory (not a sibling
@@ -488,6 +574,24 @@ class LocalClientTests(RoomTestCase):
         cached, written = self.successResultOf(self.client.cacheFileTo("top.sls", "base", dest))
         self.assertEqual((cached, written), (self.client.cachedPath("top.sls"), False))
         self.assertFalse(os.path.exists(dest))
+
+    def test_hashAndCacheFiles(self) -> None:
+        """
+        C{hashFiles} and C{cacheFiles} read the local roots; a refused
+        path is left out, a missing one is C{{}} or C{""}.
+        """
+        paths = ["top.sls", "nothing", "escape"]
+        self.assertEqual(
+            self.successResultOf(self.client.hashFiles(paths)),
+            {
+                "top.sls": {"hsum": sha256(b"base:\n  '*': [web]\n"), "hash_type": "sha256"},
+                "nothing": {},
+            },
+        )
+        self.assertEqual(
+            self.successResultOf(self.client.cacheFiles(paths)),
+            {"top.sls": self.client.cachedPath("top.sls"), "nothing": ""},
+        )
 
     def test_listingsAndDir(self) -> None:
         """

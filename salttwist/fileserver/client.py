@@ -47,6 +47,9 @@ from salttwist.transport.errors import RequestError
 WINDOW = 8
 #: The most bytes of one transfer requested but not yet written.
 WINDOW_BYTES = 8 * 1024 * 1024
+#: The most paths of one C{_file_hash_many} or C{_serve_files} request
+#: (L{salttwist.master.fileserving.MAX_BATCH_PATHS}).
+BATCH_PATHS = 1000
 #: Files of one L{RemoteFileClient.cacheDir} fetched at once.
 PARALLEL_FILES = 4
 #: How many times a transfer starts again when the file changed meanwhile.
@@ -321,6 +324,50 @@ class _Download:
             pass
 
 
+def _groupByEnv(paths: list[str], saltenv: str) -> dict[str, dict[str, list[str]]]:
+    """
+    @return: C{{saltenv: {relative path: [paths as given]}}} of C{paths}
+        (C{salt://} URLs or relative paths), each checked.
+    @raise FileServerError: for a bad path or saltenv, or C{paths} not a
+        list of strings.
+    """
+    if not isinstance(paths, (list, tuple)):
+        raise FileServerError(f"paths must be a list, not {type(paths).__name__}")
+    groups: dict[str, dict[str, list[str]]] = {}
+    for path in paths:
+        if not isinstance(path, str):
+            raise FileServerError(f"each path must be a string, not {type(path).__name__}")
+        relative, env = splitUrl(path, saltenv)
+        groups.setdefault(env, {}).setdefault(relative, []).append(path)
+    return groups
+
+
+def _writeWhole(
+    files: list[tuple[str, str, bytes, str]], index: CacheIndex, where: str
+) -> dict[str, str]:
+    """
+    Write whole files that came in one C{_serve_files} reply, each through
+    a L{_Download} (a temporary file renamed into place once its SHA-256
+    is the one announced), recording their hashes in C{index} (blocking:
+    in a thread).
+
+    @param files: C{(relative path, target, data, hsum)} of each.
+    @return: C{{relative path: target}}.
+    @raise FileServerError: if one's content is not its hash (the files
+        before it are kept).
+    """
+    written: dict[str, str] = {}
+    for relative, target, data, hsum in files:
+        download = _Download(target)
+        try:
+            download.write(data)
+        except BaseException:
+            download.abort()
+            raise
+        written[relative] = download.finish(hsum, index, f"salt://{relative} ({where})")
+    return written
+
+
 class _CachingClient:
     """
     What both clients share: the cache's layout, its index, and one
@@ -574,6 +621,163 @@ class RemoteFileClient(_CachingClient):
                 await self.runBlocking(self.index.save)
 
         return self._once(target, lambda: Deferred.fromCoroutine(run()))
+
+    @_deferred
+    def hashFiles(self, paths: list[str], saltenv: str = "base") -> Deferred[dict[str, Any]]:
+        """
+        L{hashFile} of many files at once: one C{_file_hash_many} request
+        per saltenv (and per L{BATCH_PATHS} paths), one thread call on the
+        master each.
+
+        @param paths: C{salt://} URLs or relative paths (a saltenv in a
+            URL wins over C{saltenv}).
+        @return: a L{Deferred} firing with C{{path as given: {"hsum",
+            "hash_type"} or {}}}; a path the master refuses (a symlink
+            leaving its root) is left out: L{hashFile} of it alone says
+            why.
+        @raise FileServerError: (in the L{Deferred}) for a bad path or
+            saltenv, before anything is sent, or the master's refusal of
+            a whole request.
+        """
+        groups = _groupByEnv(paths, saltenv)
+
+        async def run() -> dict[str, Any]:
+            result: dict[str, Any] = {}
+            for env, wanted in groups.items():
+                infos = await self._hashMany(env, list(wanted))
+                for relative, given in wanted.items():
+                    info = infos.get(relative)
+                    if not isinstance(info, dict) or "error" in info:
+                        continue
+                    for name in given:
+                        result[name] = (
+                            {"hsum": info["hsum"], "hash_type": info.get("hash_type", "sha256")}
+                            if info.get("hsum")
+                            else {}
+                        )
+            return result
+
+        return Deferred.fromCoroutine(run())
+
+    @_deferred
+    def cacheFiles(self, paths: list[str], saltenv: str = "base") -> Deferred[dict[str, str]]:
+        """
+        L{cacheFile} of many files at once: per saltenv, one
+        C{_file_hash_many} request and one thread call to check every
+        cached copy, then the files that differ in as few C{_serve_files}
+        requests as their sizes allow (small files come whole, many in one
+        reply, and are written and checked in one thread call per reply);
+        a file too big for one reply is fetched in chunks as L{cacheFile}
+        does, L{PARALLEL_FILES} at a time.
+
+        @param paths: C{salt://} URLs or relative paths (a saltenv in a
+            URL wins over C{saltenv}).
+        @return: a L{Deferred} firing with C{{path as given: cached path,
+            or "" if the master has no such file}}; a path the master
+            refuses is left out (L{cacheFile} of it alone says why).
+        @raise FileServerError: (in the L{Deferred}) for a bad path or
+            saltenv, before anything is sent, the master's refusal of a
+            whole request, or a file whose content is not its hash.
+        """
+        groups = _groupByEnv(paths, saltenv)
+
+        async def run() -> dict[str, str]:
+            result: dict[str, str] = {}
+            try:
+                for env, wanted in groups.items():
+                    cached = await self._cacheMany(env, list(wanted))
+                    for relative, given in wanted.items():
+                        if relative in cached:
+                            for name in given:
+                                result[name] = cached[relative]
+            finally:
+                await self.runBlocking(self.index.save)
+            return result
+
+        return Deferred.fromCoroutine(run())
+
+    async def _hashMany(self, env: str, relatives: list[str]) -> dict[str, Any]:
+        """
+        C{_file_hash_many} of C{relatives}, L{BATCH_PATHS} at a time.
+        """
+        infos: dict[str, Any] = {}
+        for start in range(0, len(relatives), BATCH_PATHS):
+            batch = relatives[start : start + BATCH_PATHS]
+            ret = await self._ret({"cmd": "_file_hash_many", "saltenv": env, "paths": batch})
+            if isinstance(ret, dict):
+                infos.update(ret)
+        return infos
+
+    async def _cacheMany(self, env: str, relatives: list[str]) -> dict[str, str]:
+        """
+        L{cacheFiles} of the checked paths of one saltenv.
+
+        @return: C{{relative path: cached path or ""}}, refused paths left
+            out.
+        """
+        infos = await self._hashMany(env, relatives)
+        result: dict[str, str] = {}
+        known: dict[str, str] = {}
+        for relative in relatives:
+            info = infos.get(relative)
+            if not isinstance(info, dict) or "error" in info:
+                continue
+            if not info.get("hsum"):
+                result[relative] = ""
+            else:
+                known[relative] = info["hsum"]
+        targets = {relative: self.cachedPath(relative, env) for relative in known}
+        stale = set(
+            await self.runBlocking(
+                self.index.stale, [(targets[name], hsum) for name, hsum in known.items()]
+            )
+        )
+        for relative in known:
+            if targets[relative] not in stale:
+                result[relative] = targets[relative]
+        remaining = [relative for relative in known if targets[relative] in stale]
+        big: dict[str, str] = {}
+        while remaining:
+            batch, remaining = remaining[:BATCH_PATHS], remaining[BATCH_PATHS:]
+            ret = await self._ret({"cmd": "_serve_files", "saltenv": env, "paths": batch})
+            if not isinstance(ret, dict):
+                raise FileServerError(f"the master's answer to _serve_files is malformed: {ret!r}")
+            whole: list[tuple[str, str, bytes, str]] = []
+            later: list[str] = []
+            for index, relative in enumerate(batch):
+                reply = ret.get(relative)
+                if not isinstance(reply, dict) or "error" in reply:
+                    continue
+                hsum = reply.get("hsum")
+                if not isinstance(hsum, str):
+                    result[relative] = ""
+                elif isinstance(reply.get("data"), bytes):
+                    whole.append((relative, targets[relative], reply["data"], hsum))
+                elif index == 0:
+                    # Too big for a reply of its own: fetched in chunks.
+                    big[relative] = hsum
+                else:
+                    later.append(relative)
+            if whole:
+                shown = f"saltenv {env}"
+                written = await self.runBlocking(_writeWhole, whole, self.index, shown)
+                result.update(written)
+            remaining = later + remaining
+        semaphore = DeferredSemaphore(PARALLEL_FILES)
+        names = sorted(big)
+        fetched = await gatherResults(
+            [
+                semaphore.run(
+                    lambda name=name: self._once(
+                        targets[name], lambda: self._fetch(name, env, targets[name], big[name])
+                    )
+                )
+                for name in names
+            ],
+            consumeErrors=True,
+        ).addErrback(lambda failure: failure.value.subFailure)
+        result.update(zip(names, fetched, strict=True))
+        return result
 
     def cacheDir(
         self, path: str, saltenv: str = "base", includeEmpty: bool = False
@@ -939,6 +1143,61 @@ class LocalFileClient(_CachingClient):
                 self._cacheBlocking, relative, env, target, False
             ),
         )
+
+    @_deferred
+    def hashFiles(self, paths: list[str], saltenv: str = "base") -> Deferred[dict[str, Any]]:
+        """
+        L{hashFile} of many files, in one thread call.
+
+        @return: a L{Deferred} firing with C{{path as given: {"hsum",
+            "hash_type"} or {}}}; a path the roots refuse is left out.
+        """
+        groups = _groupByEnv(paths, saltenv)
+
+        def hashAll() -> dict[str, Any]:
+            result: dict[str, Any] = {}
+            for env, wanted in groups.items():
+                infos = self.fileServer.hashFiles(list(wanted), env)
+                for relative, given in wanted.items():
+                    info = infos.get(relative, {})
+                    if "error" in info:
+                        continue
+                    for name in given:
+                        result[name] = (
+                            {"hsum": info["hsum"], "hash_type": info["hash_type"]} if info else {}
+                        )
+            return result
+
+        return self.runBlocking(hashAll)
+
+    @_deferred
+    def cacheFiles(self, paths: list[str], saltenv: str = "base") -> Deferred[dict[str, str]]:
+        """
+        L{cacheFile} of many files, in one thread call.
+
+        @return: a L{Deferred} firing with C{{path as given: cached path or
+            ""}}; a path the roots refuse is left out.
+        """
+        groups = _groupByEnv(paths, saltenv)
+
+        def cacheAll() -> dict[str, str]:
+            result: dict[str, str] = {}
+            try:
+                for env, wanted in groups.items():
+                    for relative, given in wanted.items():
+                        try:
+                            cached = self._copyBlocking(
+                                relative, env, self.cachedPath(relative, env)
+                            )
+                        except FileServerError:
+                            continue
+                        for name in given:
+                            result[name] = cached
+            finally:
+                self.index.save()
+            return result
+
+        return self.runBlocking(cacheAll)
 
     def _cacheBlocking(self, relative: str, env: str, target: str, save: bool) -> str:
         """

@@ -164,6 +164,29 @@ class IFileClient(Interface):
             file.
         """
 
+    def hashFiles(paths: list[str], saltenv: str = "base") -> object:
+        """
+        L{hashFile} of many files at once (one request per saltenv on a
+        master: C{_file_hash_many}).
+
+        @return: a L{Deferred} firing with C{{path as given: {"hsum",
+            "hash_type"} or {}}}; a path the file server refuses (a
+            symlink leaving its root) is left out: L{hashFile} of it alone
+            says why.
+        """
+
+    def cacheFiles(paths: list[str], saltenv: str = "base") -> object:
+        """
+        L{cacheFile} of many files at once: the hashes in one request,
+        every cached copy checked in one thread call, small files that
+        differ fetched many to a request (C{_serve_files}), big ones in
+        chunks.
+
+        @return: a L{Deferred} firing with C{{path as given: cached path,
+            or "" if the file server has no such file}}; a path the file
+            server refuses is left out (L{cacheFile} of it alone says why).
+        """
+
     def cacheDir(path: str, saltenv: str = "base", includeEmpty: bool = False) -> object:
         """
         Fetch every file under directory C{path} (as L{cacheFile} does).
