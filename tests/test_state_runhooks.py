@@ -14,7 +14,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from salttwist.state.runhooks import AggregateGroups, aggregateAllowed, umaskOf
+from salttwist.state.runhooks import MAX_GROUP, AggregateGroups, aggregateAllowed, umaskOf
 from salttwist.state.runner import StateRunner
 from salttwist.states import StateContext, loadStates
 from salttwist.states.pkg import mod_aggregate as pkgAggregate
@@ -87,6 +87,9 @@ class HookTestMixin:
         runner = StateRunner(self.states, lambda low: dataclasses.replace(base, low=low), **kwargs)
         return runner.run(chunks)
 
+    def byId(self, ret: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {v["__id__"]: v for v in ret.values()}
+
     def installs(self) -> list[tuple[str, Any]]:
         return [(name, kw["names"]) for fun, name, kw in self.hooks.calls if fun == "agg.install"]
 
@@ -126,57 +129,50 @@ class AggregateAllowedTests(SynchronousTestCase):
 
 
 class AggregateGroupsTests(SynchronousTestCase):
-    def groups(
-        self, chunks: list[dict[str, Any]], deps: dict[str, list[tuple[str, str]]]
-    ) -> AggregateGroups:
-        byTag = {f"{c['state']}_|-{c['__id__']}_|-{c['name']}_|-{c['fun']}": c for c in chunks}
-        return AggregateGroups(byTag, list(byTag), deps, lambda low: low["state"] == "agg")
+    def groups(self, chunks: list[dict[str, Any]]) -> AggregateGroups:
+        self.byTag = {f"{c['state']}_|-{c['__id__']}_|-{c['name']}_|-{c['fun']}": c for c in chunks}
+        return AggregateGroups(self.byTag, list(self.byTag), lambda low: low["state"] == "agg")
 
-    def test_unrelated(self) -> None:
+    def names(self, chunks: list[dict[str, Any]]) -> list[str]:
+        return [c["name"] for c in chunks]
+
+    def test_ready(self) -> None:
         """
-        Chunks of one module with no requisites between them are one
-        group; each sees all of them, itself included.
+        A chunk is offered the chunks of its module that are ready,
+        itself first; not those of other modules, not those merged.
         """
-        chunks = [chunk("agg", "install", n) for n in "abc"]
-        groups = self.groups(chunks, {})
+        chunks = [chunk("agg", "install", n) for n in "abcd"]
+        chunks.append(chunk("plain", "ok", "e"))
+        chunks[3]["__agg__"] = True
+        groups = self.groups(chunks)
+        found = groups.chunksFor(
+            "agg_|-b_|-b_|-install", lambda tag: "_|-c_|-" not in tag, lambda tag: False
+        )
+        self.assertEqual(self.names(found), ["b", "a"])
+        self.assertIs(found[0], self.byTag["agg_|-b_|-b_|-install"])
+
+    def test_alone(self) -> None:
+        """
+        With no other chunk ready, or for a chunk not allowed to
+        aggregate, there is nothing.
+        """
+        groups = self.groups(
+            [chunk("agg", "install", "a"), chunk("agg", "install", "b"), chunk("plain", "ok", "c")]
+        )
         self.assertEqual(
-            [c["name"] for c in groups.chunksFor("agg_|-b_|-b_|-install")], ["a", "b", "c"]
+            groups.chunksFor("agg_|-a_|-a_|-install", lambda tag: False, lambda tag: False), []
+        )
+        self.assertEqual(
+            groups.chunksFor("plain_|-c_|-c_|-ok", lambda tag: True, lambda tag: False), []
         )
 
-    def test_requisiteChainSplits(self) -> None:
+    def test_cap(self) -> None:
         """
-        A chunk that depends on a member, even through a chunk of another
-        module, starts a group of its own.
+        At most 500 chunks are merged, as Salt.
         """
-        chunks = [
-            chunk("agg", "install", "a"),
-            chunk("plain", "ok", "mid"),
-            chunk("agg", "install", "b"),
-            chunk("agg", "install", "c"),
-        ]
-        deps = {
-            "plain_|-mid_|-mid_|-ok": [("require", "agg_|-a_|-a_|-install")],
-            "agg_|-b_|-b_|-install": [("require", "plain_|-mid_|-mid_|-ok")],
-        }
-        groups = self.groups(chunks, deps)
-        self.assertEqual([c["name"] for c in groups.chunksFor("agg_|-a_|-a_|-install")], ["a", "c"])
-        self.assertEqual(groups.chunksFor("agg_|-b_|-b_|-install"), [])
-        self.assertEqual(
-            groups.ancestors("agg_|-b_|-b_|-install"),
-            {"plain_|-mid_|-mid_|-ok", "agg_|-a_|-a_|-install"},
-        )
-
-    def test_longChain(self) -> None:
-        """
-        The requisites of a chain of 1500 are followed without
-        recursion.
-        """
-        chunks = [chunk("agg", "install", f"n{i}") for i in range(1500)]
-        tags = [f"agg_|-n{i}_|-n{i}_|-install" for i in range(1500)]
-        deps = {tags[i]: [("require", tags[i - 1])] for i in range(1, 1500)}
-        groups = self.groups(chunks, deps)
-        self.assertEqual(len(groups.ancestors(tags[-1])), 1499)
-        self.assertEqual(groups.chunksFor(tags[5]), [])
+        groups = self.groups([chunk("agg", "install", f"n{i}") for i in range(600)])
+        found = groups.chunksFor("agg_|-n0_|-n0_|-install", lambda tag: True, lambda tag: False)
+        self.assertEqual(len(found), MAX_GROUP)
 
 
 class RunnerAggregateTests(HookTestMixin, SynchronousTestCase):
@@ -237,6 +233,54 @@ class RunnerAggregateTests(HookTestMixin, SynchronousTestCase):
             ]
         )
         self.assertEqual(self.installs(), [("a", ["a", "c"]), ("b", None), ("c", None)])
+
+    def test_requisiteNotRunYet(self) -> None:
+        """
+        A chunk that requires a state which has not run yet is not merged
+        into an earlier one (Salt 3008 merges it: saltstack/salt#65304);
+        it runs, and aggregates, after its requisite.
+        """
+        self.opts["state_aggregate"] = True
+        self.runChunks(
+            [
+                chunk("agg", "install", "a"),
+                chunk("test", "succeed_without_changes", "x"),
+                chunk("agg", "install", "c", require=["x"]),
+                chunk("agg", "install", "d", require=["x"]),
+            ]
+        )
+        self.assertEqual(self.installs(), [("a", None), ("c", ["c", "d"]), ("d", None)])
+
+    def test_requisiteFailed(self) -> None:
+        """
+        A chunk whose requisite failed, or that waits for changes that
+        did not happen, is not merged: it will not run.
+        """
+        self.opts["state_aggregate"] = True
+        ret = self.runChunks(
+            [
+                chunk("test", "fail_without_changes", "f"),
+                chunk("test", "succeed_without_changes", "quiet"),
+                chunk("agg", "install", "a"),
+                chunk("agg", "install", "b", require=["f"]),
+                chunk("agg", "install", "c", onchanges=["quiet"]),
+                chunk("agg", "install", "d"),
+            ]
+        )
+        self.assertEqual(self.installs(), [("a", ["a", "d"]), ("d", None)])
+        self.assertIs(self.byId(ret)["b"]["result"], False)
+
+    def test_longChain(self) -> None:
+        """
+        A chain of 500 aggregated chunks, each requiring the one before,
+        runs without merging any (each waits for the one before).
+        """
+        self.opts["state_aggregate"] = True
+        chunks = [chunk("agg", "install", "n0")]
+        chunks += [chunk("agg", "install", f"n{i}", require=[f"n{i - 1}"]) for i in range(1, 500)]
+        ret = self.runChunks(chunks)
+        self.assertEqual(len(ret), 500)
+        self.assertEqual({names for _, names in self.installs()}, {None})
 
     def test_pkgHook(self) -> None:
         """

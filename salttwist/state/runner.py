@@ -267,16 +267,31 @@ class _Run:
             self.aggregates = AggregateGroups(
                 self.byTag,
                 [stateTag(c) for c in self.chunks],
-                self.deps,
                 lambda low: aggregateAllowed(low, agg, states),
             )
         try:
-            group = [] if chunk.get("__agg__") else self.aggregates.chunksFor(tag)
+            group = (
+                []
+                if chunk.get("__agg__")
+                else self.aggregates.chunksFor(tag, self.isReady, self.running.__contains__)
+            )
             if group:
                 callAggregate(self.runner.states, self.context(chunk), chunk, group, self.running)
             self.modInit.before(chunk, self.context)
         except Exception:
             log.debug("No state context for %s", tag, exc_info=True)
+
+    def isReady(self, tag: str) -> bool:
+        """
+        @return: whether the chunk C{tag} would run now: not run, its
+            requisites run (parallel ones returned) and met.
+        """
+        if tag in self.running or tag in self.lost or tag in self.cyclic:
+            return False
+        for kind, dep in self.deps[tag]:
+            if dep in self.parallel or self.returnOf(kind, dep) is None:
+                return False
+        return requisiteStatus(self.deps[tag], self.returnOf) in ("met", "change", "skip_watch")
 
     def checkCancelled(self) -> bool:
         if not self.stopped and self.runner.cancelled():
