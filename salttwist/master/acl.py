@@ -55,9 +55,17 @@ from salttwist.aclconfig import (
     isRegex,
     patternMatches,
 )
+from salttwist.eauth.engine import (
+    AclRefused,
+    Decision,
+    Rule,
+    compileRules,
+    describeMinions,
+    summarize,
+    uncoveredMinions,
+)
 from salttwist.files import atomicWrite
 from salttwist.rootkey import USER_NAME, readUserKey, userKeyFile
-from salttwist.targeting import TargetError, TargetMatcher, compileTarget
 
 __all__ = [
     "AclRefused",
@@ -88,16 +96,6 @@ FIND_JOB = "saltutil.find_job"
 _GLOB_CHARS = frozenset("*?[")
 _KEY_FILE = re.compile(r"\A\.(?P<user>.+)_key\Z")
 _ROOT_KEY_USER = "root"
-#: How many refused minions a message names before "and N more".
-_MESSAGE_MINIONS = 10
-
-
-class AclRefused(ValueError):
-    """
-    A publish (or runner call) the ACL does not allow. The message says
-    which user, which function and, where it applies, which minions, and
-    which rule refused it; the master sends it to the client as it is.
-    """
 
 
 # -- patterns -----------------------------------------------------------------
@@ -228,41 +226,6 @@ def _membersOf(users: UserDatabase, groupPattern: str) -> dict[str, Account]:
 # -- the ACL ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Rule:
-    """
-    One item of a user's entry: function patterns, allowed on every minion
-    (C{target} is L{None}) or on the minions C{target} matches.
-    """
-
-    entry: str
-    functions: tuple[str, ...]
-    target: str | None
-
-    def allows(self, fun: str) -> bool:
-        return any(patternMatches(pattern, fun) for pattern in self.functions)
-
-
-@dataclass(frozen=True)
-class Decision:
-    """
-    A publish the ACL allows.
-
-    @ivar restricted: whether it relied on target restrictions: the master
-        then publishes to the checked minions by name, so that no minion
-        whose real grains differ from the master's cache runs it too.
-    """
-
-    restricted: bool
-
-
-def _describeMinions(minions: Sequence[str]) -> str:
-    shown = ", ".join(minions[:_MESSAGE_MINIONS])
-    if len(minions) > _MESSAGE_MINIONS:
-        shown += f" and {len(minions) - _MESSAGE_MINIONS} more"
-    return shown
-
-
 class PublisherAcl:
     """
     The C{publisher_acl} and C{publisher_acl_blacklist} of one master.
@@ -290,24 +253,11 @@ class PublisherAcl:
         self.acl = dict(acl)
         self.blacklist = {k: list(v or []) for k, v in (blacklist or {}).items()}
         self.users = users
-        self._rules: list[tuple[str, list[_Rule]]] = []
-        self._targets: dict[str, TargetMatcher] = {}
+        self._rules: list[tuple[str, list[Rule]]] = []
         for entry, items in self.acl.items():
-            rules = []
-            for item in items:
-                if isinstance(item, dict):
-                    [(target, functions)] = item.items()
-                    if target not in self._targets:
-                        try:
-                            self._targets[target] = compileTarget(target, "compound", nodegroups)
-                        except TargetError as e:
-                            raise ValueError(
-                                f"publisher_acl entry {entry!r}: invalid target {target!r}: {e}"
-                            ) from None
-                    rules.append(_Rule(entry, tuple(functions), target))
-                else:
-                    rules.append(_Rule(entry, (item,), None))
-            self._rules.append((entry, rules))
+            # publisher_acl has no special '@' items: every rule is a Rule.
+            rules = compileRules(entry, items, nodegroups, special=False)
+            self._rules.append((entry, [rule for rule in rules if isinstance(rule, Rule)]))
 
     @classmethod
     def fromConfig(cls, config: Mapping[str, Any], users: UserDatabase) -> PublisherAcl:
@@ -338,7 +288,7 @@ class PublisherAcl:
             return any(patternMatches(pattern, g.name) for g in groups or [])
         return patternMatches(entry, user)
 
-    def rulesFor(self, user: str) -> list[_Rule]:
+    def rulesFor(self, user: str) -> list[Rule]:
         """
         Everything the ACL grants C{user}: the items of every entry whose
         user pattern matches it or names a group it belongs to. Blocking
@@ -346,7 +296,7 @@ class PublisherAcl:
         """
         needGroups = any(entry.endswith(GROUP_SUFFIX) for entry, _ in self._rules)
         groups = _groupsOf(self.users, user) if needGroups else None
-        rules: list[_Rule] = []
+        rules: list[Rule] = []
         for entry, entryRules in self._rules:
             if self._entryMatches(entry, user, groups):
                 rules.extend(entryRules)
@@ -439,42 +389,19 @@ class PublisherAcl:
         if not allowing:
             raise AclRefused(
                 f"Authorization error occurred: user {user} is not permitted to run {fun}:"
-                f" publisher_acl allows {user} {self._summary(rules)}"
+                f" publisher_acl allows {user} {summarize(rules)}"
             )
         if any(rule.target is None for rule in allowing):
             return Decision(restricted=False)
-        wanted = set(minions)
-        covered: set[str] = set()
-        grains = grainsById or {}
-        for rule in allowing:
-            assert rule.target is not None
-            matcher = self._targets[rule.target]
-            covered.update(
-                m for m in wanted - covered if matcher.evaluate(m, grains.get(m)) is True
-            )
-        refused = sorted(wanted - covered)
+        refused = uncoveredMinions(allowing, minions, grainsById)
         if refused:
             targets = ", ".join(sorted({repr(rule.target) for rule in allowing}))
             raise AclRefused(
                 f"Authorization error occurred: user {user} is not permitted to run {fun}"
-                f" on {_describeMinions(refused)}: publisher_acl allows {fun} for {user}"
+                f" on {describeMinions(refused)}: publisher_acl allows {fun} for {user}"
                 f" only on minions matching {targets}"
             )
         return Decision(restricted=True)
-
-    def _summary(self, rules: list[_Rule]) -> str:
-        """
-        What C{rules} allow, for a refusal message: "test.ping, network.*
-        on every minion; test.* on minions matching 'web*'".
-        """
-        byTarget: dict[str | None, list[str]] = {}
-        for rule in rules:
-            byTarget.setdefault(rule.target, []).extend(rule.functions)
-        parts = []
-        for target, functions in byTarget.items():
-            where = "on every minion" if target is None else f"on minions matching {target!r}"
-            parts.append(f"{', '.join(dict.fromkeys(functions))} {where}")
-        return "only " + "; ".join(parts)
 
     def refuseRunner(self, user: str, fun: object) -> AclRefused:
         """
