@@ -31,6 +31,7 @@ from salttwist.config import loadMinionConfig
 from salttwist.fileserver.server import FileServer
 from salttwist.modules.extmods import SaltFunctions
 from salttwist.state import apply as stateapply
+from salttwist.states import loadStates
 from tests._statectx import makeLoaderContext
 
 GUIDE = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "states.md")
@@ -93,6 +94,27 @@ def slsName(path: str) -> str:
     return name.replace("/", ".")
 
 
+_TABLE_ROW = re.compile(r"^\| (?P<module>[a-z_]+)(?: \([^)]*\))? \| (?P<functions>[a-z_, ()]+) \|$")
+
+
+def moduleTable(text: str) -> dict[str, list[str]]:
+    """
+    @return: the rows of the guide's table of state modules (the one
+        under C{| Module | Functions |}): C{{module: [function, ...]}},
+        an alias in parentheses (C{wait (alias watch)}) counting as a
+        function too.
+    """
+    start = text.index("| Module | Functions |")
+    rows: dict[str, list[str]] = {}
+    for line in text[start:].splitlines()[2:]:
+        match = _TABLE_ROW.match(line)
+        if match is None:
+            break
+        names = re.findall(r"[a-z_]+", match.group("functions").replace("alias", ""))
+        rows[match.group("module")] = names
+    return rows
+
+
 def readGuide() -> str:
     with open(GUIDE, encoding="utf-8") as f:
         return f.read()
@@ -145,6 +167,35 @@ class ParsingTests(SynchronousTestCase):
             "each file of the guide's tree is given once",
         )
         self.assertEqual([example.line for example in slsExamples if not example.ids], [])
+
+
+class ModuleTableTests(SynchronousTestCase):
+    """
+    The guide's table of state modules names only functions that exist.
+    """
+
+    def test_moduleTable(self) -> None:
+        """
+        L{moduleTable} reads a row, an alias and a module's note.
+        """
+        text = (
+            "| Module | Functions |\n|---|---|\n"
+            "| cmd | run, wait (alias watch) |\n"
+            "| salt (orchestration) | state |\n\nafter\n"
+        )
+        self.assertEqual(moduleTable(text), {"cmd": ["run", "wait", "watch"], "salt": ["state"]})
+
+    def test_functionsExist(self) -> None:
+        """
+        Every C{module.function} of the table is a loaded state function.
+        """
+        rows = moduleTable(readGuide())
+        self.assertGreaterEqual(len(rows), 12)
+        loaded = set(loadStates())
+        listed = {
+            f"{module}.{function}" for module, functions in rows.items() for function in functions
+        }
+        self.assertEqual(sorted(listed - loaded), [])
 
 
 class CompileTests(TestCase):
