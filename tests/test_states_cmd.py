@@ -277,7 +277,8 @@ class WaitTests(TestCase):
     async def test_modWatch(self) -> None:
         """
         C{mod_watch} runs the command for C{wait} and C{run}, the script
-        for C{wait_script}, and refuses other functions.
+        for C{wait_script}, and refuses other functions (C{call} and
+        C{wait_call}: L{tests.test_states_cmd_call}).
         """
         target = os.path.abspath(self.mktemp())
         ret = await runState("cmd.mod_watch", f"touch {target}", sfun="wait")
@@ -288,11 +289,11 @@ class WaitTests(TestCase):
             f.write('#!/bin/sh\necho script "$@"\n')
         ret = await runState("cmd.mod_watch", f"{script} a b", sfun="wait_script")
         self.assertEqual(ret["changes"]["stdout"], "script a b")
-        ret = await runState("cmd.mod_watch", "true", sfun="call")
+        ret = await runState("cmd.mod_watch", "true", sfun="nop")
         self.assertIs(ret["result"], False)
         self.assertEqual(
             ret["comment"],
-            "cmd.call does not work with the watch requisite, "
+            "cmd.nop does not work with the watch requisite, "
             "please use cmd.wait or cmd.wait_script",
         )
 

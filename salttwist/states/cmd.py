@@ -1,8 +1,9 @@
 # -*- test-case-name: tests.test_states_cmd -*-
 """
 Salt's C{cmd} states: run a command (C{cmd.run}), a script (C{cmd.script}),
-or either only when a watched state changed (C{cmd.wait},
-C{cmd.wait_script}, through L{mod_watch}).
+call a Python function given by a C{py}-rendered SLS (C{cmd.call}), or any
+of them only when a watched state changed (C{cmd.wait}, C{cmd.wait_script},
+C{cmd.wait_call}, through L{mod_watch}).
 
 C{unless}, C{onlyif} and C{creates} are the state runner's (as in Salt
 3008); a C{creates} that reaches a function here anyway is honoured the
@@ -496,6 +497,62 @@ def wait_script(ctx: StateContext, name: str, **kwargs: Any) -> dict[str, Any]:
     return stateReturn(name, True, "")
 
 
+def call(
+    ctx: StateContext,
+    name: str,
+    func: Any = None,
+    args: Any = (),
+    kws: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Call a Python function given in the state's data (Salt's C{cmd.call},
+    for SLS files written in Python, the C{py} renderer): C{func(*args,
+    **kws)}.
+
+    A mapping returned is the state's return (over C{name}, C{changes}
+    C{{}}, C{result} C{False}, C{comment} C{""}); anything else becomes
+    C{changes={"retval": value}}, C{result} C{True} for L{None} else its
+    truth, and C{comment} the value if a string. As in Salt, the function
+    is called in test mode too (it is the SLS author's own code, and
+    C{stateful} and the C{cmd.run} options are accepted and ignored).
+
+    @param func: the callable.
+    @param args: its positional arguments (a list or tuple).
+    @param kws: its keyword arguments (a mapping).
+    """
+    ret = stateReturn(name, False)
+    if not callable(func):
+        ret["comment"] = (
+            f"cmd.call needs a Python callable as func, not {type(func).__name__} "
+            "(it is for SLS files rendered by the py renderer)"
+        )
+        return ret
+    if isinstance(args, str) or not isinstance(args, list | tuple):
+        ret["comment"] = f"cmd.call's args must be a list, not {type(args).__name__}"
+        return ret
+    if kws is not None and not isinstance(kws, dict):
+        ret["comment"] = f"cmd.call's kws must be a mapping, not {type(kws).__name__}"
+        return ret
+    result = func(*args, **(kws or {}))
+    if isinstance(result, dict):
+        ret.update(result)
+        return ret
+    ret["changes"] = {"retval": result}
+    ret["result"] = True if result is None else bool(result)
+    if isinstance(result, str):
+        ret["comment"] = result
+    return ret
+
+
+def wait_call(ctx: StateContext, name: str, **kwargs: Any) -> dict[str, Any]:
+    """
+    Do nothing: the function is called (as L{call}) only when a state this
+    one watches changed, through L{mod_watch}.
+    """
+    return stateReturn(name, True, "")
+
+
 def mod_watch(
     ctx: StateContext,
     name: str,
@@ -506,7 +563,8 @@ def mod_watch(
 ) -> dict:
     """
     A watched state changed: run the command (C{cmd.run}, C{cmd.wait},
-    C{cmd.watch}) or the script (C{cmd.script}, C{cmd.wait_script}).
+    C{cmd.watch}), the script (C{cmd.script}, C{cmd.wait_script}) or the
+    function (C{cmd.call}, C{cmd.wait_call}).
 
     @param sfun: the function of the watching state.
     @param runas: named here as the runner passes its own keys only to
@@ -517,6 +575,10 @@ def mod_watch(
         return run(ctx, name, runas=runas, umask=umask, **kwargs)
     if sfun in ("wait_script", "script"):
         return script(ctx, name, runas=runas, **kwargs)
+    if sfun in ("wait_call", "call"):
+        if not kwargs.get("func"):
+            return stateReturn(name, False, f"cmd.{sfun} needs a named parameter func")
+        return call(ctx, name, **kwargs)
     return stateReturn(
         name,
         False,
