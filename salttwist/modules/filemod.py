@@ -14,6 +14,7 @@ import grp
 import os
 import pwd
 import re
+import shlex
 import shutil
 import stat
 import time
@@ -2149,3 +2150,63 @@ def apply_template_on_contents(
         )
     except _filesource.SourceError as e:
         raise CommandExecutionError(str(e)) from e
+
+
+# Patches ----------------------------------------------------------------------
+
+
+def _patchCommand(originalfile: str, patchfile: str, options: Any, dryRun: bool) -> list[str]:
+    """
+    The C{patch} command line of C{file.patch}, as Salt builds it.
+
+    @raise CommandExecutionError: when C{patch} is not installed.
+    """
+    binary = shutil.which("patch")
+    if not binary:
+        raise CommandExecutionError(
+            "patch executable not found. Is the distribution's patch package installed?"
+        )
+    if options is None:
+        options = []
+    cmd = [binary, *(shlex.split(options) if isinstance(options, str) else map(str, options))]
+    if dryRun:
+        cmd.append("--dry-run")
+    # Without it patch asks what to do with a patch that seems reversed.
+    if "-N" not in cmd and "--forward" not in cmd:
+        cmd.append("--forward")
+    if not any(o == "-r" or o.startswith("-r ") or o.startswith("--reject-file") for o in cmd):
+        # Else patch leaves rejected hunks in <file>.rej.
+        cmd.append("--reject-file=-")
+    cmd.extend(["-i", patchfile])
+    if os.path.isdir(originalfile):
+        cmd.extend(["-d", originalfile])
+        if not any(o.startswith("-p") or o.startswith("--strip=") for o in cmd):
+            cmd.append("--strip=0")
+    else:
+        cmd.append(originalfile)
+    return cmd
+
+
+@needsContext
+def patch(
+    context: LoaderContext,
+    originalfile: str,
+    patchfile: str,
+    options: Any = "",
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """
+    Apply the patch file C{patchfile} to the file or directory
+    C{originalfile} with the C{patch} program (C{patch <options> -i
+    <patchfile> <originalfile>}, or C{-d <directory> --strip=0}); C{options}
+    is a string or a list; C{dry_run} changes nothing. Returns
+    C{cmd.run_all}'s result.
+
+    CLI Example:
+
+        salttwist '*' file.patch /opt/file.txt /tmp/file.txt.patch
+    """
+    from salttwist.modules.extmods import SaltFunctions
+
+    cmd = _patchCommand(_expand(originalfile), _expand(patchfile), options, bool(dry_run))
+    return SaltFunctions(context)["cmd.run_all"](cmd, python_shell=False)

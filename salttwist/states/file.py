@@ -32,6 +32,7 @@ import os
 import pwd
 import re
 import shutil
+import tempfile
 from typing import Any
 from urllib.parse import urlparse
 
@@ -42,6 +43,7 @@ from salttwist.modules import _filesource as src
 from salttwist.modules import filemod as fm
 from salttwist.render.jinja import traverse
 from salttwist.states import StateContext, stateReturn
+from salttwist.states import _filepatch as patching
 from salttwist.states import _fileretention as retention
 from salttwist.states import _filetidy as tidy
 from salttwist.states import _filewrite as fw
@@ -2862,3 +2864,215 @@ def not_cached(
     ret["changes"]["deleted"] = True
     ret["comment"] = f"{copy} was deleted"
     return ret
+
+
+# Patches -----------------------------------------------------------------------
+
+
+def _tempPath(suffix: str) -> str:
+    """
+    @return: a new empty file for C{file.patch}'s work, private to the
+        minion's user (in the system's temporary directory, as Salt's).
+    """
+    fd, path = tempfile.mkstemp(prefix="__salttwist.tmp.", suffix=suffix)
+    os.close(fd)
+    return path
+
+
+def _fetchPatch(
+    ctx: StateContext,
+    source: Any,
+    sourceHash: Any,
+    sourceHashName: str | None,
+    skipVerify: bool,
+    template: str | None,
+    context: Any,
+    defaults: Any,
+    saltenv: str,
+    dest: str,
+) -> None:
+    """
+    Put the patch file C{source} (any source C{file.managed} takes,
+    rendered with C{template}) in C{dest}.
+
+    @raise src.SourceError: naming the problem, after C{Unable to manage
+        file: }.
+    """
+    try:
+        chosen, chosenHash = src.sourceList(ctx, source, sourceHash, saltenv)
+        path, _ = src.fetchSource(
+            ctx, dest, chosen, chosenHash, sourceHashName, saltenv, bool(skipVerify)
+        )
+        with open(path, "rb") as f:
+            data = f.read()
+        if template:
+            variables = _templateVars(context, defaults)
+            text = src.renderTemplate(
+                ctx, data.decode("utf-8"), template, variables, saltenv, chosen
+            )
+            data = text.encode("utf-8")
+    except src.HashMismatch:
+        raise
+    except (CommandExecutionError, OSError, UnicodeDecodeError) as e:
+        raise src.SourceError(str(e)) from e
+    with open(dest, "wb") as f:
+        f.write(data)
+
+
+def patch(
+    ctx: StateContext,
+    name: str,
+    source: Any = None,
+    source_hash: Any = None,
+    source_hash_name: str | None = None,
+    skip_verify: bool = False,
+    template: str | None = None,
+    context: Any = None,
+    defaults: Any = None,
+    options: Any = "",
+    reject_file: str | None = None,
+    strip: Any = None,
+    saltenv: str | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Ensure the patch C{source} (C{salt://}, C{http(s)://} with
+    C{source_hash}, a local path; optionally a C{template}) is applied to
+    the file or directory C{name}, with the C{patch} program: a patch
+    already applied is recognised (its reverse applies), one that would not
+    apply cleanly fails with the dry run's output (rejected hunks in
+    C{reject_file} if given). C{strip} is C{patch}'s C{-p} for a directory;
+    C{options} are passed on (not C{-N}, C{-r}, C{-o}). In test mode the
+    changes are the dry run's result.
+    """
+    ret = stateReturn(name, False, "", {})
+    if not shutil.which("patch"):
+        ret["comment"] = "patch executable not found on minion"
+        return ret
+    if not name:
+        ret["comment"] = "A file/directory to be patched is required"
+        return ret
+    name = _expand(name)
+    ret["name"] = name
+    if not os.path.isabs(name):
+        ret["comment"] = f"{name} is not an absolute path"
+        return ret
+    if not os.path.exists(name):
+        ret["comment"] = f"{name} does not exist"
+        return ret
+    isDir = os.path.isdir(name)
+    for ignored in ("hash", "dry_run_first"):
+        if ignored in kwargs:
+            ret.setdefault("warnings", []).append(
+                f"The '{ignored}' argument is no longer used and has been ignored."
+            )
+    if reject_file is not None:
+        parent = os.path.dirname(str(reject_file))
+        if not os.path.isabs(parent):
+            ret["comment"] = f"'{reject_file}' is not an absolute path"
+            return ret
+        if not os.path.isdir(parent):
+            ret["comment"] = (
+                f"Parent directory for reject_file '{reject_file}' either does not exist, or "
+                "is not a directory"
+            )
+            return ret
+    try:
+        passed, strip = patching.splitOptions(options, strip)
+    except patching.PatchOptionsError as e:
+        ret["comment"] = str(e)
+        return ret
+    if not source:
+        ret["comment"] = "A patch source is required"
+        return ret
+    env = ctx.saltenv
+    if saltenv is not None:
+        if isinstance(source, str) and src.scheme(source) == "salt" and "saltenv=" in source:
+            ret.setdefault("warnings", []).append(
+                "Ignoring 'saltenv' option in favor of saltenv included in the source URL."
+            )
+        else:
+            env = str(saltenv)
+    stripOption = [f"-p{strip}"] if isDir and strip is not None else []
+    cleanup: list[str] = []
+    try:
+        patchFile = _tempPath(".patch")
+        cleanup.append(patchFile)
+        try:
+            _fetchPatch(
+                ctx,
+                source,
+                source_hash,
+                source_hash_name,
+                bool(skip_verify),
+                template,
+                context,
+                defaults,
+                env,
+                patchFile,
+            )
+        except src.HashMismatch as e:
+            ret["comment"] = str(e)
+            return ret
+        except src.SourceError as e:
+            ret["comment"] = f"Unable to manage file: {e}"
+            return ret
+        if reject_file is not None:
+            rejects = str(reject_file)
+        else:
+            rejects = _tempPath(".rej")
+            cleanup.append(rejects)
+        output = _tempPath(".out")
+        cleanup.append(output)
+
+        def run(patchPath: str, extra: list[str], dryRun: bool = False) -> dict[str, Any]:
+            return ctx.salt["file.patch"](
+                name, patchPath, options=[*passed, *extra], dry_run=dryRun
+            )
+
+        try:
+            # Applied to a copy (-o): whether it applies, changing nothing.
+            check = run(patchFile, ["-N", "-r", rejects, "-o", output, *stripOption])
+            if check["retcode"] != 0:
+                if not os.path.exists(rejects) or os.path.getsize(rejects) == 0:
+                    ret["comment"] = check["stderr"]
+                    return ret
+                # The rejected hunks name files from the patched directory's
+                # top, so no strip here.
+                reverse = run(rejects, ["-R", "-f"], dryRun=True)
+                if check["retcode"] == 2 and check["stderr"]:
+                    ret["comment"] = check["stderr"]
+                    return ret
+                if reverse["retcode"] == 0:
+                    ret["result"] = True
+                    ret["comment"] = "Patch was already applied"
+                    return ret
+                ret["comment"] = (
+                    "Patch would not apply cleanly, no changes made. Results of dry-run are below."
+                )
+                if reject_file is None:
+                    ret["comment"] += (
+                        " Run state again using the reject_file option to save rejects to a "
+                        "persistent file."
+                    )
+                ret["comment"] += "\n\n" + patching.nestedResult(check)
+                return ret
+            if ctx.test:
+                ret["result"] = None
+                ret["comment"] = "The patch would be applied"
+                ret["changes"] = check
+                return ret
+            applied = run(patchFile, stripOption)
+        except (CommandExecutionError, SaltInvocationError) as e:
+            ret["comment"] = str(e)
+            return ret
+        ret["changes"] = applied
+        if applied["retcode"] == 0:
+            ret["result"] = True
+            ret["comment"] = "Patch successfully applied"
+        else:
+            ret["comment"] = "Failed to apply patch"
+        return ret
+    finally:
+        for path in cleanup:
+            fw.removeQuietly(path)
