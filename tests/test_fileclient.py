@@ -25,17 +25,25 @@ from salttwist.blocking import runSynchronously
 from salttwist.fileserver.client import (
     INDEX_FILE,
     WINDOW,
+    WRITE_BATCH,
     CacheIndex,
     LocalFileClient,
     RemoteFileClient,
 )
+from salttwist.fileserver.client import _Download as client_Download
 from salttwist.fileserver.interfaces import FileServerError, IFileClient
 from salttwist.fileserver.limits import FairLimits
 from salttwist.fileserver.server import FileServer
 from salttwist.master.reqserver import FILE_AND_PILLAR_FUNCS
 from salttwist.pki.keystore import ACCEPTED
 from salttwist.transport.errors import RequestError
-from tests.test_master_fileserving import CONTENT, FakeSession, RoomTestCase, writeFile
+from tests.test_master_fileserving import (
+    CONTENT,
+    FakeSession,
+    ManualRunner,
+    RoomTestCase,
+    writeFile,
+)
 from tests.test_minion import MINION_PEM, MinionTestCase
 
 BIG = os.urandom(50_000)
@@ -352,6 +360,69 @@ class RemoteClientTests(RemoteTestCase):
             self.client.cacheFileTo("big.bin", "base", dest), FileServerError
         )
         self.assertIn("SHA-256", str(failure.value))
+        self.assertEqual(os.listdir(os.path.dirname(dest)), [])
+        self.assertEqual(os.listdir(os.path.dirname(self.client.cachedPath("big.bin"))), [])
+
+    def test_cacheFileToWritesInParallel(self) -> None:
+        """
+        The file (and its hash) and the copy beside C{dest} are written by
+        two thread calls at once, each taking the chunks arrived in order,
+        at most L{WRITE_BATCH} a call.
+        """
+        runner = ManualRunner()
+        client = RemoteFileClient(self.requests, self.cachedir, runner, "m1")
+        dest = os.path.join(os.path.abspath(self.mktemp()), "out.bin")
+        os.makedirs(os.path.dirname(dest))
+        d = client.cacheFileTo("big.bin", "base", dest)
+        together = False
+        batches: list[int] = []
+        while runner.calls:
+            names = {f.__name__ for f, _, _ in runner.calls}
+            together = together or {"writeOwn", "writeCopy"} <= names
+            f, args, result = runner.calls.pop(0)
+            if f.__name__ == "writeOwn":
+                batches.append(len(args[0]))
+            maybeDeferred(f, *args).chainDeferred(result)
+        self.assertEqual(self.successResultOf(d), (client.cachedPath("big.bin"), True))
+        with open(dest, "rb") as f:
+            self.assertEqual(f.read(), BIG)
+        self.assertEqual(self.cached("big.bin"), BIG)
+        self.assertTrue(together)
+        self.assertEqual(sum(batches), 13)
+        self.assertGreater(max(batches), 1)
+        self.assertLessEqual(max(batches), WRITE_BATCH)
+
+    def test_cacheFileToDestUnwritable(self) -> None:
+        """
+        A copy that cannot be written fails the fetch naming C{dest}, and
+        leaves no temporary file.
+        """
+        dest = os.path.join(os.path.abspath(self.mktemp()), "out.bin")
+        os.makedirs(os.path.dirname(dest))
+
+        class Full:
+            def __init__(self, real: Any) -> None:
+                self.real = real
+                self.closed = False
+
+            def write(self, data: bytes) -> int:
+                raise OSError(28, "No space left on device")
+
+            def close(self) -> None:
+                self.closed = True
+                self.real.close()
+
+        openCopy = client_Download._openCopy
+
+        def fullCopy(download: Any, *args: Any) -> None:
+            openCopy(download, *args)
+            download._copy = Full(download._copy)
+
+        self.patch(client_Download, "_openCopy", fullCopy)
+        failure = self.failureResultOf(
+            self.client.cacheFileTo("big.bin", "base", dest), FileServerError
+        )
+        self.assertEqual(str(failure.value), f"cannot write {dest}: No space left on device")
         self.assertEqual(os.listdir(os.path.dirname(dest)), [])
         self.assertEqual(os.listdir(os.path.dirname(self.client.cachedPath("big.bin"))), [])
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from twisted.internet.defer import (
     Deferred,
+    DeferredList,
     DeferredSemaphore,
     fail,
     gatherResults,
@@ -54,6 +55,9 @@ BATCH_PATHS = 1000
 PARALLEL_FILES = 4
 #: How many times a transfer starts again when the file changed meanwhile.
 RETRIES = 3
+#: The most chunks of one transfer written in one thread call (when the
+#: writing lags behind the network).
+WRITE_BATCH = 4
 #: The bytes of one C{_file_recv} chunk (C{cp.push}).
 PUSH_CHUNK = 1024 * 1024
 #: The words of the master's error for a file that changed while fetched
@@ -183,6 +187,13 @@ class CacheIndex:
         """
         return [path for path, hsum in wanted if self.hashOf(path) != hsum]
 
+    @property
+    def dirty(self) -> bool:
+        """
+        Whether an entry changed since the last L{save} (a save is due).
+        """
+        return self._dirty
+
     def save(self) -> None:
         """
         Write the index if it changed (to a temporary file renamed over
@@ -262,11 +273,36 @@ class _Download:
         self.copyTo, self._copyTmp = copyTo, tmp
 
     def write(self, data: bytes) -> None:
-        self._digest.update(data)
-        self._file.write(data)
-        if self._copy is not None:
-            self._copy.write(data)
-        self.size += len(data)
+        """
+        Hash C{data} and append it to the file and to the copy.
+        """
+        self.writeOwn([data])
+        self.writeCopy([data])
+
+    def writeOwn(self, chunks: list[bytes]) -> None:
+        """
+        Hash C{chunks} and append them to the file (not the copy: a
+        transfer writes the copy in another thread at the same time, see
+        L{writeCopy}).
+        """
+        for data in chunks:
+            self._digest.update(data)
+            self._file.write(data)
+            self.size += len(data)
+
+    def writeCopy(self, chunks: list[bytes]) -> None:
+        """
+        Append C{chunks} to the copy, if there is one.
+
+        @raise FileServerError: naming L{copyTo}, if it cannot be written.
+        """
+        if self._copy is None:
+            return
+        try:
+            for data in chunks:
+                self._copy.write(data)
+        except OSError as e:
+            raise FileServerError(f"cannot write {self.copyTo}: {e.strerror}") from None
 
     def finish(self, hsum: str, index: CacheIndex, shown: str) -> str:
         """
@@ -592,13 +628,36 @@ class RemoteFileClient(_CachingClient):
             lambda result: (result[0], result[1] is not None and result[1] == dest)
         )
 
+    @_deferred
+    def cacheFileKnown(self, path: str, saltenv: str, hsum: str) -> Deferred[str]:
+        """
+        L{cacheFile} when the master's SHA-256 of C{path} is already known
+        (from a batched request of the caller's, such as a state run's
+        L{cacheFiles} and L{hashFiles} before its first state): no
+        C{_file_hash} request; the cached copy is checked against C{hsum}
+        (a C{stat}) and fetched again if it differs (a file changed on the
+        master since gets its new content).
+
+        @return: a L{Deferred} firing with the cached file's path.
+        """
+        relative, env = splitUrl(path, saltenv)
+        return self._cache(relative, env, None, {"hsum": hsum}).addCallback(
+            lambda result: result[0]
+        )
+
     def _cache(
-        self, relative: str, env: str, copyTo: str | None
+        self,
+        relative: str,
+        env: str,
+        copyTo: str | None,
+        known: dict[str, Any] | None = None,
     ) -> Deferred[tuple[str, str | None]]:
         """
         L{cacheFile} of a checked path, also writing C{copyTo} if it
         transfers the file.
 
+        @param known: the master's C{{"hsum"}} of the file if the caller
+            knows it (then it is not asked for).
         @return: a L{Deferred} firing with C{(cached path or "", the copy
             written or None)}; a caller that joined a fetch of the same
             file already under way gets that fetch's copy, not its own.
@@ -606,7 +665,7 @@ class RemoteFileClient(_CachingClient):
         target = self.cachedPath(relative, env)
 
         async def run() -> tuple[str, str | None]:
-            info = await self._hashInfo(relative, env)
+            info = known if known is not None else await self._hashInfo(relative, env)
             hsum = info.get("hsum")
             if not hsum:
                 return "", None
@@ -618,7 +677,8 @@ class RemoteFileClient(_CachingClient):
                 written = await self._fetch(relative, env, target, hsum, copy)
                 return written, copy.written if copy is not None else None
             finally:
-                await self.runBlocking(self.index.save)
+                if self.index.dirty:
+                    await self.runBlocking(self.index.save)
 
         return self._once(target, lambda: Deferred.fromCoroutine(run()))
 
@@ -1000,25 +1060,44 @@ class _Transfer:
 
     def _write(self) -> None:
         """
-        Write the next chunk in order, if it arrived and no write runs.
+        Write the next chunks in order (those arrived, up to
+        L{WRITE_BATCH} in one thread call), if no write runs: the file
+        (and its hash) in one thread, the copy beside C{dest}, if any, in
+        another at the same time.
         """
         if self.writing or self.failed:
             return
         if self.writeLoc >= self.size and not self.pending:
             self._finish()
             return
-        entry = self.arrived.pop(self.writeLoc, None)
-        if entry is None:
+        chunks: list[bytes] = []
+        starts: list[int] = []
+        loc = self.writeLoc
+        while len(chunks) < WRITE_BATCH:
+            entry = self.arrived.pop(loc, None)
+            if entry is None:
+                break
+            starts.append(loc)
+            chunks.append(entry[0])
+            loc = entry[1]
+        if not chunks:
             return
-        data, end, _ = entry
         self.writing = True
-        assert self.download is not None
-        d = self.client.runBlocking(self.download.write, data)
+        download = self.download
+        assert download is not None
+        runBlocking = self.client.runBlocking
+        d = runBlocking(download.writeOwn, chunks)
+        if download.copyTo is not None:
+            # Both writes end before anything else happens to the files
+            # (a failure of one aborts the download only then).
+            d = DeferredList(
+                [d, runBlocking(download.writeCopy, chunks)], consumeErrors=True
+            ).addCallback(_firstFailure)
 
         def written(_: object) -> None:
             self.writing = False
-            self.pending.discard(self.writeLoc)
-            self.writeLoc = end
+            self.pending.difference_update(starts)
+            self.writeLoc = loc
             self._fill()
             self._write()
 
@@ -1244,6 +1323,17 @@ class LocalFileClient(_CachingClient):
         return _failed(
             FileServerError("cp.push needs a master: this minion's file_client is local")
         )
+
+
+def _firstFailure(results: list[tuple[bool, Any]]) -> Any:
+    """
+    @return: the first failure of a L{DeferredList}'s results (to fail
+        with), else L{None}.
+    """
+    for ok, result in results:
+        if not ok:
+            return result
+    return None
 
 
 def _failed(error: Exception) -> Deferred[Any]:
