@@ -746,7 +746,7 @@ class AutoReloadTests(SynchronousTestCase):
     def test_newSiteDirectory(self) -> None:
         """
         L{refreshImports} adds a site directory that appeared since the
-        start to the path.
+        start to the path (not one that does not exist).
         """
         import site
         import sys
@@ -755,7 +755,9 @@ class AutoReloadTests(SynchronousTestCase):
 
         directory = os.path.abspath(self.mktemp())
         os.makedirs(directory)
-        self.patch(site, "getsitepackages", lambda: [directory])
+        missing = os.path.join(directory, "not-there")
+        self.patch(site, "getsitepackages", lambda: [directory, missing])
         self.addCleanup(lambda: directory in sys.path and sys.path.remove(directory))
         refreshImports()
         self.assertIn(directory, sys.path)
+        self.assertNotIn(missing, sys.path)

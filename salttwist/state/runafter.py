@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import site
 import sys
 from collections.abc import Mapping, MutableMapping
@@ -69,7 +70,7 @@ def refreshImports() -> None:
     importlib.invalidate_caches()
     try:
         for directory in site.getsitepackages():
-            if directory not in sys.path:
+            if directory not in sys.path and os.path.isdir(directory):
                 site.addsitedir(directory)
     except Exception:
         log.warning("Refreshing the site directories failed", exc_info=True)
