@@ -291,6 +291,32 @@ def _checkPublisherAclBlacklist(value: Any) -> dict:
         ) from None
 
 
+def _checkExternalAuth(value: Any) -> dict:
+    """
+    Check Salt's C{external_auth}: backends (C{pam}, C{file}) mapped to
+    their C{^} options and user entries (see L{salttwist.eauth.config}).
+    """
+    from salttwist.eauth.config import checkExternalAuthConfig
+
+    try:
+        return checkExternalAuthConfig(value)
+    except ValueError as e:
+        raise _BadValue(f"a mapping of eauth backends (pam, file) to user entries ({e})") from None
+
+
+def _checkTokenExpireUserOverride(value: Any) -> bool | dict:
+    """
+    Check Salt's C{token_expire_user_override}: a boolean, or backends
+    mapped to the users who may choose their tokens' lifetime.
+    """
+    from salttwist.eauth.config import checkTokenExpireUserOverride
+
+    try:
+        return checkTokenExpireUserOverride(value)
+    except ValueError as e:
+        raise _BadValue(f"true, false or a mapping of eauth backends to user lists ({e})") from None
+
+
 def _isStringList(value: object) -> bool:
     """
     Is C{value} a list whose items are all strings?
@@ -558,6 +584,12 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "nodegroups": _Option({}, _checkMapping),
     "publisher_acl": _Option({}, _checkPublisherAcl),
     "publisher_acl_blacklist": _Option({}, _checkPublisherAclBlacklist),
+    # External authentication (issue 24, salttwist.eauth).
+    "external_auth": _Option({}, _checkExternalAuth),
+    "token_expire": _Option(43200, _checkPositiveNumber),
+    "token_expire_user_override": _Option(False, _checkTokenExpireUserOverride),
+    "keep_acl_in_token": _Option(False, _checkBool),
+    "permissive_acl": _Option(False, _checkBool),
     "presence_events": _Option(False, _checkBool),
     "loop_interval": _Option(60, _checkPositiveNumber),
     "event_queue_max": _Option(10000, _integer(1)),
