@@ -81,6 +81,34 @@ def _owner(user: Any, kwargs: dict[str, Any]) -> Any:
     return user if user is not None else kwargs.get("owner")
 
 
+def _defaultOwner(ctx: StateContext, user: Any, group: Any) -> tuple[Any, Any]:
+    """
+    The owner of a new link or copy when none is given, as Salt: the
+    minion's C{user} (else the process's), and that user's primary group
+    (else a group named as the user).
+    """
+    if user is None:
+        user = ctx.opts.get("user") or fm.uid_to_user(os.geteuid())
+    if group is None:
+        try:
+            group = fm.gid_to_group(pwd.getpwnam(str(user)).pw_gid)
+        except KeyError:
+            group = user
+    return user, group
+
+
+def _ownerErrors(user: Any, group: Any) -> list[str]:
+    """
+    @return: Salt's words for a C{user} or C{group} that does not exist.
+    """
+    errors = []
+    if fm.user_to_uid(user) == "":
+        errors.append(f"User {user} does not exist")
+    if fm.group_to_gid(group) == "":
+        errors.append(f"Group {group} does not exist")
+    return errors
+
+
 def _lowstate(ctx: StateContext) -> Any:
     """
     @return: the run's low chunks, if the runner shares them (Salt's
@@ -1064,18 +1092,8 @@ def symlink(
         curUser, curGroup = _linkOwner(name)
         user = curUser if user is None else user
         group = curGroup if group is None else group
-    if user is None:
-        user = ctx.opts.get("user") or fm.uid_to_user(os.geteuid())
-    if group is None:
-        try:
-            group = fm.gid_to_group(pwd.getpwnam(str(user)).pw_gid)
-        except KeyError:
-            group = user
-    errors = []
-    if fm.user_to_uid(user) == "":
-        errors.append(f"User {user} does not exist")
-    if fm.group_to_gid(group) == "":
-        errors.append(f"Group {group} does not exist")
+    user, group = _defaultOwner(ctx, user, group)
+    errors = _ownerErrors(user, group)
     if not os.path.isabs(name):
         errors.append(f"Specified file {name} is not an absolute path")
     if errors:
@@ -1230,14 +1248,7 @@ def copy_(
     if preserve:
         user, group, mode = fm.get_user(source), fm.get_group(source), fm.get_mode(source)
     else:
-        user = _owner(user, kwargs)
-        if user is None:
-            user = ctx.opts.get("user") or fm.uid_to_user(os.geteuid())
-        if group is None:
-            try:
-                group = fm.gid_to_group(pwd.getpwnam(str(user)).pw_gid)
-            except KeyError:
-                group = user
+        user, group = _defaultOwner(ctx, _owner(user, kwargs), group)
         problem = _checkUser(ctx, user, group)
         if problem:
             return _error(ret, problem)
@@ -1308,6 +1319,29 @@ def _diffLines(old: list[str], new: list[str], joiner: str = "") -> str:
     return joiner.join(difflib.unified_diff(old, new))
 
 
+def _editOutcome(
+    ctx: StateContext, ret: dict[str, Any], diff: Any, would: str = "Changes would be made"
+) -> dict[str, Any]:
+    """
+    The end of an edit in place (C{file.line}, C{file.replace},
+    C{file.blockreplace}): the edit's C{diff} as the change, and Salt's
+    result and comment for a change made, one that would be made (test
+    mode; C{would}, the words of that state) or none.
+    """
+    if not diff:
+        ret["result"] = True
+        ret["comment"] = "No changes needed to be made"
+        return ret
+    ret["changes"]["diff"] = diff
+    if ctx.test:
+        ret["result"] = None
+        ret["comment"] = would
+    else:
+        ret["result"] = True
+        ret["comment"] = "Changes were made"
+    return ret
+
+
 def line(
     ctx: StateContext,
     name: str,
@@ -1372,16 +1406,7 @@ def line(
         )
     except (CommandExecutionError, SaltInvocationError) as e:
         return _error(ret, str(e))
-    if changes:
-        ret["changes"]["diff"] = changes
-        if ctx.test:
-            ret["result"] = None
-            ret["comment"] = "Changes would be made"
-        else:
-            ret["comment"] = "Changes were made"
-    else:
-        ret["comment"] = "No changes needed to be made"
-    return ret
+    return _editOutcome(ctx, ret, changes)
 
 
 def replace(
@@ -1436,16 +1461,7 @@ def replace(
         )
     except (CommandExecutionError, SaltInvocationError) as e:
         return _error(ret, str(e))
-    if changes:
-        ret["changes"]["diff"] = changes
-        if ctx.test:
-            ret["result"] = None
-            ret["comment"] = "Changes would have been made"
-        else:
-            ret["comment"] = "Changes were made"
-    else:
-        ret["comment"] = "No changes needed to be made"
-    return ret
+    return _editOutcome(ctx, ret, changes, "Changes would have been made")
 
 
 def _sourceTexts(
@@ -1555,18 +1571,7 @@ def blockreplace(
     except (CommandExecutionError, SaltInvocationError) as e:
         ret["comment"] = f"Encountered error managing block: {e}. See the log for details."
         return ret
-    if changes:
-        ret["changes"]["diff"] = changes
-        if ctx.test:
-            ret["result"] = None
-            ret["comment"] = "Changes would be made"
-        else:
-            ret["result"] = True
-            ret["comment"] = "Changes were made"
-    else:
-        ret["result"] = True
-        ret["comment"] = "No changes needed to be made"
-    return ret
+    return _editOutcome(ctx, ret, changes)
 
 
 def _wsRegex(text: str) -> str:
@@ -2280,18 +2285,8 @@ def hardlink(
         return _error(ret, "Must provide name to file.hardlink")
     dir_mode = fm._normalizeMode(dir_mode)
     user = _owner(user, kwargs)
-    if user is None:
-        user = ctx.opts.get("user") or fm.uid_to_user(os.geteuid())
-    if group is None:
-        try:
-            group = fm.gid_to_group(pwd.getpwnam(str(user)).pw_gid)
-        except KeyError:
-            group = user
-    errors = []
-    if fm.user_to_uid(user) == "":
-        errors.append(f"User {user} does not exist")
-    if fm.group_to_gid(group) == "":
-        errors.append(f"Group {group} does not exist")
+    user, group = _defaultOwner(ctx, user, group)
+    errors = _ownerErrors(user, group)
     if not os.path.isabs(name):
         errors.append(f"Specified file {name} is not an absolute path")
     if not os.path.isabs(target):
