@@ -6,9 +6,11 @@ C{file.recurse}), links (C{file.symlink}, C{file.hardlink}), removal
 (C{file.absent}), edits in place (C{file.line}, C{file.replace},
 C{file.blockreplace}, C{file.keyvalue}, C{file.append}, C{file.prepend},
 C{file.comment}, C{file.uncomment}, with C{file.accumulated} feeding
-templates and blocks), C{file.touch}, C{file.copy}, C{file.rename}, and
-the checks C{file.exists} and C{file.missing}: each with Salt's arguments,
-comments and changes.
+templates and blocks), C{file.touch}, C{file.copy}, C{file.rename},
+patches (C{file.patch}), clean-up (C{file.tidied},
+C{file.retention_schedule}), the minion's cache (C{file.cached},
+C{file.not_cached}) and the checks C{file.exists} and C{file.missing}:
+each with Salt's arguments, comments and changes.
 
 Sources (C{salt://}, C{http(s)://}, a local path or C{file://}) and their
 hashes are in L{salttwist.modules._filesource}; atomic writes, minion
