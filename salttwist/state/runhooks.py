@@ -90,6 +90,8 @@ class AggregateGroups:
         @param allowed: L{aggregateAllowed} for the run.
         """
         self._byTag = byTag
+        #: Whether any chunk may aggregate.
+        self.any = False
         self._allowed: set[str] = set()
         self._byModule: dict[str, list[str]] = {}
         for tag in order:
@@ -97,6 +99,7 @@ class AggregateGroups:
             if tag not in self._allowed and allowed(chunk):
                 self._allowed.add(tag)
                 self._byModule.setdefault(chunk["state"], []).append(tag)
+                self.any = True
 
     def chunksFor(
         self, tag: str, ready: Callable[[str], bool], finished: Callable[[str], bool]
@@ -163,7 +166,8 @@ class ModInit:
 
     def __init__(self, states: Mapping[str, Callable[..., Any]]) -> None:
         self._states = states
-        self._done: set[str] = set()
+        #: The modules whose C{mod_init} succeeded (or that have none).
+        self.done: set[Any] = set()
 
     def before(self, low: Mapping[str, Any], contextFor: Callable[[Any], Any]) -> None:
         """
@@ -172,17 +176,17 @@ class ModInit:
         Salt). A raising C{mod_init} is logged.
         """
         module = low.get("state")
-        if module in self._done:
+        if module in self.done:
             return
         if not _has(self._states, f"{module}.{low.get('fun')}"):
             return
         full = f"{module}.mod_init"
         if not _has(self._states, full):
-            self._done.add(str(module))
+            self.done.add(str(module))
             return
         try:
             if self._states[full](contextFor(low), low):
-                self._done.add(str(module))
+                self.done.add(str(module))
         except Exception:
             log.exception("%s failed", full)
 

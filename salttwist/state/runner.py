@@ -270,14 +270,13 @@ class _Run:
                 lambda low: aggregateAllowed(low, agg, states),
             )
         try:
-            group = (
-                []
-                if chunk.get("__agg__")
-                else self.aggregates.chunksFor(tag, self.isReady, self.running.__contains__)
-            )
-            if group:
-                callAggregate(self.runner.states, self.context(chunk), chunk, group, self.running)
-            self.modInit.before(chunk, self.context)
+            if self.aggregates.any and not chunk.get("__agg__"):
+                group = self.aggregates.chunksFor(tag, self.isReady, self.running.__contains__)
+                if group:
+                    ctx = self.context(chunk)
+                    callAggregate(self.runner.states, ctx, chunk, group, self.running)
+            if chunk.get("state") not in self.modInit.done:
+                self.modInit.before(chunk, self.context)
         except Exception:
             log.debug("No state context for %s", tag, exc_info=True)
 
@@ -585,8 +584,11 @@ class _Run:
             }
             self.runNum += 1
             return
-        with underUmask(mask):
+        if mask is None:
             ret = work()
+        else:
+            with underUmask(mask):
+                ret = work()
         self.finish(tag, ret)
 
     def startQueued(self) -> None:
