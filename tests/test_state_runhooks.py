@@ -166,6 +166,30 @@ class AggregateGroupsTests(SynchronousTestCase):
             groups.chunksFor("plain_|-c_|-c_|-ok", lambda tag: True, lambda tag: False), []
         )
 
+    def test_waiting(self) -> None:
+        """
+        A chunk whose requisites have not all run is not offered (its
+        readiness not even asked) until L{AggregateGroups.ran} says they
+        have; then it is offered in run order.
+        """
+        chunks = [chunk("agg", "install", n) for n in "abc"]
+        chunks.append(chunk("plain", "ok", "x"))
+        byTag = {f"{c['state']}_|-{c['__id__']}_|-{c['name']}_|-{c['fun']}": c for c in chunks}
+        tags = list(byTag)
+        deps = {tags[1]: [("require", tags[3])], tags[2]: [("prereq", tags[3])]}
+        groups = AggregateGroups(byTag, tags, lambda low: low["state"] == "agg", deps)
+        asked: list[str] = []
+
+        def ready(tag: str) -> bool:
+            asked.append(tag)
+            return True
+
+        never = lambda tag: False  # noqa: E731
+        self.assertEqual(self.names(groups.chunksFor(tags[0], ready, never)), ["a", "c"])
+        self.assertEqual(asked, [tags[2]])
+        groups.ran(tags[3])
+        self.assertEqual(self.names(groups.chunksFor(tags[0], ready, never)), ["a", "b", "c"])
+
     def test_cap(self) -> None:
         """
         At most 500 chunks are merged, as Salt.

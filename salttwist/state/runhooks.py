@@ -19,6 +19,7 @@ state argument):
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import os
@@ -82,24 +83,52 @@ class AggregateGroups:
         byTag: Mapping[str, dict[str, Any]],
         order: Sequence[str],
         allowed: Callable[[Mapping[str, Any]], bool],
+        deps: Mapping[str, Sequence[tuple[str, str]]] | None = None,
     ) -> None:
         """
         @param byTag: the run's chunks by tag (the same dicts the runner
             runs: the hook's C{__agg__} marks must reach them).
         @param order: the tags in run order.
         @param allowed: L{aggregateAllowed} for the run.
+        @param deps: each tag's requisites as C{(kind, tag)}: a chunk is
+            not offered (its C{ready} not even asked) while one of them
+            (but C{prereq}s) has not run (L{ran}).
         """
         self._byTag = byTag
         #: Whether any chunk may aggregate.
         self.any = False
         self._allowed: set[str] = set()
         self._byModule: dict[str, list[str]] = {}
+        self._waiting: dict[str, set[str]] = {}
+        self._waiters: dict[str, list[str]] = {}
+        self._index: dict[str, int] = {}
         for tag in order:
             chunk = byTag[tag]
             if tag not in self._allowed and allowed(chunk):
                 self._allowed.add(tag)
-                self._byModule.setdefault(chunk["state"], []).append(tag)
+                self._index[tag] = len(self._index)
                 self.any = True
+                pending = {dep for kind, dep in (deps or {}).get(tag, ()) if kind != "prereq"}
+                if pending:
+                    self._waiting[tag] = pending
+                    for dep in pending:
+                        self._waiters.setdefault(dep, []).append(tag)
+                else:
+                    self._byModule.setdefault(chunk["state"], []).append(tag)
+
+    def ran(self, tag: str) -> None:
+        """
+        The chunk C{tag} has run: the chunks waiting for it wait for one
+        requisite fewer.
+        """
+        for member in self._waiters.pop(tag, ()):
+            waiting = self._waiting.get(member)
+            if waiting is not None:
+                waiting.discard(tag)
+                if not waiting:
+                    del self._waiting[member]
+                    module = self._byModule.setdefault(self._byTag[member]["state"], [])
+                    bisect.insort(module, member, key=self._index.__getitem__)
 
     def chunksFor(
         self, tag: str, ready: Callable[[str], bool], finished: Callable[[str], bool]
@@ -114,11 +143,11 @@ class AggregateGroups:
         """
         if tag not in self._allowed:
             return []
-        module = self._byModule[self._byTag[tag]["state"]]
-        # Chunks run or merged already are dropped as they are seen. What
-        # is left is scanned again by each chunk that runs: quadratic in
-        # the chunks of one module that wait for each other (a chain of
-        # 1500 costs about 1 s of CPU), linear when they do not.
+        module = self._byModule.get(self._byTag[tag]["state"], [])
+        # Only the chunks whose requisites have all run are listed (L{ran}
+        # adds them), and those run or merged are dropped as they are
+        # seen: a chain of chunks waiting for each other costs no more
+        # than a run of unrelated ones.
         module[:] = [
             m for m in module if m == tag or not (self._byTag[m].get("__agg__") or finished(m))
         ]

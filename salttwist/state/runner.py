@@ -268,6 +268,7 @@ class _Run:
                 self.byTag,
                 [stateTag(c) for c in self.chunks],
                 lambda low: aggregateAllowed(low, agg, states),
+                self.deps,
             )
         try:
             if self.aggregates.any and not chunk.get("__agg__"):
@@ -658,6 +659,8 @@ class _Run:
             ret.pop("warnings", None)
         self.running[tag] = ret
         self.done += 1
+        if self.aggregates is not None and self.aggregates.any:
+            self.aggregates.ran(tag)
         if chunk.get("fire_event"):
             try:
                 fireStateResult(self.context(chunk), chunk, ret)
