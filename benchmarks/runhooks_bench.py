@@ -4,7 +4,8 @@ The CPU cost of the state runner's Salt hooks (L{salttwist.state.runhooks}):
 a run of N trivial states (a state function that returns at once) with
 aggregation off, with C{state_aggregate} on for states whose module has a
 C{mod_aggregate} (all merged into the first), and a chain of N such states
-each requiring the one before (none mergeable: the worst case, quadratic).
+each requiring the one before (none mergeable: each waits for the one
+before).
 
 Prints the best and the median CPU seconds (C{time.process_time}) of
 C{--repeats} runs of each; the machine's noise shows in their spread.
