@@ -641,6 +641,21 @@ class UmaskTests(HookTestMixin, SynchronousTestCase):
         self.assertTrue(all(r["result"] for r in ret.values()))
         self.assertEqual(os.umask(0o022), 0o022)
 
+    def test_parallelNotApplied(self) -> None:
+        """
+        A C{parallel} state does not get its umask (as in Salt: the umask
+        is the process's, and parallel states run together), but a bad
+        one still fails it.
+        """
+        ret = self.runChunks(
+            [
+                chunk("touch", "file", "par", umask="077", parallel=True),
+                chunk("touch", "file", "badpar", umask="9", parallel=True),
+            ]
+        )
+        self.assertEqual(self.mode("par"), 0o644)
+        self.assertEqual(self.byId(ret)["badpar"]["comment"], "Invalid umask: 9\n")
+
     def test_restoredAfterFailure(self) -> None:
         """
         The umask is restored when the state raises.
