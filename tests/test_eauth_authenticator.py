@@ -21,7 +21,12 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from salttwist.blocking import runSynchronously, threadRunner
-from salttwist.eauth.authenticator import AuthenticationFailed, Authenticator, Session
+from salttwist.eauth.authenticator import (
+    MAX_FAILURE_DELAY,
+    AuthenticationFailed,
+    Authenticator,
+    Session,
+)
 from salttwist.eauth.backends import HtpasswdBackend, PamBackend, makeBackends
 from salttwist.eauth.config import ExternalAuth, checkExternalAuthConfig
 from salttwist.eauth.engine import AclRefused, Decision
@@ -192,6 +197,61 @@ class AuthenticatorTests(SynchronousTestCase):
         )
         f = self.failureResultOf(other.session(token), AuthenticationFailed)
         self.assertIn("no longer enabled", f.value.reason)
+
+
+class EvenOutTests(SynchronousTestCase):
+    """
+    A refused login is held back to take about as long as the slowest
+    refusal of its backend so far (Salt's C{time_auth}).
+    """
+
+    def setUp(self) -> None:
+        path = self.mktemp()
+        writeHtpasswd(path, {"dean": "dean-pw"})
+        config = {"file": {"^filename": path, "^filetype": "htpasswd", "dean": ["test.*"]}}
+        self.clock = Clock()
+        self.spend = 0.0
+
+        def runBlocking(f: Any, *args: Any) -> Deferred:
+            # The backend takes self.spend seconds of the clock.
+            self.clock.advance(self.spend)
+            return runSynchronously(f, *args)
+
+        self.auth = Authenticator(
+            ExternalAuth(checkExternalAuthConfig(config)),
+            {"file": HtpasswdBackend(path)},
+            MemoryTokenStore(self.clock),
+            self.clock,
+            runBlocking,
+        )
+
+    def test_evenOut(self) -> None:
+        """
+        After a refusal that took 2 s, a refusal that takes no time is held
+        back 1.5 to 2.5 s; a success is not held back.
+        """
+        self.spend = 2.0
+        first = self.auth.login("file", "dean", "wrong")
+        self.clock.advance(0.5)
+        self.failureResultOf(first, AuthenticationFailed)
+        self.spend = 0.0
+        second = self.auth.login("file", "nobody", "wrong")
+        self.clock.advance(1.49)
+        self.assertNoResult(second)
+        self.clock.advance(1.02)
+        self.failureResultOf(second, AuthenticationFailed)
+        self.successResultOf(self.auth.login("file", "dean", "dean-pw"))
+
+    def test_capped(self) -> None:
+        """
+        The hold-back is at most L{MAX_FAILURE_DELAY} (with its 25%).
+        """
+        self.spend = 60.0
+        self.failureResultOf(self.auth.login("file", "dean", "wrong"), AuthenticationFailed)
+        self.spend = 0.0
+        d = self.auth.login("file", "dean", "wrong")
+        self.clock.advance(MAX_FAILURE_DELAY * 1.25 + 0.01)
+        self.failureResultOf(d, AuthenticationFailed)
 
 
 class ThreadTests(TestCase):

@@ -10,6 +10,7 @@ import os
 import secrets
 import shutil
 import subprocess
+from typing import Any
 
 from passlib.hash import apr_md5_crypt, argon2, bcrypt, ldap_sha1, sha256_crypt, sha512_crypt
 from twisted.trial.unittest import SynchronousTestCase
@@ -82,6 +83,27 @@ class HtpasswdBackendTests(SynchronousTestCase):
         self.assertFalse(self.backend.authenticate("bea", "bea-pw\0x"))
         self.assertFalse(self.backend.authenticate("bea\0", "bea-pw"))
         self.assertFalse(self.backend.authenticate("bea", None))  # type: ignore[arg-type]
+
+    def test_unknownUserSpends(self) -> None:
+        """
+        Refusing an unknown user verifies the password against another
+        user's (supported) hash, so that it takes as long as a wrong
+        password does.
+        """
+        verified: list[str] = []
+        context = self.backend._cryptContext()
+
+        class Recording:
+            def identify(self, hashed: str, required: bool = True) -> Any:
+                return context.identify(hashed, required=required)
+
+            def verify(self, password: str, hashed: str) -> bool:
+                verified.append(hashed)
+                return bool(context.verify(password, hashed))
+
+        self.backend._context = Recording()
+        self.assertFalse(self.backend.authenticate("nobody", "bea-pw"))
+        self.assertEqual(verified, [HASHES["bea"]])
 
     def test_longPassword(self) -> None:
         """

@@ -14,12 +14,14 @@ L{AuthenticationFailed} is Salt's, its C{reason} is for the log.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
+from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from salttwist.eauth.config import ExternalAuth
@@ -32,6 +34,8 @@ _log = Logger()
 
 #: Salt's default token lifetime (12 hours).
 DEFAULT_TOKEN_EXPIRE = 43200
+#: The longest a refused login is held back to even out refusal times.
+MAX_FAILURE_DELAY = 5.0
 
 
 class AuthenticationFailed(Exception):
@@ -137,6 +141,8 @@ class Authenticator:
         self.tokenExpire = tokenExpire
         self.userOverride = userOverride
         self.keepAclInToken = keepAclInToken
+        self._slowestFailure: dict[str, float] = {}
+        self._random = random.SystemRandom()
 
     @classmethod
     def fromConfig(
@@ -204,8 +210,10 @@ class Authenticator:
             raise _eauthFailure(username, f"the eauth system {eauth!r} is not enabled")
         if not isinstance(username, str) or not isinstance(password, str):
             raise _eauthFailure(username, "the user name and password must be strings")
+        started = self.clock.seconds()
         ok = await self.runBlocking(backend.authenticate, username, password)
         if not ok:
+            await self._evenOut(eauth, started)
             raise _eauthFailure(username, f"{eauth} refused the password of {username!r}")
         groups = await self.runBlocking(backend.groups, username)
         authList = self.externalAuth.authList(eauth, username, groups)
@@ -214,6 +222,20 @@ class Authenticator:
                 username, f"external_auth {eauth} grants {username!r} nothing (no entry names it)"
             )
         return tuple(groups), authList
+
+    async def _evenOut(self, eauth: str, started: float) -> None:
+        """
+        Make a refusal by C{eauth} take about as long as its slowest one
+        so far (Salt's C{time_auth}): a random time within 25% of it, at
+        most L{MAX_FAILURE_DELAY} seconds, so that how long a refusal takes
+        does not tell whether the user exists.
+        """
+        elapsed = self.clock.seconds() - started
+        slowest = min(max(self._slowestFailure.get(eauth, 0.0), elapsed), MAX_FAILURE_DELAY)
+        self._slowestFailure[eauth] = slowest
+        wait = self._random.uniform(0.75 * slowest, 1.25 * slowest) - elapsed
+        if wait > 0:
+            await deferLater(self.clock, wait)
 
     def login(
         self, eauth: str, username: str, password: str, tokenExpire: object = None

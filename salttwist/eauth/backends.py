@@ -14,7 +14,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from twisted.logger import Logger
@@ -147,13 +147,15 @@ class HtpasswdBackend:
         if not _usable(username, password):
             return False
         try:
-            hashed = dict(_htpasswdEntries(self.filename)).get(username)
+            entries = dict(_htpasswdEntries(self.filename))
         except (OSError, UnicodeDecodeError) as e:
             _log.error("file eauth: cannot read {path}: {error}", path=self.filename, error=e)
             return False
-        if hashed is None:
-            return False
         context = self._cryptContext()
+        hashed = entries.get(username)
+        if hashed is None:
+            self._spendAsMuch(context, entries.values(), password)
+            return False
         scheme = context.identify(hashed, required=False)
         if scheme is None:
             _log.warn(
@@ -173,6 +175,20 @@ class HtpasswdBackend:
                 error=e,
             )
             return False
+
+    def _spendAsMuch(self, context: Any, hashes: Iterable[str], password: str) -> None:
+        """
+        Refusing an unknown user takes as long as refusing a wrong
+        password: verify the password against another user's hash, so the
+        time taken does not tell which users exist.
+        """
+        for other in hashes:
+            if context.identify(other, required=False) is not None:
+                try:
+                    context.verify(password, other)
+                except (ValueError, TypeError):
+                    pass
+                return
 
     def groups(self, username: str) -> list[str]:
         return []
