@@ -130,6 +130,17 @@ class ScalarTests(SynchronousTestCase):
         error = self.assertRaises(RenderError, loadYaml, "a: [1,\n", "p.sls")
         self.assertEqual(error.path, "p.sls")
 
+    def test_keysSameBeforeTheWire(self) -> None:
+        """
+        On the wire, keys that are the same to the full loader before they
+        are made text (C{1} and C{yes}) are a duplicate left to it, which
+        names the line.
+        """
+        for text in ("yes: a\n1: b\n", "{0: a, 0.0: b}\n", "x: {1: a, on: b}\n"):
+            self.assertRaises(Unhandled, fastLoad, text, True)
+            self.assertRaises(RenderError, loadYaml, text, "p.sls", wire=True)
+        self.assertEqual(fastLoad("{1: a, 2: b}", True), {"1": "a", "2": "b"})
+
 
 _keys = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=8)
 _leaves = (

@@ -35,7 +35,7 @@ from yaml.events import (
 )
 from yaml.nodes import ScalarNode
 
-__all__ = ["Unhandled", "fastLoad"]
+__all__ = ["RESOLVABLE_FIRST", "Unhandled", "fastLoad", "resolvePlain"]
 
 try:
     from yaml.cyaml import CParser as _CParser
@@ -56,6 +56,13 @@ _BY_FIRST: dict[str, list[tuple[str, Any]]] = {
     key: list(value) + list(_WILDCARD) for key, value in _RESOLVERS.items() if key is not None
 }
 _NO_RESOLVERS: list[tuple[str, Any]] = list(_WILDCARD)
+#: The first characters of the plain scalars an implicit type may claim:
+#: any other plain scalar is text (L{resolvePlain} gives it back as it is).
+RESOLVABLE_FIRST: frozenset[str] = frozenset(
+    key for key, value in _BY_FIRST.items() if key and value
+)
+if _WILDCARD:  # pragma: no cover (PyYAML has no such resolver)
+    raise ImportError("PyYAML has an implicit resolver for every first character")
 #: PyYAML's constructors of the scalar tags, bound to one loader of no text.
 _CONSTRUCTOR = yaml.SafeLoader("")
 _BUILD = {
@@ -81,6 +88,17 @@ def _scalar(event: Any) -> Any:
         raise Unhandled("anchor or tag")
     if not event.implicit[0]:
         return value
+    return resolvePlain(value)
+
+
+def resolvePlain(value: str) -> Any:
+    """
+    @param value: the text of a plain scalar (one with no tag).
+    @return: its value as the full loader gives it (YAML 1.1 implicit types
+        by PyYAML's own resolvers and constructors; timestamps stay text).
+    @raise Unhandled: for a merge key C{<<}, C{=} and other implicit types
+        the full loader decides.
+    """
     resolvers = _BY_FIRST.get(value[0] if value else "", _NO_RESOLVERS)
     if not resolvers:
         # Most strings: no implicit type starts with their first character.
@@ -142,6 +160,10 @@ class _Builder:
         if start.anchor is not None or (start.tag is not None and start.tag != "!"):
             raise Unhandled("tagged mapping")
         result: dict[Any, Any] = {}
+        # The keys that are not text, as they were before the wire made
+        # them text: the full loader refuses a repeated one (C{1} and
+        # C{true} are the same key to it) before it looks at their texts.
+        notText: list[Any] = []
         get = self._next
         while True:
             event = get()
@@ -153,6 +175,9 @@ class _Builder:
             if key == "<<" and event.implicit[0]:
                 raise Unhandled("merge key")
             if self._wire and type(key) is not str:
+                if key in notText:
+                    raise Unhandled("duplicate key")
+                notText.append(key)
                 key = str(key)
             if key in result:
                 # The full loader names the line.

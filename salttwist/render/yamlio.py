@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from salttwist.render.blockyaml import blockLoad
 from salttwist.render.errors import RenderError
 from salttwist.render.fastyaml import Unhandled, fastLoad
 
@@ -96,9 +97,12 @@ _WireLoader.add_constructor("tag:yaml.org,2002:set", _WireLoader.construct_wire_
 
 def loadYaml(text: str, path: str = "<string>", *, wire: bool = False) -> Any:
     """
-    Parse one YAML document as Salt does (safe: no Python objects): plain
-    data through L{fastLoad} (several times faster), anything else, and
-    every error, through PyYAML's loader.
+    Parse one YAML document as Salt does (safe: no Python objects): block
+    mappings and sequences of one-line scalars through L{blockLoad} (what
+    Jinja-rendered pillar and SLS files almost always are: some four times
+    faster than L{fastLoad}), other plain data through L{fastLoad} (several
+    times faster than the full loader), anything else, and every error,
+    through PyYAML's loader.
 
     Blocking CPU work: callers run it in a worker process or a thread.
 
@@ -111,6 +115,10 @@ def loadYaml(text: str, path: str = "<string>", *, wire: bool = False) -> Any:
     @raise RenderError: on a syntax error or a duplicate key, naming C{path},
         the 1-based line and the cause (the key, for a duplicate).
     """
+    try:
+        return blockLoad(text, wire)
+    except Unhandled:
+        pass
     try:
         return fastLoad(text, wire)
     except Unhandled:
