@@ -66,6 +66,7 @@ from salttwist.jid import JidGenerator
 from salttwist.modules import LoaderContext, Retcode, SaltInvocationError, needsJid
 from salttwist.state import apply as stateapply
 from salttwist.state.clientview import ClientFiles, FileClientUnavailable
+from salttwist.state.runfiles import RunFileClient, prefetchSources
 
 _log = Logger()
 
@@ -378,6 +379,11 @@ def _buildRun(
     jobContext = context
     if runPillar is not context.pillar:
         jobContext = dataclasses.replace(context, pillar=dict(runPillar))
+    prefetch = None
+    if context.fileClient is not None:
+        runFiles = RunFileClient(context.fileClient)
+        jobContext = dataclasses.replace(jobContext, fileClient=runFiles)
+        prefetch = _prefetch(context, runFiles, runSaltenv)
     minionId = _minionId(context)
     events = stateEvents if stateEvents is not None else opts.get("state_events", False)
     from salttwist.state.extstates import stateFunctions
@@ -397,7 +403,24 @@ def _buildRun(
         cancelled=_cancelled(context, jid),
         states=stateFunctions(opts),
         loadDynamic=_loadDynamic(context),
+        prefetch=prefetch,
     )
+
+
+def _prefetch(
+    context: LoaderContext, runFiles: RunFileClient, saltenv: str | None
+) -> Callable[[list[dict]], None]:
+    """
+    @return: the run's C{prefetch}: its C{file.managed} sources fetched
+        through C{runFiles} in a few requests, from the run's thread.
+    """
+
+    def prefetch(chunks: list[dict]) -> None:
+        sources = prefetchSources(chunks, saltenv)
+        if sources and runFiles.canPrefetch:
+            blockingCallFromThread(context.reactor, runFiles.prefetch, sources)
+
+    return prefetch
 
 
 def _loadDynamic(context: LoaderContext) -> Callable[..., None] | None:

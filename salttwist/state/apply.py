@@ -89,6 +89,10 @@ class StateRun:
     @ivar loadDynamic: called by L{highstate} with the run and the top's
         matches before the SLS are compiled (Salt's C{load_dynamic}: a
         minion syncs its custom modules of those saltenvs there).
+    @ivar prefetch: called by L{runChunks} from the run's thread with the
+        low chunks before the first state runs (a minion fetches the
+        run's C{salt://} sources in a few requests there:
+        L{salttwist.state.runfiles}); L{None}: nothing is fetched ahead.
     """
 
     files: Any
@@ -109,6 +113,7 @@ class StateRun:
     context: dict[str, Any] = field(default_factory=dict)
     chunks: list[dict] = field(default_factory=list)
     loadDynamic: Callable[[StateRun, dict[str, list[str]]], None] | None = None
+    prefetch: Callable[[list[dict]], None] | None = None
 
     def stateFunctions(self) -> Mapping[str, Callable[..., Any]]:
         """
@@ -352,6 +357,8 @@ def runChunks(run: StateRun, chunks: list[dict]) -> dict[str, dict[str, Any]]:
     # Salt's __lowstate__ in __context__: file.directory's clean keeps the
     # files other states of the run manage.
     run.context["__lowstate__"] = chunks
+    if run.prefetch is not None:
+        run.prefetch(chunks)
     return runner.run(chunks)
 
 
