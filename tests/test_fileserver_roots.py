@@ -78,6 +78,41 @@ class RootsBackendTests(RootsTestCase):
         self.assertEqual(backend.fileList("base"), ["a", "l"])
         self.assertEqual(backend.findFile("a", "base").realPath, os.path.join(real, "a"))
 
+    def test_realRootRemembered(self) -> None:
+        """
+        Finding files resolves a root's real path once, while the root
+        still leads to the same directory; a root symlink pointed
+        elsewhere is resolved again at once, and confinement follows it.
+        """
+        first = self.root("first", {"a": "first"})
+        second = self.root("second", {"a": "second", "b": "b"})
+        outside = self.root("outside", {"secret": "s"})
+        link = os.path.join(self.base, "srv")
+        os.symlink(first, link)
+        backend = RootsBackend({"file_roots": {"base": [link]}})
+        resolved: list[str] = []
+        realpath = os.path.realpath
+
+        def counting(path: str) -> str:
+            resolved.append(path)
+            return realpath(path)
+
+        self.patch(os.path, "realpath", counting)
+        for _ in range(3):
+            self.assertEqual(backend.findFile("a", "base").realPath, os.path.join(first, "a"))
+        self.assertEqual(resolved, [link])
+        os.remove(link)
+        os.symlink(second, link)
+        self.assertEqual(backend.findFile("a", "base").realPath, os.path.join(second, "a"))
+        self.assertEqual(backend.findFile("b", "base").realPath, os.path.join(second, "b"))
+        self.assertEqual(resolved, [link, link])
+        # A symlink inside the new root that leaves it is refused: the
+        # boundary is the new real path.
+        os.symlink(os.path.join(outside, "secret"), os.path.join(second, "s"))
+        self.assertRaises(FileServerError, backend.findFile, "s", "base")
+        os.symlink(os.path.join(first, "a"), os.path.join(second, "f"))
+        self.assertRaises(FileServerError, backend.findFile, "f", "base")
+
     def test_symlinkBetweenRoots(self) -> None:
         """
         A symlink from one root into another root of the same saltenv

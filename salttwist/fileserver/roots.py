@@ -131,6 +131,40 @@ class RootsBackend:
         self.ignore = IgnoreRules.fromConfig(opts)
         self.followSymlinks = bool(opts.get("fileserver_followsymlinks", True))
         self.ignoreSymlinks = bool(opts.get("fileserver_ignoresymlinks", False))
+        #: Each root's real path, with the device and inode it had
+        #: (L{realRoot}).
+        self._realRoots: dict[str, tuple[str, int, int]] = {}
+
+    def realRoot(self, root: str) -> str:
+        """
+        @return: C{os.path.realpath(root)}, the confinement boundary of
+            C{root}: remembered, and used again only while C{root} and the
+            remembered real path still name the same directory (the same
+            device and inode, two C{stat}s in the kernel instead of
+            C{realpath}'s Python walk with one C{lstat} per component of
+            C{root}, which was most of the cost of finding a file). A
+            root moved or replaced, or a symlink on its way pointed
+            elsewhere, is resolved again.
+        """
+        try:
+            info = os.stat(root)
+        except OSError:
+            return os.path.realpath(root)
+        known = self._realRoots.get(root)
+        if known is not None:
+            real, dev, ino = known
+            try:
+                again = os.stat(real)
+            except OSError:
+                again = None
+            if again is not None and (again.st_dev, again.st_ino) == (info.st_dev, info.st_ino) == (
+                dev,
+                ino,
+            ):
+                return real
+        real = os.path.realpath(root)
+        self._realRoots[root] = (real, info.st_dev, info.st_ino)
+        return real
 
     def roots(self, saltenv: str) -> list[str]:
         """
@@ -176,7 +210,7 @@ class RootsBackend:
         kept only inside the root; a symlink to one of its own ancestors
         is not walked again (no loop).
         """
-        realRoot = os.path.realpath(root)
+        realRoot = self.realRoot(root)
         try:
             rootStat = os.stat(realRoot)
         except OSError:
@@ -264,7 +298,7 @@ class RootsBackend:
         @return: C{path} in C{root}, or L{None}.
         @raise FileServerError: if a symlink on its way leaves C{root}.
         """
-        realRoot = os.path.realpath(root)
+        realRoot = self.realRoot(root)
         parts = path.split("/")
         last = len(parts) - 1
         current = realRoot
