@@ -182,6 +182,28 @@ class PermissionsLocalTests(SynchronousTestCase):
         e = self.assertRaises(AclRefused, perms.authorize, "test.ping", ["web1"])
         self.assertIn("allows the user no function on minions", str(e))
 
+    def test_compound(self) -> None:
+        """
+        A list of functions must be allowed whole; it is restricted if any
+        of them is.
+        """
+        self.assertEqual(
+            self.perms.authorize(["test.ping", "pkg.install"], ["web1"], grainsById=GRAINS),
+            Decision(restricted=True),
+        )
+        self.assertEqual(
+            self.perms.authorize(("test.ping", "test.ping"), ["db1"]), Decision(restricted=False)
+        )
+        e = self.assertRaises(
+            AclRefused, self.perms.authorize, ["test.ping", "state.apply"], ["web1"]
+        )
+        self.assertIn("state.apply", str(e))
+        self.assertRaises(ValueError, self.perms.authorize, [], ["web1"])
+        perms = Permissions.fromItems(["@runner"])
+        self.assertEqual(
+            perms.authorize(["manage.up", "jobs.list_jobs"], kind="runner"), Decision(False)
+        )
+
     def test_unknownKind(self) -> None:
         """
         An unknown kind of call is an error, not a refusal.

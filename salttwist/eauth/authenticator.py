@@ -69,7 +69,7 @@ class Session:
 
     def authorize(
         self,
-        fun: str,
+        fun: str | Sequence[str],
         minions: Iterable[str] = (),
         kind: str = "local",
         grainsById: Mapping[str, Any] | None = None,

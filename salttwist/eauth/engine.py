@@ -246,14 +246,16 @@ class Permissions:
 
     def authorize(
         self,
-        fun: str,
+        fun: str | Sequence[str],
         minions: Iterable[str] = (),
         kind: str = "local",
         grainsById: Mapping[str, Any] | None = None,
         user: str = "the user",
     ) -> Decision:
         """
-        May these permissions call C{fun}?
+        May these permissions call C{fun}? A list of functions (Salt's
+        compound commands) must be allowed whole, every function on every
+        minion (Salt allows it when one function is allowed).
 
         @param minions: for a C{local} call, the minions the target reaches
             (the master's expected minions), possibly none.
@@ -268,6 +270,12 @@ class Permissions:
         """
         if kind not in KINDS:
             raise ValueError(f"unknown kind of call {kind!r}; the kinds are {', '.join(KINDS)}")
+        if isinstance(fun, (list, tuple)):
+            if not fun:
+                raise ValueError("the list of functions is empty")
+            minions = list(minions)
+            decisions = [self.authorize(f, minions, kind, grainsById, user) for f in fun]
+            return Decision(restricted=any(d.restricted for d in decisions))
         if not isinstance(fun, str) or not fun:
             raise ValueError(f"the function must be a non-empty string, not {fun!r}")
         if kind == "local":
@@ -334,7 +342,7 @@ def summarize(rules: Sequence[Rule]) -> str:
 
 def authorize(
     perms: Permissions | Sequence[Any],
-    fun: str,
+    fun: str | Sequence[str],
     minions: Iterable[str] = (),
     kind: str = "local",
     grainsById: Mapping[str, Any] | None = None,
