@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import time
+from functools import cmp_to_key
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -32,6 +33,7 @@ from salttwist.modules import (
     needsContext,
     onReactor,
 )
+from salttwist.modules._pkgspec import compareVersions, isExact, newestSatisfying, pinnable
 from salttwist.modules._process import runCommand
 
 #: dpkg's name for the machine's own architecture.
@@ -314,6 +316,61 @@ def _pin(name: str, version: str | None) -> str:
     return f"{name}={version.lstrip('=')}"
 
 
+def _repoVersions(names: list[str]) -> dict[str, list[str]]:
+    """
+    (Blocking.) The versions the repositories offer of each package
+    (C{apt-cache madison}), as Salt's C{list_repo_pkgs}.
+    """
+    result = _run(["apt-cache", "-q", "madison", *names])
+    offered: dict[str, list[str]] = {}
+    for line in result.stdout.splitlines():
+        cols = [c.strip() for c in line.split("|")]
+        if len(cols) >= 3 and cols[0] in names and cols[1] not in offered.get(cols[0], []):
+            offered.setdefault(cols[0], []).append(cols[1])
+    return offered
+
+
+def _resolveRanges(targets: dict[str, str | None]) -> tuple[dict[str, str | None], list[str]]:
+    """
+    Replace each version range (C{>=1.2}, C{>=1.0,<2.0}, C{!=1.3}) by the
+    newest version the repositories offer that meets it (Salt's
+    C{aptpkg.install} with C{match_version}, which takes one operator
+    only); an exact version or glob stays as it is.
+
+    @return: the targets with exact versions, and Salt's error for each
+        range no offered version meets.
+    @raise SaltInvocationError: a malformed specification.
+    """
+    ranges = {}
+    for name, spec in targets.items():
+        if spec and spec != "latest":
+            try:
+                exact = isExact(spec)
+            except ValueError as e:
+                raise SaltInvocationError(f"{name}: {e}") from e
+            if not exact:
+                ranges[name] = spec
+            else:
+                targets[name] = pinnable(spec)
+    if not ranges:
+        return targets, []
+    offered = _repoVersions(sorted(ranges))
+    errors = []
+    resolved = dict(targets)
+    for name, spec in ranges.items():
+        candidates = offered.get(name, [])
+        match = newestSatisfying(candidates, spec)
+        if match is None:
+            errors.append(
+                f"No version matching '{name}{spec}' could be found "
+                f"(available: {', '.join(candidates) if candidates else None})"
+            )
+            del resolved[name]
+        else:
+            resolved[name] = match
+    return resolved, errors
+
+
 @needsContext
 def refresh_db(
     context: LoaderContext, cache_valid_time: int = 0, failhard: bool = False, **kwargs: Any
@@ -389,7 +446,9 @@ def install(
     @param name: a package (or several, comma-separated).
     @param pkgs: a list of names or C{{name: version}} maps (instead of
         C{name}).
-    @param version: the version of C{name} to install.
+    @param version: the version of C{name} to install, or a range
+        (C{>=1.2}, C{>=1.0,<2.0}, C{!=1.3}: the newest version offered
+        that meets it; likewise in C{pkgs}).
     @param sources: a list of C{{name: /path/to/file.deb}} maps: local
         package files.
     @param refresh: update the package lists first (L{None}: if not yet
@@ -424,9 +483,13 @@ def install(
                     "(only local paths are supported)"
                 )
             args.append(path)
-    else:
-        args = [_pin(n, v) for n, v in _targets(name, pkgs, version).items()]
     _maybeRefresh(context, refresh)
+    errors: list[str] = []
+    if not sources:
+        wanted, errors = _resolveRanges(_targets(name, pkgs, version))
+        if not wanted:
+            raise PackageError("Problem encountered installing package(s)", errors)
+        args = [_pin(n, v) for n, v in wanted.items()]
     options = list(_DPKG_OPTIONS)
     if any("=" in arg for arg in args):
         # A pinned version may be older than the installed one.
@@ -451,9 +514,9 @@ def install(
             _setSelection(package, "hold")
     changes = _compare(old, _installed()["installed"])
     if result.returncode != 0:
-        raise PackageError(
-            "Problem encountered installing package(s)", _errorLines(result), changes
-        )
+        errors += _errorLines(result)
+    if errors:
+        raise PackageError("Problem encountered installing package(s)", errors, changes)
     return changes
 
 
@@ -763,57 +826,25 @@ def get_selections(
     return ret
 
 
-def _order(c: str) -> int:
-    if c.isdigit():
-        return 0
-    if c.isalpha():
-        return ord(c)
-    if c == "~":
-        return -1
-    return ord(c) + 256 if c else 0
-
-
-def _compareFragment(a: str, b: str) -> int:
+@needsContext
+def list_repo_pkgs(context: LoaderContext, *names: str, **kwargs: Any) -> dict[str, list[str]]:
     """
-    dpkg's C{verrevcmp}: compare upstream versions or revisions.
+    The versions the repositories offer of the named packages, newest
+    first: C{{name: [version, ...]}} (Salt's C{byrepo=False} shape).
+
+    CLI Example:
+
+        salttwist '*' pkg.list_repo_pkgs nginx curl
     """
-    i = j = 0
-    while i < len(a) or j < len(b):
-        while (i < len(a) and not a[i].isdigit()) or (j < len(b) and not b[j].isdigit()):
-            ac = _order(a[i]) if i < len(a) else 0
-            bc = _order(b[j]) if j < len(b) else 0
-            if ac != bc:
-                return ac - bc
-            i += 1
-            j += 1
-        while i < len(a) and a[i] == "0":
-            i += 1
-        while j < len(b) and b[j] == "0":
-            j += 1
-        first = 0
-        while i < len(a) and a[i].isdigit() and j < len(b) and b[j].isdigit():
-            if not first:
-                first = ord(a[i]) - ord(b[j])
-            i += 1
-            j += 1
-        if i < len(a) and a[i].isdigit():
-            return 1
-        if j < len(b) and b[j].isdigit():
-            return -1
-        if first:
-            return first
-    return 0
-
-
-def _split(version: str) -> tuple[int, str, str]:
-    epoch = 0
-    if ":" in version:
-        head, version = version.split(":", 1)
-        epoch = int(head) if head.isdigit() else 0
-    upstream, _, revision = version.rpartition("-")
-    if not upstream:
-        upstream, revision = revision, ""
-    return epoch, upstream, revision
+    if kwargs.get("byrepo"):
+        raise SaltInvocationError("byrepo=True is not supported (the versions only are listed)")
+    if not names:
+        raise SaltInvocationError("name the packages to list")
+    offered = _repoVersions([str(n) for n in names])
+    return {
+        name: sorted(versions, key=cmp_to_key(compareVersions), reverse=True)
+        for name, versions in offered.items()
+    }
 
 
 def version_cmp(pkg1: str, pkg2: str, ignore_epoch: bool = False, **kwargs: Any) -> int:
@@ -824,11 +855,4 @@ def version_cmp(pkg1: str, pkg2: str, ignore_epoch: bool = False, **kwargs: Any)
 
         salttwist '*' pkg.version_cmp 0.2.4-0ubuntu1 0.2.4.1-0ubuntu1
     """
-    e1, u1, r1 = _split(str(pkg1))
-    e2, u2, r2 = _split(str(pkg2))
-    if ignore_epoch:
-        e1 = e2 = 0
-    for diff in (e1 - e2, _compareFragment(u1, u2), _compareFragment(r1, r2)):
-        if diff:
-            return 1 if diff > 0 else -1
-    return 0
+    return compareVersions(pkg1, pkg2, bool(ignore_epoch))

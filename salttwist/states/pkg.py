@@ -7,9 +7,13 @@ upgrades applied (C{pkg.uptodate}), through the C{pkg} execution module
 (apt and dpkg on Debian).
 
 C{refresh}: C{True} updates the package lists first, C{False} not, and
-the default (C{None}) once per minion start, as Salt does. Versions are
-exact (C{1.2-1}, or C{latest}); Salt's comparison operators (C{>=1.2})
-are not supported.
+the default (C{None}) once per minion start, as Salt does. A version is
+exact (C{1.2-1}, a glob C{1.2*}, or C{latest}) or Salt's specification
+(C{>=1.2}, C{<2.0}, C{>=1.0,<2.0}, C{!=1.3}: every condition must hold,
+versions compared by dpkg's rules, L{salttwist.modules._pkgspec}); a
+package whose installed version meets it is left alone, else the newest
+version offered that meets it is installed (Salt 3008 takes one operator
+only when installing).
 """
 
 from __future__ import annotations
@@ -17,6 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from salttwist.modules import CommandExecutionError, SaltInvocationError
+from salttwist.modules._pkgspec import (
+    anySatisfies,
+    described,
+    isExact,
+    newestSatisfying,
+    parseSpec,
+)
 from salttwist.modules.pkg import PackageError
 from salttwist.states import StateContext, stateReturn
 
@@ -51,23 +62,49 @@ def _desired(name: str, pkgs: Any, version: Any, sources: Any) -> dict[str, str 
 
 def _pinned(name: str, version: str | None) -> str:
     """
-    Salt's C{_get_desired_pkg}: C{name=version}, or C{name}.
+    Salt's C{_get_desired_pkg}: C{name=version}, C{name>=version}, or
+    C{name}.
     """
-    return f"{name}={version}" if version else name
+    return described(name, version)
 
 
 def _installed(ctx: StateContext) -> dict[str, list[str]]:
     return ctx.salt["pkg.list_pkgs"](versions_as_list=True)
 
 
-def _fulfilled(ctx: StateContext, have: list[str], version: str | None, name: str) -> bool:
+def _badSpec(desired: dict[str, str | None]) -> str | None:
+    """
+    @return: the error of the first malformed version specification, or
+        L{None}.
+    """
+    for package, wanted in desired.items():
+        if wanted and wanted != "latest":
+            try:
+                parseSpec(wanted)
+            except ValueError as e:
+                return f"{package}: {e}"
+    return None
+
+
+def _fulfilled(
+    ctx: StateContext, have: list[str], version: str | None, name: str, ignoreEpoch: Any = None
+) -> bool:
     if not have:
         return False
     if version is None:
         return True
     if version == "latest":
         return ctx.salt["pkg.latest_version"](name, refresh=False) == ""
-    return version in have
+    return anySatisfies(have, version, ignoreEpoch)
+
+
+def _wouldGet(ctx: StateContext, package: str, wanted: str) -> str:
+    """
+    (Test mode.) The version a range would install: the newest offered
+    that meets it, or the range itself when none does.
+    """
+    offered = ctx.salt["pkg.list_repo_pkgs"](package).get(package, [])
+    return newestSatisfying(offered, wanted) or wanted
 
 
 def _holdEntries(ctx: StateContext, hold: bool, names: list[str]) -> list[dict[str, Any]] | str:
@@ -200,14 +237,18 @@ def installed(
         desired = _desired(name, pkgs, version, sources)
     except ValueError as e:
         return stateReturn(name, False, str(e))
+    bad = _badSpec(desired)
+    if bad is not None:
+        return stateReturn(name, False, bad)
     try:
         current = _installed(ctx)
     except CommandExecutionError as e:
         return stateReturn(name, False, str(e))
+    ignoreEpoch = kwargs.get("ignore_epoch")
     targets = {
         package: wanted
         for package, wanted in desired.items()
-        if reinstall or not _fulfilled(ctx, current.get(package, []), wanted, package)
+        if reinstall or not _fulfilled(ctx, current.get(package, []), wanted, package, ignoreEpoch)
     }
     if not targets:
         spec = " and are at the desired version" if any(desired.values()) else ""
@@ -220,6 +261,8 @@ def installed(
         changes = {}
         for package, wanted in targets.items():
             new = wanted if wanted and wanted != "latest" else ""
+            if new and not sources and not isExact(new):
+                new = _wouldGet(ctx, package, new)
             if not new and not sources:
                 new = ctx.salt["pkg.latest_version"](package, refresh=False)
             old = ",".join(current.get(package, []))
@@ -260,7 +303,9 @@ def installed(
     failed = []
     for package, wanted in targets.items():
         have = after.get(package, [])
-        ok = bool(have) and (not wanted or wanted == "latest" or wanted in have)
+        ok = bool(have) and (
+            not wanted or wanted == "latest" or anySatisfies(have, wanted, ignoreEpoch)
+        )
         (modified if ok else failed).append(package)
     notModified = [p for p in desired if p not in targets]
     comments = []
@@ -420,8 +465,11 @@ def _uninstall(
             targets.append(package)
         else:
             versionSpec = True
-            if wanted in have:
-                targets.append(package)
+            try:
+                if anySatisfies(have, wanted):
+                    targets.append(package)
+            except ValueError as e:
+                return stateReturn(name, False, f"{package}: {e}")
     if action == "remove" and not targets:
         spec = " (matching specified versions)" if versionSpec else ""
         return stateReturn(name, True, f"All specified packages{spec} are already absent")
