@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 
 from passlib.hash import bcrypt
 from twisted.internet import reactor
@@ -109,11 +110,23 @@ class RestartTests(TestCase):
 
     async def _restart(self) -> None:
         config = makeConfig(self)
-        first = EauthService(config, reactor, threadRunner(reactor))
+        first = EauthService(config, reactor)
+        threads = []
+
+        class Recording(HtpasswdBackend):
+            def authenticate(self, username: str, password: str) -> bool:
+                threads.append(threading.current_thread().name)
+                return super().authenticate(username, password)
+
+        first.backends["file"] = Recording(first.backends["file"].filename)  # type: ignore[attr-defined]
         first.startService()
         auth = await first.whenReady()
         session = await auth.login("file", "dean", "dean-pw")
         await first.stopService()
+        # The login ran on the service's own pool, now stopped.
+        self.assertEqual(len(threads), 1)
+        self.assertIn("salttwist-eauth", threads[0])
+        self.assertFalse(first._pool.started)  # type: ignore[union-attr]
         second = EauthService(config, reactor, threadRunner(reactor))
         second.startService()
         self.addCleanup(second.stopService)

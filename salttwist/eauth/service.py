@@ -13,8 +13,10 @@ from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.python.threadpool import ThreadPool
 
 from salttwist.eauth.authenticator import Authenticator
 from salttwist.eauth.backends import makeBackends
@@ -22,12 +24,16 @@ from salttwist.eauth.config import ExternalAuth
 from salttwist.eauth.interfaces import IAuthBackend
 from salttwist.eauth.tokens import DATABASE_NAME, SQLiteTokenStore, TokenPruner
 
-__all__ = ["PRUNE_INTERVAL", "EauthService"]
+__all__ = ["LOGIN_THREADS", "PRUNE_INTERVAL", "EauthService"]
 
 _log = Logger()
 
 #: How often expired tokens are removed, in seconds.
 PRUNE_INTERVAL = 60.0
+#: How many logins are checked at once by default: PAM holds a refused one
+#: for seconds (pam_faildelay), so they get threads of their own rather
+#: than the reactor's pool, which the rest of the master needs.
+LOGIN_THREADS = 4
 
 
 class EauthService(Service):
@@ -44,7 +50,7 @@ class EauthService(Service):
         self,
         config: Mapping[str, Any],
         reactor: Any,
-        runBlocking: Any,
+        runBlocking: Any = None,
         backends: Mapping[str, IAuthBackend] | None = None,
         storeRunBlocking: Any = None,
     ) -> None:
@@ -52,8 +58,8 @@ class EauthService(Service):
         @param config: the master's config (C{external_auth},
             C{token_expire}, ..., C{cachedir}).
         @param reactor: the clock, and where the store's thread runs.
-        @param runBlocking: runs the backends' blocking calls
-            (L{salttwist.blocking.threadRunner}).
+        @param runBlocking: runs the backends' blocking calls; by default
+            a pool of L{LOGIN_THREADS} threads of the service's own.
         @param backends: the backends; by default those the config names.
         @param storeRunBlocking: runs the store's database calls; by
             default a thread of the store's own.
@@ -61,6 +67,13 @@ class EauthService(Service):
         """
         self.config = config
         self.reactor = reactor
+        self._pool: ThreadPool | None = None
+        if runBlocking is None:
+            pool = self._pool = ThreadPool(0, LOGIN_THREADS, "salttwist-eauth")
+
+            def runBlocking(f: Any, *args: Any) -> Deferred:
+                return deferToThreadPool(reactor, pool, f, *args)
+
         self.runBlocking = runBlocking
         self.externalAuth = ExternalAuth.fromConfig(config)
         self.backends = dict(backends if backends is not None else makeBackends(self.externalAuth))
@@ -75,6 +88,8 @@ class EauthService(Service):
 
     def startService(self) -> None:
         super().startService()
+        if self._pool is not None:
+            self._pool.start()
         self._opening = SQLiteTokenStore.open(self.path, self.reactor, self.storeRunBlocking)
         self._opening.addCallbacks(self._opened, self._openFailed)
 
@@ -120,6 +135,8 @@ class EauthService(Service):
             self._pruner.stop()
             self._pruner = None
         self.authenticator = None
+        if self._pool is not None:
+            self._pool.stop()
         store, self._store = self._store, None
         if store is None:
             return None
