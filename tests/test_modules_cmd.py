@@ -16,7 +16,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.internet.testing import EventLoggingObserver
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SkipTest, TestCase
 
 from salttwist.blocking import threadRunner
 from salttwist.modules import (
@@ -179,6 +179,72 @@ class CmdTests(TestCase):
         directory = os.path.realpath(self.mktemp())
         os.mkdir(directory)
         self.assertEqual(await cmd.run(self.context, "pwd", cwd=directory), Retcode(directory, 0))
+
+    async def test_cwdWithoutFork(self) -> None:
+        """
+        With an C{env} that takes C{-C}, a command in another directory
+        is started through it (no fork of the minion) and runs as a fork
+        would run it: in C{cwd}, as C{/bin/sh -c <command>} under the pid
+        it was started with, with the environment given.
+        """
+        from salttwist.modules import _process
+
+        tool = _process.ChdirTool()
+        tool.path, tool.known = _process.findChdirTool(), True
+        if tool.path is None:
+            raise SkipTest("no env here takes -C")
+        self.patch(_process, "CHDIR_TOOL", tool)
+        started: list[tuple[Any, ...]] = []
+        spawn = self.reactor.spawnProcess
+
+        def recording(protocol: Any, executable: str, args: list[str], **kwargs: Any) -> Any:
+            started.append((executable, args, kwargs.get("path")))
+            return spawn(protocol, executable, args, **kwargs)
+
+        self.patch(self.reactor, "spawnProcess", recording)
+        directory = os.path.realpath(self.mktemp())
+        os.mkdir(directory)
+        ret = await runCommand(
+            self.context,
+            'pwd; echo "$0"; tr "\\0" " " < /proc/$$/cmdline; echo; echo "$FOO"',
+            cwd=directory,
+            env={"FOO": "bar"},
+        )
+        lines = ret["stdout"].splitlines()
+        self.assertEqual(lines[0], directory)
+        self.assertEqual(lines[1], "/bin/sh")
+        self.assertTrue(lines[2].startswith("/bin/sh -c pwd;"), lines[2])
+        self.assertEqual(lines[3], "bar")
+        self.assertEqual(started[0][0], tool.path)
+        self.assertEqual(started[0][1][:4], [tool.path, "-C", directory, "/bin/sh"])
+        self.assertIsNone(started[0][2])
+
+    def test_spawnArguments(self) -> None:
+        """
+        L{_process.spawnArguments}: the minion's own directory needs no
+        C{path}; another one goes through the C{env} given when C{argv[0]}
+        is the executable's absolute path; a user to become, no such
+        C{env}, or another C{argv[0]}, keep C{path} (a fork).
+        """
+        from salttwist.modules._process import spawnArguments
+
+        argv = ["/bin/sh", "-c", "true"]
+        here = os.getcwd()
+        elsewhere = "/" if here != "/" else "/tmp"
+        self.assertEqual(
+            spawnArguments("/bin/sh", argv, here, None, None, None), ("/bin/sh", argv, None)
+        )
+        self.assertEqual(
+            spawnArguments("/bin/sh", argv, elsewhere, None, None, "/usr/bin/env"),
+            ("/usr/bin/env", ["/usr/bin/env", "-C", elsewhere, *argv], None),
+        )
+        for args in (
+            ("/bin/sh", argv, elsewhere, 0, 0, "/usr/bin/env"),
+            ("/bin/sh", argv, elsewhere, None, None, None),
+            ("/bin/ls", ["ls", "-l"], elsewhere, None, None, "/usr/bin/env"),
+            ("/opt/a=b/sh", ["/opt/a=b/sh"], elsewhere, None, None, "/usr/bin/env"),
+        ):
+            self.assertEqual(spawnArguments(*args), (args[0], args[1], elsewhere))
 
     def test_badCwd(self) -> None:
         """

@@ -90,6 +90,111 @@ def offReactorThread(reactor: Any) -> bool:
     )
 
 
+class ChdirTool:
+    """
+    Finds, once per process, an C{env} that takes C{-C DIR} (GNU
+    coreutils 8.28 and later), with which a command started in another
+    directory needs no fork of the minion (L{spawnArguments}).
+
+    @ivar path: that C{env}, or L{None} (none, or not known yet).
+    @ivar known: whether the search has ended.
+    """
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+        self.known = False
+        self._searching = False
+
+    def get(self, reactor: Any) -> str | None:
+        """
+        @return: L{path}; the first call starts the search in C{reactor}'s
+            thread pool (it runs one C{env -C / sh -c ...}) and returns
+            L{None}, as every call does until the search ends.
+        """
+        if not self.known and not self._searching:
+            self._searching = True
+
+            def found(path: str | None) -> None:
+                self.path, self.known = path, True
+
+            def failed(failure: Failure) -> None:
+                self.known = True
+
+            inThread(reactor, findChdirTool).addCallbacks(found, failed)
+        return self.path
+
+
+def findChdirTool() -> str | None:
+    """
+    @return: the path of an C{env} on C{PATH} that runs a command in the
+        directory C{-C} names (it is tried, blocking), or L{None}.
+    """
+    import subprocess
+
+    env = shutil.which("env")
+    if env is None or not os.path.isabs(env) or not os.access(DEFAULT_SHELL, os.X_OK):
+        return None
+    try:
+        tried = subprocess.run(
+            [env, "-C", "/", DEFAULT_SHELL, "-c", 'test "$(pwd -P)" = /'],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return env if tried.returncode == 0 else None
+
+
+#: This process's L{ChdirTool}.
+CHDIR_TOOL = ChdirTool()
+
+
+def spawnArguments(
+    executable: str,
+    argv: list[str],
+    cwd: str,
+    uid: int | None,
+    gid: int | None,
+    chdirTool: str | None,
+) -> tuple[str, list[str], str | None]:
+    """
+    How a command is started: Twisted starts a process with
+    C{posix_spawn} (well under a millisecond of the minion's CPU) only
+    when it has no directory to change to and no user to become;
+    otherwise it forks the minion, whose whole address space is copied
+    and then written by the child before its C{exec} (some 10 ms of CPU
+    in each, for every command and every C{onlyif}/C{unless} of a state).
+    A command that runs as the minion's user in another directory than
+    the minion's starts as C{env -C <cwd> <argv>} when C{chdirTool} is
+    such an C{env}: it changes directory and C{exec}s the command, which
+    keeps the pid, arguments, environment and directory a fork would give
+    it. Any other case forks as before (a user to become, an C{argv[0]}
+    that is not the executable's absolute path).
+
+    @return: C{(executable, argv, path)} for C{spawnProcess}.
+    """
+    if uid is not None or gid is not None:
+        return executable, argv, cwd
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = None
+    if here is not None and os.path.abspath(cwd) == here:
+        return executable, argv, None
+    if (
+        chdirTool is None
+        or not argv
+        or argv[0] != executable
+        or not os.path.isabs(executable)
+        or "=" in executable
+    ):
+        return executable, argv, cwd
+    return chdirTool, [chdirTool, "-C", cwd, *argv], None
+
+
 def _logLevel(name: Any) -> LogLevel | None:
     try:
         return LOG_LEVELS[str(name).lower()]
@@ -357,7 +462,12 @@ def runCommand(
     # Cancelling the job (saltutil.kill_job) kills the process tree.
     done: Deferred = Deferred(lambda _: collector.kill())
     collector = _Collector(stdinBytes, done)
-    reactor.spawnProcess(collector, executable, argv, env=environ, path=cwd, uid=uid, gid=gid)
+    spawnExecutable, spawnArgv, spawnPath = spawnArguments(
+        executable, argv, cwd, uid, gid, CHDIR_TOOL.get(reactor)
+    )
+    reactor.spawnProcess(
+        collector, spawnExecutable, spawnArgv, env=environ, path=spawnPath, uid=uid, gid=gid
+    )
 
     timer = None
     if timeout is not None:
