@@ -8,6 +8,7 @@ C{retry}.
 from __future__ import annotations
 
 import datetime
+import functools
 import inspect
 import logging
 import traceback
@@ -67,6 +68,24 @@ def missingState(full: str, low: Mapping[str, Any]) -> str:
     return f"Specified state '{full}' was not found\n"
 
 
+@functools.lru_cache(maxsize=4096)
+def _parameters(function: Callable[..., Any]) -> tuple[tuple[tuple[str, bool], ...], bool]:
+    """
+    @return: C{((name, required), ...)} of the parameters C{function}
+        names after its first (the context), and whether it takes
+        C{**kwargs} (its signature read once: a run calls the same few
+        functions hundreds of times).
+    """
+    named: list[tuple[str, bool]] = []
+    takesAll = False
+    for p in list(inspect.signature(function).parameters.values())[1:]:
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            takesAll = True
+        elif p.kind is not inspect.Parameter.VAR_POSITIONAL:
+            named.append((p.name, p.default is inspect.Parameter.empty))
+    return tuple(named), takesAll
+
+
 def stateArguments(
     function: Callable[..., Any], low: Mapping[str, Any]
 ) -> tuple[dict[str, Any], list[str]]:
@@ -81,20 +100,17 @@ def stateArguments(
         arguments the function does not take (none when it takes
         C{**kwargs}).
     """
-    parameters = list(inspect.signature(function).parameters.values())[1:]
+    try:
+        named, takesAll = _parameters(function)
+    except TypeError:  # an unhashable callable
+        named, takesAll = _parameters.__wrapped__(function)
     kwargs: dict[str, Any] = {}
     missing: list[str] = []
-    takesAll = False
-    for p in parameters:
-        if p.kind is inspect.Parameter.VAR_KEYWORD:
-            takesAll = True
-            continue
-        if p.kind is inspect.Parameter.VAR_POSITIONAL:
-            continue
-        if p.name in low:
-            kwargs[p.name] = low[p.name]
-        elif p.default is inspect.Parameter.empty:
-            missing.append(p.name)
+    for pname, required in named:
+        if pname in low:
+            kwargs[pname] = low[pname]
+        elif required:
+            missing.append(pname)
     unused: list[str] = []
     for key, value in low.items():
         if key in kwargs or key in NOT_ARGUMENTS or key == "name":
