@@ -24,6 +24,7 @@ connected]"}).
 from __future__ import annotations
 
 import fnmatch
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +34,7 @@ from twisted.internet.task import LoopingCall
 from twisted.internet.threads import blockingCallFromThread
 from twisted.python.failure import Failure
 
+from salttwist.batching import BatchSpec, SlidingWindow, batchSize, parseBatch
 from salttwist.modules._process import offReactorThread
 from salttwist.states import StateContext, stateReturn
 from salttwist.states._keywords import stateArguments
@@ -95,7 +97,11 @@ def _fireArgs(ctx: StateContext, data: dict[str, Any]) -> None:
 
 
 def publishAndGather(
-    master: Any, load: dict[str, Any], timeout: float | None, expectMinions: bool
+    master: Any,
+    load: dict[str, Any],
+    timeout: float | None,
+    expectMinions: bool,
+    onReturn: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> Deferred[dict[str, dict[str, Any]]]:
     """
     On the reactor: publish C{load} as the master itself and gather the
@@ -106,6 +112,8 @@ def publishAndGather(
         C{expectMinions}, a targeted minion that did not return gets
         C{{"ret": "Minion did not return. [...]", "out": "no_return",
         "failed": True}}.
+    @param onReturn: called with each targeted minion's id and return
+        event as it arrives.
     """
     done: Deferred[dict[str, dict[str, Any]]] = Deferred()
 
@@ -153,6 +161,8 @@ def publishAndGather(
                 "jid": jid,
                 "out": "highstate" if str(data.get("fun", "")).startswith("state.") else "nested",
             }
+            if onReturn is not None:
+                onReturn(minion, data)
             waiting.discard(minion)
             if not waiting:
                 finish()
@@ -185,6 +195,146 @@ def publishAndGather(
     d.addCallback(published)
     d.addErrback(lambda failure: None if done.called else done.errback(failure))
     return done
+
+
+class _Gathered:
+    """
+    One job's returns as L{salttwist.batching.SlidingWindow} reads them.
+
+    @ivar returns: the return events by minion id.
+    @ivar missing: the targeted minions that did not return.
+    @ivar notConnected: those the master knew were not connected.
+    """
+
+    def __init__(self) -> None:
+        self.returns: dict[str, dict[str, Any]] = {}
+        self.missing: list[str] = []
+        self.notConnected: list[str] = []
+
+
+def _gather(
+    master: Any,
+    load: dict[str, Any],
+    timeout: float | None,
+    onReturn: Callable[[str, dict[str, Any]], None] | None = None,
+) -> Deferred[_Gathered]:
+    """
+    L{publishAndGather}, giving the return events themselves.
+    """
+    job = _Gathered()
+
+    def returned(minion: str, event: dict[str, Any]) -> None:
+        job.returns[minion] = event
+        if onReturn is not None:
+            onReturn(minion, event)
+
+    def shaped(gathered: dict[str, dict[str, Any]]) -> _Gathered:
+        for minion, entry in gathered.items():
+            if minion not in job.returns:
+                if entry.get("ret") == NOT_CONNECTED:
+                    job.notConnected.append(minion)
+                else:
+                    job.missing.append(minion)
+        return job
+
+    return publishAndGather(master, load, timeout, True, onReturn=returned).addCallback(shaped)
+
+
+def _asCmdReturns(job: _Gathered, expectMinions: bool) -> dict[str, dict[str, Any]]:
+    """
+    A L{_Gathered} in L{publishAndGather}'s shape (Salt's C{saltutil.cmd}),
+    by minion id in sorted order.
+    """
+    results: dict[str, dict[str, Any]] = {}
+    for minion, event in job.returns.items():
+        results[minion] = {
+            "ret": event.get("return"),
+            "retcode": event.get("retcode", 0),
+            "jid": event.get("jid"),
+            "out": "highstate" if str(event.get("fun", "")).startswith("state.") else "nested",
+        }
+    if expectMinions:
+        for minion in job.notConnected + job.missing:
+            results.setdefault(
+                minion,
+                {
+                    "ret": NOT_CONNECTED if minion in job.notConnected else NO_RESPONSE,
+                    "out": "no_return",
+                    "failed": True,
+                },
+            )
+    return {m: results[m] for m in sorted(results)}
+
+
+async def _batchAndGather(
+    master: Any,
+    reactor: Any,
+    load: dict[str, Any],
+    timeout: float | None,
+    spec: BatchSpec,
+    expectMinions: bool,
+) -> dict[str, dict[str, Any]]:
+    """
+    On the reactor: Salt's batch mode (C{salttwist -b}'s sliding window,
+    L{SlidingWindow}) through the master itself: the minions of the
+    target that answer C{test.ping} run the job a batch at a time, each
+    returning minion's place going to the next, in sorted order.
+    """
+    ping = await _gather(master, {**load, "fun": "test.ping", "arg": []}, timeout)
+    combined = _Gathered()
+    combined.missing = list(ping.missing)
+    combined.notConnected = list(ping.notConnected)
+    up = sorted(ping.returns)
+    window = SlidingWindow(
+        reactor,
+        up,
+        batchSize(spec, len(up)),
+        0.0,
+        False,
+        lambda chunk, returned: _gather(
+            master, {**load, "tgt": chunk, "tgt_type": "list"}, timeout, returned
+        ),
+        combined,
+        None,
+        None,
+        None,
+    )
+    await window.run()
+    return _asCmdReturns(combined, expectMinions)
+
+
+async def _subsetAndGather(
+    master: Any, load: dict[str, Any], timeout: float | None, count: int, expectMinions: bool
+) -> dict[str, dict[str, Any]]:
+    """
+    On the reactor: Salt's C{cmd_subset}: ask the target's minions for
+    their functions (C{sys.list_functions}), then run the job on C{count}
+    of those having it, picked at random.
+    """
+    listing = await _gather(master, {**load, "fun": "sys.list_functions", "arg": []}, timeout)
+    minions = list(listing.returns)
+    _shuffle(minions)
+    chosen = [
+        minion for minion in minions if load["fun"] in (listing.returns[minion].get("return") or ())
+    ][:count]
+    if not chosen:
+        return {}
+    return await publishAndGather(
+        master, {**load, "tgt": chosen, "tgt_type": "list"}, timeout, expectMinions
+    )
+
+
+#: Shuffles the minions a subset is picked from (a test's seeded one).
+_shuffle = random.SystemRandom().shuffle
+
+
+def _subsetCount(subset: Any) -> int:
+    """
+    @raise ValueError: C{subset} is not a whole number >= 1.
+    """
+    if isinstance(subset, bool) or not str(subset).isdigit() or int(subset) < 1:
+        raise ValueError(f"subset must be a whole number >= 1, not {subset!r}")
+    return int(subset)
 
 
 def _failMinions(value: Any, ret: dict[str, Any]) -> list[str] | tuple[()]:
@@ -246,11 +396,19 @@ def _publish(
     tgt_type: str,
     timeout: Any,
     expectMinions: bool,
+    batch: Any = None,
+    subset: Any = None,
 ) -> dict[str, dict[str, Any]]:
     """
     Publish C{fun} to C{tgt} and wait for the returns (from the state
-    run's thread).
+    run's thread): in batches of C{batch} minions (C{10}, C{25%}), or on
+    C{subset} minions picked at random (C{batch} wins when both are
+    given, as in Salt).
+
+    @raise ValueError: a malformed C{batch} or C{subset}.
     """
+    spec = None if batch is None else parseBatch(batch)
+    count = None if subset is None or spec is not None else _subsetCount(subset)
     wire = list(arg)
     if kwarg:
         wire.append({**kwarg, "__kwarg__": True})
@@ -276,6 +434,20 @@ def _publish(
             },
         },
     )
+    if spec is not None:
+        return _onReactor(
+            ctx,
+            lambda: Deferred.fromCoroutine(
+                _batchAndGather(ctx.master, ctx.reactor, load, seconds, spec, expectMinions)
+            ),
+        )
+    if count is not None:
+        return _onReactor(
+            ctx,
+            lambda: Deferred.fromCoroutine(
+                _subsetAndGather(ctx.master, load, seconds, count, expectMinions)
+            ),
+        )
     return _onReactor(ctx, publishAndGather, ctx.master, load, seconds, expectMinions)
 
 
@@ -315,7 +487,11 @@ def state(
     C{saltenv}, C{pillarenv}, C{exclude}, C{queue}, C{concurrent} go to
     the minions' run; C{fail_minions} are minions whose failure does not
     count; C{allow_fail} how many may fail; C{expect_minions} (default)
-    fails when no minion returned; C{timeout}: seconds to wait.
+    fails when no minion returned; C{timeout}: seconds to wait;
+    C{batch} (C{10}, C{25%}): the minions answering C{test.ping} run it
+    that many at a time (C{salttwist -b}'s sliding window); C{subset}:
+    only that many of the target's minions, picked at random among those
+    having the function.
 
     Changes: C{{"out": "highstate", "ret": {minion: its run's returns}}}
     for each minion that changed something or failed.
@@ -329,10 +505,8 @@ def state(
         stateRet["result"] = False
         stateRet["comment"] = "Passed invalid value for 'allow_fail', must be an int"
         return stateRet
-    if ssh or batch is not None or subset is not None or top:
-        unsupported = [
-            k for k, v in (("ssh", ssh), ("batch", batch), ("subset", subset), ("top", top)) if v
-        ]
+    if ssh or top:
+        unsupported = [k for k, v in (("ssh", ssh), ("top", top)) if v]
         stateRet["result"] = False
         stateRet["comment"] = f"Not supported by salttwist's salt.state: {', '.join(unsupported)}"
         return stateRet
@@ -365,7 +539,9 @@ def state(
     kwarg["queue"] = queue
     kwarg["concurrent"] = concurrent
     try:
-        cmdRet = _publish(ctx, tgt, fun, arg, kwarg, tgt_type, timeout, bool(expect_minions))
+        cmdRet = _publish(
+            ctx, tgt, fun, arg, kwarg, tgt_type, timeout, bool(expect_minions), batch, subset
+        )
     except Exception as e:
         stateRet["result"] = False
         stateRet["comment"] = str(e)
@@ -450,16 +626,17 @@ def function(
     C{fail_function}: an execution function (run on the master) given
     each minion's return, false meaning that minion failed;
     C{fail_minions}: minions whose failure does not count; C{timeout}:
-    seconds to wait. A minion whose job's retcode is not 0 failed.
+    seconds to wait; C{batch} and C{subset} as for L{state}. A minion
+    whose job's retcode is not 0 failed.
 
     Changes: C{{"ret": {minion: its return}}}.
     """
     funcRet = stateReturn(name, True, "", {})
     if ctx.master is None:
         return _noMaster(name, "function")
-    if ssh or batch is not None or subset is not None:
+    if ssh:
         funcRet["result"] = False
-        funcRet["comment"] = "Not supported by salttwist's salt.function: ssh, batch, subset"
+        funcRet["comment"] = "Not supported by salttwist's salt.function: ssh"
         return funcRet
     if kwarg is None:
         kwarg = {}
@@ -472,7 +649,16 @@ def function(
         return funcRet
     try:
         cmdRet = _publish(
-            ctx, tgt, name, list(arg or []), dict(kwarg), tgt_type, timeout, bool(expect_minions)
+            ctx,
+            tgt,
+            name,
+            list(arg or []),
+            dict(kwarg),
+            tgt_type,
+            timeout,
+            bool(expect_minions),
+            batch,
+            subset,
         )
     except Exception as e:
         funcRet["result"] = False
