@@ -147,8 +147,11 @@ class _Graph:
         self.chunks: dict[str, dict[str, Any]] = {}
         self.out: dict[str, dict[str, dict[str, None]]] = {}
         self.into: dict[str, dict[str, dict[str, None]]] = {}
-        self.byRef: dict[tuple[str, str], list[str]] = {}
-        self.bySls: dict[str, list[str]] = {}
+        #: Tags by C{(kind, name or id)} and by SLS, each an ordered set
+        #: (a dict of C{None}s: a run of 500 states in one SLS adds each
+        #: tag at no cost, not after a search of a list).
+        self.byRef: dict[tuple[str, str], dict[str, None]] = {}
+        self.bySls: dict[str, dict[str, None]] = {}
         self.childMin: dict[str, float] = {}
         #: C{(prerequiring tag, prereq'd tag)} pairs.
         self.prereqs: list[tuple[str, str]] = []
@@ -178,15 +181,11 @@ class _Graph:
             ("id", chunk["__id__"]),
             ("id", chunk["name"]),
         ):
-            tags = self.byRef.setdefault((str(ref[0]), str(ref[1])), [])
-            if tag not in tags:
-                tags.append(tag)
+            self.byRef.setdefault((str(ref[0]), str(ref[1])), {})[tag] = None
         slsNames = [chunk.get("__sls__")] + list(chunk.get("__sls_included_from__") or [])
         for sls in slsNames:
             if sls:
-                tags = self.bySls.setdefault(str(sls), [])
-                if tag not in tags:
-                    tags.append(tag)
+                self.bySls.setdefault(str(sls), {})[tag] = None
 
     def edge(self, source: str, target: str, kind: str) -> None:
         self.out.setdefault(source, {}).setdefault(target, {})[kind] = None
@@ -204,7 +203,7 @@ class _Graph:
                     if fnmatch.fnmatch(sls, value)
                     for t in tags
                 ]
-            return list(self.bySls.get(value, []))
+            return list(self.bySls.get(value, ()))
         if _GLOB & set(value):
             return [
                 t
@@ -212,7 +211,7 @@ class _Graph:
                 if kind == key and fnmatch.fnmatch(nameOrId, value)
                 for t in tags
             ]
-        return list(self.byRef.get((key, value), []))
+        return list(self.byRef.get((key, value), ()))
 
     def findCycle(self) -> list[tuple[str, str, str]]:
         """

@@ -87,8 +87,9 @@ class ChunkIndex:
     """
 
     def __init__(self, chunks: Sequence[Mapping[str, Any]]) -> None:
-        self._byKey: dict[tuple[str, str], list[str]] = {}
-        self._bySls: dict[str, list[str]] = {}
+        #: Ordered sets of tags (dicts of C{None}s).
+        self._byKey: dict[tuple[str, str], dict[str, None]] = {}
+        self._bySls: dict[str, dict[str, None]] = {}
         self._order: dict[str, int] = {}
         for position, chunk in enumerate(chunks):
             tag = stateTag(chunk)
@@ -96,16 +97,11 @@ class ChunkIndex:
             names = {str(chunk["__id__"]), str(chunk["name"])}
             for value in names:
                 for key in (str(chunk["state"]), "id"):
-                    self._add(self._byKey.setdefault((key, value), []), tag)
+                    self._byKey.setdefault((key, value), {})[tag] = None
             slses = [chunk.get("__sls__")] + list(chunk.get("__sls_included_from__") or [])
             for sls in slses:
                 if sls is not None:
-                    self._add(self._bySls.setdefault(str(sls), []), tag)
-
-    @staticmethod
-    def _add(tags: list[str], tag: str) -> None:
-        if tag not in tags:
-            tags.append(tag)
+                    self._bySls.setdefault(str(sls), {})[tag] = None
 
     def find(self, key: str, value: Any) -> list[str]:
         """
@@ -120,13 +116,13 @@ class ChunkIndex:
                     if fnmatch.fnmatchcase(sls, value):
                         found.extend(t for t in tags if t not in found)
             else:
-                found = list(self._bySls.get(value, []))
+                found = list(self._bySls.get(value, ()))
         elif _isGlob(value):
             for (kind, name), tags in self._byKey.items():
                 if kind == key and fnmatch.fnmatchcase(name, value):
                     found.extend(t for t in tags if t not in found)
         else:
-            found = list(self._byKey.get((key, value), []))
+            found = list(self._byKey.get((key, value), ()))
         return sorted(found, key=self._order.__getitem__)
 
 
