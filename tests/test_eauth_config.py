@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import os
 
+from twisted.internet.testing import EventLoggingObserver
+from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
+from salttwist import config as configModule
 from salttwist.config import ConfigError, loadMasterConfig
 from salttwist.eauth.config import (
     ExternalAuth,
@@ -202,6 +205,19 @@ class MasterConfigTests(SynchronousTestCase):
         self.assertIs(config["token_expire_user_override"], False)
         self.assertIs(config["keep_acl_in_token"], False)
         self.assertIs(config["permissive_acl"], False)
+
+    def test_notImplementedYet(self) -> None:
+        """
+        Until the API exists, setting external_auth warns that it does
+        nothing yet.
+        """
+        self.patch(configModule, "_warned", set())
+        observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        self.load("external_auth:\n  pam:\n    fred: [test.*]\n")
+        warnings = [formatEvent(e) for e in observer if e["log_level"] == LogLevel.warn]
+        self.assertEqual(len(warnings), 1)
+        self.assertIn("'external_auth' is accepted but not implemented yet", warnings[0])
+        self.assertIn("salttwist-api", warnings[0])
 
     def test_checked(self) -> None:
         """
