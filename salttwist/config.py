@@ -578,6 +578,23 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "autosign_max_concurrent": _Option(4, _integer(1)),
     "autosign_output_max": _Option(65536, _COUNT),
     "keep_jobs": _Option(24, _COUNT),
+    # The job cache (issue 23): local_cache is the SQLite file under
+    # cachedir; pgjsonb (or postgres) a PostgreSQL database, reached with
+    # Salt's returner.pgjsonb.* options (salttwist.master.jobcache_pg).
+    "master_job_cache": _Option("local_cache", _choice("local_cache", "pgjsonb", "postgres")),
+    "returner.pgjsonb.host": _Option("localhost", _checkNonEmptyString),
+    "returner.pgjsonb.port": _Option(5432, _integer(1, 65535)),
+    "returner.pgjsonb.db": _Option("salt", _checkNonEmptyString),
+    "returner.pgjsonb.user": _Option("salt", _checkNonEmptyString),
+    "returner.pgjsonb.pass": _Option(None, _checkString),
+    "returner.pgjsonb.sslmode": _Option(
+        None, _choice("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+    ),
+    "returner.pgjsonb.sslcert": _Option(None, _checkNonEmptyString),
+    "returner.pgjsonb.sslkey": _Option(None, _checkNonEmptyString),
+    "returner.pgjsonb.sslrootcert": _Option(None, _checkNonEmptyString),
+    "returner.pgjsonb.sslcrl": _Option(None, _checkNonEmptyString),
+    "returner.pgjsonb.connect_timeout": _Option(10, _integer(1)),
     "timeout": _Option(5, _checkNumber),
     "publish_session": _Option(86400, _checkNumber),
     "gather_job_timeout": _Option(10, _checkNumber),
