@@ -249,6 +249,37 @@ class WorkerPoolService(Service):
         return self.pool.stop()  # type: ignore[no-any-return]
 
 
+def makeJobCache(config: dict[str, Any], reactor: Any, useWorkers: bool) -> Any:
+    """
+    The job cache C{master_job_cache} selects: C{local_cache} (the default)
+    is the SQLite file C{cachedir/jobs.sqlite}, written and read by a worker
+    process of its own (L{WorkerJobCache}) when C{useWorkers}, else by a
+    thread (L{SQLiteJobCache}); C{pgjsonb} or C{postgres} is a PostgreSQL
+    database (L{salttwist.master.jobcache_pg.PostgresJobCache}, reached with
+    the C{returner.pgjsonb.*} options).
+
+    @raise StartupError: if PostgreSQL is selected and psycopg is missing.
+    """
+    from salttwist.master.jobcache_pg import JOB_CACHE_NAMES
+
+    if config.get("master_job_cache", "local_cache") in JOB_CACHE_NAMES:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError as e:
+            raise StartupError(
+                f"master_job_cache: {config['master_job_cache']} needs psycopg 3: "
+                "pip install 'salttwist[postgres]'"
+            ) from e
+        from salttwist.master.jobcache_pg import PostgresJobCache
+
+        return PostgresJobCache.fromConfig(config, reactor)
+    jobCachePath = os.path.join(config["cachedir"], JOB_CACHE_FILE)
+    if useWorkers:
+        # Its worker starts with the others, in startService.
+        return WorkerJobCache(jobCachePath, reactor, config["keep_jobs"])
+    return SQLiteJobCache(jobCachePath, reactor, config["keep_jobs"])
+
+
 class JobCacheService(Service):
     """
     The job cache: its worker (L{WorkerJobCache}) and its pruning start with
@@ -281,9 +312,7 @@ class MasterService(MultiService):
     docstring).
 
     @param jobCache: the job cache (an L{IJobCache} with C{startPruning});
-        by default the SQLite file C{cachedir/jobs.sqlite}, written and
-        read by a worker process of its own (L{WorkerJobCache}) when
-        C{useWorkers}, else by a thread (L{SQLiteJobCache}).
+        by default the one C{master_job_cache} selects (L{makeJobCache}).
     L{whenReady} tells when every socket listens and the ports file is
     written.
     """
@@ -321,12 +350,7 @@ class MasterService(MultiService):
         grainsCache = GrainsCache(os.path.join(config["cachedir"], "grains.cache"), runBlocking)
         grainsCache.load()
         if jobCache is None:
-            jobCachePath = os.path.join(config["cachedir"], JOB_CACHE_FILE)
-            if useWorkers:
-                # Its worker starts with the others, in startService.
-                jobCache = WorkerJobCache(jobCachePath, reactor, config["keep_jobs"])
-            else:
-                jobCache = SQLiteJobCache(jobCachePath, reactor, config["keep_jobs"])
+            jobCache = makeJobCache(config, reactor, useWorkers)
         self.jobCache = jobCache
         idRules = idRulesFromConfig(config)
         try:
