@@ -607,6 +607,7 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "token_expire_user_override": _Option(False, _checkTokenExpireUserOverride),
     "keep_acl_in_token": _Option(False, _checkBool),
     "permissive_acl": _Option(False, _checkBool),
+    "auth.pam.service": _Option("login", _checkNonEmptyString),
     "presence_events": _Option(False, _checkBool),
     "loop_interval": _Option(60, _checkPositiveNumber),
     "event_queue_max": _Option(10000, _integer(1)),
@@ -852,6 +853,7 @@ NOT_YET_IMPLEMENTED: dict[str, dict[str, str]] = {
         "token_expire_user_override": _NO_API_YET,
         "keep_acl_in_token": _NO_API_YET,
         "permissive_acl": _NO_API_YET,
+        "auth.pam.service": _NO_API_YET,
     },
     "minion": {
         "publish_port": "the minion learns it from the master",

@@ -205,6 +205,7 @@ class MasterConfigTests(SynchronousTestCase):
         self.assertIs(config["token_expire_user_override"], False)
         self.assertIs(config["keep_acl_in_token"], False)
         self.assertIs(config["permissive_acl"], False)
+        self.assertEqual(config["auth.pam.service"], "login")
 
     def test_notImplementedYet(self) -> None:
         """

@@ -60,6 +60,9 @@ class EauthServiceTests(SynchronousTestCase):
         """
         self.assertIsInstance(self.service.backends["file"], HtpasswdBackend)
         self.assertIsInstance(self.service.backends["pam"], PamBackend)
+        self.assertEqual(self.service.backends["pam"].service, "login")  # type: ignore[attr-defined]
+        service = EauthService({**self.config, "auth.pam.service": "other"}, self.clock)
+        self.assertEqual(service.backends["pam"].service, "other")  # type: ignore[attr-defined]
 
     def test_lifecycle(self) -> None:
         """

@@ -19,7 +19,7 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from salttwist.eauth.authenticator import Authenticator
-from salttwist.eauth.backends import makeBackends
+from salttwist.eauth.backends import DEFAULT_PAM_SERVICE, makeBackends
 from salttwist.eauth.config import ExternalAuth
 from salttwist.eauth.interfaces import IAuthBackend
 from salttwist.eauth.tokens import DATABASE_NAME, SQLiteTokenStore, TokenPruner
@@ -76,7 +76,11 @@ class EauthService(Service):
 
         self.runBlocking = runBlocking
         self.externalAuth = ExternalAuth.fromConfig(config)
-        self.backends = dict(backends if backends is not None else makeBackends(self.externalAuth))
+        if backends is None:
+            backends = makeBackends(
+                self.externalAuth, config.get("auth.pam.service", DEFAULT_PAM_SERVICE)
+            )
+        self.backends = dict(backends)
         self.storeRunBlocking = storeRunBlocking
         self.path = os.path.join(config["cachedir"], DATABASE_NAME)
         self.authenticator: Authenticator | None = None
