@@ -237,6 +237,30 @@ def _git(cwd: Any, user: str | None, git_opts: Any, *args: str, **kwargs: Any) -
     return _run([*_formatOpts(git_opts), *args], cwd=where, user=user, **kwargs)
 
 
+def _gitAllowing(
+    cwd: Any,
+    user: str | None,
+    allowed: tuple[int, ...],
+    *args: str,
+    output_encoding: str | None = None,
+) -> dict[str, Any]:
+    """
+    L{_git} for a command whose other exit codes than 0 are answers, not
+    failures (C{git config --get-all} exits 1 for a key not set, C{git
+    merge-base --is-ancestor} 1 for "no"): an exit code in C{allowed} is
+    returned, any other raises with Salt's words.
+
+    @return: L{_run}'s result.
+    @raise CommandExecutionError: C{Command 'git ...' failed: <stderr>}.
+    """
+    result = _git(
+        cwd, user, "", *args, ignore_retcode=True, failhard=False, output_encoding=output_encoding
+    )
+    if result["retcode"] not in allowed:
+        raise CommandExecutionError(f"Command 'git {shlex.join(args)}' failed: {result['stderr']}")
+    return result
+
+
 def version(versioninfo: bool = False) -> str | list[int]:
     """
     Return git's version (C{"2.39.5"}), or with C{versioninfo=True} its
@@ -795,22 +819,16 @@ def merge_base(
     if is_ancestor:
         if len(refs) != 2:
             raise SaltInvocationError("Two refs must be specified when 'is_ancestor' is True")
-        result = _git(
+        result = _gitAllowing(
             cwd,
             user,
-            git_opts,
+            (0, 1),
+            *_formatOpts(git_opts),
             *args,
             "--is-ancestor",
             *refs,
-            ignore_retcode=True,
-            failhard=False,
             output_encoding=output_encoding,
         )
-        if result["retcode"] not in (0, 1):
-            raise CommandExecutionError(
-                f"Command 'git merge-base --is-ancestor {' '.join(refs)}' failed: "
-                f"{result['stderr']}"
-            )
         return result["retcode"] == 0
     if octopus:
         args.append("--octopus")
@@ -1132,24 +1150,18 @@ def config_get(
     """
     allValues = bool(kwargs.pop("all", False))
     scope = _configArgs(cwd, kwargs)
-    result = _git(
+    result = _gitAllowing(
         cwd if scope == ["--local"] else None,
         user,
-        "",
+        (0, 1),
         "config",
         *scope,
         "--get-all",
         str(key),
-        ignore_retcode=True,
-        failhard=False,
         output_encoding=output_encoding,
     )
     if result["retcode"] == 1:
         return None
-    if result["retcode"] != 0:
-        raise CommandExecutionError(
-            f"Command 'git config --get-all {key}' failed: {result['stderr']}"
-        )
     values = result["stdout"].splitlines()
     return values if allValues else (values[-1] if values else "")
 
@@ -1242,3 +1254,128 @@ def tag(
         redirect_stderr=True,
         output_encoding=output_encoding,
     )["stdout"]
+
+
+def config_get_regexp(
+    key: str,
+    value_regex: str | None = None,
+    cwd: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    ignore_retcode: bool = False,
+    output_encoding: str | None = None,
+    **kwargs: Any,
+) -> dict[str, list[str]]:
+    """
+    Return the configuration keys matching the regular expression C{key}
+    (and whose values match C{value_regex}), each with its values:
+    C{{key: [value, ...]}} (C{{}} when none), in the repository at C{cwd}
+    or, with C{global=True}, the user's.
+
+    CLI Example:
+
+        salttwist '*' git.config_get_regexp '^user\\.' cwd=/path/to/repo
+    """
+    scope = _configArgs(cwd, kwargs)
+    args = ["config", *scope, "--get-regexp", str(key)]
+    if value_regex is not None:
+        args.append(str(value_regex))
+    result = _gitAllowing(
+        cwd if scope == ["--local"] else None,
+        user,
+        (0, 1),
+        *args,
+        output_encoding=output_encoding,
+    )
+    ret: dict[str, list[str]] = {}
+    for line in result["stdout"].splitlines():
+        name, _, value = line.partition(" ")
+        if name:
+            ret.setdefault(name, []).append(value)
+    return ret
+
+
+#: Salt's other name for L{config_get_regexp}.
+config_get_regex = config_get_regexp
+
+
+def config_unset(
+    key: str,
+    value_regex: str | None = None,
+    cwd: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    ignore_retcode: bool = False,
+    output_encoding: str | None = None,
+    **kwargs: Any,
+) -> bool:
+    """
+    Unset the configuration C{key} (only its values matching
+    C{value_regex}; with C{all=True}, every value of a multivar), in the
+    repository at C{cwd} or, with C{global=True}, the user's; return
+    C{True}.
+
+    @raise CommandExecutionError: with Salt's words for git's exit codes
+        (the key does not exist, several values match, a bad regex).
+
+    CLI Example:
+
+        salttwist '*' git.config_unset user.name cwd=/path/to/repo
+        salttwist '*' git.config_unset remote.origin.fetch all=True cwd=/path/to/repo
+    """
+    unsetAll = bool(kwargs.pop("all", False))
+    scope = _configArgs(cwd, kwargs)
+    where = cwd if scope == ["--local"] else None
+    args = ["config", "--unset-all" if unsetAll else "--unset", *scope, str(key)]
+    if value_regex is not None:
+        args.append(str(value_regex))
+    result = _gitAllowing(where, user, (0, 1, 5, 6), *args, output_encoding=output_encoding)
+    retcode = result["retcode"]
+    if retcode == 1:
+        raise CommandExecutionError("Section or key is invalid")
+    if retcode == 5:
+        extra = {} if where is not None else {"global": True}
+        if config_get(key, cwd=where, user=user, **extra) is None:
+            raise CommandExecutionError(f"Key '{key}' does not exist")
+        message = f"Multiple values exist for key '{key}'"
+        if value_regex is not None:
+            message += " and value_regex matches multiple values"
+        raise CommandExecutionError(message)
+    if retcode == 6:
+        raise CommandExecutionError("The value_regex is invalid")
+    return True
+
+
+def is_worktree(
+    cwd: str,
+    user: str | None = None,
+    password: str | None = None,
+    output_encoding: str | None = None,
+) -> bool:
+    """
+    Whether C{cwd} is in a worktree made by C{git worktree add} (its
+    top level's C{.git} is a file naming its git directory), not the main
+    one.
+
+    CLI Example:
+
+        salttwist '*' git.is_worktree /path/to/repo
+    """
+    try:
+        top = _git(
+            cwd,
+            user,
+            "",
+            "rev-parse",
+            "--show-toplevel",
+            ignore_retcode=True,
+            output_encoding=output_encoding,
+        )["stdout"]
+    except CommandExecutionError:
+        return False
+    try:
+        with open(os.path.join(top, ".git")) as f:
+            label, _, path = f.readline().strip().partition(" ")
+    except OSError:
+        return False
+    return label == "gitdir:" and os.path.isabs(path)

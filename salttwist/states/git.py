@@ -1,8 +1,11 @@
 # -*- test-case-name: tests.test_states_git -*-
 """
-Salt's C{git} states: C{git.latest} keeps a clone of a remote repository
-at a revision (Salt's arguments, changes and comments), through the
-C{git} execution module (L{salttwist.modules.git}).
+Salt's C{git} states (Salt's arguments, changes and comments), through
+the C{git} execution module (L{salttwist.modules.git}): C{git.latest}
+keeps a clone of a remote repository at a revision; C{git.cloned} makes a
+clone once (and switches its branch); C{git.present} makes a repository
+(bare by default); C{git.config_set} and C{git.config_unset} keep
+configuration keys set or unset.
 
 Not supported (refused with a comment naming them when set): C{password}
 (Windows only in Salt) and LFS-specific handling; C{sync_tags} deletes
@@ -1008,4 +1011,355 @@ def _clone(
     ret["comment"] = _formatComments(comments)
     if newRev is not None:
         ret["changes"]["revision"] = {"old": None, "new": newRev}
+    return ret
+
+
+def _fail(ret: dict[str, Any], comment: str, comments: list[str] | None = None) -> dict[str, Any]:
+    """
+    Salt's C{_fail}: the state failed with C{comment} (after the comments
+    of what was done).
+    """
+    ret["result"] = False
+    if comments:
+        comment += "\n\nChanges already made: " + _formatComments(comments)
+    ret["comment"] = comment
+    return ret
+
+
+def _neutral(ret: dict[str, Any], comment: str) -> dict[str, Any]:
+    """
+    Salt's C{_neutral_test}: test mode found something to do.
+    """
+    ret["result"] = None
+    ret["comment"] = comment
+    return ret
+
+
+def present(
+    ctx: StateContext,
+    name: str,
+    force: bool = False,
+    bare: bool = True,
+    template: str | None = None,
+    separate_git_dir: str | None = None,
+    shared: Any = None,
+    user: str | None = None,
+    password: str | None = None,
+    output_encoding: str | None = None,
+) -> dict[str, Any]:
+    """
+    Make sure a repository exists at C{name} (bare by default): an existing
+    repository (or worktree) is left alone; an empty or missing directory
+    gets C{git init}; a non-empty directory that is not a repository fails
+    unless C{force=True}, which deletes its contents first.
+    """
+    ret = stateReturn(name, True, "")
+    kind = "bare " if bare else ""
+    if os.path.isdir(name):
+        if bare and os.path.isfile(os.path.join(name, "HEAD")):
+            return ret
+        if not bare and (
+            os.path.isdir(os.path.join(name, ".git"))
+            or ctx.salt["git.is_worktree"](name, user=user, output_encoding=output_encoding)
+        ):
+            return ret
+        if force:
+            if ctx.test:
+                ret["changes"] = {"new": name, "forced init": True}
+                return _neutral(
+                    ret,
+                    f"Target directory {name} exists. Since force=True, the contents of "
+                    f"{name} would be deleted, and a {kind}repository would be initialized "
+                    "in its place.",
+                )
+            try:
+                if os.path.islink(name):
+                    os.unlink(name)
+                else:
+                    shutil.rmtree(name)
+            except OSError as e:
+                return _fail(ret, f"Unable to remove {name}: {e}")
+            ret["changes"]["forced init"] = True
+        elif os.listdir(name):
+            return _fail(
+                ret,
+                f"Target '{name}' exists, is non-empty, and is not a git repository. Set the "
+                "'force' option to True to remove this directory's contents and proceed with "
+                "initializing a repository",
+            )
+    if ctx.test:
+        ret["changes"]["new"] = name
+        return _neutral(ret, f"New {kind}repository would be created")
+    try:
+        ctx.salt["git.init"](
+            cwd=name,
+            bare=bare,
+            template=template,
+            separate_git_dir=separate_git_dir,
+            shared=shared,
+            user=user,
+            output_encoding=output_encoding,
+        )
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return _fail(ret, f"Failed to initialize {kind}repository in {name}: {_stripExc(e)}")
+    actions = [f"Initialized {kind}repository in {name}"]
+    if template:
+        actions.append(f"Template directory set to {template}")
+    if separate_git_dir:
+        actions.append(f"Gitdir set to {separate_git_dir}")
+    ret["changes"]["new"] = name
+    ret["comment"] = _formatComments(actions)
+    return ret
+
+
+def cloned(
+    ctx: StateContext,
+    name: str,
+    target: str | None = None,
+    branch: Any = None,
+    user: str | None = None,
+    password: str | None = None,
+    identity: Any = None,
+    https_user: str | None = None,
+    https_pass: str | None = None,
+    output_encoding: str | None = None,
+) -> dict[str, Any]:
+    """
+    Make sure the repository C{name} is cloned into C{target} (checked
+    out at C{branch}, when given); unlike C{git.latest}, an existing clone
+    is never updated, only switched to C{branch}.
+    """
+    ret = stateReturn(name, False, "")
+    if target is None:
+        ret["comment"] = "'target' argument is required"
+        return ret
+    target = str(target)
+    if not os.path.isabs(target):
+        ret["comment"] = "'target' path must be absolute"
+        return ret
+    if branch is not None:
+        branch = str(branch)
+        if not branch:
+            ret["comment"] = "Invalid 'branch' argument"
+            return ret
+    common = {"user": user, "output_encoding": output_encoding}
+    needClone = not os.path.exists(target)
+    if not needClone:
+        try:
+            ctx.salt["git.status"](target, **common)
+        except (CommandExecutionError, SaltInvocationError) as e:
+            ret["comment"] = str(e)
+            return ret
+    withBranch = f" with branch '{branch}'" if branch is not None else ""
+    if needClone:
+        if ctx.test:
+            ret["changes"]["new"] = f"{name} => {target}"
+            return _neutral(ret, f"{name} would be cloned to {target}{withBranch}")
+        try:
+            ctx.salt["git.clone"](
+                target,
+                name,
+                opts=["--branch", branch] if branch is not None else "",
+                identity=identity,
+                https_user=https_user,
+                https_pass=https_pass,
+                **common,
+            )
+        except (CommandExecutionError, SaltInvocationError) as e:
+            return _fail(ret, f"Clone failed: {_redactAuth(_stripExc(e))}")
+        ret["changes"]["new"] = f"{name} => {target}"
+        ret["comment"] = f"{name} cloned to {target}{withBranch}"
+        ret["result"] = True
+        return ret
+    already = f"Repository already exists at {target}"
+    current = None if branch is None else ctx.salt["git.current_branch"](target, **common)
+    if branch is None or current == branch:
+        ret["result"] = True
+        ret["comment"] = already + (f" and is checked out to branch '{branch}'" if branch else "")
+        return ret
+    if ctx.test:
+        ret["changes"]["branch"] = {"old": current, "new": branch}
+        return _neutral(ret, f"Branch would be changed to '{branch}'")
+    try:
+        ctx.salt["git.rev_parse"](target, rev=branch, ignore_retcode=True, **common)
+    except CommandExecutionError:
+        checkoutRev, checkoutOpts = f"origin/{branch}", ["-b", branch]
+    else:
+        checkoutRev, checkoutOpts = branch, ""
+    try:
+        ctx.salt["git.checkout"](target, rev=checkoutRev, opts=checkoutOpts, **common)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return _fail(ret, f"Failed to change branch to '{branch}': {e}")
+    ret["changes"]["branch"] = {"old": current, "new": branch}
+    ret["comment"] = f"Branch changed to '{branch}'"
+    ret["result"] = True
+    return ret
+
+
+def _configScope(repo: Any, kwargs: dict[str, Any]) -> tuple[bool, str | None]:
+    """
+    @return: C{global} and the error for arguments the config states do
+        not take or a missing C{repo}, or L{None}.
+    """
+    globalConfig = bool(kwargs.pop("global", False))
+    bad = _invalidKwargs(kwargs)
+    if bad is not None:
+        return globalConfig, bad
+    if not globalConfig and not repo:
+        return globalConfig, "Non-global config options require the 'repo' argument to be set"
+    return globalConfig, None
+
+
+def config_set(
+    ctx: StateContext,
+    name: str,
+    value: Any = None,
+    multivar: Any = None,
+    repo: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    output_encoding: str | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Make sure the git configuration key C{name} has C{value} (or exactly
+    the values of C{multivar}, a list or comma-separated), in the
+    repository C{repo} or, with C{global=True}, in the user's
+    configuration.
+    """
+    ret = stateReturn(name, True, "")
+    if value is not None and multivar is not None:
+        return _fail(ret, "Only one of 'value' and 'multivar' is permitted")
+    globalConfig, error = _configScope(repo, kwargs)
+    if error is not None:
+        return _fail(ret, error)
+    name = str(name)
+    if value is None and multivar is None:
+        return _fail(ret, "One of 'value' and 'multivar' is required")
+    if value is not None:
+        value = str(value)
+        shown: Any = f"'{value}'"
+        desired = [value]
+    else:
+        if isinstance(multivar, list):
+            multivar = [str(item) for item in multivar]
+        else:
+            multivar = str(multivar).split(",")
+        shown = desired = multivar
+    scope = {"global": True} if globalConfig else {}
+    where = None if globalConfig else repo
+    common = {"user": user, "output_encoding": output_encoding}
+    prefix = "Global key " if globalConfig else ""
+    try:
+        before = ctx.salt["git.config_get"](
+            name, cwd=where, ignore_retcode=True, all=True, **common, **scope
+        )
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return _fail(ret, f"Failed to read {prefix.lower()}'{name}': {_stripExc(e)}")
+    if before == desired:
+        ret["comment"] = f"{prefix}'{name}' is already set to {shown}"
+        return ret
+    verb = "added as" if before is None else "set to"
+    if ctx.test:
+        ret["changes"] = {"old": before, "new": desired}
+        return _neutral(ret, f"{prefix}'{name}' would be {verb} {shown}")
+    try:
+        after = ctx.salt["git.config_set"](
+            name, value=value, multivar=multivar, cwd=where, **common, **scope
+        )
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return _fail(ret, f"Failed to set {prefix.lower()}'{name}' to {shown}: {_stripExc(e)}")
+    if before != after:
+        ret["changes"][name] = {"old": before, "new": after}
+    if after != desired:
+        return _fail(ret, f"Failed to set {prefix.lower()}'{name}' to {shown}")
+    ret["comment"] = f"{prefix}'{name}' was {verb} {shown}"
+    return ret
+
+
+def config_unset(
+    ctx: StateContext,
+    name: str,
+    value_regex: Any = None,
+    repo: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    output_encoding: str | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Make sure no git configuration key matches C{name} (a regular
+    expression, anchored) with a value matching C{value_regex}, in the
+    repository C{repo} or, with C{global=True}, the user's configuration.
+    A key with several matching values needs C{all=True}.
+    """
+    ret = stateReturn(name, True, "No matching keys are set")
+    unsetAll = bool(kwargs.pop("all", False))
+    globalConfig, error = _configScope(repo, kwargs)
+    if error is not None:
+        return _fail(ret, error)
+    name = str(name)
+    if value_regex is not None:
+        value_regex = str(value_regex)
+    key = "^" + name.lstrip("^").rstrip("$") + "$"
+    scope = {"global": True} if globalConfig else {}
+    where = None if globalConfig else repo
+    common = {"user": user, "output_encoding": output_encoding, **scope}
+
+    def matching(regex: str | None) -> dict[str, list[str]]:
+        return ctx.salt["git.config_get_regexp"](
+            key, value_regex=regex, cwd=where, ignore_retcode=True, **common
+        )
+
+    try:
+        preMatches = matching(value_regex)
+    except (CommandExecutionError, SaltInvocationError) as e:
+        return _fail(ret, _stripExc(e))
+    if not preMatches:
+        return ret
+    if not unsetAll:
+        greedy = [f"{k} ({', '.join(v)})" for k, v in preMatches.items() if len(v) > 1]
+        if greedy:
+            if value_regex is not None:
+                return _fail(
+                    ret,
+                    "Multiple values are matched by value_regex for the following keys (set "
+                    f"'all' to True to force removal): {'; '.join(greedy)}",
+                )
+            return _fail(
+                ret,
+                "Multivar(s) matched by the key expression (set 'all' to True to force "
+                f"removal): {'; '.join(greedy)}",
+            )
+    if ctx.test:
+        ret["changes"] = preMatches
+        return _neutral(ret, f"{len(preMatches)} key(s) would have value(s) unset")
+    before = preMatches if value_regex is None else matching(None)
+    failed = []
+    for keyName in preMatches:
+        try:
+            ctx.salt["git.config_unset"](
+                keyName, value_regex=value_regex, cwd=where, all=unsetAll, **common
+            )
+        except (CommandExecutionError, SaltInvocationError):
+            failed.append(keyName)
+    if failed:
+        return _fail(
+            ret,
+            "Error(s) occurred unsetting values for the following keys (see the minion log "
+            f"for details): {', '.join(failed)}",
+        )
+    after = matching(None)
+    for keyName, values in before.items():
+        if keyName not in after:
+            ret["changes"][keyName] = values
+            continue
+        gone = [v for v in values if v not in after[keyName]]
+        if gone:
+            ret["changes"][keyName] = gone
+    left = after if value_regex is None else matching(value_regex)
+    if left:
+        listed = "; ".join(f"{k} ({', '.join(v)})" for k, v in left.items())
+        return _fail(ret, f"Failed to unset value(s): {listed}")
+    ret["comment"] = "Value(s) successfully unset"
     return ret
