@@ -227,3 +227,61 @@ class TableTests(SynchronousTestCase):
         )
         self.assertIn("salttwist's time to first state flat with extra files: met", text)
         self.assertIn("  salttwist: salttwist-m01: 3 states, not 600", text)
+
+
+class SharedHeadTests(SynchronousTestCase):
+    """
+    What C{states.py} and C{files_pillar.py} take from C{run.py}:
+    C{pickSystems} and C{resultsHead}.
+    """
+
+    def options(self, systems: str) -> Any:
+        import argparse
+
+        return argparse.Namespace(
+            systems=systems,
+            salt_venv="/nonexistent-salt-venv",
+            no_install_salt=True,
+            date="2026-11-26",
+            output="o.json",
+            no_save=True,
+            keep=False,
+            files=500,
+        )
+
+    def test_unknownSystem(self) -> None:
+        """
+        An unknown system name is the error, nothing made.
+        """
+        run = loadScript("benchmarks", "vs_salt", "run.py")
+        self.assertEqual(
+            run.pickSystems(self.options("salttwist,other"), {"salttwist": object}),
+            "unknown system other",
+        )
+
+    def test_picked(self) -> None:
+        """
+        Each named system is made by its maker, in order.
+        """
+        run = loadScript("benchmarks", "vs_salt", "run.py")
+        made = run.pickSystems(self.options("salttwist"), {"salttwist": lambda: "twist"})
+        self.assertEqual(made, {"salttwist": "twist"})
+
+    def test_head(self) -> None:
+        """
+        The head names the date, the machine, the versions and the options
+        but C{output}, C{no_save} and C{keep}.
+        """
+        run = loadScript("benchmarks", "vs_salt", "run.py")
+
+        class Version:
+            def version(self) -> str:
+                return "salttwist 0.1.0"
+
+        head = run.resultsHead(self.options("salttwist"), {"salttwist": Version()})
+        self.assertEqual(head["date"], "2026-11-26")
+        self.assertEqual(head["cpus"], os.cpu_count())
+        self.assertEqual(head["versions"], {"salttwist": "salttwist 0.1.0"})
+        self.assertNotIn("output", head["options"])
+        self.assertEqual(head["options"]["files"], 500)
+        self.assertIn("salttwist_git", head)

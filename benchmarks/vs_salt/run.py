@@ -1750,6 +1750,49 @@ def gitState() -> dict[str, Any]:
     }
 
 
+def pickSystems(
+    options: argparse.Namespace, makers: dict[str, Callable[[], System]]
+) -> dict[str, System] | str:
+    """
+    The systems C{--systems} names (C{options.systems}, comma-separated),
+    each made by its entry of C{makers}; Salt installed first into
+    C{options.salt_venv} unless C{options.no_install_salt}.
+
+    @return: C{{name: system}}, or the error to print (an unknown name,
+        Salt that cannot be installed).
+    """
+    systems: dict[str, System] = {}
+    for name in options.systems.split(","):
+        if name not in makers:
+            return f"unknown system {name}"
+        if name == "salt":
+            problem = ensureSalt(options.salt_venv, install=not options.no_install_salt)
+            if problem is not None:
+                return f"salt: {problem}"
+        systems[name] = makers[name]()
+    return systems
+
+
+def resultsHead(options: argparse.Namespace, systems: dict[str, System]) -> dict[str, Any]:
+    """
+    @return: what every benchmark's JSON starts with: the date, the
+        machine, its load, both systems' versions, salttwist's git state
+        and the options (but C{output}, C{no_save} and C{keep}).
+    """
+    return {
+        "date": options.date,
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_at_start": loadAverage(),
+        "versions": {name: system.version() for name, system in systems.items()},
+        "salttwist_git": gitState(),
+        "options": {
+            k: v for k, v in vars(options).items() if k not in ("output", "no_save", "keep")
+        },
+    }
+
+
 def parser() -> argparse.ArgumentParser:
     """
     The command line.
@@ -1894,16 +1937,7 @@ def main(argv: list[str] | None = None) -> int:
             apis["salttwist"].append("concurrent")
 
     results: dict[str, Any] = {
-        "date": options.date,
-        "host": platform.node(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "load_at_start": loadAverage(),
-        "versions": {name: system.version() for name, system in systems.items()},
-        "salttwist_git": gitState(),
-        "options": {
-            k: v for k, v in vars(options).items() if k not in ("output", "no_save", "keep")
-        },
+        **resultsHead(options, systems),
         "notes": [
             "Both systems: one master, N minion daemons (-l error, foreground) on "
             "127.0.0.1, temp root_dir, auto_accept for the benchmark only; Salt with "

@@ -42,7 +42,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -586,30 +585,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         sys.stderr.write(f"unknown phases: {', '.join(sorted(unknown))}\n")
         return 2
-    systems: dict[str, FilesSalt | FilesSaltTwist] = {}
-    for name in options.systems.split(","):
-        if name == "salt":
-            problem = run.ensureSalt(options.salt_venv, install=not options.no_install_salt)
-            if problem is not None:
-                sys.stderr.write(f"salt: {problem}\n")
-                return 2
-            systems[name] = FilesSalt(options.salt_venv)
-        elif name == "salttwist":
-            systems[name] = FilesSaltTwist(options.salttwist_venv)
-        else:
-            sys.stderr.write(f"unknown system {name}\n")
-            return 2
-    results: dict[str, Any] = {
-        "date": options.date,
-        "host": platform.node(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "load_at_start": run.loadAverage(),
-        "versions": {name: system.version() for name, system in systems.items()},
-        "salttwist_git": run.gitState(),
-        "options": {
-            k: v for k, v in vars(options).items() if k not in ("output", "no_save", "keep")
+    picked = run.pickSystems(
+        options,
+        {
+            "salt": lambda: FilesSalt(options.salt_venv),
+            "salttwist": lambda: FilesSaltTwist(options.salttwist_venv),
         },
+    )
+    if isinstance(picked, str):
+        sys.stderr.write(f"{picked}\n")
+        return 2
+    systems: dict[str, Any] = picked
+    results: dict[str, Any] = {
+        **run.resultsHead(options, systems),
         "notes": [
             "Both systems: one master and its minion daemons (-l error) on 127.0.0.1, temp "
             "root_dir, auto_accept for the benchmark only, every option at the system's "
