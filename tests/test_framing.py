@@ -457,6 +457,49 @@ class QuietFactoryTests(SynchronousTestCase):
         self.assertFalse(QuietFactory.noisy)
 
 
+class NoDelayTests(SynchronousTestCase):
+    """
+    A frame connection over TCP has Nagle's algorithm off: a small frame
+    sent while the previous one is unacknowledged leaves at once instead
+    of waiting for the peer's delayed acknowledgement (about 40 ms).
+    """
+
+    def test_tcpNoDelay(self) -> None:
+        """
+        C{connectionMade} sets C{TCP_NODELAY} on a real TCP connection.
+        """
+        from twisted.internet import tcp
+        from twisted.internet.testing import MemoryReactor
+
+        listener = socket.socket()
+        self.addCleanup(listener.close)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        client = socket.create_connection(listener.getsockname())
+        self.addCleanup(client.close)
+        ours, _ = listener.accept()
+        self.addCleanup(ours.close)
+        self.assertEqual(ours.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), 0)
+        transport = tcp.Server(ours, Protocol(), ("127.0.0.1", 1), _FakePort(), 1, MemoryReactor())
+        protocol = RecordingProtocol()
+        protocol.makeConnection(transport)
+        self.assertNotEqual(ours.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), 0)
+
+    def test_otherTransports(self) -> None:
+        """
+        A transport without C{setTcpNoDelay} (a UNIX socket, in memory) is
+        left alone; one whose connection is already gone is too.
+        """
+        protocol = RecordingProtocol()
+        protocol.makeConnection(StringTransport())
+
+        class Gone(StringTransport):
+            def setTcpNoDelay(self, enabled: bool) -> None:
+                raise OSError(9, "Bad file descriptor")
+
+        RecordingProtocol().makeConnection(Gone())
+
+
 class WriteNowTests(SynchronousTestCase):
     """
     L{writeNow}: one C{send} on an idle socket transport, the transport's
