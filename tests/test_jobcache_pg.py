@@ -1,6 +1,7 @@
 # -*- test-case-name: tests.test_jobcache_pg -*-
 """
-Tests for L{salttwist.master.jobcache_pg}: the L{IJobCache} contract against
+Tests for L{salttwist.master.jobcache_pg} and its SQL,
+L{salttwist.master.jobcache_pgsql}: the L{IJobCache} contract against
 a real PostgreSQL server, then its migrations, replays, partitions and
 pruning, and connection loss.
 """
@@ -17,12 +18,11 @@ from twisted.trial.unittest import TestCase
 
 from salttwist.interfaces import IJobCache
 from salttwist.master.jobcache import JobCacheError
-from salttwist.master.jobcache_pg import (
+from salttwist.master.jobcache_pg import PostgresJobCache, connectionOptions
+from salttwist.master.jobcache_pgsql import (
     MIGRATIONS,
     JobCacheUnavailable,
-    PostgresJobCache,
     PostgresJobCacheDatabase,
-    connectionOptions,
     migrate,
 )
 from tests._postgres import temporaryDatabase

@@ -1,0 +1,722 @@
+# -*- test-case-name: tests.test_jobcache_pg -*-
+"""
+The SQL of the PostgreSQL job cache (L{salttwist.master.jobcache_pg}, whose
+docstring tells the design): the schema's migrations, the partitions, the
+statements, and the one connection with its reconnection, all run
+synchronously on the cache's thread.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from twisted.logger import Logger
+
+from salttwist import serial
+from salttwist.master.jobcache import JobCacheError, _unpackSuccess
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "MIGRATIONS",
+    "PARTITIONS_AHEAD",
+    "RECONNECT_INITIAL",
+    "RECONNECT_MAX",
+    "JobCacheUnavailable",
+    "PostgresJobCacheDatabase",
+    "describeServer",
+    "migrate",
+]
+
+RECONNECT_INITIAL = 0.5
+"""
+Seconds before the second connection attempt after a failed one.
+"""
+
+RECONNECT_MAX = 30.0
+"""
+The longest wait between two connection attempts.
+"""
+
+PARTITIONS_AHEAD = 2
+"""
+Hours of partitions made ahead of the current one, at open and at each
+prune, so that the writes of the next hours need no C{CREATE TABLE}.
+"""
+
+_LOCK_MIGRATIONS = 0x5A17_0001
+_LOCK_PARTITIONS = 0x5A17_0002
+
+MIGRATIONS: list[tuple[int, str, tuple[str, ...]]] = [
+    (
+        1,
+        "jobs and returns, partitioned by hour of jid",
+        (
+            """
+            CREATE TABLE salttwist_jobs (
+                jid text COLLATE "C" NOT NULL,
+                fun text NOT NULL,
+                arg bytea NOT NULL,
+                tgt bytea NOT NULL,
+                tgt_match text[] NOT NULL,
+                tgt_type bytea NOT NULL,
+                "user" bytea NOT NULL,
+                minions bytea NOT NULL,
+                start_time double precision NOT NULL,
+                PRIMARY KEY (jid)
+            ) PARTITION BY RANGE (jid)
+            """,
+            """
+            CREATE TABLE salttwist_returns (
+                jid text COLLATE "C" NOT NULL,
+                id text NOT NULL,
+                "return" bytea NOT NULL,
+                retcode bytea NOT NULL,
+                success bytea NOT NULL,
+                time double precision NOT NULL,
+                PRIMARY KEY (jid, id)
+            ) PARTITION BY RANGE (jid)
+            """,
+        ),
+    ),
+    (
+        2,
+        "indexes for listJobs and prune",
+        (
+            "CREATE INDEX salttwist_jobs_start_time ON salttwist_jobs (start_time)",
+            "CREATE INDEX salttwist_jobs_fun ON salttwist_jobs (fun)",
+        ),
+    ),
+]
+"""
+The schema's migrations: C{(version, description, statements)}, applied in
+order. Never change one that was released: add the next.
+"""
+
+_INSERT_JOB = """
+    INSERT INTO salttwist_jobs
+        (jid, fun, arg, tgt, tgt_match, tgt_type, "user", minions, start_time)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT DO NOTHING
+"""
+
+_INSERT_RETURNS = """
+    INSERT INTO salttwist_returns (jid, id, "return", retcode, success, time)
+    SELECT jid, id, ret, retcode, success, time
+    FROM unnest(
+        %s::text[], %s::text[], %s::bytea[], %s::bytea[], %s::bytea[], %s::double precision[]
+    ) WITH ORDINALITY AS r(jid, id, ret, retcode, success, time, n)
+    ORDER BY n
+    ON CONFLICT DO NOTHING
+"""
+
+_JOB_COLUMNS = 'jid, fun, arg, tgt, tgt_type, "user", minions, start_time'
+
+
+class JobCacheUnavailable(JobCacheError):
+    """
+    Raised when the PostgreSQL server cannot be reached: the operation was
+    not done (a write was not stored).
+    """
+
+
+def describeServer(options: dict[str, Any]) -> str:
+    """
+    @return: C{user@host:port/db} for messages (never the password).
+    """
+    return "{}@{}:{}/{}".format(
+        options.get("user", "?"),
+        options.get("host", "?"),
+        options.get("port", 5432),
+        options.get("dbname", "?"),
+    )
+
+
+# Values ---------------------------------------------------------------------
+
+
+def _toBytes(packed: object) -> bytes:
+    """
+    A value as the reactor side packed it (L{salttwist.master.jobcache}:
+    L{None}, a string, a number, or msgpack bytes of anything else) as
+    msgpack bytes of the original value: bytes already are.
+    """
+    if isinstance(packed, bytes):
+        return packed
+    return serial.dumps(packed)
+
+
+def _targetStrings(packed: object) -> list[str]:
+    """
+    @return: the strings a target glob is matched against: the target when
+        it is a string, the strings in it when it is a list. PostgreSQL text
+        cannot hold NUL, so a string holding one is left out.
+    """
+    return _strings(serial.loads(packed) if isinstance(packed, bytes) else packed)
+
+
+def _strings(value: object) -> list[str]:
+    """
+    @return: C{value} if it is a string (without NUL), else the strings
+        (without NUL) in it if it is a list.
+    """
+    values = value if isinstance(value, list) else [value]
+    return [v for v in values if isinstance(v, str) and "\x00" not in v]
+
+
+def _likePattern(pattern: str) -> str | None:
+    """
+    @return: C{pattern} (an L{fnmatch} glob) as a C{LIKE} pattern matching
+        the same strings, or L{None} if it has a character class (C{[}).
+    """
+    if "[" in pattern:
+        return None
+    out = []
+    for character in pattern:
+        if character == "*":
+            out.append("%")
+        elif character == "?":
+            out.append("_")
+        elif character in "%_\\":
+            out.append("\\" + character)
+        else:
+            out.append(character)
+    return "".join(out)
+
+
+def _partitionKey(jid: str) -> str:
+    """
+    @return: the hour of C{jid} (its first 10 digits) that names its
+        partition.
+    """
+    return jid[:10]
+
+
+def _jidAt(seconds: float) -> str:
+    """
+    @return: the smallest jid of local time C{seconds} (jids are local
+        times, see L{salttwist.jid}).
+    """
+    return datetime.fromtimestamp(max(seconds, 0)).strftime("%Y%m%d%H%M%S%f")
+
+
+# The SQL ----------------------------------------------------------------------
+
+
+@dataclass
+class _Partition:
+    """
+    One hour's pair of partitions.
+    """
+
+    key: str
+
+    @property
+    def upper(self) -> str | None:
+        """
+        The exclusive upper bound, or L{None} for C{MAXVALUE}.
+        """
+        following = int(self.key) + 1
+        return None if following >= 10**10 else f"{following:010d}"
+
+
+class PostgresJobCacheDatabase:
+    """
+    The SQL of the PostgreSQL job cache, run synchronously on one thread
+    (L{PostgresJobCache}'s) through one connection, reconnecting when it
+    breaks (see the module's docstring).
+
+    @ivar options: the C{psycopg.connect} keyword arguments.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        options: dict[str, Any],
+        monotonic: Callable[[], float] = time.monotonic,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.options = options
+        self._monotonic = monotonic
+        self._now = now
+        self._connection: psycopg.Connection[Any] | None = None
+        self._closed = False
+        self._backoff = 0.0
+        self._nextAttempt = 0.0
+        self._lastError = ""
+        self._partitions: set[str] = set()
+        self._migrated = False
+        #: How many connections were made (the first and every reconnection).
+        self.connections = 0
+
+    # Connecting --------------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        """
+        @return: the connection, made anew if there is none or it broke.
+        @raise JobCacheUnavailable: if the server cannot be reached now, or
+            was not reachable at the last attempt less than the back-off
+            delay ago.
+        """
+        import psycopg
+
+        if self._closed:
+            raise JobCacheError("the PostgreSQL job cache is closed")
+        connection = self._connection
+        if connection is not None and not connection.closed and not connection.broken:
+            return connection
+        if connection is not None:
+            connection.close()
+            self._connection = None
+        now = self._monotonic()
+        if now < self._nextAttempt:
+            raise JobCacheUnavailable(
+                f"the PostgreSQL job cache {describeServer(self.options)} is unreachable "
+                f"({self._lastError}); next attempt in {self._nextAttempt - now:.1f} s"
+            )
+        try:
+            connection = psycopg.connect(
+                autocommit=True, application_name="salttwist-master", **self.options
+            )
+        except psycopg.Error as e:
+            self._lastError = str(e).strip() or type(e).__name__
+            self._backoff = min(max(self._backoff * 2, RECONNECT_INITIAL), RECONNECT_MAX)
+            self._nextAttempt = now + self._backoff
+            raise JobCacheUnavailable(
+                f"cannot connect to the PostgreSQL job cache "
+                f"{describeServer(self.options)}: {self._lastError}"
+            ) from e
+        self._backoff = 0.0
+        self._nextAttempt = 0.0
+        try:
+            self._prepare(connection)
+        except BaseException:
+            connection.close()
+            raise
+        self.connections += 1
+        self._connection = connection
+        return connection
+
+    def _prepare(self, connection: psycopg.Connection[Any]) -> None:
+        """
+        Ready a new connection: apply the missing migrations (the first
+        time), learn the partitions (another master may have made or dropped
+        some meanwhile) and make those of the next hours.
+        """
+        if not self._migrated:
+            migrate(connection, MIGRATIONS)
+            self._migrated = True
+        self._partitions = self._listPartitions(connection)
+        self._ensureAhead(connection)
+
+    def _withConnection(self, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
+        """
+        Run C{work(connection)}; if the connection broke under it, once more
+        on a new connection (every operation here is idempotent).
+
+        @raise JobCacheUnavailable: if the server cannot be reached.
+        """
+        import psycopg
+
+        for attempt in (1, 2):
+            connection = self._connect()
+            try:
+                return work(connection)
+            except psycopg.OperationalError as e:
+                if not (connection.closed or connection.broken):
+                    raise
+                self._lastError = str(e).strip() or type(e).__name__
+                if attempt == 2:
+                    raise JobCacheUnavailable(
+                        f"lost the connection to the PostgreSQL job cache "
+                        f"{describeServer(self.options)} twice: {self._lastError}"
+                    ) from e
+                self.log.warn(
+                    "lost the connection to the PostgreSQL job cache {server} ({error}); "
+                    "reconnecting",
+                    server=describeServer(self.options),
+                    error=self._lastError,
+                )
+        raise AssertionError("unreachable")
+
+    # Schema --------------------------------------------------------------
+
+    def open(self) -> None:
+        """
+        Connect, applying the missing migrations (see L{_prepare}). If the
+        server cannot be reached, later operations connect (and migrate)
+        when it can.
+
+        @raise JobCacheError: if the database has a schema version this code
+            does not know.
+        @raise JobCacheUnavailable: if the server cannot be reached.
+        """
+        self._withConnection(lambda connection: None)
+
+    def _listPartitions(self, connection: psycopg.Connection[Any]) -> set[str]:
+        """
+        @return: the keys of the hours that have both partitions.
+        """
+        rows = connection.execute(
+            """
+            SELECT c.relname FROM pg_inherits i
+            JOIN pg_class c ON c.oid = i.inhrelid
+            JOIN pg_class p ON p.oid = i.inhparent
+            WHERE p.relname IN ('salttwist_jobs', 'salttwist_returns')
+              AND p.relnamespace = current_schema()::regnamespace
+            """
+        ).fetchall()
+        names = {name for (name,) in rows}
+        return {
+            name.removeprefix("salttwist_jobs_p")
+            for name in names
+            if name.startswith("salttwist_jobs_p")
+            and "salttwist_returns_p" + name.removeprefix("salttwist_jobs_p") in names
+        }
+
+    def _ensurePartitions(self, connection: psycopg.Connection[Any], keys: Iterable[str]) -> None:
+        """
+        Make the partitions of the hours C{keys} that this connection does
+        not know to exist, under the partitions' advisory lock (another
+        master may make or drop the same ones).
+        """
+        missing = sorted(set(keys) - self._partitions)
+        if not missing:
+            return
+        with connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_PARTITIONS,))
+            for key in missing:
+                partition = _Partition(key)
+                upper = "(MAXVALUE)" if partition.upper is None else f"('{partition.upper}')"
+                for table in ("salttwist_jobs", "salttwist_returns"):
+                    # key and upper are 10 digits each: nothing to quote.
+                    connection.execute(
+                        f"CREATE TABLE IF NOT EXISTS {table}_p{key} PARTITION OF {table}"
+                        f" FOR VALUES FROM ('{key}') TO {upper}"
+                    )
+        self._partitions.update(missing)
+
+    def _ensureAhead(self, connection: psycopg.Connection[Any]) -> None:
+        """
+        Make the partitions of this hour and L{PARTITIONS_AHEAD} more.
+        """
+        now = self._now()
+        self._ensurePartitions(
+            connection,
+            {_partitionKey(_jidAt(now + 3600 * hours)) for hours in range(PARTITIONS_AHEAD + 1)},
+        )
+
+    # Operations --------------------------------------------------------------
+
+    def writeBatch(self, jobs: list[tuple[Any, ...]], returns: list[tuple[Any, ...]]) -> None:
+        """
+        Write one batch of jobs and returns in one transaction; rows whose
+        key is already stored are skipped.
+        """
+        import psycopg
+
+        jobRows = [
+            (
+                jid,
+                fun,
+                arg,
+                _toBytes(tgt),
+                _targetStrings(tgt),
+                _toBytes(tgtType),
+                _toBytes(user),
+                minions,
+                start,
+            )
+            for jid, fun, arg, tgt, tgtType, user, minions, start in jobs
+        ]
+        returnColumns: list[list[Any]] = [[] for _ in range(6)]
+        for row in returns:
+            jid, minionId, value, retcode, success, received = row
+            for column, item in zip(
+                returnColumns,
+                (jid, minionId, value, _toBytes(retcode), _toBytes(success), received),
+                strict=True,
+            ):
+                column.append(item)
+        keys = {_partitionKey(row[0]) for row in jobs} | {_partitionKey(row[0]) for row in returns}
+
+        def work(connection: psycopg.Connection[Any]) -> None:
+            self._ensurePartitions(connection, keys)
+            try:
+                self._insert(connection, jobRows, returnColumns)
+            except psycopg.errors.CheckViolation:
+                # No partition for a row: another master dropped one this
+                # connection knew. Look again, make it, write once more.
+                self._partitions = self._listPartitions(connection)
+                self._ensurePartitions(connection, keys)
+                self._insert(connection, jobRows, returnColumns)
+
+        self._withConnection(work)
+
+    def _insert(
+        self,
+        connection: psycopg.Connection[Any],
+        jobRows: list[tuple[Any, ...]],
+        returnColumns: list[list[Any]],
+    ) -> None:
+        """
+        Insert the batch in one transaction: the jobs row by row (in one
+        pipeline), the returns, usually many more, as one statement over
+        arrays.
+        """
+        with connection.transaction():
+            if jobRows:
+                with connection.cursor() as cursor:
+                    cursor.executemany(_INSERT_JOB, jobRows)
+            if returnColumns[0]:
+                connection.execute(_INSERT_RETURNS, returnColumns)
+
+    def getJob(self, jid: str) -> dict[str, Any] | None:
+        """
+        Read one job.
+        """
+        row = self._withConnection(
+            lambda c: c.execute(
+                f"SELECT {_JOB_COLUMNS} FROM salttwist_jobs WHERE jid = %s", (jid,)
+            ).fetchone()
+        )
+        return None if row is None else _jobFromRow(row)
+
+    def getReturns(self, jid: str) -> dict[str, dict[str, Any]]:
+        """
+        Read the returns of one job.
+        """
+        rows = self._withConnection(
+            lambda c: c.execute(
+                'SELECT id, "return", retcode, success, time FROM salttwist_returns WHERE jid = %s',
+                (jid,),
+            ).fetchall()
+        )
+        return {
+            minionId: {
+                "return": serial.loads(value),
+                "retcode": serial.loads(retcode),
+                "success": _unpackSuccess(serial.loads(success)),
+                "time": received,
+            }
+            for minionId, value, retcode, success, received in rows
+        }
+
+    def listJobs(
+        self,
+        functions: list[str] | None,
+        targets: list[str] | None,
+        start: float | None,
+        end: float | None,
+        limit: int | None,
+    ) -> list[dict[str, Any]]:
+        """
+        Read the jobs that match every given filter, newest first.
+        """
+        # Only fixed SQL fragments are joined here; every value is a
+        # parameter.
+        clauses: list[str] = []
+        params: list[object] = []
+        checks: list[Callable[[tuple[Any, ...]], bool]] = []
+        if functions is not None:
+            likes = [_likePattern(p) for p in functions]
+            if all(not set("*?[").intersection(p) for p in functions):
+                clauses.append("fun = ANY(%s)")
+                params.append(functions)
+            elif all(like is not None for like in likes):
+                clauses.append("fun LIKE ANY(%s)")
+                params.append(likes)
+            else:
+                checks.append(lambda row, f=functions: _anyMatch([row[1]], f))
+        if targets is not None:
+            likes = [_likePattern(p) for p in targets]
+            if all(like is not None for like in likes):
+                clauses.append(
+                    "EXISTS (SELECT 1 FROM unnest(tgt_match) AS t(v) WHERE v LIKE ANY(%s))"
+                )
+                params.append(likes)
+            else:
+                checks.append(lambda row, t=targets: _anyMatch(_strings(serial.loads(row[3])), t))
+        if start is not None:
+            clauses.append("start_time >= %s")
+            params.append(start)
+        if end is not None:
+            clauses.append("start_time <= %s")
+            params.append(end)
+        query = f"SELECT {_JOB_COLUMNS} FROM salttwist_jobs"
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
+        query += " ORDER BY start_time DESC, jid DESC"
+        if limit is not None and not checks:
+            query += " LIMIT %s"
+            params.append(limit)
+
+        def work(connection: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+            if not checks:
+                return [_jobFromRow(row) for row in connection.execute(query, params)]
+            found: list[dict[str, Any]] = []
+            if limit == 0:
+                return found
+            # Stream the rows newest first and stop at the limit.
+            with connection.transaction(), connection.cursor(name="salttwist_list_jobs") as cursor:
+                cursor.itersize = 500
+                cursor.execute(query, params)
+                for row in cursor:
+                    if all(check(row) for check in checks):
+                        found.append(_jobFromRow(row))
+                        if limit is not None and len(found) >= limit:
+                            break
+            return found
+
+        return self._withConnection(work)  # type: ignore[no-any-return]
+
+    def prune(self, cutoff: float) -> int:
+        """
+        Remove the jobs that started before C{cutoff} with their returns, and
+        the returns with no job whose jid is older than C{cutoff}: drop the
+        hours' partitions that hold nothing else, delete the rest row by row.
+
+        @return: the number of rows removed from both tables.
+        """
+        cutoffJid = _jidAt(cutoff)
+        cutoffKey = _partitionKey(cutoffJid)
+
+        def work(connection: psycopg.Connection[Any]) -> int:
+            removed = 0
+            self._partitions = self._listPartitions(connection)
+            for key in sorted(self._partitions):
+                # Hours past the cutoff's hold jids that are not expired.
+                if key >= cutoffKey:
+                    break
+                removed += self._dropIfExpired(connection, key, cutoff)
+            with connection.transaction():
+                removed += connection.execute(
+                    "DELETE FROM salttwist_returns r USING salttwist_jobs j"
+                    " WHERE r.jid = j.jid AND j.start_time < %s",
+                    (cutoff,),
+                ).rowcount
+                removed += connection.execute(
+                    "DELETE FROM salttwist_jobs WHERE start_time < %s", (cutoff,)
+                ).rowcount
+                removed += connection.execute(
+                    "DELETE FROM salttwist_returns r WHERE r.jid < %s AND NOT EXISTS"
+                    " (SELECT 1 FROM salttwist_jobs j WHERE j.jid = r.jid)",
+                    (cutoffJid,),
+                ).rowcount
+            self._ensureAhead(connection)
+            return removed
+
+        return self._withConnection(work)  # type: ignore[no-any-return]
+
+    def _dropIfExpired(self, connection: psycopg.Connection[Any], key: str, cutoff: float) -> int:
+        """
+        Drop the two partitions of hour C{key} (whose jids are all older than
+        the cutoff) if every job in it started before C{cutoff}.
+
+        @return: the number of rows dropped.
+        """
+        jobs, returns = f"salttwist_jobs_p{key}", f"salttwist_returns_p{key}"
+        with connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_PARTITIONS,))
+            row = connection.execute(
+                f"SELECT (SELECT max(start_time) FROM {jobs}), (SELECT count(*) FROM {jobs}),"
+                f" (SELECT count(*) FROM {returns})"
+            ).fetchone()
+            assert row is not None
+            newest, jobCount, returnCount = row
+            if newest is not None and newest >= cutoff:
+                return 0
+            connection.execute(f"DROP TABLE {jobs}, {returns}")
+        self._partitions.discard(key)
+        return int(jobCount) + int(returnCount)
+
+    def close(self) -> None:
+        """
+        Close the connection; later operations fail.
+        """
+        self._closed = True
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+def _anyMatch(values: list[Any], patterns: list[str]) -> bool:
+    """
+    Whether a string among C{values} matches one of C{patterns}, as Salt's
+    C{list_jobs} (L{fnmatch.fnmatchcase}).
+    """
+    return any(isinstance(v, str) and fnmatch.fnmatchcase(v, p) for v in values for p in patterns)
+
+
+def migrate(
+    connection: psycopg.Connection[Any], migrations: list[tuple[int, str, tuple[str, ...]]]
+) -> list[int]:
+    """
+    Apply the C{migrations} that the database lacks, in order, in one
+    transaction under an advisory lock.
+
+    @return: the versions applied now.
+    @raise JobCacheError: if the database has a version not in
+        C{migrations} (made by a newer salttwist).
+    """
+    known = {version for version, _, _ in migrations}
+    applied: list[int] = []
+    with connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATIONS,))
+        connection.execute(
+            """
+            CREATE TABLE IF NOT EXISTS salttwist_jobcache_migrations (
+                version integer PRIMARY KEY,
+                description text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """
+        )
+        present = {
+            version
+            for (version,) in connection.execute(
+                "SELECT version FROM salttwist_jobcache_migrations"
+            )
+        }
+        unknown = present - known
+        if unknown:
+            raise JobCacheError(
+                f"the PostgreSQL job cache has schema version {max(unknown)}; this "
+                f"salttwist knows versions up to {max(known)}"
+            )
+        for version, description, statements in sorted(migrations):
+            if version in present:
+                continue
+            for statement in statements:
+                connection.execute(statement)  # type: ignore[arg-type]
+            connection.execute(
+                "INSERT INTO salttwist_jobcache_migrations (version, description) VALUES (%s, %s)",
+                (version, description),
+            )
+            applied.append(version)
+    return applied
+
+
+def _jobFromRow(row: tuple[Any, ...]) -> dict[str, Any]:
+    """
+    Turn a C{salttwist_jobs} row into the job dict L{IJobCache.getJob}
+    returns.
+    """
+    jid, fun, arg, tgt, tgtType, user, minions, startTime = row
+    return {
+        "jid": jid,
+        "fun": fun,
+        "arg": serial.loads(arg),
+        "tgt": serial.loads(tgt),
+        "tgt_type": serial.loads(tgtType),
+        "user": serial.loads(user),
+        "minions": serial.loads(minions),
+        "start_time": startTime,
+    }
