@@ -387,3 +387,126 @@ class ConfigFunctionTests(SynchronousTestCase):
         with self.assertRaises(CommandExecutionError) as caught:
             gitmod.config_get_regexp("x", cwd=self.repo)
         self.assertIn("failed: ", str(caught.exception))
+
+
+class DetachedTests(GitStateTestCase):
+    """
+    C{git.detached}.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.first = self.upstream.head()
+        self.upstream.tag("v1", message="version 1")
+        self.second = self.upstream.commit("two.txt", "two\n")
+        self.target = os.path.join(self.dir, "detached")
+
+    def detached(self, test: bool = False, **kwargs: Any) -> Any:
+        kwargs.setdefault("name", self.upstream.url)
+        kwargs.setdefault("target", self.target)
+        return self.state("detached", test=test, **kwargs)
+
+    def head(self) -> str:
+        return git(self.target, "rev-parse", "HEAD")
+
+    @inlineCallbacks
+    def test_branch(self) -> Any:
+        """
+        A missing target is cloned and the branch's commit checked out,
+        detached (test mode first); then it is already there.
+        """
+        ret = yield self.detached(test=True, rev="main")
+        self.assertEqual(
+            (ret["result"], ret["comment"]),
+            (None, f"Repository {self.upstream.url} would be cloned to {self.target}"),
+        )
+        self.assertFalse(os.path.exists(self.target))
+        ret = yield self.detached(rev="main")
+        self.assertIs(ret["result"], True, ret)
+        self.assertEqual(ret["changes"], {"HEAD": {"old": None, "new": self.second}})
+        self.assertEqual(
+            ret["comment"],
+            f"{self.upstream.url} cloned to {self.target}. Commit ID {self.second} was checked "
+            f"out at {self.target}.",
+        )
+        self.assertEqual(self.head(), self.second)
+        self.assertEqual(git(self.target, "rev-parse", "--abbrev-ref", "HEAD"), "HEAD")
+        ret = yield self.detached(rev="main", fetch_remote=False)
+        self.assertEqual(
+            (ret["result"], ret["changes"], ret["comment"]),
+            (True, {}, "Already checked out at correct revision"),
+        )
+
+    @inlineCallbacks
+    def test_tagAndHash(self) -> Any:
+        """
+        An annotated tag checks out its commit; a (short) commit id
+        already fetched is checked out without fetching; test mode says
+        which commit would be.
+        """
+        yield self.detached(rev="main")
+        ret = yield self.detached(rev="v1")
+        self.assertEqual(ret["changes"], {"HEAD": {"old": self.second, "new": self.first}})
+        self.assertEqual(self.head(), self.first)
+        ret = yield self.detached(test=True, rev=self.second[:10].upper())
+        self.assertEqual(
+            (ret["result"], ret["changes"], ret["comment"]),
+            (
+                None,
+                {"HEAD": {"old": self.first, "new": self.second}},
+                f"Commit ID {self.second} would be checked out at {self.target}",
+            ),
+        )
+        self.assertEqual(self.head(), self.first)
+        ret = yield self.detached(rev=self.second[:10])
+        self.assertEqual(ret["changes"], {"HEAD": {"old": self.first, "new": self.second}})
+
+    @inlineCallbacks
+    def test_newCommitFetched(self) -> Any:
+        """
+        A branch that moved upstream is fetched and its new commit checked
+        out.
+        """
+        yield self.detached(rev="main")
+        third = self.upstream.commit("three.txt", "three\n")
+        ret = yield self.detached(test=True, rev="main")
+        self.assertEqual(
+            (ret["result"], ret["comment"]), (None, "Repository remote origin would be fetched")
+        )
+        ret = yield self.detached(rev="main")
+        self.assertEqual(ret["changes"], {"HEAD": {"old": self.second, "new": third}})
+        self.assertIn("Remote origin was fetched, resulting in updated refs", ret["comment"])
+
+    @inlineCallbacks
+    def test_failures(self) -> Any:
+        """
+        A missing revision, a relative target, a regular file as target
+        and a non-empty directory without C{force_clone} fail, saying so.
+        """
+        ret = yield self.detached(rev="nosuch")
+        self.assertIs(ret["result"], False)
+        self.assertTrue(ret["comment"].startswith("Revision 'nosuch' does not exist"), ret)
+        ret = yield self.detached(rev="main", target="rel")
+        self.assertEqual(ret["comment"], "Target 'rel' is not an absolute path")
+        ret = yield self.detached(rev="")
+        self.assertEqual(ret["comment"], "'' is not a valid value for the 'rev' argument")
+        path = os.path.join(self.dir, "file")
+        with open(path, "w") as f:
+            f.write("x")
+        ret = yield self.detached(rev="main", target=path)
+        self.assertEqual(
+            ret["comment"], f"Target '{path}' exists and is a regular file, cannot proceed"
+        )
+        full = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, full)
+        with open(os.path.join(full, "keep"), "w") as f:
+            f.write("x")
+        ret = yield self.detached(rev="main", target=full)
+        self.assertIs(ret["result"], False)
+        self.assertIn("is non-empty and is not a git repository", ret["comment"])
+        ret = yield self.detached(rev="main", target=full, force_clone=True)
+        self.assertIs(ret["result"], True, ret)
+        self.assertEqual(ret["changes"]["forced clone"], True)
+        self.assertFalse(os.path.exists(os.path.join(full, "keep")))
+        ret = yield self.detached(rev="main", bogus=1)
+        self.assertEqual(ret["comment"], "The following keyword arguments are not valid: bogus=1")

@@ -1379,3 +1379,34 @@ def is_worktree(
     except OSError:
         return False
     return label == "gitdir:" and os.path.isabs(path)
+
+
+def describe(
+    cwd: str,
+    rev: str = "HEAD",
+    user: str | None = None,
+    password: str | None = None,
+    ignore_retcode: bool = False,
+    output_encoding: str | None = None,
+) -> str:
+    """
+    Return C{git describe --always} of C{rev}: the nearest tag (with the
+    commits since and the commit's short id), else the short id.
+
+    @raise CommandExecutionError: C{rev} names no commit.
+
+    CLI Example:
+
+        salttwist '*' git.describe /path/to/repo
+        salttwist '*' git.describe /path/to/repo develop
+    """
+    return _git(
+        cwd,
+        user,
+        "",
+        "describe",
+        "--always",
+        str(rev),
+        ignore_retcode=ignore_retcode,
+        output_encoding=output_encoding,
+    )["stdout"]

@@ -73,6 +73,34 @@ def _stripExc(exc: Exception) -> str:
     return text
 
 
+def _identityKeys(ctx: StateContext, identity: Any) -> tuple[Any, str | None]:
+    """
+    The SSH keys of C{identity} (a path or a list), C{salt://} ones cached
+    first.
+
+    @return: the local paths (or L{None}), and the error making them
+        unusable, or L{None}.
+    """
+    if identity is None:
+        return None, None
+    if isinstance(identity, str):
+        identity = [identity]
+    elif not isinstance(identity, list):
+        return None, "identity must be either a list or a string"
+    keys = []
+    for key in identity:
+        key = os.path.expanduser(str(key))
+        if key.startswith("salt://"):
+            cached = ctx.salt["cp.cache_file"](key, ctx.saltenv)
+            if not cached:
+                return None, f"identity '{key}' does not exist."
+            key = cached
+        if not os.path.isabs(key):
+            return None, f"identity '{key}' is not an absolute path"
+        keys.append(key)
+    return keys, None
+
+
 class _Latest:
     """
     One run of C{git.latest}: its arguments and the comments made so far.
@@ -234,23 +262,9 @@ def latest(
         return run.fail(f"target '{target}' is not an absolute path")
     branch = None if branch is None else str(branch)
     remote = str(remote)
-    if identity is not None:
-        if isinstance(identity, str):
-            identity = [identity]
-        elif not isinstance(identity, list):
-            return run.fail("identity must be either a list or a string")
-        keys = []
-        for key in identity:
-            key = os.path.expanduser(str(key))
-            if key.startswith("salt://"):
-                cached = ctx.salt["cp.cache_file"](key, ctx.saltenv)
-                if not cached:
-                    return run.fail(f"identity '{key}' does not exist.")
-                key = cached
-            if not os.path.isabs(key):
-                return run.fail(f"identity '{key}' is not an absolute path")
-            keys.append(key)
-        identity = keys
+    identity, error = _identityKeys(ctx, identity)
+    if error is not None:
+        return run.fail(error)
     if os.path.isfile(target):
         return run.fail(f"Target '{target}' exists and is a regular file, cannot proceed")
     if mirror:
@@ -1362,4 +1376,197 @@ def config_unset(
         listed = "; ".join(f"{k} ({', '.join(v)})" for k, v in left.items())
         return _fail(ret, f"Failed to unset value(s): {listed}")
     ret["comment"] = "Value(s) successfully unset"
+    return ret
+
+
+def detached(
+    ctx: StateContext,
+    name: str,
+    rev: Any = None,
+    target: Any = None,
+    remote: str = "origin",
+    user: str | None = None,
+    password: str | None = None,
+    force_clone: bool = False,
+    force_checkout: bool = False,
+    fetch_remote: bool = True,
+    hard_reset: bool = False,
+    submodules: bool = False,
+    identity: Any = None,
+    https_user: str | None = None,
+    https_pass: str | None = None,
+    output_encoding: str | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """
+    Make sure a clone of C{name} at C{target} has the commit C{rev} (a
+    branch or tag of C{remote}, or a commit id) checked out with a
+    detached C{HEAD}: cloned (C{--no-checkout}) when missing, C{remote}'s
+    URL set to C{name}, fetched unless C{fetch_remote=False} or the commit
+    is already there; C{hard_reset} resets to C{HEAD} first,
+    C{force_checkout} discards local changes, C{submodules} updates them.
+    """
+    ret = stateReturn(name, True, "")
+    bad = _invalidKwargs(kwargs)
+    if bad is not None:
+        return _fail(ret, bad)
+    if not rev:
+        return _fail(ret, f"'{rev}' is not a valid value for the 'rev' argument")
+    if not target:
+        return _fail(ret, f"'{target}' is not a valid value for the 'target' argument")
+    rev, target, remote = str(rev), str(target), str(remote)
+    if not os.path.isabs(target):
+        return _fail(ret, f"Target '{target}' is not an absolute path")
+    identity, error = _identityKeys(ctx, identity)
+    if error is not None:
+        return _fail(ret, error)
+    if os.path.isfile(target):
+        return _fail(ret, f"Target '{target}' exists and is a regular file, cannot proceed")
+    try:
+        _addHttpBasicAuth(name, https_user, https_pass)
+    except (ValueError, SaltInvocationError) as e:
+        return _fail(ret, str(e))
+    isHash = len(rev) <= 40 and all(c in string.hexdigits for c in rev)
+    if isHash:
+        rev = rev.lower()
+    common = {"user": user, "output_encoding": output_encoding}
+    comments: list[str] = []
+    hashHere = False
+    localCommit = None
+    if os.path.isdir(os.path.join(target, ".git")) or ctx.salt["git.is_worktree"](target, **common):
+        try:
+            localCommit = ctx.salt["git.revision"](target, ignore_retcode=True, **common)
+        except CommandExecutionError:
+            localCommit = None
+        if isHash:
+            try:
+                ctx.salt["git.describe"](target, rev, ignore_retcode=True, **common)
+                hashHere = True
+            except CommandExecutionError:
+                hashHere = False
+        else:
+            remotes = ctx.salt["git.remotes"](target, redact_auth=False, **common)
+            if remote not in remotes or name not in remotes[remote]["fetch"]:
+                old = remotes[remote]["fetch"] if remote in remotes else None
+                if ctx.test:
+                    return _neutral(ret, f"Remote {remote} would be set to {name}")
+                ctx.salt["git.remote_set"](
+                    target,
+                    url=name,
+                    remote=remote,
+                    https_user=https_user,
+                    https_pass=https_pass,
+                    **common,
+                )
+                comments.append(
+                    f"Remote {remote} updated from '{_redactAuth(str(old))}' to "
+                    f"'{_redactAuth(name)}'"
+                )
+    else:
+        if os.path.isdir(target):
+            contents = os.listdir(target)
+            if force_clone:
+                if ctx.test:
+                    return _neutral(
+                        ret,
+                        f"Target directory {target} exists. Since force_clone=True, the "
+                        f"contents of {target} would be deleted, and {name} would be cloned "
+                        "into this directory.",
+                    )
+                for entry in contents:
+                    path = os.path.join(target, entry)
+                    try:
+                        if os.path.isdir(path) and not os.path.islink(path):
+                            shutil.rmtree(path)
+                        else:
+                            os.unlink(path)
+                    except OSError as e:
+                        return _fail(ret, f"Unable to remove\n  {path}\n    {e}", comments)
+                ret["changes"]["forced clone"] = True
+            elif contents:
+                return _fail(
+                    ret,
+                    f"Target '{target}' exists, is non-empty and is not a git repository. Set "
+                    "the 'force_clone' option to True to remove this directory's contents and "
+                    "proceed with cloning the remote repository",
+                )
+        if ctx.test:
+            return _neutral(ret, f"Repository {name} would be cloned to {target}")
+        opts = ["--no-checkout"] + (["--origin", remote] if remote != "origin" else [])
+        try:
+            ctx.salt["git.clone"](
+                target,
+                name,
+                opts=opts,
+                identity=identity,
+                https_user=https_user,
+                https_pass=https_pass,
+                **common,
+            )
+        except (CommandExecutionError, SaltInvocationError) as e:
+            return _fail(ret, _redactAuth(_stripExc(e)), comments)
+        comments.append(f"{_redactAuth(name)} cloned to {target}")
+    if not hashHere and fetch_remote is not False:
+        if ctx.test:
+            return _neutral(ret, f"Repository remote {remote} would be fetched")
+        try:
+            fetched = ctx.salt["git.fetch"](
+                target,
+                remote=remote,
+                force=True,
+                refspecs=[f"refs/heads/*:refs/remotes/{remote}/*", "+refs/tags/*:refs/tags/*"],
+                identity=identity,
+                **common,
+            )
+        except CommandExecutionError as e:
+            return _fail(ret, f"Fetch failed:\n\n{e}", comments)
+        if fetched:
+            comments.append(f"Remote {remote} was fetched, resulting in updated refs")
+    if isHash:
+        try:
+            ctx.salt["git.describe"](target, rev, ignore_retcode=True, **common)
+        except CommandExecutionError:
+            return _fail(ret, f"Revision '{rev}' does not exist", comments)
+        commit = ctx.salt["git.revision"](target, rev=rev, **common)
+    else:
+        try:
+            refs = ctx.salt["git.remote_refs"](target, identity=identity, **common)
+        except CommandExecutionError as e:
+            return _fail(ret, f"Failed to list refs for {remote}: {_stripExc(e)}", comments)
+        # An annotated tag's commit is its peeled ref.
+        for ref in (f"refs/remotes/{remote}/{rev}", f"refs/tags/{rev}^{{}}", f"refs/tags/{rev}"):
+            if ref in refs:
+                commit = refs[ref]
+                break
+        else:
+            return _fail(ret, f"Revision '{rev}' does not exist", comments)
+    if hard_reset:
+        if ctx.test:
+            return _neutral(ret, f"Hard reset to HEAD would be performed on {target}")
+        ctx.salt["git.reset"](target, opts=["--hard", "HEAD"], **common)
+        comments.append("Repository was reset to HEAD before checking out revision")
+    newRev = None
+    if commit != localCommit:
+        if ctx.test:
+            ret["changes"]["HEAD"] = {"old": localCommit, "new": commit}
+            return _neutral(ret, f"Commit ID {commit} would be checked out at {target}")
+        try:
+            ctx.salt["git.checkout"](target, commit, force=force_checkout, **common)
+        except CommandExecutionError as e:
+            return _fail(ret, f"Failed to check out {commit}: {_stripExc(e)}", comments)
+        comments.append(f"Commit ID {commit} was checked out at {target}")
+        try:
+            newRev = ctx.salt["git.revision"](target, ignore_retcode=True, **common)
+        except CommandExecutionError:
+            newRev = None
+    if submodules:
+        ctx.salt["git.submodule"](
+            target, "update", opts=["--init", "--recursive"], identity=identity, **common
+        )
+        comments.append("Submodules were updated")
+    if newRev is not None:
+        ret["changes"]["HEAD"] = {"old": localCommit, "new": newRev}
+    else:
+        comments.append("Already checked out at correct revision")
+    ret["comment"] = _formatComments(comments)
     return ret
