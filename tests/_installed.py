@@ -210,5 +210,12 @@ def installedCopy() -> InstalledCopy:
     outdir = os.path.join(where, "dist")
     os.makedirs(outdir)
     wheel = buildWheel(source, outdir)
-    copy = makeVirtualenv(os.path.join(where, "venv"), wheel, python=publicInterpreter())
+    # With the postgres extra's driver: the PostgreSQL job cache's test
+    # (tests.integration.test_jobcache_pg) runs a master on it.
+    copy = makeVirtualenv(
+        os.path.join(where, "venv"),
+        wheel,
+        "psycopg[binary] >= 3.1, < 4",
+        python=publicInterpreter(),
+    )
     return InstalledCopy(copy.venv, wheel)

@@ -211,6 +211,26 @@ class PostgresJobCacheTests(TestCase):
         await cache.storeReturn(old, "b", {"return": 1})
         self.assertEqual(list(await cache.getReturns(old)), ["b"])
 
+    async def test_partitionDroppedByAnotherMaster(self) -> None:
+        """
+        A write for an hour whose partitions another master dropped after
+        this one made them makes them again and is stored.
+        """
+        from datetime import datetime
+
+        self.clock.advance(datetime(2024, 1, 1, 3).timestamp() - self.clock.seconds())
+        first = await self._cache()
+        second = await self._cache()
+        old = "20240101000000000001"
+        await first.storeJob(old, load(), ["a"])
+        self.clock.advance(100)
+        self.assertEqual(await second.prune(50), 1)
+        self.assertNotIn(
+            ("salttwist_returns_p2024010100",), self._query("SELECT tablename FROM pg_tables")
+        )
+        await first.storeReturn(old, "a", {"return": "late"})
+        self.assertEqual((await second.getReturns(old))["a"]["return"], "late")
+
     async def test_pruneOrphanReturns(self) -> None:
         """
         A return with no job expires by the time of its jid.
