@@ -24,6 +24,7 @@ from salttwist.transport.framing import (
     QuietFactory,
     quietFactory,
     writeNow,
+    writeNowParts,
 )
 from salttwist.transport.session import SessionCipher
 
@@ -569,6 +570,44 @@ class WriteNowTests(SynchronousTestCase):
             self.transport.doWrite()
             got += self.received()
         self.assertEqual(got, big + b"tail")
+
+    def test_partsInOneSend(self) -> None:
+        """
+        L{writeNowParts} on an idle transport sends the head and the body
+        together; when the socket takes only part of them the rest is
+        buffered in order, whether the cut falls in the head or the body,
+        and data written meanwhile follows.
+        """
+        writeNowParts(self.transport, b"head:", b"body")
+        self.assertEqual(self.received(), b"head:body")
+        big = bytes(range(256)) * 40000
+        writeNowParts(self.transport, b"head:", big)
+        self.assertIn(self.transport, self.reactor.getWriters())
+        writeNowParts(self.transport, b"second:", b"tail")
+        got = self.received()
+        while len(got) < len(big) + 16:
+            self.transport.doWrite()
+            got += self.received()
+        self.assertEqual(got, b"head:" + big + b"second:tail")
+
+    def test_partsCutInHead(self) -> None:
+        """
+        A send that takes only part of the head leaves the rest of the head
+        and all of the body to the transport.
+        """
+        sent: list[int] = []
+        writeNowParts(self.transport, b"x", b"y")
+        writer = self.transport.producer
+
+        def short(buffers: list[bytes]) -> int:
+            sent.append(len(buffers))
+            return 2
+
+        writer.sendmsg = short
+        writeNowParts(self.transport, b"head:", b"body")
+        self.assertEqual(sent, [2])
+        self.transport.doWrite()
+        self.assertEqual(self.received(), b"xyad:body")
 
     def test_disconnectingLeftToTransport(self) -> None:
         """

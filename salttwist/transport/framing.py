@@ -57,11 +57,12 @@ class _DirectWriter:
     @ivar send: the socket's C{send}.
     """
 
-    __slots__ = ("idle", "send", "_transport")
+    __slots__ = ("idle", "send", "sendmsg", "_transport")
 
     def __init__(self, transport: Any) -> None:
         self._transport = transport
         self.send = transport.getHandle().send
+        self.sendmsg = transport.getHandle().sendmsg
         self.idle = False
 
     def resumeProducing(self) -> None:
@@ -154,6 +155,40 @@ def writeNow(transport: Any, data: bytes) -> None:
                 data = data[sent:]
             writer.idle = False
     transport.write(data)
+
+
+def writeNowParts(transport: Any, head: bytes, body: bytes) -> None:
+    """
+    L{writeNow} of C{head + body} without joining them: an idle socket
+    transport gets both with one C{sendmsg} (one system call, one TCP
+    segment train: with C{TCP_NODELAY} a separate small C{send} of the
+    head would leave as a packet of its own); what the socket does not
+    take goes through C{transport.write}, in order.
+    """
+    if (
+        type(transport) in _directTransportTypes()
+        and transport.connected
+        and not transport.disconnecting
+    ):
+        writer = transport.producer
+        if writer.__class__ is not _DirectWriter:
+            writer = _attachWriter(transport)
+        if writer is not None:
+            if writer.idle:
+                try:
+                    sent = writer.sendmsg([head, body])
+                except OSError:
+                    sent = 0
+                if sent == len(head) + len(body):
+                    return
+                if sent >= len(head):
+                    head, body = b"", body[sent - len(head) :]
+                else:
+                    head = head[sent:]
+            writer.idle = False
+    if head:
+        transport.write(head)
+    transport.write(body)
 
 
 def _bufferedWrite(transport: Any, data: bytes) -> None:
@@ -365,15 +400,18 @@ class FrameProtocol(Int32StringReceiver):
         Send one frame already encoded in two parts, its header C{head} and
         the rest C{blob} (as L{sendString} does, and see
         L{salttwist.transport.session.SessionCipher.sealFrameParts}): joined
-        when small, else one after the other, so that a big frame is not
-        copied to join them.
+        when small, else sent together with one C{sendmsg}
+        (L{writeNowParts}) or written one after the other, so that a big
+        frame is not copied to join them.
         """
-        write = writeNow if self.directWrites else _bufferedWrite
         if len(blob) <= _JOIN_LIMIT:
+            write = writeNow if self.directWrites else _bufferedWrite
             write(self.transport, head + blob)
+        elif self.directWrites:
+            writeNowParts(self.transport, head, blob)
         else:
-            write(self.transport, head)
-            write(self.transport, blob)
+            self.transport.write(head)
+            self.transport.write(blob)
 
     def frameReceived(self, message: dict[str, Any]) -> None:
         """
