@@ -1,0 +1,170 @@
+# -*- test-case-name: tests.test_jobcache_pg_restart -*-
+"""
+The PostgreSQL job cache across a restart of its server: a private
+PostgreSQL made for the test (C{initdb} as the C{postgres} user, on a port of
+its own), stopped and started again under a live cache.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from typing import Any
+
+from twisted.internet import reactor
+from twisted.internet.task import Clock
+from twisted.internet.testing import EventLoggingObserver
+from twisted.internet.threads import deferToThread
+from twisted.logger import globalLogPublisher
+from twisted.trial.unittest import SkipTest, TestCase
+
+from salttwist.master.jobcache_pg import PostgresJobCache
+from salttwist.master.jobcache_pgsql import JobCacheUnavailable, PostgresJobCacheDatabase
+from tests.test_jobcache_contract import NOW, jid, load
+
+
+def _binaries() -> str:
+    """
+    @return: the directory of the newest installed PostgreSQL's programs.
+    @raise SkipTest: if there is none, or this is not root (initdb runs as
+        the C{postgres} user), outside CI.
+    """
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    problem = None
+    if not found:
+        problem = "no PostgreSQL server programs under /usr/lib/postgresql"
+    elif os.geteuid() != 0 or shutil.which("runuser") is None:
+        problem = "making a private PostgreSQL server needs root and runuser"
+    if problem is not None:
+        if os.environ.get("CI"):
+            raise AssertionError(problem)
+        raise SkipTest(problem)
+    return os.path.dirname(found[-1])
+
+
+class PrivateServer:
+    """
+    A PostgreSQL server of a test's own, in a temporary directory.
+
+    @ivar port: its TCP port on 127.0.0.1.
+    """
+
+    def __init__(self, testCase: TestCase) -> None:
+        self._bin = _binaries()
+        self._dir = tempfile.mkdtemp(prefix="salttwist-pg-")
+        testCase.addCleanup(shutil.rmtree, self._dir, ignore_errors=True)
+        shutil.chown(self._dir, "postgres", "postgres")
+        self._data = os.path.join(self._dir, "data")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        testCase.addCleanup(self._stopNow)
+
+    def _run(self, *argv: str) -> None:
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", *argv],
+            check=True,
+            capture_output=True,
+            cwd=self._dir,
+        )
+
+    def _initdb(self) -> None:
+        self._run(
+            os.path.join(self._bin, "initdb"), "-D", self._data, "-A", "trust",
+            "-U", "postgres", "--no-sync",
+        )  # fmt: skip
+
+    def _start(self) -> None:
+        options = f"-p {self.port} -k {self._dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run(
+            os.path.join(self._bin, "pg_ctl"), "-D", self._data, "-o", options,
+            "-l", os.path.join(self._dir, "log"), "-w", "start",
+        )  # fmt: skip
+
+    def _stop(self, mode: str = "fast") -> None:
+        self._run(os.path.join(self._bin, "pg_ctl"), "-D", self._data, "-m", mode, "-w", "stop")
+
+    def _stopNow(self) -> None:
+        if os.path.exists(os.path.join(self._data, "postmaster.pid")):
+            self._stop("immediate")
+
+    async def create(self) -> None:
+        """
+        Make the cluster and start it.
+        """
+        await deferToThread(self._initdb)
+        await deferToThread(self._start)
+
+    async def start(self) -> None:
+        """
+        Start the server.
+        """
+        await deferToThread(self._start)
+
+    async def stop(self) -> None:
+        """
+        Stop the server (fast: its connections are ended).
+        """
+        await deferToThread(self._stop)
+
+    def options(self) -> dict[str, Any]:
+        """
+        @return: C{psycopg.connect} keyword arguments for its C{postgres}
+            database.
+        """
+        return {"host": "127.0.0.1", "port": self.port, "user": "postgres", "dbname": "postgres"}
+
+
+class RestartTests(TestCase):
+    """
+    The cache across a restart of its server.
+    """
+
+    timeout = 120
+
+    async def test_restart(self) -> None:
+        """
+        While the server is down, writes fail with L{JobCacheUnavailable},
+        logged as not stored; once it is back (and the back-off has passed),
+        the cache reconnects by itself and what it stored before is there.
+        """
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise SkipTest("psycopg is not installed") from None
+        server = PrivateServer(self)
+        await server.create()
+        clock = Clock()
+        clock.advance(NOW)
+        times = [0.0]
+        database = PostgresJobCacheDatabase(server.options(), monotonic=lambda: times[0])
+        cache = PostgresJobCache(server.options(), reactor, clock=clock, database=database)
+        self.addCleanup(cache.close)
+        await cache.whenOpen()
+        await cache.storeJob(jid(1), load(), ["a", "b"])
+        await cache.storeReturn(jid(1), "a", {"return": "before"})
+
+        logged = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        await server.stop()
+        with self.assertRaises(JobCacheUnavailable):
+            await cache.storeReturn(jid(1), "b", {"return": "during"})
+        with self.assertRaises(JobCacheUnavailable) as raised:
+            await cache.getReturns(jid(1))
+        self.assertIn("next attempt in", str(raised.exception))
+        self.assertEqual(
+            [e["rows"] for e in logged if "NOT stored" in e.get("log_format", "")], [1]
+        )
+
+        await server.start()
+        times[0] = 60.0
+        await cache.storeReturn(jid(1), "b", {"return": "after"})
+        returns = await cache.getReturns(jid(1))
+        self.assertEqual(
+            {m: r["return"] for m, r in returns.items()}, {"a": "before", "b": "after"}
+        )
+        self.assertEqual((await cache.getJob(jid(1)))["minions"], ["a", "b"])
+        self.assertEqual(database.connections, 2)
