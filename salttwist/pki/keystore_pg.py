@@ -1,0 +1,810 @@
+# -*- test-case-name: tests.test_keystore_pg -*-
+"""
+Minion keys in PostgreSQL (issue 23): an L{IKeyStore} that several masters
+share, so that C{salttwist-key} on any of them acts for the cluster.
+
+L{IKeyStore} is synchronous (the master calls it through C{runBlocking}, and
+its workers call it directly), and the master reads it often: the accepted
+ids every second (L{salttwist.master.keywatch}), a key per authentication.
+A database round trip per read would make every one of those a network
+wait, so L{PostgresKeyStore} keeps a mirror of every key in memory:
+
+  - B{reads} (C{getKey}, C{listKeys}, C{stateOf}, C{idClashes}) answer from
+    the mirror, never touching the network: they are safe on any thread,
+    the reactor's included.
+  - B{writes} (C{putKey}, C{moveKey}, C{deleteKey}) run on one dedicated
+    thread through one connection, each in one transaction, and block the
+    calling thread until it committed (as L{FilesystemKeyStore}'s writes
+    block on the disk). Call them from a thread, as the master does.
+  - B{the mirror} is loaded in full at start and after every reconnection
+    of the listener (a second connection, on a thread of its own, that
+    C{LISTEN}s on L{CHANNEL}). Every write bumps the minion's version in
+    C{salttwist_key_minions} and sends a C{NOTIFY} (delivered at commit) with
+    the id and version; each store then reads that minion's keys again. So a
+    reject or delete made through any store reaches every other store within
+    the notification latency (milliseconds on a LAN), and the master's
+    per-second key check then cuts the minion off.
+
+Consistency model:
+  - Per minion id, changes are serialized by a row lock on its
+    C{salttwist_key_minions} row, and each carries a version one higher than
+    the last. The mirror applies a minion's state only if its version is
+    higher than the one it holds, so a slow notification never undoes a
+    newer change, and a store sees its own writes as soon as they return
+    (read-your-writes).
+  - Across minions there is no ordering guarantee between stores: each
+    minion's state converges independently.
+  - While the listener is disconnected, reads answer from the mirror as it
+    was (stale, at most by the changes made during the outage), the
+    connection is retried with back-off (L{RECONNECT_INITIAL} doubling to
+    L{RECONNECT_MAX} seconds), and the whole mirror is reloaded once it is
+    back. L{PostgresKeyStore.connected} says whether it is listening now.
+  - Before the first load, reads raise L{KeyStoreUnavailable}: an empty
+    mirror must never pass for "no key is accepted", which would cut off
+    every minion.
+
+Driver: psycopg 3, as L{salttwist.master.jobcache_pg}. The schema is
+versioned (L{MIGRATIONS}) in C{salttwist_keystore_migrations}, applied at
+connection under an advisory lock so masters starting together apply each
+migration once.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from salttwist.crypt import canonicalPublicPem
+from salttwist.interfaces import IKeyStore
+from salttwist.pki.ids import DEFAULT_ID_RULES, IdIndex, IdRules, validateMinionId
+from salttwist.pki.keystore import STATES, KeyChanged, _checkMove, _checkState
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "CHANNEL",
+    "MIGRATIONS",
+    "KeyStoreError",
+    "KeyStoreUnavailable",
+    "PostgresKeyStore",
+    "migrate",
+]
+
+CHANNEL = "salttwist_keys"
+"""
+The C{LISTEN}/C{NOTIFY} channel of key changes. Each payload is JSON:
+C{{"id": minion id, "v": its new version}}.
+"""
+
+RECONNECT_INITIAL = 0.5
+"""
+Seconds before the second connection attempt after a failed one.
+"""
+
+RECONNECT_MAX = 30.0
+"""
+The longest wait between two connection attempts.
+"""
+
+IDLE_CHECK = 5.0
+"""
+Seconds without a notification after which the listener checks that its
+connection still works (a silent network failure sends no error).
+"""
+
+_LOCK_MIGRATIONS = 0x5A17_0101
+
+MIGRATIONS: list[tuple[int, str, tuple[str, ...]]] = [
+    (
+        1,
+        "minion keys and per-minion versions",
+        (
+            """
+            CREATE TABLE salttwist_key_minions (
+                minion_id text COLLATE "C" PRIMARY KEY,
+                version bigint NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE salttwist_keys (
+                minion_id text COLLATE "C" NOT NULL
+                    REFERENCES salttwist_key_minions (minion_id),
+                state text NOT NULL CHECK (state IN
+                    ('minions_pre', 'minions', 'minions_rejected', 'minions_denied')),
+                pem bytea NOT NULL,
+                PRIMARY KEY (minion_id, state)
+            )
+            """,
+        ),
+    ),
+]
+"""
+The schema's migrations: C{(version, description, statements)}, applied in
+order. Never change one that was released: add the next.
+"""
+
+
+class KeyStoreError(Exception):
+    """
+    The PostgreSQL key store cannot be used as it is (for example its
+    schema is newer than this salttwist).
+    """
+
+
+class KeyStoreUnavailable(KeyStoreError):
+    """
+    The PostgreSQL server cannot be reached, or the keys were never loaded:
+    the operation was not done.
+    """
+
+
+def _describeServer(options: dict[str, Any]) -> str:
+    """
+    @return: C{user@host:port/db} for messages (never the password).
+    """
+    return "{}@{}:{}/{}".format(
+        options.get("user", "?"),
+        options.get("host", "?"),
+        options.get("port", 5432),
+        options.get("dbname", "?"),
+    )
+
+
+def migrate(
+    connection: psycopg.Connection[Any],
+    migrations: list[tuple[int, str, tuple[str, ...]]] = MIGRATIONS,
+) -> list[int]:
+    """
+    Apply the C{migrations} that the database lacks, in order, in one
+    transaction under an advisory lock.
+
+    @return: the versions applied now.
+    @raise KeyStoreError: if the database has a version not in
+        C{migrations} (made by a newer salttwist).
+    """
+    known = {version for version, _, _ in migrations}
+    applied: list[int] = []
+    with connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATIONS,))
+        connection.execute(
+            """
+            CREATE TABLE IF NOT EXISTS salttwist_keystore_migrations (
+                version integer PRIMARY KEY,
+                description text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """
+        )
+        present = {
+            version
+            for (version,) in connection.execute(
+                "SELECT version FROM salttwist_keystore_migrations"
+            )
+        }
+        unknown = present - known
+        if unknown:
+            raise KeyStoreError(
+                f"the PostgreSQL key store has schema version {max(unknown)}; this "
+                f"salttwist knows versions up to {max(known)}"
+            )
+        for version, description, statements in sorted(migrations):
+            if version in present:
+                continue
+            for statement in statements:
+                connection.execute(statement)  # type: ignore[arg-type]
+            connection.execute(
+                "INSERT INTO salttwist_keystore_migrations (version, description) VALUES (%s, %s)",
+                (version, description),
+            )
+            applied.append(version)
+    return applied
+
+
+# The mirror -----------------------------------------------------------------
+
+
+class _Mirror:
+    """
+    Every key in memory, with each minion's version; shared by the writer
+    thread, the listener thread and readers on any thread (under a lock).
+    """
+
+    def __init__(self, idRules: IdRules) -> None:
+        self.idRules = idRules
+        self.lock = threading.Lock()
+        self.keys: dict[str, dict[str, bytes]] = {state: {} for state in STATES}
+        self.versions: dict[str, int] = {}
+        self.index = IdIndex(idRules)
+
+    def apply(self, minionId: str, version: int, states: dict[str, bytes]) -> bool:
+        """
+        Take C{states} (state to PEM) as the keys of C{minionId} at
+        C{version}, unless the mirror already holds that version or a newer
+        one.
+
+        @return: whether anything was taken.
+        """
+        with self.lock:
+            if version <= self.versions.get(minionId, 0):
+                return False
+            self.versions[minionId] = version
+            self._set(minionId, states)
+            return True
+
+    def _set(self, minionId: str, states: dict[str, bytes]) -> None:
+        """
+        Make C{states} the keys of C{minionId} (the lock is held).
+        """
+        for state in STATES:
+            held = self.keys[state]
+            pem = states.get(state)
+            if pem is None:
+                if held.pop(minionId, None) is not None:
+                    self.index.move(minionId, None, state)
+            else:
+                if minionId not in held:
+                    self.index.move(minionId, state, None)
+                held[minionId] = pem
+
+    def replace(self, versions: dict[str, int], keys: dict[str, dict[str, bytes]]) -> list[str]:
+        """
+        Take a full load (every minion's version, and its keys by state),
+        keeping what the mirror holds for a minion at a newer version (a
+        write of this store that committed after the load began).
+
+        @return: the ids whose keys changed.
+        """
+        with self.lock:
+            changed = []
+            for minionId in set(versions) | set(self.versions):
+                version = versions.get(minionId, 0)
+                if self.versions.get(minionId, 0) > version:
+                    continue
+                new = keys.get(minionId, {})
+                old = {s: self.keys[s][minionId] for s in STATES if minionId in self.keys[s]}
+                self.versions[minionId] = version
+                if new != old:
+                    self._set(minionId, new)
+                    changed.append(minionId)
+            return sorted(changed)
+
+
+# The store -------------------------------------------------------------------
+
+
+@implementer(IKeyStore)
+class PostgresKeyStore:
+    """
+    An L{IKeyStore} in PostgreSQL, shared by every master of a cluster: see
+    the module's docstring for the threads and the consistency model.
+
+    Call L{start}, then wait for L{waitReady} (blocking) or L{whenReady} (a
+    L{Deferred}); L{close} when done.
+
+    @ivar options: the C{psycopg.connect} keyword arguments.
+    @ivar idRules: the rules new ids must meet (L{checkNewId}).
+    @ivar connected: whether the listener is connected now (its mirror is
+        up to date but for notifications in flight).
+    @ivar loads: how many full loads the listener made (the first and one
+        per reconnection).
+    @ivar listenerPid: the server process id of the listener's connection
+        (for an admin, and tests, to find it).
+    """
+
+    log = Logger()
+
+    def __init__(self, options: dict[str, Any], idRules: IdRules = DEFAULT_ID_RULES) -> None:
+        self.options = options
+        self._mirror = _Mirror(idRules)
+        self._ready = threading.Event()
+        self._stopping = threading.Event()
+        self._writes: queue.Queue[tuple[Callable[[], Any], Future[Any]] | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self._readyError: BaseException | None = None
+        self._watchers: list[Callable[[str, list[str]], None]] = []
+        self._writer: psycopg.Connection[Any] | None = None
+        self._writerBackoff = 0.0
+        self._writerNextAttempt = 0.0
+        self._writerError = ""
+        self.connected = False
+        self.loads = 0
+        self.listenerPid: int | None = None
+
+    @property
+    def idRules(self) -> IdRules:
+        """
+        The rules new ids must meet (as L{FilesystemKeyStore.idRules}).
+        """
+        return self._mirror.idRules
+
+    @idRules.setter
+    def idRules(self, rules: IdRules) -> None:
+        mirror = self._mirror
+        with mirror.lock:
+            mirror.idRules = rules
+            mirror.index = IdIndex(rules)
+            for state in STATES:
+                for minionId in mirror.keys[state]:
+                    mirror.index.add(state, minionId)
+
+    # Life ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """
+        Start the writer and listener threads; the listener connects,
+        applies the missing migrations and loads every key.
+        """
+        for name, target in (("writer", self._writeLoop), ("listener", self._listenLoop)):
+            thread = threading.Thread(target=target, name=f"salttwist-keystore-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def waitReady(self, timeout: float) -> None:
+        """
+        Block until the keys were loaded once.
+
+        @raise KeyStoreError: if the schema is refused.
+        @raise KeyStoreUnavailable: if they were not loaded within
+            C{timeout} seconds.
+        """
+        if not self._ready.wait(timeout):
+            raise KeyStoreUnavailable(
+                f"the PostgreSQL key store {_describeServer(self.options)} did not load "
+                f"within {timeout} s ({self._writerError or 'no answer'})"
+            )
+        if self._readyError is not None:
+            raise self._readyError
+
+    def whenReady(self, reactor: Any) -> Any:
+        """
+        @return: a L{Deferred} that fires when the keys were loaded once, or
+            fails with L{KeyStoreError} if the schema is refused.
+        """
+        from twisted.internet.threads import deferToThreadPool
+
+        return deferToThreadPool(reactor, reactor.getThreadPool(), self.waitReady, None)
+
+    def close(self) -> None:
+        """
+        Stop both threads and close their connections (blocking, briefly).
+        Writes queued meanwhile fail with L{KeyStoreUnavailable}.
+        """
+        self._stopping.set()
+        self._writes.put(None)
+        for thread in self._threads:
+            thread.join(10)
+        self._threads = []
+
+    def watch(self, callback: Callable[[str, list[str]], None]) -> Callable[[], None]:
+        """
+        Call C{callback(minionId, states)} after each change the mirror
+        takes (a write of this store, a notification, or a reload), on the
+        writer's or listener's thread: a reactor user wraps it in
+        C{reactor.callFromThread}.
+
+        @return: a function that stops the calls.
+        """
+        self._watchers.append(callback)
+        return lambda: self._watchers.remove(callback)
+
+    def _changed(self, minionIds: list[str]) -> None:
+        """
+        Tell the watchers about C{minionIds}.
+        """
+        mirror = self._mirror
+        for minionId in minionIds:
+            with mirror.lock:
+                states = [state for state in STATES if minionId in mirror.keys[state]]
+            for callback in list(self._watchers):
+                try:
+                    callback(minionId, states)
+                except Exception:
+                    self.log.failure("key store watcher failed")
+
+    # The listener ------------------------------------------------------------
+
+    def _listenLoop(self) -> None:
+        """
+        The listener thread: connect, C{LISTEN}, load every key, then read
+        each notified minion again; on a lost connection, back off and start
+        over.
+        """
+        import psycopg
+
+        backoff = 0.0
+        while not self._stopping.is_set():
+            connection = None
+            try:
+                connection = psycopg.connect(
+                    autocommit=True, application_name="salttwist-keystore", **self.options
+                )
+                migrate(connection)
+                # LISTEN before loading: a change committed during the load
+                # is notified, and versions keep the older state out.
+                connection.execute(f"LISTEN {CHANNEL}")
+                self._load(connection)
+                self.listenerPid = connection.info.backend_pid
+                backoff = 0.0
+                self.connected = True
+                self._ready.set()
+                self._listen(connection)
+            except KeyStoreError as e:
+                self._readyError = e
+                self._ready.set()
+                self.log.critical("{error}", error=str(e))
+                return
+            except psycopg.Error as e:
+                if self.connected:
+                    self.log.warn(
+                        "lost the PostgreSQL key store {server} ({error}); reconnecting",
+                        server=_describeServer(self.options),
+                        error=str(e).strip(),
+                    )
+                else:
+                    self.log.warn(
+                        "cannot reach the PostgreSQL key store {server}: {error}",
+                        server=_describeServer(self.options),
+                        error=str(e).strip(),
+                    )
+                self._writerError = str(e).strip()
+            finally:
+                self.connected = False
+                if connection is not None:
+                    connection.close()
+            backoff = min(max(backoff * 2, RECONNECT_INITIAL), RECONNECT_MAX)
+            self._stopping.wait(backoff * random.uniform(0.75, 1.0))
+
+    def _load(self, connection: psycopg.Connection[Any]) -> None:
+        """
+        Load every minion's version and keys in one snapshot into the
+        mirror.
+        """
+        versions: dict[str, int] = {}
+        keys: dict[str, dict[str, bytes]] = {}
+        with connection.transaction():
+            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            for minionId, version in connection.execute(
+                "SELECT minion_id, version FROM salttwist_key_minions"
+            ):
+                versions[minionId] = version
+            for minionId, state, pem in connection.execute(
+                "SELECT minion_id, state, pem FROM salttwist_keys"
+            ):
+                keys.setdefault(minionId, {})[state] = bytes(pem)
+        self.loads += 1
+        self._changed(self._mirror.replace(versions, keys))
+
+    def _listen(self, connection: psycopg.Connection[Any]) -> None:
+        """
+        Take notifications until stopped or the connection breaks.
+        """
+        quiet = time.monotonic()
+        while not self._stopping.is_set():
+            # notifies() holds the connection: collect, then query.
+            notes = list(connection.notifies(timeout=0.5, stop_after=1))
+            if not notes:
+                if time.monotonic() - quiet > IDLE_CHECK:
+                    connection.execute("SELECT 1")
+                    quiet = time.monotonic()
+                continue
+            quiet = time.monotonic()
+            wanted: dict[str, int] = {}
+            for note in notes:
+                try:
+                    payload = json.loads(note.payload)
+                    minionId, version = payload["id"], int(payload["v"])
+                except (ValueError, KeyError, TypeError):
+                    self.log.warn("ignored a malformed key notification {p!r}", p=note.payload)
+                    continue
+                wanted[minionId] = max(version, wanted.get(minionId, 0))
+            for minionId, version in wanted.items():
+                if version <= self._mirror.versions.get(minionId, 0):
+                    continue
+                self._refresh(connection, minionId)
+
+    def _refresh(self, connection: psycopg.Connection[Any], minionId: str) -> None:
+        """
+        Read the keys of C{minionId} and its version again into the mirror.
+        """
+        with connection.transaction():
+            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            row = connection.execute(
+                "SELECT version FROM salttwist_key_minions WHERE minion_id = %s", (minionId,)
+            ).fetchone()
+            rows = connection.execute(
+                "SELECT state, pem FROM salttwist_keys WHERE minion_id = %s", (minionId,)
+            ).fetchall()
+        if row is not None and self._mirror.apply(
+            minionId, row[0], {state: bytes(pem) for state, pem in rows}
+        ):
+            self._changed([minionId])
+
+    # The writer --------------------------------------------------------------
+
+    def _writeLoop(self) -> None:
+        """
+        The writer thread: run the queued writes one at a time.
+        """
+        while True:
+            item = self._writes.get()
+            if item is None or self._stopping.is_set():
+                break
+            work, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(work())
+            except BaseException as e:
+                future.set_exception(e)
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        while True:
+            try:
+                item = self._writes.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[1].set_exception(KeyStoreUnavailable("the PostgreSQL key store is closed"))
+
+    def _write(self, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
+        """
+        Run C{work(connection)} on the writer thread and wait for it.
+
+        @raise KeyStoreUnavailable: if the server cannot be reached, or the
+            connection broke during the write (which may or may not have
+            committed).
+        """
+        if self._stopping.is_set():
+            raise KeyStoreUnavailable("the PostgreSQL key store is closed")
+        future: Future[Any] = Future()
+        self._writes.put((lambda: self._withConnection(work), future))
+        return future.result()
+
+    def _withConnection(self, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
+        """
+        On the writer thread: run C{work} on the writer's connection, made
+        anew (with back-off) if there is none or it broke.
+        """
+        import psycopg
+
+        connection = self._writer
+        if connection is None or connection.closed or connection.broken:
+            if connection is not None:
+                connection.close()
+                self._writer = None
+            now = time.monotonic()
+            if now < self._writerNextAttempt:
+                raise KeyStoreUnavailable(
+                    f"the PostgreSQL key store {_describeServer(self.options)} is unreachable "
+                    f"({self._writerError}); next attempt in {self._writerNextAttempt - now:.1f} s"
+                )
+            try:
+                connection = psycopg.connect(
+                    autocommit=True, application_name="salttwist-keystore", **self.options
+                )
+                migrate(connection)
+            except psycopg.Error as e:
+                self._writerError = str(e).strip() or type(e).__name__
+                self._writerBackoff = min(
+                    max(self._writerBackoff * 2, RECONNECT_INITIAL), RECONNECT_MAX
+                )
+                self._writerNextAttempt = now + self._writerBackoff
+                raise KeyStoreUnavailable(
+                    f"cannot connect to the PostgreSQL key store "
+                    f"{_describeServer(self.options)}: {self._writerError}"
+                ) from e
+            self._writerBackoff = 0.0
+            self._writerNextAttempt = 0.0
+            self._writer = connection
+        try:
+            return work(connection)
+        except psycopg.OperationalError as e:
+            if not (connection.closed or connection.broken):
+                raise
+            self._writerError = str(e).strip() or type(e).__name__
+            raise KeyStoreUnavailable(
+                f"lost the connection to the PostgreSQL key store "
+                f"{_describeServer(self.options)} during a write, which may or may not "
+                f"have been made: {self._writerError}"
+            ) from e
+
+    def _change(
+        self, minionId: str, body: Callable[[psycopg.Connection[Any]], tuple[Any, bool]]
+    ) -> Any:
+        """
+        Change the keys of C{minionId} in one transaction that holds its
+        version row locked: C{body(connection)} returns C{(result,
+        changed)}; when it changed something, the version goes up by one,
+        a notification goes out at commit, and the mirror takes the new
+        state at once.
+
+        @return: C{body}'s result.
+        """
+
+        def work(connection: psycopg.Connection[Any]) -> Any:
+            with connection.transaction():
+                connection.execute(
+                    "INSERT INTO salttwist_key_minions (minion_id, version) VALUES (%s, 0)"
+                    " ON CONFLICT DO NOTHING",
+                    (minionId,),
+                )
+                connection.execute(
+                    "SELECT version FROM salttwist_key_minions WHERE minion_id = %s FOR UPDATE",
+                    (minionId,),
+                )
+                result, changed = body(connection)
+                if not changed:
+                    return result, None
+                (version,) = connection.execute(
+                    "UPDATE salttwist_key_minions SET version = version + 1"
+                    " WHERE minion_id = %s RETURNING version",
+                    (minionId,),
+                ).fetchone()  # type: ignore[misc]
+                rows = connection.execute(
+                    "SELECT state, pem FROM salttwist_keys WHERE minion_id = %s", (minionId,)
+                ).fetchall()
+                connection.execute(
+                    "SELECT pg_notify(%s, %s)",
+                    (CHANNEL, json.dumps({"id": minionId, "v": version})),
+                )
+            return result, (version, {state: bytes(pem) for state, pem in rows})
+
+        result, applied = self._write(work)
+        if applied is not None and self._mirror.apply(minionId, *applied):
+            self._changed([minionId])
+        return result
+
+    # IKeyStore ---------------------------------------------------------------
+
+    def _loaded(self) -> _Mirror:
+        """
+        @return: the mirror, once loaded.
+        @raise KeyStoreUnavailable: if the keys were never loaded.
+        """
+        if not self._ready.is_set() or self._readyError is not None:
+            raise KeyStoreUnavailable(
+                f"the PostgreSQL key store {_describeServer(self.options)} is not loaded"
+                + (f" ({self._writerError})" if self._writerError else "")
+            )
+        return self._mirror
+
+    def getKey(self, state: str, minionId: str) -> bytes | None:
+        """
+        @return: the PEM bytes stored for C{minionId} in C{state}, or
+            L{None} (from memory).
+        @raise InvalidMinionId: if C{minionId} is not valid.
+        @raise ValueError: if C{state} is not one of L{STATES}.
+        @raise KeyStoreUnavailable: if the keys were never loaded.
+        """
+        validateMinionId(minionId)
+        _checkState(state)
+        mirror = self._loaded()
+        with mirror.lock:
+            return mirror.keys[state].get(minionId)
+
+    def putKey(self, state: str, minionId: str, pem: bytes) -> None:
+        """
+        Store C{pem}, in canonical form, for C{minionId} in C{state},
+        replacing any key already there in that state. Blocks until
+        committed.
+
+        @raise InvalidMinionId: if C{minionId} is not valid.
+        @raise ValueError: if C{state} is not one of L{STATES}.
+        @raise salttwist.crypt.CryptError: if C{pem} is not an acceptable
+            public key.
+        @raise KeyStoreUnavailable: if the server cannot be reached.
+        """
+        validateMinionId(minionId)
+        _checkState(state)
+        canonical = canonicalPublicPem(pem)
+
+        def body(connection: psycopg.Connection[Any]) -> tuple[None, bool]:
+            connection.execute(
+                "INSERT INTO salttwist_keys (minion_id, state, pem) VALUES (%s, %s, %s)"
+                " ON CONFLICT (minion_id, state) DO UPDATE SET pem = EXCLUDED.pem",
+                (minionId, state, canonical),
+            )
+            return None, True
+
+        self._change(minionId, body)
+
+    def moveKey(
+        self, minionId: str, fromState: str, toState: str, expected: bytes | None = None
+    ) -> bool:
+        """
+        Move the key of C{minionId} from C{fromState} to C{toState} in one
+        transaction, replacing any key of C{minionId} in C{toState}.
+
+        @param expected: if given, move the key only if its bytes are
+            exactly these.
+        @return: L{True} if a key was moved, L{False} if there was none.
+        @raise KeyChanged: if C{expected} was given and the key differs.
+        @raise InvalidMinionId: if C{minionId} is not valid.
+        @raise ValueError: if a state is unknown or both are the same.
+        @raise KeyStoreUnavailable: if the server cannot be reached.
+        """
+        _checkMove(minionId, fromState, toState)
+
+        def body(connection: psycopg.Connection[Any]) -> tuple[bool, bool]:
+            row = connection.execute(
+                "DELETE FROM salttwist_keys WHERE minion_id = %s AND state = %s RETURNING pem",
+                (minionId, fromState),
+            ).fetchone()
+            if row is None:
+                return False, False
+            pem = bytes(row[0])
+            if expected is not None and pem != expected:
+                # Raising rolls the transaction back: the key stays.
+                raise KeyChanged(f"the key of {minionId} in {fromState} has changed")
+            connection.execute(
+                "INSERT INTO salttwist_keys (minion_id, state, pem) VALUES (%s, %s, %s)"
+                " ON CONFLICT (minion_id, state) DO UPDATE SET pem = EXCLUDED.pem",
+                (minionId, toState, pem),
+            )
+            return True, True
+
+        return bool(self._change(minionId, body))
+
+    def deleteKey(self, state: str, minionId: str) -> bool:
+        """
+        Remove the key of C{minionId} from C{state}.
+
+        @return: L{True} if a key was removed, L{False} if there was none.
+        @raise InvalidMinionId: if C{minionId} is not valid.
+        @raise ValueError: if C{state} is not one of L{STATES}.
+        @raise KeyStoreUnavailable: if the server cannot be reached.
+        """
+        validateMinionId(minionId)
+        _checkState(state)
+
+        def body(connection: psycopg.Connection[Any]) -> tuple[bool, bool]:
+            row = connection.execute(
+                "DELETE FROM salttwist_keys WHERE minion_id = %s AND state = %s RETURNING 1",
+                (minionId, state),
+            ).fetchone()
+            return row is not None, row is not None
+
+        return bool(self._change(minionId, body))
+
+    def listKeys(self, state: str) -> list[str]:
+        """
+        @return: the sorted list of minion ids in C{state} (from memory).
+        @raise ValueError: if C{state} is not one of L{STATES}.
+        @raise KeyStoreUnavailable: if the keys were never loaded.
+        """
+        _checkState(state)
+        mirror = self._loaded()
+        with mirror.lock:
+            ids = list(mirror.keys[state])
+        return sorted(ids)
+
+    def stateOf(self, minionId: str) -> list[str]:
+        """
+        @return: the states, in L{STATES} order, that hold a key for
+            C{minionId} (from memory).
+        @raise InvalidMinionId: if C{minionId} is not valid.
+        @raise KeyStoreUnavailable: if the keys were never loaded.
+        """
+        validateMinionId(minionId)
+        mirror = self._loaded()
+        with mirror.lock:
+            return [state for state in STATES if minionId in mirror.keys[state]]
+
+    def idClashes(self, minionId: str) -> list[tuple[str, str]]:
+        """
+        @see: L{FilesystemKeyStore.idClashes} (answered from memory).
+        """
+        mirror = self._loaded()
+        with mirror.lock:
+            return mirror.index.clashes(minionId)

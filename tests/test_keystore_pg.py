@@ -1,0 +1,277 @@
+# -*- test-case-name: tests.test_keystore_pg -*-
+"""
+Tests for L{salttwist.pki.keystore_pg}: the L{IKeyStore} contract against a
+real PostgreSQL server, then what a cluster needs: a change made through one
+store reaches another on the same database, versions keep older states out,
+and the listener reloads after losing its connection.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred
+from twisted.internet.threads import deferToThread
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from salttwist.pki.ids import DEFAULT_ID_RULES
+from salttwist.pki.keystore import ACCEPTED, PENDING, REJECTED
+from salttwist.pki.keystore_pg import (
+    MIGRATIONS,
+    KeyStoreError,
+    KeyStoreUnavailable,
+    PostgresKeyStore,
+    _Mirror,
+    migrate,
+)
+from tests._postgres import adminConnection, temporaryDatabase
+from tests.test_keystore import PEM_A, PEM_B, KeyStoreContractMixin
+
+READY_TIMEOUT = 20.0
+
+
+def _connect(options: dict[str, Any]) -> Any:
+    import psycopg
+
+    return psycopg.connect(autocommit=True, **options)
+
+
+def _openStore(testCase: SynchronousTestCase, options: dict[str, Any]) -> PostgresKeyStore:
+    """
+    @return: a started, loaded store on C{options}, closed at the end of
+        C{testCase} (before its database is dropped).
+    """
+    store = PostgresKeyStore(options)
+    store.start()
+    testCase.addCleanup(store.close)
+    store.waitReady(READY_TIMEOUT)
+    return store
+
+
+def _holds(store: PostgresKeyStore, minionId: str, states: list[str]) -> bool:
+    """
+    @return: whether C{store} holds keys of C{minionId} in C{states} only.
+    """
+    return store.stateOf(minionId) == states
+
+
+class PostgresKeyStoreContractTests(KeyStoreContractMixin, SynchronousTestCase):
+    """
+    L{PostgresKeyStore} keeps the L{IKeyStore} contract.
+    """
+
+    def makeStore(self) -> PostgresKeyStore:
+        """
+        @return: a loaded store on a fresh database.
+        """
+        self.options = temporaryDatabase(self)  # type: ignore[arg-type]
+        return _openStore(self, self.options)
+
+    def test_persisted(self) -> None:
+        """
+        A second store on the same database loads the keys the first wrote,
+        in their states.
+        """
+        self.store.putKey(PENDING, "web1", PEM_A)
+        self.store.putKey(ACCEPTED, "web2", PEM_B)
+        self.store.moveKey("web1", PENDING, REJECTED)
+        other = _openStore(self, self.options)
+        self.assertEqual(other.getKey(REJECTED, "web1"), PEM_A)
+        self.assertEqual(other.listKeys(ACCEPTED), ["web2"])
+        self.assertEqual(other.stateOf("web1"), [REJECTED])
+
+
+class PostgresKeyStoreSchemaTests(SynchronousTestCase):
+    """
+    The schema's migrations, and reads before the keys were loaded.
+    """
+
+    def setUp(self) -> None:
+        self.options = temporaryDatabase(self)  # type: ignore[arg-type]
+
+    def test_migrationsOnce(self) -> None:
+        """
+        A store applies every migration and records it; applying again
+        does nothing.
+        """
+        _openStore(self, self.options)
+        with _connect(self.options) as connection:
+            versions = [
+                v
+                for (v,) in connection.execute(
+                    "SELECT version FROM salttwist_keystore_migrations ORDER BY 1"
+                )
+            ]
+            self.assertEqual(versions, [v for v, _, _ in MIGRATIONS])
+            self.assertEqual(migrate(connection), [])
+
+    def test_newerSchemaRefused(self) -> None:
+        """
+        A database with a schema version this code does not know is refused
+        with a L{KeyStoreError} naming it, and reads fail rather than answer
+        from an empty mirror.
+        """
+        with _connect(self.options) as connection:
+            migrate(connection)
+            connection.execute(
+                "INSERT INTO salttwist_keystore_migrations (version, description)"
+                " VALUES (999, 'from the future')"
+            )
+        store = PostgresKeyStore(self.options)
+        store.start()
+        self.addCleanup(store.close)
+        with self.assertRaises(KeyStoreError) as raised:
+            store.waitReady(READY_TIMEOUT)
+        self.assertIn("999", str(raised.exception))
+        self.assertRaises(KeyStoreUnavailable, store.listKeys, ACCEPTED)
+
+    def test_notLoaded(self) -> None:
+        """
+        Before the keys were loaded, reads raise L{KeyStoreUnavailable}: an
+        empty list of accepted keys would cut off every minion.
+        """
+        store = PostgresKeyStore(self.options)
+        self.assertRaises(KeyStoreUnavailable, store.listKeys, ACCEPTED)
+        self.assertRaises(KeyStoreUnavailable, store.getKey, ACCEPTED, "web1")
+        self.assertRaises(KeyStoreUnavailable, store.stateOf, "web1")
+
+    def test_unreachable(self) -> None:
+        """
+        A write to a server that cannot be reached fails with
+        L{KeyStoreUnavailable} naming the server; so does waiting for the
+        load.
+        """
+        options = dict(self.options, port=1, connect_timeout=2)
+        store = PostgresKeyStore(options)
+        store.start()
+        self.addCleanup(store.close)
+        with self.assertRaises(KeyStoreUnavailable) as raised:
+            store.putKey(PENDING, "web1", PEM_A)
+        self.assertIn(":1/", str(raised.exception))
+        self.assertRaises(KeyStoreUnavailable, store.waitReady, 0.1)
+
+
+class MirrorTests(SynchronousTestCase):
+    """
+    L{_Mirror} takes a minion's state only at a newer version.
+    """
+
+    def test_olderVersionIgnored(self) -> None:
+        """
+        A state at a version the mirror already passed is not taken: a slow
+        notification never undoes a newer change.
+        """
+        mirror = _Mirror(DEFAULT_ID_RULES)
+        self.assertTrue(mirror.apply("web1", 2, {REJECTED: PEM_A}))
+        self.assertFalse(mirror.apply("web1", 1, {ACCEPTED: PEM_A}))
+        self.assertFalse(mirror.apply("web1", 2, {ACCEPTED: PEM_A}))
+        self.assertEqual(mirror.keys[ACCEPTED], {})
+        self.assertEqual(mirror.keys[REJECTED], {"web1": PEM_A})
+        self.assertEqual(mirror.index.clashes("WEB1"), [(REJECTED, "web1")])
+
+    def test_reloadKeepsNewer(self) -> None:
+        """
+        A full load keeps a minion the mirror holds at a newer version, and
+        takes the others, reporting which changed.
+        """
+        mirror = _Mirror(DEFAULT_ID_RULES)
+        mirror.apply("web1", 5, {ACCEPTED: PEM_A})
+        mirror.apply("web2", 1, {PENDING: PEM_B})
+        changed = mirror.replace({"web1": 4, "web2": 2, "web3": 1}, {"web1": {}, "web3": {}})
+        self.assertEqual(changed, ["web2"])
+        self.assertEqual(mirror.keys[ACCEPTED], {"web1": PEM_A})
+        self.assertEqual(mirror.keys[PENDING], {})
+        self.assertEqual(mirror.versions, {"web1": 5, "web2": 2, "web3": 1})
+
+
+class ClusterTests(TestCase):
+    """
+    Two stores on one database, as two masters of a cluster: a change made
+    through either reaches the other through C{LISTEN}/C{NOTIFY}, without
+    polling.
+    """
+
+    timeout = 60
+
+    def setUp(self) -> None:
+        self.options = temporaryDatabase(self)
+        self.one = _openStore(self, self.options)
+        self.two = _openStore(self, self.options)
+
+    def seen(self, store: PostgresKeyStore, test: Callable[[], bool]) -> Deferred[None]:
+        """
+        @return: a L{Deferred} firing on the reactor thread once C{test()}
+            holds, checked now and after every change C{store} takes.
+        """
+        done: Deferred[None] = Deferred()
+
+        def check(*_: object) -> None:
+            if not done.called and test():
+                stop()
+                done.callback(None)
+
+        stop = store.watch(lambda *a: reactor.callFromThread(check))
+        reactor.callLater(0, check)
+        return done
+
+    async def test_rejectReachesOther(self) -> None:
+        """
+        A key accepted, then rejected, through one store is seen in each
+        state by the other; the accepted list of the other no longer names
+        it (what the master's per-second key check cuts off on).
+        """
+        await deferToThread(self.one.putKey, ACCEPTED, "web1", PEM_A)
+        await self.seen(self.two, lambda: self.two.listKeys(ACCEPTED) == ["web1"])
+        self.assertEqual(self.two.getKey(ACCEPTED, "web1"), PEM_A)
+        moved = await deferToThread(self.one.moveKey, "web1", ACCEPTED, REJECTED)
+        self.assertTrue(moved)
+        await self.seen(self.two, lambda: self.two.stateOf("web1") == [REJECTED])
+        self.assertEqual(self.two.listKeys(ACCEPTED), [])
+        self.assertEqual(self.two.getKey(REJECTED, "web1"), PEM_A)
+
+    async def test_deleteReachesOther(self) -> None:
+        """
+        A key deleted through the second store is gone from the first.
+        """
+        await deferToThread(self.one.putKey, ACCEPTED, "web1", PEM_A)
+        await self.seen(self.two, lambda: self.two.stateOf("web1") == [ACCEPTED])
+        self.assertTrue(await deferToThread(self.two.deleteKey, ACCEPTED, "web1"))
+        await self.seen(self.one, lambda: self.one.stateOf("web1") == [])
+        self.assertEqual(self.one.idClashes("WEB1"), [])
+
+    async def test_moveRaceOneWinner(self) -> None:
+        """
+        The same pending key accepted through one store and rejected through
+        the other at once: exactly one move wins, and both stores end with
+        the key in the winner's state only.
+        """
+        for n in range(10):
+            minionId = f"race{n}"
+            await deferToThread(self.one.putKey, PENDING, minionId, PEM_A)
+            accept = deferToThread(self.one.moveKey, minionId, PENDING, ACCEPTED, expected=PEM_A)
+            reject = deferToThread(self.two.moveKey, minionId, PENDING, REJECTED)
+            results = [await accept, await reject]
+            self.assertEqual(sorted(results), [False, True])
+            state = [ACCEPTED, REJECTED][results.index(True)]
+            for store in (self.one, self.two):
+                await self.seen(store, functools.partial(_holds, store, minionId, [state]))
+
+    async def test_reloadAfterLostConnection(self) -> None:
+        """
+        When the server ends the second store's listener connection, the
+        listener reconnects and reloads: a change made while it was away is
+        seen.
+        """
+        loads = self.two.loads
+        with adminConnection() as admin:
+            (killed,) = admin.execute(
+                "SELECT pg_terminate_backend(%s)", (self.two.listenerPid,)
+            ).fetchone()
+        self.assertTrue(killed)
+        await deferToThread(self.one.putKey, ACCEPTED, "web9", PEM_B)
+        await self.seen(self.two, lambda: self.two.listKeys(ACCEPTED) == ["web9"])
+        # Its old connection is gone, so what it saw came through a new one.
+        self.assertGreater(self.two.loads, loads)
