@@ -11,9 +11,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+
 from salttwist.blocking import runSynchronously
 from salttwist.fileserver.client import LocalFileClient, RemoteFileClient
 from salttwist.fileserver.server import FileServer
+from salttwist.modules import LoaderContext, loadFunctions
 from salttwist.state import apply as stateapply
 from salttwist.state.runfiles import RunFileClient, prefetchSources
 from tests.test_fileclient import RoomRequests
@@ -224,3 +228,38 @@ class RunChunksTests(RoomTestCase):
         ret = stateapply.runChunks(run, chunks)
         self.assertEqual(seen, [("prefetch", ["one"]), ("state", "one")])
         self.assertEqual([r["result"] for r in ret.values()], [True])
+
+
+class CpThroughRunClientTests(RoomTestCase):
+    """
+    C{cp.cache_file}, as a state calls it, with a L{RunFileClient} as the
+    run's file client (what L{salttwist.modules.state} gives each run).
+    """
+
+    def test_cacheFileAfterPrefetch(self) -> None:
+        self.room = self.makeRoom()
+        writeFile(self.base, "src/a.txt", b"a\n")
+        requests = RoomRequests(self.room, FakeSession("m1"))
+        cachedir = os.path.abspath(self.mktemp())
+        client = RemoteFileClient(requests, cachedir, runSynchronously, "m1")
+        runFiles = RunFileClient(client)
+        context = LoaderContext(
+            {"cachedir": cachedir, "id": "m1"},
+            {"id": "m1"},
+            Clock(),
+            loadFunctions(),
+            fileClient=runFiles,
+        )
+        cacheFile = loadFunctions()["cp.cache_file"]
+        chunks = [managed("/a", "salt://src/a.txt"), managed("/b", "salt://src/none.txt")]
+        self.successResultOf(runFiles.prefetch(prefetchSources(chunks, None)))
+        requests.sent.clear()
+        path = self.successResultOf(
+            Deferred.fromCoroutine(cacheFile(context, "salt://src/a.txt", "base"))
+        )
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"a\n")
+        self.assertEqual(requests.sent, [])
+        missing = Deferred.fromCoroutine(cacheFile(context, "salt://src/none.txt", "base"))
+        self.assertIs(self.successResultOf(missing), False)
+        self.assertEqual([p["cmd"] for p in requests.sent], ["_file_hash"])
