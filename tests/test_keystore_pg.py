@@ -154,6 +154,38 @@ class PostgresKeyStoreSchemaTests(SynchronousTestCase):
         self.assertRaises(KeyStoreUnavailable, store.waitReady, 0.1)
 
 
+class PostgresKeyStoreLifeTests(TestCase):
+    """
+    Waiting for the load on the reactor, and closing.
+    """
+
+    async def test_whenReady(self) -> None:
+        """
+        L{PostgresKeyStore.whenReady} fires on the reactor once the keys
+        were loaded: reads then answer, with the keys already stored.
+        """
+        options = temporaryDatabase(self)
+        _openStore(self, options).putKey(ACCEPTED, "web1", PEM_A)
+        store = PostgresKeyStore(options)
+        store.start()
+        self.addCleanup(store.close)
+        await store.whenReady(reactor)
+        self.assertEqual(store.listKeys(ACCEPTED), ["web1"])
+        self.assertTrue(store.connected)
+        await store.whenReady(reactor)
+
+    def test_writeAfterClose(self) -> None:
+        """
+        A write after L{PostgresKeyStore.close} fails with
+        L{KeyStoreUnavailable} instead of waiting for a writer that is gone.
+        """
+        store = _openStore(self, temporaryDatabase(self))
+        store.close()
+        with self.assertRaises(KeyStoreUnavailable) as raised:
+            store.putKey(PENDING, "web1", PEM_A)
+        self.assertIn("closed", str(raised.exception))
+
+
 class MirrorTests(SynchronousTestCase):
     """
     L{_Mirror} takes a minion's state only at a newer version.

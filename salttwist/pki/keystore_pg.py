@@ -60,6 +60,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -146,6 +147,34 @@ class KeyStoreUnavailable(KeyStoreError):
     The PostgreSQL server cannot be reached, or the keys were never loaded:
     the operation was not done.
     """
+
+
+CONNECTION_DEFAULTS: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30000,
+}
+"""
+libpq options used unless the store's options give their own: a server
+that vanished without closing its connections (a partition, a dead host)
+is noticed in about half a minute, not after the kernel's two hours.
+"""
+
+
+def _connect(options: dict[str, Any]) -> psycopg.Connection[Any]:
+    """
+    @return: an autocommit connection made with C{options} over
+        L{CONNECTION_DEFAULTS}.
+    """
+    import psycopg
+
+    return psycopg.connect(
+        autocommit=True,
+        application_name="salttwist-keystore",
+        **{**CONNECTION_DEFAULTS, **options},
+    )
 
 
 def _describeServer(options: dict[str, Any]) -> str:
@@ -308,14 +337,17 @@ class PostgresKeyStore:
         self._mirror = _Mirror(idRules)
         self._ready = threading.Event()
         self._stopping = threading.Event()
+        self._closeLock = threading.Lock()
         self._writes: queue.Queue[tuple[Callable[[], Any], Future[Any]] | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._readyError: BaseException | None = None
+        self._readyLock = threading.Lock()
+        self._readyCallbacks: list[Callable[[], None]] = []
         self._watchers: list[Callable[[str, list[str]], None]] = []
         self._writer: psycopg.Connection[Any] | None = None
         self._writerBackoff = 0.0
         self._writerNextAttempt = 0.0
-        self._writerError = ""
+        self._lastError = ""
         self.connected = False
         self.loads = 0
         self.listenerPid: int | None = None
@@ -360,27 +392,56 @@ class PostgresKeyStore:
         if not self._ready.wait(timeout):
             raise KeyStoreUnavailable(
                 f"the PostgreSQL key store {_describeServer(self.options)} did not load "
-                f"within {timeout} s ({self._writerError or 'no answer'})"
+                f"within {timeout} s ({self._lastError or 'no answer'})"
             )
         if self._readyError is not None:
             raise self._readyError
 
-    def whenReady(self, reactor: Any) -> Any:
+    def whenReady(self, reactor: Any) -> Deferred[None]:
         """
+        @param reactor: the reactor to fire the L{Deferred} on (through
+            C{callFromThread}).
         @return: a L{Deferred} that fires when the keys were loaded once, or
-            fails with L{KeyStoreError} if the schema is refused.
+            fails with L{KeyStoreError} if the schema is refused. No thread
+            waits meanwhile.
         """
-        from twisted.internet.threads import deferToThreadPool
+        done: Deferred[None] = Deferred()
 
-        return deferToThreadPool(reactor, reactor.getThreadPool(), self.waitReady, None)
+        def fire() -> None:
+            if self._readyError is not None:
+                done.errback(self._readyError)
+            else:
+                done.callback(None)
+
+        with self._readyLock:
+            if not self._ready.is_set():
+                self._readyCallbacks.append(lambda: reactor.callFromThread(fire))
+                return done
+        fire()
+        return done
+
+    def _setReady(self, error: BaseException | None = None) -> None:
+        """
+        The keys were loaded once (or never will be: C{error}): wake every
+        waiter.
+        """
+        with self._readyLock:
+            if self._ready.is_set():
+                return
+            self._readyError = error
+            self._ready.set()
+            callbacks, self._readyCallbacks = self._readyCallbacks, []
+        for callback in callbacks:
+            callback()
 
     def close(self) -> None:
         """
         Stop both threads and close their connections (blocking, briefly).
         Writes queued meanwhile fail with L{KeyStoreUnavailable}.
         """
-        self._stopping.set()
-        self._writes.put(None)
+        with self._closeLock:
+            self._stopping.set()
+            self._writes.put(None)
         for thread in self._threads:
             thread.join(10)
         self._threads = []
@@ -425,9 +486,7 @@ class PostgresKeyStore:
         while not self._stopping.is_set():
             connection = None
             try:
-                connection = psycopg.connect(
-                    autocommit=True, application_name="salttwist-keystore", **self.options
-                )
+                connection = _connect(self.options)
                 migrate(connection)
                 # LISTEN before loading: a change committed during the load
                 # is notified, and versions keep the older state out.
@@ -436,11 +495,15 @@ class PostgresKeyStore:
                 self.listenerPid = connection.info.backend_pid
                 backoff = 0.0
                 self.connected = True
-                self._ready.set()
+                self._setReady()
                 self._listen(connection)
             except KeyStoreError as e:
-                self._readyError = e
-                self._ready.set()
+                if self._ready.is_set():
+                    # A newer salttwist migrated the schema under us: stop
+                    # answering rather than serve what can no longer be
+                    # kept up to date.
+                    self._readyError = e
+                self._setReady(e)
                 self.log.critical("{error}", error=str(e))
                 return
             except psycopg.Error as e:
@@ -456,7 +519,7 @@ class PostgresKeyStore:
                         server=_describeServer(self.options),
                         error=str(e).strip(),
                     )
-                self._writerError = str(e).strip()
+                self._lastError = str(e).strip()
             finally:
                 self.connected = False
                 if connection is not None:
@@ -537,7 +600,11 @@ class PostgresKeyStore:
         """
         while True:
             item = self._writes.get()
-            if item is None or self._stopping.is_set():
+            if item is None:
+                break
+            if self._stopping.is_set():
+                # Failed below with the rest of the queue.
+                self._writes.put(item)
                 break
             work, future = item
             if not future.set_running_or_notify_cancel():
@@ -565,10 +632,13 @@ class PostgresKeyStore:
             connection broke during the write (which may or may not have
             committed).
         """
-        if self._stopping.is_set():
-            raise KeyStoreUnavailable("the PostgreSQL key store is closed")
         future: Future[Any] = Future()
-        self._writes.put((lambda: self._withConnection(work), future))
+        # Under the lock close takes: a write is queued before close's
+        # marker (and so run, or failed, by the writer) or refused here.
+        with self._closeLock:
+            if self._stopping.is_set():
+                raise KeyStoreUnavailable("the PostgreSQL key store is closed")
+            self._writes.put((lambda: self._withConnection(work), future))
         return future.result()
 
     def _withConnection(self, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
@@ -587,22 +657,20 @@ class PostgresKeyStore:
             if now < self._writerNextAttempt:
                 raise KeyStoreUnavailable(
                     f"the PostgreSQL key store {_describeServer(self.options)} is unreachable "
-                    f"({self._writerError}); next attempt in {self._writerNextAttempt - now:.1f} s"
+                    f"({self._lastError}); next attempt in {self._writerNextAttempt - now:.1f} s"
                 )
             try:
-                connection = psycopg.connect(
-                    autocommit=True, application_name="salttwist-keystore", **self.options
-                )
+                connection = _connect(self.options)
                 migrate(connection)
             except psycopg.Error as e:
-                self._writerError = str(e).strip() or type(e).__name__
+                self._lastError = str(e).strip() or type(e).__name__
                 self._writerBackoff = min(
                     max(self._writerBackoff * 2, RECONNECT_INITIAL), RECONNECT_MAX
                 )
                 self._writerNextAttempt = now + self._writerBackoff
                 raise KeyStoreUnavailable(
                     f"cannot connect to the PostgreSQL key store "
-                    f"{_describeServer(self.options)}: {self._writerError}"
+                    f"{_describeServer(self.options)}: {self._lastError}"
                 ) from e
             self._writerBackoff = 0.0
             self._writerNextAttempt = 0.0
@@ -612,11 +680,11 @@ class PostgresKeyStore:
         except psycopg.OperationalError as e:
             if not (connection.closed or connection.broken):
                 raise
-            self._writerError = str(e).strip() or type(e).__name__
+            self._lastError = str(e).strip() or type(e).__name__
             raise KeyStoreUnavailable(
                 f"lost the connection to the PostgreSQL key store "
                 f"{_describeServer(self.options)} during a write, which may or may not "
-                f"have been made: {self._writerError}"
+                f"have been made: {self._lastError}"
             ) from e
 
     def _change(
@@ -675,7 +743,7 @@ class PostgresKeyStore:
         if not self._ready.is_set() or self._readyError is not None:
             raise KeyStoreUnavailable(
                 f"the PostgreSQL key store {_describeServer(self.options)} is not loaded"
-                + (f" ({self._writerError})" if self._writerError else "")
+                + (f" ({self._lastError})" if self._lastError else "")
             )
         return self._mirror
 
