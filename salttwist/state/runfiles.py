@@ -9,11 +9,12 @@ a save of the cache index) per state; each state's C{cp.cache_file} of
 such a source then costs a C{stat} of the cached copy and no request.
 
 What the run learnt is kept for the run only (a L{RunFileClient} is made
-for each run): a file changed on the master during the run is fetched
-again by the state that uses it only if its cached copy is not what the
-master said at the run's start, which it is; a later run asks again. A
-prefetch that fails changes nothing: each state asks for its own source
-and reports its own error, in its own words, as without it.
+for each run): a source changed on the master after the run's start is
+used as it was then (Salt, which asks for each file's hash as its state
+runs, would take the new one); a later run asks again. A cached copy
+removed or changed meanwhile is fetched again. A prefetch that fails
+changes nothing: each state asks for its own source and reports its own
+error, in its own words, as without it.
 
 Only plain C{file.managed} sources are fetched ahead: a single
 C{salt://} URL, with no C{contents*}, C{replace: False}, C{onlyif},
