@@ -101,6 +101,26 @@ class ReqClientTests(SynchronousTestCase):
         self.proto.dataReceived(frame(server.seal({"rid": sent["rid"], "error": "no"})))
         self.assertEqual(str(self.failureResultOf(d, RequestError).value), "no")
 
+    def test_sessionFrameNotDecodedTwice(self) -> None:
+        """
+        A sealed reply (a file chunk's, big) is opened straight from the
+        frame's bytes: its outer map is not decoded first
+        (L{frameReceived} never sees it); a reply that does not
+        authenticate closes the connection.
+        """
+        server = self.startSession()
+        d = self.proto.request({"cmd": "_serve_file"})
+        [sent] = [server.open(f) for f in frames(self.transport.value())]
+        self.patch(self.proto, "frameReceived", lambda message: self.fail("decoded"))
+        chunk = os.urandom(300_000)
+        self.proto.dataReceived(server.sealFrame({"rid": sent["rid"], "data": chunk}))
+        self.assertEqual(self.successResultOf(d)["data"], chunk)
+        self.proto.request({"cmd": "a"})
+        sealed = bytearray(server.sealFrame({"rid": 99, "ok": 1}))
+        sealed[-1] ^= 1
+        self.proto.dataReceived(bytes(sealed))
+        self.assertTrue(self.transport.disconnecting)
+
     def test_push(self) -> None:
         """
         A session payload without C{rid} goes to C{onPush}.

@@ -27,7 +27,7 @@ from twisted.internet.protocol import Factory
 
 from salttwist.transport.errors import RequestError
 from salttwist.transport.framing import FrameProtocol, quietFactory
-from salttwist.transport.session import SessionCipher, SessionError
+from salttwist.transport.session import SessionCipher, SessionError, sessionBlob
 
 __all__ = ["PROTOCOL_VERSION", "ReqClientProtocol", "RequestError", "reqClientFactory"]
 
@@ -59,6 +59,29 @@ class ReqClientProtocol(FrameProtocol):
         self._session: SessionCipher | None = None
         self._nextRid = 1
         self._waiting: dict[int, Deferred[dict[str, Any]]] = {}
+
+    def stringReceived(self, data: bytes) -> None:
+        """
+        A session frame in its usual encoding (every reply the master
+        sends) is opened without decoding its map first (L{sessionBlob}):
+        a file chunk's ciphertext is not copied out of the frame before it
+        is decrypted. Anything else is decoded and checked as every frame
+        is.
+        """
+        session = self._session
+        if session is not None:
+            blob = sessionBlob(data)
+            if blob is not None:
+                if getattr(self.transport, "disconnecting", False):
+                    return
+                try:
+                    payload = session.openBlob(blob)
+                except SessionError as e:
+                    self.protocolViolation(str(e))
+                    return
+                self._sessionPayload(payload)
+                return
+        super().stringReceived(data)
 
     def frameReceived(self, message: dict[str, Any]) -> None:
         if self._session is not None:
@@ -138,6 +161,9 @@ class ReqClientProtocol(FrameProtocol):
         except SessionError as e:
             self.protocolViolation(str(e))
             return
+        self._sessionPayload(payload)
+
+    def _sessionPayload(self, payload: dict[str, Any]) -> None:
         rid = payload.get("rid")
         if rid is None:
             if self.onPush is not None:
