@@ -231,6 +231,23 @@ class PostgresJobCacheTests(TestCase):
         await first.storeReturn(old, "a", {"return": "late"})
         self.assertEqual((await second.getReturns(old))["a"]["return"], "late")
 
+    async def test_pruneAfterAnotherMasterDropped(self) -> None:
+        """
+        Partitions another master dropped after this one listed them are
+        skipped: the prune removes nothing more and does not fail.
+        """
+        await (await self._cache()).close()
+        database = PostgresJobCacheDatabase(self.options)
+        self.addCleanup(database.close)
+        database.open()
+        database.writeBatch([], [("20240101000000000001", "a", b"\xc0", 0, 1, NOW)])
+        with _connect(self.options) as connection:
+            connection.execute(
+                "DROP TABLE salttwist_jobs_p2024010100, salttwist_returns_p2024010100"
+            )
+        self.assertEqual(database._dropIfExpired(database._connect(), "2024010100", NOW + 1), 0)
+        self.assertNotIn("2024010100", database._partitions)
+
     async def test_pruneOrphanReturns(self) -> None:
         """
         A return with no job expires by the time of its jid.

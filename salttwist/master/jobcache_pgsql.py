@@ -625,6 +625,14 @@ class PostgresJobCacheDatabase:
         jobs, returns = f"salttwist_jobs_p{key}", f"salttwist_returns_p{key}"
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_PARTITIONS,))
+            # Another master's prune may have dropped them since we listed.
+            exists = connection.execute(
+                "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
+                (jobs, returns),
+            ).fetchone()
+            if exists is None or not exists[0]:
+                self._partitions.discard(key)
+                return 0
             row = connection.execute(
                 f"SELECT (SELECT max(start_time) FROM {jobs}), (SELECT count(*) FROM {jobs}),"
                 f" (SELECT count(*) FROM {returns})"
