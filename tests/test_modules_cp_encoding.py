@@ -55,6 +55,9 @@ class _GzipEncoded(Resource):
         self.acceptEncodings: list[list[bytes] | None] = []
 
     def render_GET(self, request: Any) -> bytes:
+        if request.path == b"/moved":
+            request.redirect(b"/dl/app.tar.gz")
+            return b""
         self.acceptEncodings.append(request.requestHeaders.getRawHeaders(b"accept-encoding"))
         request.setHeader(b"content-type", b"application/x-gzip")
         request.setHeader(b"content-encoding", b"gzip")
@@ -111,3 +114,14 @@ class ContentEncodingTests(TestCase):
         again = yield self.cp("cache_file", self.url, source_hash=f"sha256={self.digest}")
         self.assertEqual(again, cached)
         self.assertEqual(len(self.resource.acceptEncodings), 1)
+
+    @inlineCallbacks
+    def test_redirect(self) -> Any:
+        """
+        A redirect is followed (as treq's C{get} did) to the file, stored
+        as served.
+        """
+        target = os.path.join(self.dest, "moved.tar.gz")
+        moved = self.url.replace("/dl/app.tar.gz", "/moved")
+        result = yield self.cp("get_url", moved, target)
+        self.assertEqual(self.readBytes(result), self.body)
