@@ -302,6 +302,28 @@ class PostgresJobCacheTests(TestCase):
         self.assertEqual(list(await cache.getReturns(jid(1))), ["a"])
         self.assertEqual(cache.database.connections, 2)
 
+    async def test_deadServerNoticed(self) -> None:
+        """
+        The connection has TCP keepalives and a user timeout (so a server
+        that vanished without closing it fails the operation in flight in
+        about 30 s); the cache's own options win over these defaults.
+        """
+        cache = await self._cache()
+        await cache.getJob(jid(1))
+        connection = cache.database._connection
+        assert connection is not None
+        parameters = connection.info.get_parameters()
+        self.assertEqual(
+            {key: parameters.get(key) for key in ("keepalives_idle", "tcp_user_timeout")},
+            {"keepalives_idle": "10", "tcp_user_timeout": "30000"},
+        )
+        options = {**self.options, "tcp_user_timeout": 5000}
+        own = PostgresJobCache(options, reactor, clock=self.clock)
+        self.addCleanup(own.close)
+        await own.whenOpen()
+        assert own.database._connection is not None
+        self.assertEqual(own.database._connection.info.get_parameters()["tcp_user_timeout"], "5000")
+
     async def test_unreachable(self) -> None:
         """
         With no server, the cache fails to open and each write fails with

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
+    "CONNECTION_DEFAULTS",
     "MIGRATIONS",
     "PARTITIONS_AHEAD",
     "RECONNECT_INITIAL",
@@ -48,6 +49,20 @@ PARTITIONS_AHEAD = 2
 """
 Hours of partitions made ahead of the current one, at open and at each
 prune, so that the writes of the next hours need no C{CREATE TABLE}.
+"""
+
+CONNECTION_DEFAULTS: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30000,
+}
+"""
+libpq options used unless the cache's options give their own: a server that
+vanished without closing the connection (a partition, a dead host) fails the
+operation in flight in about half a minute, rather than holding the cache's
+thread, and every operation queued behind it, until the kernel's two hours.
 """
 
 _LOCK_MIGRATIONS = 0x5A17_0001
@@ -283,7 +298,12 @@ class PostgresJobCacheDatabase:
             )
         try:
             connection = psycopg.connect(
-                autocommit=True, application_name="salttwist-master", **self.options
+                **{
+                    **CONNECTION_DEFAULTS,
+                    "application_name": "salttwist-master",
+                    **self.options,
+                    "autocommit": True,
+                }
             )
         except psycopg.Error as e:
             self._lastError = str(e).strip() or type(e).__name__
