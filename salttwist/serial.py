@@ -38,10 +38,37 @@ _packers = threading.local()
 _KEEP_PACKER_MAX = 1 << 20
 
 
+class Packed:
+    """
+    One object's msgpack bytes, encoded already (by L{dumps}): as a value
+    of a map given to L{dumps}, they go into its bytes as they are, so data
+    that arrives encoded (a pillar from a worker) is sent on without being
+    decoded and encoded again.
+
+    @ivar data: the bytes.
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"<Packed {len(self.data)} bytes>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Packed) and other.data == self.data
+
+    def __hash__(self) -> int:
+        return hash(self.data)
+
+
 def dumps(obj: Any) -> bytes:
     """
     Serialise C{obj} to msgpack bytes.
 
+    @param obj: what to serialise; if it is a L{dict}, its values may be
+        L{Packed}.
     @raise SerialError: if C{obj} holds a type msgpack cannot encode.
     """
     try:
@@ -51,11 +78,28 @@ def dumps(obj: Any) -> bytes:
     try:
         data = packer.pack(obj)
     except (TypeError, ValueError, OverflowError) as e:
-        # The packer empties its buffer when packing fails.
+        # The packer empties its buffer when packing fails. A map with
+        # packed values fails here too (msgpack knows no Packed): so
+        # looking for them costs other data nothing.
+        if type(obj) is dict and any(type(value) is Packed for value in obj.values()):
+            return _dumpsSpliced(obj)
         raise SerialError(f"cannot serialise: {e}") from e
     if len(data) > _KEEP_PACKER_MAX:
         del _packers.packer
     return data
+
+
+def _dumpsSpliced(obj: dict[Any, Any]) -> bytes:
+    """
+    @return: the msgpack bytes of the map C{obj}, its L{Packed} values put
+        in as they are.
+    @raise SerialError: as L{dumps}.
+    """
+    pieces = [msgpack.Packer(use_bin_type=True).pack_map_header(len(obj))]
+    for key, value in obj.items():
+        pieces.append(dumps(key))
+        pieces.append(value.data if type(value) is Packed else dumps(value))
+    return b"".join(pieces)
 
 
 def loads(data: bytes, maxDepth: int = 64) -> Any:

@@ -47,6 +47,30 @@ class RoundTripTests(SynchronousTestCase):
         }
         self.assertEqual(serial.loads(serial.dumps(value)), value)
 
+    def test_packedValues(self) -> None:
+        """
+        A map whose values are L{serial.Packed} (msgpack bytes encoded
+        already) gives the bytes the same map of decoded values gives, and
+        decodes to it.
+        """
+        pillar = {"a": {"b": [1, "x", None]}, "n": 2**64 - 1}
+        plain = {"ret": pillar, "rid": 7}
+        spliced = serial.dumps({"ret": serial.Packed(serial.dumps(pillar)), "rid": 7})
+        self.assertEqual(spliced, serial.dumps(plain))
+        self.assertEqual(serial.loads(spliced), plain)
+        self.assertEqual(serial.dumps({"p": serial.Packed(b"\xc0")}), serial.dumps({"p": None}))
+
+    def test_packedValuesElsewhere(self) -> None:
+        """
+        L{serial.Packed} is put in as it is only as a value of a map given
+        to L{serial.dumps}; deeper, or alone, it is an error as any object
+        msgpack does not know; another bad value beside it still is.
+        """
+        packed = serial.Packed(serial.dumps(1))
+        for value in (packed, [packed], {"a": {"b": packed}}, {"a": packed, "b": object()}):
+            self.assertRaises(SerialError, serial.dumps, value)
+        self.assertEqual(serial.loads(serial.dumps({"a": 1})), {"a": 1})
+
     def test_bytesStayBytes(self) -> None:
         """
         Bytes and strings stay distinct: bytes come back as L{bytes}, text as

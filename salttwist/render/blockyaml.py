@@ -167,6 +167,9 @@ _ITEM_VALUE = 3
 _ITEM_EMPTY = 4
 _ITEM_ENTRY_VALUE = 5
 _ITEM_ENTRY_EMPTY = 6
+#: Added to the kind of a line whose value is a new empty one or whose key
+#: was not text before the wire: the others take the shortest way.
+_SPECIAL = 8
 
 #: The key of a line whose key was text before the wire (or no key).
 _TEXT = object()
@@ -209,7 +212,7 @@ def _classify(line: str, wire: bool) -> _Line:
                     raise Unhandled("compact sequence")
                 value = _scalar(rest, wire)
                 if value is list or value is dict:
-                    return (indent, _ITEM_VALUE, None, None, value, indent, _TEXT)
+                    return (indent, _ITEM_VALUE | _SPECIAL, None, None, value, indent, _TEXT)
                 return (indent, _ITEM_VALUE, None, value, None, indent, _TEXT)
             return (indent, _ITEM_EMPTY, None, None, None, indent, _TEXT)
         kind = _ITEM_ENTRY_VALUE
@@ -228,12 +231,14 @@ def _classify(line: str, wire: bool) -> _Line:
         key = singleKey.replace("''", "'")
     else:
         key = _unescape(doubleKey)
+    if raw is not _TEXT:
+        kind += _SPECIAL
     if simple is not None:
         return (indent, kind, key, _plain(simple.rstrip(" "), wire), None, column, raw)
     if other and other[0] != "#":
         value = _scalar(other, wire)
         if value is list or value is dict:
-            return (indent, kind, key, None, value, column, raw)
+            return (indent, kind | _SPECIAL, key, None, value, column, raw)
         return (indent, kind, key, value, None, column, raw)
     return (indent, kind + 1, key, None, None, column, raw)
 
@@ -289,10 +294,21 @@ def blockLoad(text: str, wire: bool = False) -> Any:
                 known.clear()
             known[line] = meaning
         indent, kind, key, value, make, column, raw = meaning
+        if indent == topIndent and not pending:
+            # The shortest way, for most lines: a next entry of the block.
+            if kind == _ENTRY_VALUE:
+                if topIsMap and key not in top:
+                    top[key] = value
+                    continue
+            elif kind == _ITEM_VALUE and not topIsMap:
+                top.append(value)
+                continue
         if not kind:
             continue
-        if make is not None:
-            value = make()
+        if kind & _SPECIAL:
+            kind -= _SPECIAL
+            if make is not None:
+                value = make()
         isItem = kind >= _ITEM_VALUE
         if pending:
             pending = False
