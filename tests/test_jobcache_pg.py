@@ -284,6 +284,30 @@ class PostgresJobCacheTests(TestCase):
         self.assertEqual(await jids(searchFunction="test_ping"), [])
         self.assertEqual(await jids(searchTarget="web%"), [])
 
+    def test_likeIsFnmatch(self) -> None:
+        """
+        The C{LIKE} patterns made of globs without character classes match,
+        in PostgreSQL, exactly the strings L{fnmatch.fnmatchcase} matches,
+        whatever C{%}, C{_} and backslashes they hold (2,000 random pairs).
+        """
+        import fnmatch
+        import random
+
+        from salttwist.master.jobcache_pgsql import _likePattern
+
+        rng = random.Random(23)
+        alphabet = "ab%_\\*?."
+        patterns = ["".join(rng.choices(alphabet, k=rng.randint(0, 6))) for _ in range(2000)]
+        strings = ["".join(rng.choices("ab%_\\.", k=rng.randint(0, 5))) for _ in range(2000)]
+        with _connect(self.options) as connection:
+            matched = connection.execute(
+                "SELECT s LIKE p FROM unnest(%s::text[], %s::text[]) AS t(s, p)",
+                (strings, [_likePattern(p) for p in patterns]),
+            ).fetchall()
+        expected = [fnmatch.fnmatchcase(s, p) for s, p in zip(strings, patterns, strict=True)]
+        self.assertEqual([m for (m,) in matched], expected)
+        self.assertGreater(sum(expected), 50)
+
     async def test_connectionLostMidOperation(self) -> None:
         """
         When the server ends the cache's connection, the next operation
