@@ -208,3 +208,32 @@ class ModuleRangeTests(RangeTestCase):
         )
         self.assertEqual(caught.exception.changes[APP], {"old": "", "new": "1.0"})
         self.assertEqual(self.installedVersion(APP), "1.0")
+
+
+class EpochTests(RangeTestCase):
+    """
+    Epochs, as Salt's C{_check_ignore_epoch}.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.repo.build("other", "1:0.5")
+        self.repo.publish()
+        self.repo.activate()
+
+    async def test_removedIgnoringEpoch(self) -> None:
+        """
+        A version without an epoch matches an installed one with an epoch
+        unless C{ignore_epoch=False}; a range compares epochs.
+        """
+        self.install(f"{OTHER}=1:0.5")
+        ret = await self.state("removed", OTHER, version="0.5", ignore_epoch=False)
+        self.assertEqual(
+            ret["comment"],
+            "All specified packages (matching specified versions) are already absent",
+        )
+        ret = await self.state("installed", OTHER, version=">=1.0")
+        self.assertEqual((ret["result"], ret["changes"]), (True, {}), ret)
+        ret = await self.state("removed", OTHER, version="0.5")
+        self.assertIs(ret["result"], True, ret)
+        self.assertIsNone(self.installedVersion(OTHER))

@@ -448,7 +448,7 @@ def latest(
 
 
 def _uninstall(
-    ctx: StateContext, action: str, name: str, version: Any, pkgs: Any
+    ctx: StateContext, action: str, name: str, version: Any, pkgs: Any, ignoreEpoch: Any = None
 ) -> dict[str, Any]:
     try:
         desired = _desired(name, pkgs, version, None)
@@ -466,7 +466,7 @@ def _uninstall(
         else:
             versionSpec = True
             try:
-                if anySatisfies(have, wanted):
+                if anySatisfies(have, wanted, ignoreEpoch):
                     targets.append(package)
             except ValueError as e:
                 return stateReturn(name, False, f"{package}: {e}")
@@ -520,9 +520,11 @@ def removed(
 ) -> dict[str, Any]:
     """
     Make sure packages are not installed (their configuration files may
-    stay); with C{version}, only that installed version is removed.
+    stay); with C{version} (a version or a specification, C{<2.0}), only
+    an installed version meeting it is removed. C{ignore_epoch}: compare
+    without epochs (default: as Salt, only for a version without one).
     """
-    return _uninstall(ctx, "remove", name, version, pkgs)
+    return _uninstall(ctx, "remove", name, version, pkgs, kwargs.get("ignore_epoch"))
 
 
 def purged(
@@ -532,7 +534,7 @@ def purged(
     Make sure packages are not installed and their configuration files are
     gone too.
     """
-    return _uninstall(ctx, "purge", name, version, pkgs)
+    return _uninstall(ctx, "purge", name, version, pkgs, kwargs.get("ignore_epoch"))
 
 
 def uptodate(
