@@ -9,7 +9,9 @@ and the listener reloads after losing its connection.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from twisted.internet import reactor
@@ -18,7 +20,7 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from salttwist.pki.ids import DEFAULT_ID_RULES
-from salttwist.pki.keystore import ACCEPTED, PENDING, REJECTED
+from salttwist.pki.keystore import ACCEPTED, PENDING, REJECTED, KeyChanged
 from salttwist.pki.keystore_pg import (
     MIGRATIONS,
     KeyStoreError,
@@ -69,6 +71,56 @@ class PostgresKeyStoreContractTests(KeyStoreContractMixin, SynchronousTestCase):
         """
         self.options = temporaryDatabase(self)  # type: ignore[arg-type]
         return _openStore(self, self.options)
+
+    def waitFor(self, condition: Callable[[], bool], timeout: float = 20.0) -> None:
+        """
+        Check C{condition} every 10 ms until it holds; fail after
+        C{timeout} seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                self.fail(f"not true within {timeout} s")
+            time.sleep(0.01)
+
+    def test_writesWaitingTogetherBatched(self) -> None:
+        """
+        Writes queued while the writer is busy commit in one transaction,
+        each with its own outcome: one refused move (L{KeyChanged}) leaves
+        the others done.
+        """
+        self.store.putKey(ACCEPTED, "blocker", PEM_A)
+        self.store.putKey(PENDING, "changed", PEM_B)
+        before = self.store.batches
+        pool = ThreadPoolExecutor(11)
+        self.addCleanup(pool.shutdown)
+        with _connect(self.options) as outside, outside.transaction():
+            # Hold blocker's row: the writer's next write waits on it.
+            outside.execute(
+                "SELECT 1 FROM salttwist_key_minions WHERE minion_id = 'blocker' FOR UPDATE"
+            )
+            first = pool.submit(self.store.deleteKey, ACCEPTED, "blocker")
+            with _connect(self.options) as watcher:
+                self.waitFor(
+                    lambda: (
+                        watcher.execute(
+                            "SELECT count(*) FROM pg_locks WHERE NOT granted"
+                        ).fetchone()[0]
+                        > 0
+                    )
+                )
+            rest = [pool.submit(self.store.putKey, PENDING, f"m{n}", PEM_A) for n in range(9)]
+            refused = pool.submit(self.store.moveKey, "changed", PENDING, ACCEPTED, expected=PEM_A)
+            self.waitFor(lambda: self.store._writes.qsize() == 10)
+        self.assertTrue(first.result(20))
+        for future in rest:
+            self.assertIsNone(future.result(20))
+        self.assertRaises(KeyChanged, refused.result, 20)
+        self.assertEqual(self.store.batches - before, 2)
+        self.assertEqual(self.store.listKeys(PENDING), ["changed"] + [f"m{n}" for n in range(9)])
+        self.assertEqual(self.store.stateOf("blocker"), [])
+        other = _openStore(self, self.options)
+        self.assertEqual(other.listKeys(PENDING), self.store.listKeys(PENDING))
 
     def test_persisted(self) -> None:
         """

@@ -13,9 +13,11 @@ wait, so L{PostgresKeyStore} keeps a mirror of every key in memory:
     the mirror, never touching the network: they are safe on any thread,
     the reactor's included.
   - B{writes} (C{putKey}, C{moveKey}, C{deleteKey}) run on one dedicated
-    thread through one connection, each in one transaction, and block the
-    calling thread until it committed (as L{FilesystemKeyStore}'s writes
-    block on the disk). Call them from a thread, as the master does.
+    thread through one connection and block the calling thread until they
+    committed (as L{FilesystemKeyStore}'s writes block on the disk): call
+    them from a thread, as the master does. Writes that wait together
+    share one transaction, each in a savepoint of its own, so an auth storm
+    of new ids pays one commit per batch, not per key.
   - B{the mirror} is loaded in full at start and after every reconnection
     of the listener (a second connection, on a thread of its own, that
     C{LISTEN}s on L{CHANNEL}). Every write bumps the minion's version in
@@ -103,7 +105,17 @@ Seconds without a notification after which the listener checks that its
 connection still works (a silent network failure sends no error).
 """
 
+MAX_BATCH = 100
+"""
+The most writes one transaction of the writer holds.
+"""
+
 _LOCK_MIGRATIONS = 0x5A17_0101
+
+_Write = tuple[str, "Callable[[psycopg.Connection[Any]], Any]", "Future[Any]"]
+"""
+A queued write: the minion id, the work, and the future of its result.
+"""
 
 MIGRATIONS: list[tuple[int, str, tuple[str, ...]]] = [
     (
@@ -326,6 +338,8 @@ class PostgresKeyStore:
         up to date but for notifications in flight).
     @ivar loads: how many full loads the listener made (the first and one
         per reconnection).
+    @ivar batches: how many write transactions committed (each holds the
+        writes that waited together).
     @ivar listenerPid: the server process id of the listener's connection
         (for an admin, and tests, to find it).
     """
@@ -338,7 +352,7 @@ class PostgresKeyStore:
         self._ready = threading.Event()
         self._stopping = threading.Event()
         self._closeLock = threading.Lock()
-        self._writes: queue.Queue[tuple[Callable[[], Any], Future[Any]] | None] = queue.Queue()
+        self._writes: queue.Queue[_Write | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._readyError: BaseException | None = None
         self._readyLock = threading.Lock()
@@ -351,6 +365,7 @@ class PostgresKeyStore:
         self.connected = False
         self.loads = 0
         self.listenerPid: int | None = None
+        self.batches = 0
 
     @property
     def idRules(self) -> IdRules:
@@ -596,23 +611,33 @@ class PostgresKeyStore:
 
     def _writeLoop(self) -> None:
         """
-        The writer thread: run the queued writes one at a time.
+        The writer thread: run the queued writes, those waiting together as
+        one batch (L{_runBatch}).
         """
-        while True:
-            item = self._writes.get()
-            if item is None:
-                break
+        stopped = False
+        carried: _Write | None = None
+        while not stopped:
+            item = carried if carried is not None else self._writes.get()
+            carried = None
+            batch: list[_Write] = []
+            while item is not None:
+                batch.append(item)
+                try:
+                    item = self._writes.get_nowait()
+                except queue.Empty:
+                    break
+                if len(batch) == MAX_BATCH:
+                    # The batch is full: this one starts the next.
+                    carried, item = item, None
+                    break
+            else:
+                stopped = carried is None
             if self._stopping.is_set():
-                # Failed below with the rest of the queue.
-                self._writes.put(item)
-                break
-            work, future = item
-            if not future.set_running_or_notify_cancel():
+                stopped = True
+                for _, _, future in batch:
+                    future.set_exception(KeyStoreUnavailable("the PostgreSQL key store is closed"))
                 continue
-            try:
-                future.set_result(work())
-            except BaseException as e:
-                future.set_exception(e)
+            self._runBatch(batch)
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -622,11 +647,53 @@ class PostgresKeyStore:
             except queue.Empty:
                 break
             if item is not None:
-                item[1].set_exception(KeyStoreUnavailable("the PostgreSQL key store is closed"))
+                item[2].set_exception(KeyStoreUnavailable("the PostgreSQL key store is closed"))
 
-    def _write(self, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
+    def _runBatch(self, batch: list[_Write]) -> None:
         """
-        Run C{work(connection)} on the writer thread and wait for it.
+        Run C{batch} in one transaction, so that writes waiting together
+        cost one commit (one disk flush on the server) between them. Each
+        runs in a savepoint of its own, so one that fails (L{KeyChanged})
+        leaves the others; they run in order of minion id (stable, so the
+        writes of one minion keep their order), so two stores' batches lock
+        minions in the same order and never deadlock. Their results are
+        given once the transaction committed.
+        """
+        batch = sorted(batch, key=lambda write: write[0])
+        outcomes: list[tuple[bool, Any]] = []
+
+        def work(connection: psycopg.Connection[Any]) -> None:
+            import psycopg
+
+            outcomes.clear()
+            with connection.transaction():
+                for _, write, _ in batch:
+                    try:
+                        outcomes.append((True, write(connection)))
+                    except psycopg.OperationalError as e:
+                        if connection.closed or connection.broken:
+                            raise
+                        outcomes.append((False, e))
+                    except Exception as e:
+                        outcomes.append((False, e))
+
+        try:
+            self._withConnection(work)
+        except BaseException as e:
+            for _, _, future in batch:
+                future.set_exception(e)
+            return
+        self.batches += 1
+        for (_, _, future), (ok, value) in zip(batch, outcomes, strict=True):
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def _write(self, minionId: str, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
+        """
+        Run C{work(connection)} on the writer thread, inside a transaction,
+        and wait until it committed.
 
         @raise KeyStoreUnavailable: if the server cannot be reached, or the
             connection broke during the write (which may or may not have
@@ -638,7 +705,7 @@ class PostgresKeyStore:
         with self._closeLock:
             if self._stopping.is_set():
                 raise KeyStoreUnavailable("the PostgreSQL key store is closed")
-            self._writes.put((lambda: self._withConnection(work), future))
+            self._writes.put((minionId, work, future))
         return future.result()
 
     def _withConnection(self, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
@@ -728,7 +795,7 @@ class PostgresKeyStore:
                 )
             return result, (version, {state: bytes(pem) for state, pem in rows})
 
-        result, applied = self._write(work)
+        result, applied = self._write(minionId, work)
         if applied is not None and self._mirror.apply(minionId, *applied):
             self._changed([minionId])
         return result
