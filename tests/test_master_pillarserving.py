@@ -18,6 +18,7 @@ from twisted.internet.testing import EventLoggingObserver
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
+from salttwist import serial
 from salttwist.blocking import runSynchronously
 from salttwist.config import loadMasterConfig
 from salttwist.master.grainscache import GrainsCache
@@ -29,6 +30,7 @@ from salttwist.master.pillartasks import (
     compileMinionPillar,
     showMinionTop,
 )
+from salttwist.transport.session import SessionCipher, SessionError
 from salttwist.workers import WorkerFailed
 from salttwist.workers.pool import InlineWorkerPool
 from tests._pools import RecordingPool
@@ -109,8 +111,12 @@ class PillarRoomTestCase(SynchronousTestCase):
     def ask(self, minionId: str, **load: Any) -> Deferred[dict[str, Any]]:
         """
         C{_pillar} from C{minionId}'s session.
+
+        @return: a L{Deferred} of the reply as the minion reads it (through
+            msgpack: the pillar is in the reply as its bytes).
         """
-        return self.room.minionPillar(FakeSession(minionId), {"cmd": "_pillar", **load})
+        d = self.room.minionPillar(FakeSession(minionId), {"cmd": "_pillar", **load})
+        return d.addCallback(lambda reply: serial.loads(serial.dumps(reply)))
 
     def pillarOf(self, minionId: str, **load: Any) -> dict[str, Any]:
         """
@@ -297,7 +303,7 @@ class SharedCompileTests(PillarRoomTestCase):
         task, args, d = pool.calls[0]
         self.assertEqual(task, COMPILE_MANY_TASK)
         self.assertEqual(args, ([["web1", {"os": "x", "id": "web1"}, None, None, {}]], self.config))
-        d.callback([{"result": [{"a": 1}, []]}])
+        d.callback([{"result": [serial.dumps({"a": 1}), []]}])
         self.assertEqual(self.successResultOf(first), {"ret": {"a": 1}})
         self.assertEqual(self.successResultOf(second), {"ret": {"a": 1}})
         self.assertNoResult(other)
@@ -316,13 +322,16 @@ class SharedCompileTests(PillarRoomTestCase):
         db = self.ask("db1")
         other = self.ask("x1")
         self.assertEqual(len(pool.calls), 1)
-        pool.calls[0][2].callback([{"result": [{"w": 1}, []]}])
+        pool.calls[0][2].callback([{"result": [serial.dumps({"w": 1}), []]}])
         self.assertEqual(self.successResultOf(web), {"ret": {"w": 1}})
         self.assertEqual(len(pool.calls), 2)
         items = pool.calls[1][1][0]
         self.assertEqual([item[0] for item in items], ["db1", "x1"])
         pool.calls[1][2].callback(
-            [{"result": [{"d": 1}, []]}, {"errorType": "RuntimeError", "errorMessage": "bad"}]
+            [
+                {"result": [serial.dumps({"d": 1}), []]},
+                {"errorType": "RuntimeError", "errorMessage": "bad"},
+            ]
         )
         self.assertEqual(self.successResultOf(db), {"ret": {"d": 1}})
         self.failureResultOf(other, ValueError)
@@ -339,7 +348,7 @@ class SharedCompileTests(PillarRoomTestCase):
         error = self.assertRaises(ValueError, self.ask, "web1", grains={"n": "more"})
         self.assertIn("pillar compiles running already", str(error))
         self.ask("db1")
-        pool.calls[0][2].callback([{"result": [{}, []]}])
+        pool.calls[0][2].callback([{"result": [serial.dumps({}), []]}])
         pool.calls[1][2].callback([{"errorType": "RuntimeError", "errorMessage": "boom"}])
         self.ask("web1", grains={"n": "more"})
         self.ask("web1", grains={"n": "again"})
@@ -380,8 +389,74 @@ class SharedCompileTests(PillarRoomTestCase):
         answers = compileManyPillars(
             [["db1", {}, None, None, None], ["web1", {}, None, None, {"x": 1}]], self.config
         )
-        self.assertEqual(answers[0]["result"][0]["db_password"], SECRET)
-        self.assertEqual(answers[1]["result"][0]["x"], 1)
+        # Each pillar as its msgpack bytes.
+        self.assertEqual(serial.loads(answers[0]["result"][0])["db_password"], SECRET)
+        self.assertEqual(serial.loads(answers[1]["result"][0])["x"], 1)
+
+
+class PassedThroughTests(PillarRoomTestCase):
+    """
+    A worker answers each pillar as its msgpack bytes: the master keeps
+    them and sends them on as they are, sealed to the asking minion's
+    session only.
+    """
+
+    def test_bytesKeptAndSent(self) -> None:
+        """
+        The worker's bytes are what the cache keeps and what the reply
+        carries (L{serial.Packed}), not decoded on the way; the minion reads
+        the pillar from the sealed reply.
+        """
+        pool = RecordingPool(size=1)
+        self.room.workers = pool
+        d = self.room.minionPillar(FakeSession("web1"), {"cmd": "_pillar"})
+        packed = serial.dumps({"a": {"b": [1, 2]}, "s": SECRET})
+        pool.calls[0][2].callback([{"result": [packed, []]}])
+        reply = self.successResultOf(d)
+        self.assertIs(reply["ret"].data, packed)
+        self.assertIs(self.cache.pillars["web1"], packed)
+        self.assertEqual(self.cache.get("web1"), {"a": {"b": [1, 2]}, "s": SECRET})
+        key = os.urandom(32)
+        frame = SessionCipher(key, isServer=True).seal(dict(reply, rid=3))
+        self.assertEqual(
+            SessionCipher(key, isServer=False).open(frame),
+            {"ret": {"a": {"b": [1, 2]}, "s": SECRET}, "rid": 3},
+        )
+        # Another minion's session key opens nothing.
+        self.assertRaises(SessionError, SessionCipher(os.urandom(32), isServer=False).open, frame)
+        self.assertNotIn(SECRET, self.logText())
+
+    def test_pillarForDecodes(self) -> None:
+        """
+        L{PillarRequests.pillarFor} gives the pillar as a mapping, and
+        L{PillarRequests.packedPillarFor} as its bytes, from a worker or a
+        thread alike.
+        """
+        self.assertEqual(
+            self.successResultOf(self.room.pillarFor("db1", {}))["db_password"], SECRET
+        )
+        packed = self.successResultOf(self.room.packedPillarFor("db1", {}, cleanCache=True))
+        self.assertEqual(serial.loads(packed)["db_password"], SECRET)
+        pool = InlineWorkerPool()
+        self.successResultOf(pool.start())
+        self.room.workers = pool
+        self.assertEqual(
+            self.successResultOf(self.room.pillarFor("db1", {}))["db_password"], SECRET
+        )
+
+    def test_notAMapping(self) -> None:
+        """
+        A worker's answer that is not a msgpack map fails that minion's
+        request with a clear error, logged, and caches nothing.
+        """
+        pool = RecordingPool(size=1)
+        self.room.workers = pool
+        d = self.ask("web1")
+        pool.calls[0][2].callback([{"result": [serial.dumps([1, 2]), []]}])
+        error = self.failureResultOf(d, ValueError)
+        self.assertIn("could not compile the pillar of 'web1'", str(error.value))
+        self.assertIn("the compiler returned no mapping", self.logText())
+        self.assertNotIn("web1", self.cache.pillars)
 
 
 class PillarCacheTests(PillarRoomTestCase):

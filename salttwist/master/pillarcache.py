@@ -60,7 +60,20 @@ class PillarCache:
             L{None}: unknown, never fresh for L{fresh}.
         @param env: the C{(saltenv, pillarenv)} it was compiled for.
         """
-        self.pillars[minionId] = serial.dumps(pillar)
+        self.storePacked(minionId, serial.dumps(pillar), stamp, env)
+
+    def storePacked(
+        self,
+        minionId: str,
+        packed: bytes,
+        stamp: float | None = None,
+        env: PillarEnv = (None, None),
+    ) -> None:
+        """
+        L{store} a pillar given as its msgpack bytes (L{serial.dumps} of
+        a mapping), kept as they are.
+        """
+        self.pillars[minionId] = packed
         self._stamps[minionId] = (stamp, env)
 
     def fresh(self, minionId: str, env: PillarEnv, now: float, ttl: float) -> dict[str, Any] | None:
@@ -69,13 +82,20 @@ class PillarCache:
             less than C{ttl} seconds before C{now} (Salt's
             C{pillar_cache_ttl}), else L{None}.
         """
+        packed = self.freshPacked(minionId, env, now, ttl)
+        return None if packed is None else serial.loads(packed)
+
+    def freshPacked(self, minionId: str, env: PillarEnv, now: float, ttl: float) -> bytes | None:
+        """
+        @return: what L{fresh} gives, as its msgpack bytes.
+        """
         packed = self.pillars.get(minionId)
         if packed is None:
             return None
         stamp, cachedEnv = self._stamps.get(minionId, (None, (None, None)))
         if stamp is None or cachedEnv != env or now - stamp >= ttl:
             return None
-        return serial.loads(packed)  # type: ignore[no-any-return]
+        return packed
 
     def forget(self, minionId: str) -> None:
         """

@@ -20,6 +20,11 @@ with C{pillar_cache}, answers later requests for C{pillar_cache_ttl}
 seconds unless the minion asks for a clean one (C{clean_cache}, as
 C{saltutil.refresh_pillar} does).
 
+A worker answers each pillar as its msgpack bytes; the master keeps them
+in the cache and puts them in the reply as they are (L{serial.Packed}),
+sealed with the session's key like any reply: the pillar is never decoded
+nor encoded again on the master's reactor.
+
 Render errors: their full texts (file, line, cause) are logged here at
 error level; the minion gets Salt's C{_errors}. Pillar values are never
 logged nor fired on the event bus.
@@ -34,6 +39,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from salttwist import serial
 from salttwist.master.pillarcache import PillarCache, PillarEnv
 from salttwist.master.pillartasks import COMPILE_MANY_TASK
 from salttwist.workers.batch import TaskBatcher
@@ -76,7 +82,7 @@ class PillarRequests:
         self.pillarCache = pillarCache
         #: The compiles running, by their inputs: the L{Deferred}s waiting
         #: for each.
-        self._inFlight: dict[str, list[Deferred[dict[str, Any]]]] = {}
+        self._inFlight: dict[str, list[Deferred[bytes]]] = {}
         #: Sends compiles to the workers (L{TaskBatcher}), made on first use.
         self._batcher: TaskBatcher | None = None
         #: How many compiles run for each minion.
@@ -122,7 +128,7 @@ class PillarRequests:
             # The session's id is the minion's, whatever its grains claim:
             # a template reading grains['id'] sees that one.
             grains = {**grains, "id": minionId}
-        d = self.pillarFor(
+        d = self.packedPillarFor(
             minionId,
             grains,
             saltenv=saltenv,
@@ -130,7 +136,7 @@ class PillarRequests:
             override=override,
             cleanCache=bool(load.get("clean_cache")),
         )
-        return d.addCallback(lambda pillar: {"ret": pillar})
+        return d.addCallback(lambda packed: {"ret": serial.Packed(packed)})
 
     # -- compiling ---------------------------------------------------------------
 
@@ -152,15 +158,31 @@ class PillarRequests:
             a source failed), or failing with L{ValueError} if the compile
             itself could not run.
         """
+        d = self.packedPillarFor(minionId, grains, saltenv, pillarenv, override, cleanCache)
+        return d.addCallback(serial.loads)
+
+    def packedPillarFor(
+        self,
+        minionId: str,
+        grains: dict[str, Any],
+        saltenv: str | None = None,
+        pillarenv: str | None = None,
+        override: dict[str, Any] | None = None,
+        cleanCache: bool = False,
+    ) -> Deferred[bytes]:
+        """
+        L{pillarFor}, the pillar as its msgpack bytes (as a worker answers
+        it and the L{PillarCache} keeps it).
+        """
         env: PillarEnv = (saltenv, pillarenv)
         if not override and not cleanCache and self.config.get("pillar_cache"):
-            cached = self.pillarCache.fresh(
+            cached = self.pillarCache.freshPacked(
                 minionId, env, self.clock.seconds(), float(self.config["pillar_cache_ttl"])
             )
             if cached is not None:
                 return succeed(cached)
         key = _compileKey(minionId, grains, env, override)
-        waiter: Deferred[dict[str, Any]] = Deferred()
+        waiter: Deferred[bytes] = Deferred()
         waiters = self._inFlight.get(key)
         if waiters is not None:
             waiters.append(waiter)
@@ -196,7 +218,8 @@ class PillarRequests:
         Run the compile in a worker, or in a thread when the master has no
         workers (or they cannot take it: stopped, dead, queue full).
 
-        @return: a L{Deferred} of C{[pillar, errors]}.
+        @return: a L{Deferred} of C{[pillar, errors]}: the pillar as its
+            msgpack bytes from a worker, as a mapping from a thread.
         """
         workers = self.workers
         args = (self.config, minionId, grains, saltenv, pillarenv, override)
@@ -272,19 +295,27 @@ class PillarRequests:
     ) -> None:
         self._over(minionId)
         pillar, errors = result
+        if isinstance(pillar, dict):
+            # Compiled in a thread.
+            try:
+                pillar = serial.dumps(pillar)
+            except serial.SerialError:
+                self._failed(Failure(), key, minionId)
+                return
+        size = _mapSize(pillar) if isinstance(pillar, bytes) else None
         self.log.debug(
             "pillar for minion {id} compiled: {keys} top-level keys, {errors} errors",
             id=minionId,
-            keys=len(pillar) if isinstance(pillar, dict) else 0,
+            keys=size or 0,
             errors=len(errors),
         )
         for text in errors:
             self.log.error("pillar for minion {id}: {error}", id=minionId, error=text)
-        if not isinstance(pillar, dict):
+        if size is None:
             self._failed(Failure(TypeError("the compiler returned no mapping")), key, minionId)
             return
         if not overridden and self.pillarCache.generation(minionId) == generation:
-            self.pillarCache.store(minionId, pillar, self.clock.seconds(), env)
+            self.pillarCache.storePacked(minionId, pillar, self.clock.seconds(), env)
         for waiter in self._inFlight.pop(key, []):
             waiter.callback(pillar)
 
@@ -330,6 +361,23 @@ def _optionalString(load: dict[str, Any], name: str) -> str | None:
     if not isinstance(value, str):
         raise ValueError(f"{name} must be a string, not {type(value).__name__}")
     return value
+
+
+def _mapSize(packed: bytes) -> int | None:
+    """
+    @return: how many entries the msgpack map C{packed} declares, or
+        L{None} if it does not start with a map's header.
+    """
+    if not packed:
+        return None
+    first = packed[0]
+    if 0x80 <= first <= 0x8F:
+        return first & 0x0F
+    if first == 0xDE and len(packed) >= 3:
+        return int.from_bytes(packed[1:3], "big")
+    if first == 0xDF and len(packed) >= 5:
+        return int.from_bytes(packed[1:5], "big")
+    return None
 
 
 def _compileKey(

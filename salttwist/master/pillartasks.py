@@ -7,8 +7,9 @@ one.
 Each task receives the master's config (as the runner tasks do): a worker
 holds no state of its own between calls, so a replacement worker or a
 master whose config changed needs no init step. Results are plain msgpack
-values; the pool carries them as L{salttwist.workers.commands.BigBytes}, so
-a pillar over AMP's 64 KiB value limit crosses whole.
+values (the pillars of L{compileManyPillars} their own msgpack bytes); the
+pool carries them as L{salttwist.workers.commands.BigBytes}, so a pillar
+over AMP's 64 KiB value limit crosses whole.
 
 Nothing here logs pillar values: a worker's log is not the master's, and the
 error texts go back to the master, which logs them.
@@ -61,11 +62,14 @@ def compileManyPillars(items: list[list[Any]], opts: dict[str, Any]) -> list[dic
     L{salttwist.workers.batch.TaskBatcher} sends when requests wait for a
     worker, so they cost one task call (and the config crosses once).
 
-    Each answer is checked to be msgpack-able here, so a pillar that cannot
-    be sent fails its own minion only, not the whole batch.
+    Each pillar is encoded here (msgpack, L{salttwist.serial.dumps}), so a
+    pillar that cannot be sent fails its own minion only, not the whole
+    batch; and the master keeps and sends those bytes as they are, never
+    decoding the pillar (L{salttwist.master.pillarserving}).
 
     @return: one answer per item (L{salttwist.workers.batch.runEach}):
-        C{{"result": [pillar, errors]}}, or that item's error.
+        C{{"result": [pillar's msgpack bytes, errors]}}, or that item's
+        error.
     """
     from salttwist import serial
 
@@ -76,9 +80,8 @@ def compileManyPillars(items: list[list[Any]], opts: dict[str, Any]) -> list[dic
         pillarenv: str | None,
         override: dict[str, Any] | None,
     ) -> list[Any]:
-        result = compileMinionPillar(opts, minionId, grains, saltenv, pillarenv, override)
-        serial.dumps(result)
-        return result
+        pillar, errors = compileMinionPillar(opts, minionId, grains, saltenv, pillarenv, override)
+        return [serial.dumps(pillar), errors]
 
     return runEach(one, items)
 
