@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
@@ -325,6 +325,16 @@ class ClusterTests(TestCase):
         self.assertTrue(await deferToThread(self.two.deleteKey, ACCEPTED, "web1"))
         await self.seen(self.one, lambda: self.one.stateOf("web1") == [])
         self.assertEqual(self.one.idClashes("WEB1"), [])
+
+    async def test_burstReachesOther(self) -> None:
+        """
+        A burst of writes from many threads through one store (batched
+        transactions, notifications read together) all reach the other.
+        """
+        ids = [f"burst{n:03d}" for n in range(100)]
+        await gatherResults([deferToThread(self.one.putKey, PENDING, m, PEM_A) for m in ids])
+        await self.seen(self.two, lambda: self.two.listKeys(PENDING) == ids)
+        self.assertEqual(self.two.listKeys(PENDING), self.one.listKeys(PENDING))
 
     async def test_moveRaceOneWinner(self) -> None:
         """

@@ -110,6 +110,12 @@ MAX_BATCH = 100
 The most writes one transaction of the writer holds.
 """
 
+MAX_REFRESH = 1000
+"""
+The most notifications the listener takes at once (and reads their
+minions again in one query).
+"""
+
 _LOCK_MIGRATIONS = 0x5A17_0101
 
 _Write = tuple[str, "Callable[[psycopg.Connection[Any]], Any]", "Future[Any]"]
@@ -575,8 +581,10 @@ class PostgresKeyStore:
                     connection.execute("SELECT 1")
                     quiet = time.monotonic()
                 continue
+            # Take those already here too: one query for all of them.
+            notes += connection.notifies(timeout=0, stop_after=MAX_REFRESH)
             quiet = time.monotonic()
-            wanted: dict[str, int] = {}
+            wanted: set[str] = set()
             for note in notes:
                 try:
                     payload = json.loads(note.payload)
@@ -584,28 +592,33 @@ class PostgresKeyStore:
                 except (ValueError, KeyError, TypeError):
                     self.log.warn("ignored a malformed key notification {p!r}", p=note.payload)
                     continue
-                wanted[minionId] = max(version, wanted.get(minionId, 0))
-            for minionId, version in wanted.items():
-                if version <= self._mirror.versions.get(minionId, 0):
+                if not isinstance(minionId, str):
                     continue
-                self._refresh(connection, minionId)
+                if version > self._mirror.versions.get(minionId, 0):
+                    wanted.add(minionId)
+            if wanted:
+                self._refresh(connection, sorted(wanted))
 
-    def _refresh(self, connection: psycopg.Connection[Any], minionId: str) -> None:
+    def _refresh(self, connection: psycopg.Connection[Any], minionIds: list[str]) -> None:
         """
-        Read the keys of C{minionId} and its version again into the mirror.
+        Read the keys of C{minionIds} and their versions again into the
+        mirror (one statement: one snapshot).
         """
-        with connection.transaction():
-            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            row = connection.execute(
-                "SELECT version FROM salttwist_key_minions WHERE minion_id = %s", (minionId,)
-            ).fetchone()
-            rows = connection.execute(
-                "SELECT state, pem FROM salttwist_keys WHERE minion_id = %s", (minionId,)
-            ).fetchall()
-        if row is not None and self._mirror.apply(
-            minionId, row[0], {state: bytes(pem) for state, pem in rows}
+        found: dict[str, tuple[int, dict[str, bytes]]] = {}
+        for minionId, version, state, pem in connection.execute(
+            "SELECT m.minion_id, m.version, k.state, k.pem FROM salttwist_key_minions m"
+            " LEFT JOIN salttwist_keys k USING (minion_id) WHERE m.minion_id = ANY(%s)",
+            (minionIds,),
         ):
-            self._changed([minionId])
+            states = found.setdefault(minionId, (version, {}))[1]
+            if state is not None:
+                states[state] = bytes(pem)
+        changed = [
+            minionId
+            for minionId, (version, states) in sorted(found.items())
+            if self._mirror.apply(minionId, version, states)
+        ]
+        self._changed(changed)
 
     # The writer --------------------------------------------------------------
 
