@@ -160,6 +160,17 @@ class KeyStoreError(Exception):
     """
 
 
+class _Unchanged(Exception):
+    """
+    Raised by a write that changed nothing, to roll back its version bump;
+    it carries the write's result.
+    """
+
+    def __init__(self, result: object) -> None:
+        super().__init__()
+        self.result = result
+
+
 class KeyStoreUnavailable(KeyStoreError):
     """
     The PostgreSQL server cannot be reached, or the keys were never loaded:
@@ -672,23 +683,35 @@ class PostgresKeyStore:
         minions in the same order and never deadlock. Their results are
         given once the transaction committed.
         """
+        import psycopg
+
         batch = sorted(batch, key=lambda write: write[0])
         outcomes: list[tuple[bool, Any]] = []
 
-        def work(connection: psycopg.Connection[Any]) -> None:
-            import psycopg
+        def attempt(
+            connection: psycopg.Connection[Any], write: Callable[[psycopg.Connection[Any]], Any]
+        ) -> tuple[bool, Any]:
+            # A transaction of its own when alone, else a savepoint.
+            try:
+                with connection.transaction():
+                    return True, write(connection)
+            except _Unchanged as unchanged:
+                return True, unchanged
+            except psycopg.OperationalError as e:
+                if connection.closed or connection.broken:
+                    raise
+                return False, e
+            except Exception as e:
+                return False, e
 
+        def work(connection: psycopg.Connection[Any]) -> None:
             outcomes.clear()
+            if len(batch) == 1:
+                outcomes.append(attempt(connection, batch[0][1]))
+                return
             with connection.transaction():
                 for _, write, _ in batch:
-                    try:
-                        outcomes.append((True, write(connection)))
-                    except psycopg.OperationalError as e:
-                        if connection.closed or connection.broken:
-                            raise
-                        outcomes.append((False, e))
-                    except Exception as e:
-                        outcomes.append((False, e))
+                    outcomes.append(attempt(connection, write))
 
         try:
             self._withConnection(work)
@@ -781,35 +804,30 @@ class PostgresKeyStore:
         """
 
         def work(connection: psycopg.Connection[Any]) -> Any:
-            with connection.transaction():
-                connection.execute(
-                    "INSERT INTO salttwist_key_minions (minion_id, version) VALUES (%s, 0)"
-                    " ON CONFLICT DO NOTHING",
-                    (minionId,),
-                )
-                connection.execute(
-                    "SELECT version FROM salttwist_key_minions WHERE minion_id = %s FOR UPDATE",
-                    (minionId,),
-                )
-                result, changed = body(connection)
-                if not changed:
-                    return result, None
-                (version,) = connection.execute(
-                    "UPDATE salttwist_key_minions SET version = version + 1"
-                    " WHERE minion_id = %s RETURNING version",
-                    (minionId,),
-                ).fetchone()  # type: ignore[misc]
-                rows = connection.execute(
-                    "SELECT state, pem FROM salttwist_keys WHERE minion_id = %s", (minionId,)
-                ).fetchall()
-                connection.execute(
-                    "SELECT pg_notify(%s, %s)",
-                    (CHANNEL, json.dumps({"id": minionId, "v": version})),
-                )
-            return result, (version, {state: bytes(pem) for state, pem in rows})
+            # Bumping first takes the row lock at once; a write that changes
+            # nothing raises _Unchanged, which rolls the bump back.
+            (version,) = connection.execute(
+                "INSERT INTO salttwist_key_minions AS m (minion_id, version) VALUES (%s, 1)"
+                " ON CONFLICT (minion_id) DO UPDATE SET version = m.version + 1"
+                " RETURNING version",
+                (minionId,),
+            ).fetchone()  # type: ignore[misc]
+            result, changed = body(connection)
+            if not changed:
+                raise _Unchanged(result)
+            # One row whatever the keys (an aggregate): one notification.
+            _, states, pems = connection.execute(
+                "SELECT pg_notify(%s, %s), array_agg(state), array_agg(pem)"
+                " FROM salttwist_keys WHERE minion_id = %s",
+                (CHANNEL, json.dumps({"id": minionId, "v": version}), minionId),
+            ).fetchone()  # type: ignore[misc]
+            return result, (version, dict(zip(states or [], map(bytes, pems or []), strict=True)))
 
-        result, applied = self._write(minionId, work)
-        if applied is not None and self._mirror.apply(minionId, *applied):
+        outcome = self._write(minionId, work)
+        if isinstance(outcome, _Unchanged):
+            return outcome.result
+        result, applied = outcome
+        if self._mirror.apply(minionId, *applied):
             self._changed([minionId])
         return result
 
