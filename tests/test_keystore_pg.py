@@ -122,6 +122,20 @@ class PostgresKeyStoreContractTests(KeyStoreContractMixin, SynchronousTestCase):
         other = _openStore(self, self.options)
         self.assertEqual(other.listKeys(PENDING), self.store.listKeys(PENDING))
 
+    def test_writerReconnects(self) -> None:
+        """
+        When the server ends the writer's connection (a restart), the next
+        write, which found it broken before anything was committed, is made
+        again on a new connection and succeeds.
+        """
+        self.store.putKey(PENDING, "web1", PEM_A)
+        old = self.store.writerPid
+        with adminConnection() as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (old,))
+        self.assertTrue(self.store.moveKey("web1", PENDING, ACCEPTED))
+        self.assertNotEqual(self.store.writerPid, old)
+        self.assertEqual(_openStore(self, self.options).stateOf("web1"), [ACCEPTED])
+
     def test_persisted(self) -> None:
         """
         A second store on the same database loads the keys the first wrote,

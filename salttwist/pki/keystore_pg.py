@@ -174,7 +174,14 @@ class _Unchanged(Exception):
 class KeyStoreUnavailable(KeyStoreError):
     """
     The PostgreSQL server cannot be reached, or the keys were never loaded:
-    the operation was not done.
+    the operation was not done (or, if the message says so, the connection
+    broke while it committed, and it may or may not have been done).
+    """
+
+
+class _LostConnection(KeyStoreUnavailable):
+    """
+    The writer's connection broke during a batch.
     """
 
 
@@ -357,6 +364,7 @@ class PostgresKeyStore:
         per reconnection).
     @ivar batches: how many write transactions committed (each holds the
         writes that waited together).
+    @ivar writerPid: the server process id of the writer's connection.
     @ivar listenerPid: the server process id of the listener's connection
         (for an admin, and tests, to find it).
     """
@@ -382,6 +390,7 @@ class PostgresKeyStore:
         self.connected = False
         self.loads = 0
         self.listenerPid: int | None = None
+        self.writerPid: int | None = None
         self.batches = 0
 
     @property
@@ -704,20 +713,48 @@ class PostgresKeyStore:
             except Exception as e:
                 return False, e
 
+        # Set once the last statement before COMMIT ran: a connection lost
+        # after that leaves the outcome unknown; before it, the server
+        # rolled the transaction back and the batch can run again.
+        committing = False
+
         def work(connection: psycopg.Connection[Any]) -> None:
+            nonlocal committing
             outcomes.clear()
+            committing = False
             if len(batch) == 1:
-                outcomes.append(attempt(connection, batch[0][1]))
+                write = batch[0][1]
+
+                def alone(connection: psycopg.Connection[Any]) -> Any:
+                    nonlocal committing
+                    result = write(connection)
+                    committing = True
+                    return result
+
+                outcomes.append(attempt(connection, alone))
                 return
             with connection.transaction():
                 for _, write, _ in batch:
                     outcomes.append(attempt(connection, write))
+                committing = True
 
-        try:
-            self._withConnection(work)
-        except BaseException as e:
+        for tries in (1, 2):
+            try:
+                self._withConnection(work)
+                break
+            except _LostConnection as e:
+                if tries == 1 and not committing:
+                    self.log.warn("{error}; writing again on a new connection", error=str(e))
+                    continue
+                error: BaseException = KeyStoreUnavailable(
+                    f"{e}; the write may or may not have been made"
+                    if committing
+                    else f"{e}; nothing was written"
+                )
+            except BaseException as e:
+                error = e
             for _, _, future in batch:
-                future.set_exception(e)
+                future.set_exception(error)
             return
         self.batches += 1
         for (_, _, future), (ok, value) in zip(batch, outcomes, strict=True):
@@ -778,16 +815,16 @@ class PostgresKeyStore:
             self._writerBackoff = 0.0
             self._writerNextAttempt = 0.0
             self._writer = connection
+            self.writerPid = connection.info.backend_pid
         try:
             return work(connection)
         except psycopg.OperationalError as e:
             if not (connection.closed or connection.broken):
                 raise
             self._lastError = str(e).strip() or type(e).__name__
-            raise KeyStoreUnavailable(
+            raise _LostConnection(
                 f"lost the connection to the PostgreSQL key store "
-                f"{_describeServer(self.options)} during a write, which may or may not "
-                f"have been made: {self._lastError}"
+                f"{_describeServer(self.options)}: {self._lastError}"
             ) from e
 
     def _change(
