@@ -1,7 +1,13 @@
 # -*- test-case-name: tests.test_keystore_pg -*-
 """
 Minion keys in PostgreSQL (issue 23): an L{IKeyStore} that several masters
-share, so that C{salttwist-key} on any of them acts for the cluster.
+share, so that C{salttwist-key} on any of them can act for the cluster.
+
+Not wired in yet: the master (L{salttwist.master.service}), its auth
+workers (L{salttwist.master.authtasks}, one store per worker process) and
+C{salttwist-key} all still open a L{FilesystemKeyStore}; selecting this
+store needs all three switched together, behind an option (Salt's nearest
+is C{keys.cache_driver}, default C{localfs_key}).
 
 L{IKeyStore} is synchronous (the master calls it through C{runBlocking}, and
 its workers call it directly), and the master reads it often: the accepted
@@ -44,6 +50,13 @@ Consistency model:
   - Before the first load, reads raise L{KeyStoreUnavailable}: an empty
     mirror must never pass for "no key is accepted", which would cut off
     every minion.
+
+Writer connection loss: a batch whose connection broke before its
+C{COMMIT} was sent (the server rolled it back) runs once more on a new
+connection; one that broke during C{COMMIT} fails with
+L{KeyStoreUnavailable} saying the write may or may not have been made.
+When the server cannot be reached, writes fail at once with
+L{KeyStoreUnavailable} naming it, and connection attempts back off.
 
 Driver: psycopg 3, as L{salttwist.master.jobcache_pg}. The schema is
 versioned (L{MIGRATIONS}) in C{salttwist_keystore_migrations}, applied at
