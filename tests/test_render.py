@@ -659,6 +659,31 @@ class DataCacheTests(SynchronousTestCase):
         cache.put("yaml", "huge", "z" * 900)
         self.assertIs(cache.get("yaml", "huge"), MISSING)
 
+    def test_admitAfterTwo(self) -> None:
+        """
+        With C{admitAfter=2}, a text's data is kept only when the same text
+        is put a second time (a text seen once is not packed); the texts
+        seen once are bounded.
+        """
+        cache = DataCache(maxEntries=2, admitAfter=2)
+        cache.put("yaml", "a", {"x": 1})
+        self.assertIs(cache.get("yaml", "a"), MISSING)
+        cache.put("yaml-wire", "a", {"x": 1})
+        self.assertIs(cache.get("yaml", "a"), MISSING)
+        cache.put("yaml", "a", {"x": 1})
+        self.assertEqual(cache.get("yaml", "a"), {"x": 1})
+        cache.put("yaml", "a", {"x": 1})
+        self.assertEqual(cache.get("yaml", "a"), {"x": 1})
+        for i in range(17):
+            cache.put("yaml", f"once{i}", i)
+        cache.put("yaml", "once0", 0)
+        self.assertIs(cache.get("yaml", "once0"), MISSING)
+        cache.put("yaml", "once16", 16)
+        self.assertEqual(cache.get("yaml", "once16"), 16)
+        cache.clear()
+        cache.put("yaml", "once16", 16)
+        self.assertIs(cache.get("yaml", "once16"), MISSING)
+
     def test_renderTextCached(self) -> None:
         """
         With C{cacheData}, rendering the same text twice gives equal,
