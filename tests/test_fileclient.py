@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -548,8 +547,9 @@ class RemoteClientTests(RemoteTestCase):
     def test_recheckThousandFiles(self) -> None:
         """
         Re-checking 1,000 unchanged cached files is one C{_file_hashes}
-        request and takes well under half a second; only a file changed on
-        the master is fetched again.
+        request; only a file changed on the master is fetched again. (How
+        long it takes is measured by benchmarks/vs_salt/files_pillar.py's
+        cachedir phase, not asserted here.)
         """
         for i in range(1000):
             writeFile(self.base, f"many/f{i:04d}.txt", b"file %d\n" % i)
@@ -557,11 +557,8 @@ class RemoteClientTests(RemoteTestCase):
         writeFile(self.base, "many/f0007.txt", b"changed\n")
         self.requests.sent.clear()
         client = RemoteFileClient(self.requests, self.cachedir, runSynchronously, "m1")
-        start = time.perf_counter()
         paths = self.successResultOf(client.cacheDir("many"))
-        elapsed = time.perf_counter() - start
         self.assertEqual(len(paths), 1000)
-        self.assertLess(elapsed, 0.5, f"re-check took {elapsed:.3f} s")
         self.assertEqual(len(self.requests.commands("_file_hashes")), 1)
         self.assertEqual(
             {p["path"] for p in self.requests.commands("_serve_file")}, {"many/f0007.txt"}
