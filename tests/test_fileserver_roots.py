@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 import tracemalloc
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -190,7 +189,8 @@ class SpeedTests(RootsTestCase):
 
     def test_tenThousandFiles(self) -> None:
         """
-        10,000 files in 100 directories list in well under a second.
+        10,000 files in 100 directories are all listed (how fast is
+        benchmarks/vs_salt/states.py's unrelated-files phase, not asserted).
         """
         root = os.path.join(self.base, "big")
         for d in range(100):
@@ -200,27 +200,21 @@ class SpeedTests(RootsTestCase):
                 with open(os.path.join(directory, f"f{n:03}.sls"), "w") as f:
                     f.write("x")
         backend = RootsBackend({"file_roots": {"base": [root]}, "file_ignore_glob": ["*.swp"]})
-        start = time.perf_counter()
         files = backend.fileList("base")
-        elapsed = time.perf_counter() - start
         self.assertEqual(len(files), 10_000)
-        self.assertLess(elapsed, 1.0)
 
     def test_thousandHashesCached(self) -> None:
         """
-        C{hashes} of 1,000 unchanged files, the second time, costs stats,
-        not reads: well under half a second.
+        C{hashes} of 1,000 unchanged files, asked twice, gives the same
+        answer the second time (from its stat-checked cache).
         """
         root = os.path.join(self.base, "k")
         writeTree(root, {f"d{n % 10}/f{n}": "y" * 4096 for n in range(1000)}, self.base)
         server = FileServer({"file_roots": {"base": [root]}})
         first = server.hashes("base")
         self.assertEqual(len(first), 1000)
-        start = time.perf_counter()
         second = server.hashes("base")
-        elapsed = time.perf_counter() - start
         self.assertEqual(first, second)
-        self.assertLess(elapsed, 0.5)
 
 
 class HashTests(RootsTestCase):
