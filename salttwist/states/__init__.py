@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_states_loader -*-
+# -*- test-case-name: tests.test_state_runner -*-
 """
 State modules: the functions a state run calls to bring one thing to the
 state an SLS declares (Salt's C{salt/states/}), named C{module.function}
