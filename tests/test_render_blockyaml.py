@@ -248,6 +248,20 @@ class StructureTests(SynchronousTestCase):
             error = self.assertRaises(RenderError, loadYaml, text, "p.sls")
             self.assertEqual((error.path, error.line), ("p.sls", line), (text, str(error)))
 
+    def test_keySeenBefore(self) -> None:
+        """
+        A line whose key was seen before with another value (read the short
+        way) reads as the full loader reads it, whatever its key: quoted
+        with C{: } inside, after a dash, a comment, a key that is no key.
+        """
+        heads = ["k", "  k", "- k", "-  k", "'a: b'", '"a: b"', "- # c", "# c", "a:b", "-", "- -"]
+        heads += ["k #c", "yes", "1", "'q'", "- 'q'", "x y", "é"]
+        for head in heads:
+            for value in ("first", "second", "12", "yes", "a b  ", "=", "x #y", "é"):
+                for wire in (False, True):
+                    check(self, f"{head}: {value}\n", wire)
+                    check(self, f"top:\n  {head}: {value}\n", wire)
+
     def test_pillarTakesThisPath(self) -> None:
         """
         The benchmark's Jinja-rendered pillar (200 keys, maps of scalars

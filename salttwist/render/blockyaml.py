@@ -243,6 +243,48 @@ def _classify(line: str, wire: bool) -> _Line:
     return (indent, kind + 1, key, None, None, column, raw)
 
 
+#: A plain scalar with no C{:} nor C{#} in it, alone.
+_SIMPLE_ALONE = re.compile(_SIMPLE)
+#: The kinds of a line C{key:} (with or without a dash before it).
+_KEYED_EMPTY = frozenset(
+    (_ENTRY_EMPTY, _ITEM_ENTRY_EMPTY, _ENTRY_EMPTY + _SPECIAL, _ITEM_ENTRY_EMPTY + _SPECIAL)
+)
+_UNKNOWN = object()
+#: What C{head + ":"} is, by C{head}, when it is a key with nothing after
+#: it (else L{None}), for wire and other documents.
+_HEADS: dict[bool, dict[str, _Line | None]] = {False: {}, True: {}}
+
+
+def _meaning(line: str, wire: bool) -> _Line:
+    """
+    L{_classify}, the short way for a line C{key: value} whose key was seen
+    before with another simple value (a line that holds a minion's grains
+    is new for each minion; its key is not).
+    """
+    head, colon, tail = line.partition(": ")
+    if (
+        colon
+        and _SIMPLE_ALONE.fullmatch(tail) is not None
+        and ((tail.isascii() and tail.isprintable()) or _OUTSIDE.search(tail) is None)
+    ):
+        heads = _HEADS[wire]
+        entry = heads.get(head, _UNKNOWN)
+        if entry is _UNKNOWN:
+            try:
+                entry = _classify(head + ":", wire)
+            except Unhandled:
+                entry = None
+            if entry is not None and entry[1] not in _KEYED_EMPTY:
+                entry = None
+            if len(heads) >= MAX_LINES:
+                heads.clear()
+            heads[head] = entry
+        if entry is not None:
+            indent, kind, key, _, _, column, raw = entry  # type: ignore[misc]
+            return (indent, kind - 1, key, _plain(tail.rstrip(" "), wire), None, column, raw)
+    return _classify(line, wire)
+
+
 #: Lines already classified, by their text (most lines of a pillar are the
 #: same for every minion: only those that hold its grains differ), for
 #: wire and other documents. Each is a tuple of immutable values.
@@ -289,7 +331,7 @@ def blockLoad(text: str, wire: bool = False) -> Any:
     for line in text.split("\n"):
         meaning = known.get(line)
         if meaning is None:
-            meaning = _classify(line, wire)
+            meaning = _meaning(line, wire)
             if len(known) >= MAX_LINES:
                 known.clear()
             known[line] = meaning
