@@ -390,3 +390,21 @@ class OrchestrationStateTests(TestCase):
         ret = yield runState("salt.function", ctx=ctx, name="test.ping", tgt="*")
         self.assertEqual(ret["result"], False)
         self.assertIn("runs only in an orchestration on the master", ret["comment"])
+
+
+class LoadedFunctionsTests(TestCase):
+    """
+    Only Salt's orchestration states are loaded from C{saltmod}, not its
+    helpers.
+    """
+
+    def test_onlySaltsStates(self) -> None:
+        """
+        The C{salt} state module offers C{state}, C{function}, C{runner} and
+        C{wait_for_event}; its helpers (publishing, waiting for events) are
+        not state functions an SLS could name.
+        """
+        names = sorted(name for name in loadStates() if name.startswith("salt."))
+        self.assertEqual(
+            names, ["salt.function", "salt.runner", "salt.state", "salt.wait_for_event"]
+        )

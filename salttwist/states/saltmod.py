@@ -96,7 +96,7 @@ def _fireArgs(ctx: StateContext, data: dict[str, Any]) -> None:
         fire(f"salt/run/{ctx.jid}/args", data)
 
 
-def publishAndGather(
+def _publishAndGather(
     master: Any,
     load: dict[str, Any],
     timeout: float | None,
@@ -219,7 +219,7 @@ def _gather(
     onReturn: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> Deferred[_Gathered]:
     """
-    L{publishAndGather}, giving the return events themselves.
+    L{_publishAndGather}, giving the return events themselves.
     """
     job = _Gathered()
 
@@ -237,12 +237,12 @@ def _gather(
                     job.missing.append(minion)
         return job
 
-    return publishAndGather(master, load, timeout, True, onReturn=returned).addCallback(shaped)
+    return _publishAndGather(master, load, timeout, True, onReturn=returned).addCallback(shaped)
 
 
 def _asCmdReturns(job: _Gathered, expectMinions: bool) -> dict[str, dict[str, Any]]:
     """
-    A L{_Gathered} in L{publishAndGather}'s shape (Salt's C{saltutil.cmd}),
+    A L{_Gathered} in L{_publishAndGather}'s shape (Salt's C{saltutil.cmd}),
     by minion id in sorted order.
     """
     results: dict[str, dict[str, Any]] = {}
@@ -319,7 +319,7 @@ async def _subsetAndGather(
     ][:count]
     if not chosen:
         return {}
-    return await publishAndGather(
+    return await _publishAndGather(
         master, {**load, "tgt": chosen, "tgt_type": "list"}, timeout, expectMinions
     )
 
@@ -448,7 +448,7 @@ def _publish(
                 _subsetAndGather(ctx.master, load, seconds, count, expectMinions)
             ),
         )
-    return _onReactor(ctx, publishAndGather, ctx.master, load, seconds, expectMinions)
+    return _onReactor(ctx, _publishAndGather, ctx.master, load, seconds, expectMinions)
 
 
 def state(
@@ -745,7 +745,7 @@ def runner(ctx: StateContext, name: str, **kwargs: Any) -> dict[str, Any]:
     )
 
 
-def waitForEvents(
+def _waitForEvents(
     master: Any, name: str, idList: list[Any], eventId: str, timeout: float
 ) -> Deferred[tuple[list[Any], bool]]:
     """
@@ -814,7 +814,7 @@ def wait_for_event(
         return ret
     start = time.monotonic()
     ids = list(id_list) if isinstance(id_list, list) else [id_list]
-    seen, allSeen = _onReactor(ctx, waitForEvents, ctx.master, name, ids, event_id, float(timeout))
+    seen, allSeen = _onReactor(ctx, _waitForEvents, ctx.master, name, ids, event_id, float(timeout))
     if seen:
         ret["changes"]["minions_seen"] = seen
     if allSeen:
