@@ -101,6 +101,29 @@ class CallTests(TestCase):
         out, err, code = await self.call("grains.item", "role", "id", "--out", "json")
         self.assertEqual(json.loads(out), {"local": {"role": "db", "id": "caller1"}}, err)
 
+    async def test_localSetsLocalOption(self) -> None:
+        """
+        C{--local} sets the C{local} option, as Salt's C{salt-call
+        --local}: a state's C{fire_event} then fires nothing and warns of
+        nothing (there is no master to send it to).
+        """
+        out, err, code = await self.call("--local", "config.get", "local", "--out", "json")
+        self.assertEqual((json.loads(out), code), ({"local": True}, 0), err)
+        out, err, code = await self.call(
+            "--local",
+            "state.single",
+            "test.succeed_with_changes",
+            "name=thing",
+            "fire_event=True",
+            "--out",
+            "json",
+        )
+        self.assertEqual(code, 0, err)
+        (ret,) = json.loads(out)["local"].values()
+        self.assertIs(ret["result"], True)
+        self.assertNotIn("fire", err.lower())
+        self.assertNotIn("Traceback", err)
+
     async def test_retcodePassthrough(self) -> None:
         """
         With C{--retcode-passthrough} the exit code is the function's retcode;

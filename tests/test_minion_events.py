@@ -116,6 +116,27 @@ class TagRuleTests(SynchronousTestCase):
             self.assertIsNotNone(problem, tag)
             self.assertIn("tags under salt/ are the master's", problem, tag)
 
+    def test_ownStateResult(self) -> None:
+        """
+        The C{fire_event} events of the sender's own states,
+        C{salt/state_result/<jid>/<its id>/<name>} (a name may hold
+        slashes), are accepted; another minion's, a bad jid or no name are
+        refused.
+        """
+        jid = "20261126194501123456"
+        self.assertIsNone(minionTagProblem("m1", f"salt/state_result/{jid}/m1/thing"))
+        self.assertIsNone(minionTagProblem("m1", f"salt/state_result/{jid}/m1//etc/motd"))
+        self.assertIsNone(minionTagProblem("m1", f"salt/state_result/{jid}/m1/deploy/done"))
+        for tag in (
+            f"salt/state_result/{jid}/m2/thing",
+            "salt/state_result/notajid/m1/thing",
+            f"salt/state_result/{jid}/m1/",
+            f"salt/state_result/{jid}/m1",
+        ):
+            problem = minionTagProblem("m1", tag)
+            self.assertIsNotNone(problem, tag)
+            self.assertIn("tags under salt/ are the master's", problem, tag)
+
     def test_shapeAndLength(self) -> None:
         """
         A tag must be a non-empty string of at most L{MAX_EVENT_TAG}

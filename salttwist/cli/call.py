@@ -107,6 +107,10 @@ async def callFunction(
     from salttwist.modules.executor import Executor
     from salttwist.pki.ids import configuredMinionId
 
+    if local:
+        # Salt's salt-call --local sets opts["local"]: what asks the master
+        # for nothing (a state's fire_event) reads it.
+        config = dict(config, local=True)
     minionId = configuredMinionId(config)
     grains = coreGrains(minionId, config["grains"], grainsFilePath(config))
     context = LoaderContext(config, grains, reactor, fireMaster=fireMaster)

@@ -54,6 +54,22 @@ def _ownProgress(minionId: str, tag: str) -> bool:
     )
 
 
+def _ownStateResult(minionId: str, tag: str) -> bool:
+    """
+    Whether C{tag} is C{salt/state_result/<jid>/<minionId>/<name>}: the
+    event of a state with C{fire_event} run by the sending minion (the
+    name may hold slashes: C{/etc/motd} makes C{...//etc/motd}).
+    """
+    parts = tag.split("/", 4)
+    return (
+        len(parts) == 5
+        and parts[:2] == ["salt", "state_result"]
+        and isJid(parts[2])
+        and parts[3] == minionId
+        and parts[4] != ""
+    )
+
+
 def minionTagProblem(minionId: str, tag: object) -> str | None:
     """
     The tag rule for events a minion sends (C{_minion_event}): it must not
@@ -61,8 +77,9 @@ def minionTagProblem(minionId: str, tag: object) -> str | None:
     L{MAX_EVENT_TAG} characters without control characters; under C{salt/}
     only C{salt/minion/<the sender's id>/...} and the progress of its own
     state runs, C{salt/job/<jid>/prog/<the sender's id>/<n>} (Salt's
-    C{state_events}), are allowed. Every other tag (C{myco/deploy/done})
-    is the minion's own business.
+    C{state_events}), and its states' C{fire_event} events,
+    C{salt/state_result/<jid>/<the sender's id>/<name>}, are allowed.
+    Every other tag (C{myco/deploy/done}) is the minion's own business.
 
     @return: L{None} if C{minionId} may fire C{tag}, else why not.
     """
@@ -73,7 +90,12 @@ def minionTagProblem(minionId: str, tag: object) -> str | None:
     if _CONTROL.search(tag):
         return "the tag holds control characters"
     own = f"salt/minion/{minionId}/"
-    if tag.startswith("salt/") and not tag.startswith(own) and not _ownProgress(minionId, tag):
+    if (
+        tag.startswith("salt/")
+        and not tag.startswith(own)
+        and not _ownProgress(minionId, tag)
+        and not _ownStateResult(minionId, tag)
+    ):
         return f"tags under salt/ are the master's; a minion may only fire {own}... among them"
     return None
 
