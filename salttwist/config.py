@@ -343,6 +343,17 @@ def _checkStringOrList(value: Any) -> str | list[str]:
     raise _BadValue("a string or a non-empty list of strings")
 
 
+def _checkDisabledRequisites(value: Any) -> list[str]:
+    """
+    Check C{disabled_requisites}: a requisite kind or a list of them
+    (C{require}, C{watch_in} ...).
+    """
+    kinds = [value] if isinstance(value, str) else value
+    if not _isStringList(kinds):
+        raise _BadValue("a requisite kind or a list of them")
+    return list(kinds)
+
+
 def _checkAggregate(value: Any) -> bool | list[str]:
     """
     Check C{state_aggregate}: a boolean, or the state modules to aggregate.
@@ -659,6 +670,7 @@ _MINION_OPTIONS: dict[str, _Option] = {
     "returns_memory_max": _Option(67108864, _integer(65536)),
     "state_aggregate": _Option(False, _checkAggregate),
     "state_max_parallel": _Option(0, _COUNT),
+    "disabled_requisites": _Option([], _checkDisabledRequisites),
 }
 
 

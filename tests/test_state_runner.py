@@ -6,6 +6,7 @@ L{StateRunner} with the real C{test} states and small recording states.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -1450,3 +1451,63 @@ class RobustnessTests(RunnerTestMixin, SynchronousTestCase):
         before = [dict(c) for c in chunks]
         self.runChunks(chunks)
         self.assertEqual(chunks, before)
+
+
+class DisabledRequisitesTests(RunnerTestMixin, SynchronousTestCase):
+    """
+    Salt's C{disabled_requisites}: the kinds named are not checked at run
+    time (Salt's dependency graph leaves them out).
+    """
+
+    def chunks(self) -> list[dict[str, Any]]:
+        return [
+            chunk("test", "fail_without_changes", "a"),
+            chunk("test", "succeed_without_changes", "b", require=[{"test": "a"}]),
+        ]
+
+    def test_checkedByDefault(self) -> None:
+        """
+        Without the option, a failed C{require} stops the state.
+        """
+        ret = self.byId(self.runChunks(self.chunks()))
+        self.assertIs(ret["b"]["result"], False)
+        self.assertIn("One or more requisite failed", ret["b"]["comment"])
+
+    def test_disabledKindIgnored(self) -> None:
+        """
+        With C{require} disabled (a list or one kind), the state runs
+        although the state it requires failed.
+        """
+        for disabled in (["require"], "require"):
+            ret = self.byId(self.runChunks(self.chunks(), disabledRequisites=disabled))
+            self.assertIs(ret["b"]["result"], True, disabled)
+
+    def test_otherKindsStillChecked(self) -> None:
+        """
+        Disabling C{onchanges} leaves C{require} checked.
+        """
+        ret = self.byId(self.runChunks(self.chunks(), disabledRequisites=["onchanges"]))
+        self.assertIs(ret["b"]["result"], False)
+
+    def test_minionOption(self) -> None:
+        """
+        C{disabled_requisites} is a minion option: empty by default, one
+        kind or a list; anything else is refused, named.
+        """
+        from salttwist.config import ConfigError, loadMinionConfig
+
+        def load(text: str) -> dict[str, Any]:
+            configDir = self.mktemp()
+            os.makedirs(configDir)
+            with open(os.path.join(configDir, "minion"), "w") as f:
+                f.write(text)
+            return loadMinionConfig(configDir)
+
+        self.assertEqual(load("")["disabled_requisites"], [])
+        self.assertEqual(load("disabled_requisites: require\n")["disabled_requisites"], ["require"])
+        self.assertEqual(
+            load("disabled_requisites: [watch, onchanges]\n")["disabled_requisites"],
+            ["watch", "onchanges"],
+        )
+        error = self.assertRaises(ConfigError, load, "disabled_requisites: 3\n")
+        self.assertIn("'disabled_requisites'", str(error))

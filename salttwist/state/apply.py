@@ -352,6 +352,7 @@ def runChunks(run: StateRun, chunks: list[dict]) -> dict[str, dict[str, Any]]:
         test=run.test,
         onStateDone=run.onStateDone,
         cancelled=run.cancelled,
+        disabledRequisites=run.opts.get("disabled_requisites"),
     )
     run.chunks = chunks
     # Salt's __lowstate__ in __context__: file.directory's clean keeps the

@@ -127,10 +127,13 @@ class ChunkIndex:
 
 
 def resolve(
-    chunk: Mapping[str, Any], index: ChunkIndex
+    chunk: Mapping[str, Any], index: ChunkIndex, disabled: Iterable[str] = ()
 ) -> tuple[list[tuple[str, str]], dict[str, list[dict[str, Any]]]]:
     """
     Find the chunks a chunk's requisites name.
+
+    @param disabled: C{disabled_requisites}: those kinds are ignored, as
+        Salt's dependency graph leaves them out.
 
     @return: C{(deps, lost)}: C{deps} the C{(kind, tag)} of each chunk
         named (a chunk never depends on itself); C{lost} the items that
@@ -141,7 +144,7 @@ def resolve(
     lost: dict[str, list[dict[str, Any]]] = {}
     for kind in REQUISITES:
         items = chunk.get(kind)
-        if not items:
+        if not items or kind in disabled:
             continue
         if not isinstance(items, list):
             items = [items]

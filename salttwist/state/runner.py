@@ -124,8 +124,11 @@ class StateRunner:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Any] = time.sleep,
         randint: Callable[[int, int], int] = random.randint,
+        disabledRequisites: Any = None,
     ) -> None:
         """
+        @param disabledRequisites: Salt's C{disabled_requisites} (a kind
+            or a list of kinds): those requisites are not checked.
         @param failhard: stop at the first failed state (a chunk's own
             C{failhard} overrides it); never in test mode.
         @param test: the run is a dry run (as the contexts' C{test}).
@@ -146,6 +149,9 @@ class StateRunner:
         self.cancelled = cancelled or (lambda: False)
         self.clock = clock
         self.caller = StateCall(states, clock, sleep, randint, self.cancelled)
+        if disabledRequisites and not isinstance(disabledRequisites, (list, tuple)):
+            disabledRequisites = [disabledRequisites]
+        self.disabledRequisites = frozenset(disabledRequisites or ())
 
     def run(self, chunks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """
@@ -202,7 +208,7 @@ class _Run:
         self.deps: dict[str, list[tuple[str, str]]] = {}
         self.lost: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for tag, chunk in self.byTag.items():
-            deps, lost = resolve(chunk, index)
+            deps, lost = resolve(chunk, index, runner.disabledRequisites)
             if not runner.caller.hasModWatch(chunk["state"]):
                 deps = [(_watchAsRequire(kind), dep) for kind, dep in deps]
             self.deps[tag] = deps
