@@ -304,23 +304,45 @@ class Permissions:
         user: str,
     ) -> Decision:
         rules = [rule for rule in self.rules if isinstance(rule, Rule)]
-        allowing = [rule for rule in rules if rule.allows(fun)]
-        if not allowing:
-            raise AclRefused(
-                f"Authorization error occurred: {user} is not permitted to run {fun}:"
-                f" external_auth allows {user} {summarize(rules)}"
-            )
-        if any(rule.target is None for rule in allowing):
-            return Decision(restricted=False)
-        refused = uncoveredMinions(allowing, minions, grainsById)
-        if refused:
-            targets = ", ".join(sorted({repr(rule.target) for rule in allowing}))
-            raise AclRefused(
-                f"Authorization error occurred: {user} is not permitted to run {fun}"
-                f" on {describeMinions(refused)}: external_auth allows {fun} for {user}"
-                f" only on minions matching {targets}"
-            )
-        return Decision(restricted=True)
+        return decideByRules(rules, fun, minions, grainsById, user, user, "external_auth")
+
+
+def decideByRules(
+    rules: Sequence[Rule],
+    fun: str,
+    minions: Iterable[str],
+    grainsById: Mapping[str, Any] | None,
+    who: str,
+    user: str,
+    aclName: str,
+) -> Decision:
+    """
+    The one decision of C{publisher_acl} and C{external_auth} for a job:
+    some rule must allow C{fun}, and the allowing rules' targets must
+    cover every minion reached (unless one of them has no target).
+
+    @param who: how refusals name the caller (C{user fred}, C{fred}).
+    @param user: the user's name, in the refusals' reason.
+    @param aclName: the option that granted, in the refusals' reason.
+    @raise AclRefused: with Salt's "Authorization error occurred" words.
+    """
+    allowing = [rule for rule in rules if rule.allows(fun)]
+    if not allowing:
+        raise AclRefused(
+            f"Authorization error occurred: {who} is not permitted to run {fun}:"
+            f" {aclName} allows {user} {summarize(rules)}"
+        )
+    if any(rule.target is None for rule in allowing):
+        return Decision(restricted=False)
+    refused = uncoveredMinions(allowing, minions, grainsById)
+    if refused:
+        targets = ", ".join(sorted({repr(rule.target) for rule in allowing}))
+        raise AclRefused(
+            f"Authorization error occurred: {who} is not permitted to run {fun}"
+            f" on {describeMinions(refused)}: {aclName} allows {fun} for {user}"
+            f" only on minions matching {targets}"
+        )
+    return Decision(restricted=True)
 
 
 def summarize(rules: Sequence[Rule]) -> str:

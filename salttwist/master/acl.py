@@ -60,9 +60,7 @@ from salttwist.eauth.engine import (
     Decision,
     Rule,
     compileRules,
-    describeMinions,
-    summarize,
-    uncoveredMinions,
+    decideByRules,
 )
 from salttwist.files import atomicWrite
 from salttwist.rootkey import USER_NAME, readUserKey, userKeyFile
@@ -385,23 +383,7 @@ class PublisherAcl:
                 f"Authorization error occurred: user {user} is not permitted to publish:"
                 " no publisher_acl entry names this user or one of its groups"
             )
-        allowing = [rule for rule in rules if rule.allows(fun)]
-        if not allowing:
-            raise AclRefused(
-                f"Authorization error occurred: user {user} is not permitted to run {fun}:"
-                f" publisher_acl allows {user} {summarize(rules)}"
-            )
-        if any(rule.target is None for rule in allowing):
-            return Decision(restricted=False)
-        refused = uncoveredMinions(allowing, minions, grainsById)
-        if refused:
-            targets = ", ".join(sorted({repr(rule.target) for rule in allowing}))
-            raise AclRefused(
-                f"Authorization error occurred: user {user} is not permitted to run {fun}"
-                f" on {describeMinions(refused)}: publisher_acl allows {fun} for {user}"
-                f" only on minions matching {targets}"
-            )
-        return Decision(restricted=True)
+        return decideByRules(rules, fun, minions, grainsById, f"user {user}", user, "publisher_acl")
 
     def refuseRunner(self, user: str, fun: object) -> AclRefused:
         """
