@@ -54,7 +54,7 @@ attempts back off (L{RECONNECT_INITIAL} doubling to L{RECONNECT_MAX}
 seconds); operations called meanwhile fail at once with the same error. A
 write batch that fails is logged at critical level with its size: nothing is
 dropped silently. TCP keepalives and a user timeout
-(L{salttwist.master.jobcache_pgsql.CONNECTION_DEFAULTS}) end a connection to
+(L{salttwist.pgsql.CONNECTION_DEFAULTS}) end a connection to
 a server that vanished without closing it in about 30 s.
 """
 

@@ -19,6 +19,7 @@ from twisted.logger import Logger
 
 from salttwist import serial
 from salttwist.master.jobcache import JobCacheError, _unpackSuccess
+from salttwist.pgsql import CONNECTION_DEFAULTS, Migration, applyMigrations, describeServer
 
 if TYPE_CHECKING:
     import psycopg
@@ -51,19 +52,6 @@ Hours of partitions made ahead of the current one, at open and at each
 prune, so that the writes of the next hours need no C{CREATE TABLE}.
 """
 
-CONNECTION_DEFAULTS: dict[str, Any] = {
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-    "tcp_user_timeout": 30000,
-}
-"""
-libpq options used unless the cache's options give their own: a server that
-vanished without closing the connection (a partition, a dead host) fails the
-operation in flight in about half a minute, rather than holding the cache's
-thread, and every operation queued behind it, until the kernel's two hours.
-"""
 
 _LOCK_MIGRATIONS = 0x5A17_0001
 _LOCK_PARTITIONS = 0x5A17_0002
@@ -139,18 +127,6 @@ class JobCacheUnavailable(JobCacheError):
     Raised when the PostgreSQL server cannot be reached: the operation was
     not done (a write was not stored).
     """
-
-
-def describeServer(options: dict[str, Any]) -> str:
-    """
-    @return: C{user@host:port/db} for messages (never the password).
-    """
-    return "{}@{}:{}/{}".format(
-        options.get("user", "?"),
-        options.get("host", "?"),
-        options.get("port", 5432),
-        options.get("dbname", "?"),
-    )
 
 
 # Values ---------------------------------------------------------------------
@@ -683,53 +659,23 @@ def _anyMatch(values: list[Any], patterns: list[str]) -> bool:
     return any(isinstance(v, str) and fnmatch.fnmatchcase(v, p) for v in values for p in patterns)
 
 
-def migrate(
-    connection: psycopg.Connection[Any], migrations: list[tuple[int, str, tuple[str, ...]]]
-) -> list[int]:
+def migrate(connection: psycopg.Connection[Any], migrations: list[Migration]) -> list[int]:
     """
-    Apply the C{migrations} that the database lacks, in order, in one
-    transaction under an advisory lock.
+    Apply the job cache's C{migrations} that the database lacks
+    (L{applyMigrations}).
 
     @return: the versions applied now.
-    @raise JobCacheError: if the database has a version not in
-        C{migrations} (made by a newer salttwist).
+    @raise JobCacheError: if the database has a version this code does
+        not know.
     """
-    known = {version for version, _, _ in migrations}
-    applied: list[int] = []
-    with connection.transaction():
-        connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATIONS,))
-        connection.execute(
-            """
-            CREATE TABLE IF NOT EXISTS salttwist_jobcache_migrations (
-                version integer PRIMARY KEY,
-                description text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )
-            """
-        )
-        present = {
-            version
-            for (version,) in connection.execute(
-                "SELECT version FROM salttwist_jobcache_migrations"
-            )
-        }
-        unknown = present - known
-        if unknown:
-            raise JobCacheError(
-                f"the PostgreSQL job cache has schema version {max(unknown)}; this "
-                f"salttwist knows versions up to {max(known)}"
-            )
-        for version, description, statements in sorted(migrations):
-            if version in present:
-                continue
-            for statement in statements:
-                connection.execute(statement)  # type: ignore[arg-type]
-            connection.execute(
-                "INSERT INTO salttwist_jobcache_migrations (version, description) VALUES (%s, %s)",
-                (version, description),
-            )
-            applied.append(version)
-    return applied
+    return applyMigrations(
+        connection,
+        migrations,
+        "salttwist_jobcache_migrations",
+        _LOCK_MIGRATIONS,
+        "the PostgreSQL job cache",
+        JobCacheError,
+    )
 
 
 def _jobFromRow(row: tuple[Any, ...]) -> dict[str, Any]:

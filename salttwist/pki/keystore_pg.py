@@ -81,6 +81,7 @@ from zope.interface import implementer
 
 from salttwist.crypt import canonicalPublicPem
 from salttwist.interfaces import IKeyStore
+from salttwist.pgsql import CONNECTION_DEFAULTS, Migration, applyMigrations, describeServer
 from salttwist.pki.ids import DEFAULT_ID_RULES, IdIndex, IdRules, validateMinionId
 from salttwist.pki.keystore import STATES, KeyChanged, _checkMove, _checkState
 
@@ -198,20 +199,6 @@ class _LostConnection(KeyStoreUnavailable):
     """
 
 
-CONNECTION_DEFAULTS: dict[str, Any] = {
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-    "tcp_user_timeout": 30000,
-}
-"""
-libpq options used unless the store's options give their own: a server
-that vanished without closing its connections (a partition, a dead host)
-is noticed in about half a minute, not after the kernel's two hours.
-"""
-
-
 def _connect(options: dict[str, Any]) -> psycopg.Connection[Any]:
     """
     @return: an autocommit connection made with C{options} over
@@ -226,66 +213,25 @@ def _connect(options: dict[str, Any]) -> psycopg.Connection[Any]:
     )
 
 
-def _describeServer(options: dict[str, Any]) -> str:
-    """
-    @return: C{user@host:port/db} for messages (never the password).
-    """
-    return "{}@{}:{}/{}".format(
-        options.get("user", "?"),
-        options.get("host", "?"),
-        options.get("port", 5432),
-        options.get("dbname", "?"),
-    )
-
-
 def migrate(
-    connection: psycopg.Connection[Any],
-    migrations: list[tuple[int, str, tuple[str, ...]]] = MIGRATIONS,
+    connection: psycopg.Connection[Any], migrations: list[Migration] = MIGRATIONS
 ) -> list[int]:
     """
-    Apply the C{migrations} that the database lacks, in order, in one
-    transaction under an advisory lock.
+    Apply the key store's C{migrations} that the database lacks
+    (L{applyMigrations}).
 
     @return: the versions applied now.
-    @raise KeyStoreError: if the database has a version not in
-        C{migrations} (made by a newer salttwist).
+    @raise KeyStoreError: if the database has a version this code does
+        not know.
     """
-    known = {version for version, _, _ in migrations}
-    applied: list[int] = []
-    with connection.transaction():
-        connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATIONS,))
-        connection.execute(
-            """
-            CREATE TABLE IF NOT EXISTS salttwist_keystore_migrations (
-                version integer PRIMARY KEY,
-                description text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )
-            """
-        )
-        present = {
-            version
-            for (version,) in connection.execute(
-                "SELECT version FROM salttwist_keystore_migrations"
-            )
-        }
-        unknown = present - known
-        if unknown:
-            raise KeyStoreError(
-                f"the PostgreSQL key store has schema version {max(unknown)}; this "
-                f"salttwist knows versions up to {max(known)}"
-            )
-        for version, description, statements in sorted(migrations):
-            if version in present:
-                continue
-            for statement in statements:
-                connection.execute(statement)  # type: ignore[arg-type]
-            connection.execute(
-                "INSERT INTO salttwist_keystore_migrations (version, description) VALUES (%s, %s)",
-                (version, description),
-            )
-            applied.append(version)
-    return applied
+    return applyMigrations(
+        connection,
+        migrations,
+        "salttwist_keystore_migrations",
+        _LOCK_MIGRATIONS,
+        "the PostgreSQL key store",
+        KeyStoreError,
+    )
 
 
 # The mirror -----------------------------------------------------------------
@@ -445,7 +391,7 @@ class PostgresKeyStore:
         """
         if not self._ready.wait(timeout):
             raise KeyStoreUnavailable(
-                f"the PostgreSQL key store {_describeServer(self.options)} did not load "
+                f"the PostgreSQL key store {describeServer(self.options)} did not load "
                 f"within {timeout} s ({self._lastError or 'no answer'})"
             )
         if self._readyError is not None:
@@ -564,13 +510,13 @@ class PostgresKeyStore:
                 if self.connected:
                     self.log.warn(
                         "lost the PostgreSQL key store {server} ({error}); reconnecting",
-                        server=_describeServer(self.options),
+                        server=describeServer(self.options),
                         error=str(e).strip(),
                     )
                 else:
                     self.log.warn(
                         "cannot reach the PostgreSQL key store {server}: {error}",
-                        server=_describeServer(self.options),
+                        server=describeServer(self.options),
                         error=str(e).strip(),
                     )
                 self._lastError = str(e).strip()
@@ -809,7 +755,7 @@ class PostgresKeyStore:
             now = time.monotonic()
             if now < self._writerNextAttempt:
                 raise KeyStoreUnavailable(
-                    f"the PostgreSQL key store {_describeServer(self.options)} is unreachable "
+                    f"the PostgreSQL key store {describeServer(self.options)} is unreachable "
                     f"({self._lastError}); next attempt in {self._writerNextAttempt - now:.1f} s"
                 )
             try:
@@ -823,7 +769,7 @@ class PostgresKeyStore:
                 self._writerNextAttempt = now + self._writerBackoff
                 raise KeyStoreUnavailable(
                     f"cannot connect to the PostgreSQL key store "
-                    f"{_describeServer(self.options)}: {self._lastError}"
+                    f"{describeServer(self.options)}: {self._lastError}"
                 ) from e
             self._writerBackoff = 0.0
             self._writerNextAttempt = 0.0
@@ -837,7 +783,7 @@ class PostgresKeyStore:
             self._lastError = str(e).strip() or type(e).__name__
             raise _LostConnection(
                 f"lost the connection to the PostgreSQL key store "
-                f"{_describeServer(self.options)}: {self._lastError}"
+                f"{describeServer(self.options)}: {self._lastError}"
             ) from e
 
     def _change(
@@ -890,7 +836,7 @@ class PostgresKeyStore:
         """
         if not self._ready.is_set() or self._readyError is not None:
             raise KeyStoreUnavailable(
-                f"the PostgreSQL key store {_describeServer(self.options)} is not loaded"
+                f"the PostgreSQL key store {describeServer(self.options)} is not loaded"
                 + (f" ({self._lastError})" if self._lastError else "")
             )
         return self._mirror

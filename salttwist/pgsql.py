@@ -1,0 +1,104 @@
+# -*- test-case-name: tests.test_jobcache_pg,tests.test_keystore_pg -*-
+"""
+What the PostgreSQL stores share (the job cache, L{salttwist.master.jobcache_pg};
+the key store, L{salttwist.pki.keystore_pg}): libpq's connection defaults,
+how a server is named in messages, and numbered schema migrations applied
+once under an advisory lock. Blocking psycopg calls: run on the stores'
+own threads, never on the reactor.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["CONNECTION_DEFAULTS", "Migration", "applyMigrations", "describeServer"]
+
+CONNECTION_DEFAULTS: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30000,
+}
+"""
+libpq options used unless a store's options give their own: a server that
+vanished without closing its connections (a partition, a dead host) fails
+the operation in flight in about half a minute, rather than holding the
+store's thread, and everything queued behind it, until the kernel's two
+hours.
+"""
+
+#: C{(version, description, SQL statements)}.
+Migration = tuple[int, str, tuple[str, ...]]
+
+
+def describeServer(options: dict[str, Any]) -> str:
+    """
+    @return: C{user@host:port/db} for messages (never the password).
+    """
+    return "{}@{}:{}/{}".format(
+        options.get("user", "?"),
+        options.get("host", "?"),
+        options.get("port", 5432),
+        options.get("dbname", "?"),
+    )
+
+
+def applyMigrations(
+    connection: psycopg.Connection[Any],
+    migrations: list[Migration],
+    table: str,
+    lockId: int,
+    what: str,
+    error: type[Exception],
+) -> list[int]:
+    """
+    Apply the C{migrations} that the database lacks, in order, in one
+    transaction under the advisory lock C{lockId}, so that several masters
+    starting together apply each one once; C{table} records the versions
+    applied.
+
+    @param table: the name of the versions table (a constant of the
+        store's, never user input).
+    @param what: the store, for the error (C{the PostgreSQL job cache}).
+    @return: the versions applied now.
+    @raise error: if the database has a version not in C{migrations}
+        (made by a newer salttwist).
+    """
+    known = {version for version, _, _ in migrations}
+    applied: list[int] = []
+    with connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (lockId,))
+        connection.execute(
+            f"""
+            CREATE TABLE IF NOT EXISTS {table} (
+                version integer PRIMARY KEY,
+                description text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """  # type: ignore[arg-type]
+        )
+        present = {
+            version
+            for (version,) in connection.execute(f"SELECT version FROM {table}")  # type: ignore[arg-type]
+        }
+        unknown = present - known
+        if unknown:
+            raise error(
+                f"{what} has schema version {max(unknown)}; this "
+                f"salttwist knows versions up to {max(known)}"
+            )
+        for version, description, statements in sorted(migrations):
+            if version in present:
+                continue
+            for statement in statements:
+                connection.execute(statement)  # type: ignore[arg-type]
+            connection.execute(
+                f"INSERT INTO {table} (version, description) VALUES (%s, %s)",  # type: ignore[arg-type]
+                (version, description),
+            )
+            applied.append(version)
+    return applied
