@@ -1358,7 +1358,7 @@ class RunningJobTests(MinionTestCase):
         C{saltutil.find_job}; C{saltutil.kill_job} stops it and it returns
         that it was killed; afterwards find_job finds nothing.
         """
-        self.readyMinion()
+        minion = self.readyMinion()
         sleeper = self.publish("test.sleep", [100])
         self.publish("saltutil.find_job", [sleeper])
         self.publish("saltutil.running")
@@ -1374,6 +1374,8 @@ class RunningJobTests(MinionTestCase):
         self.assertIs(byJid[sleeper]["success"], False)
         self.publish("saltutil.find_job", [sleeper])
         self.assertEqual(self.returns()[-1]["return"], {})
+        # The kill is remembered, for a run that has not looked yet.
+        self.assertEqual(minion.executor.context.killed, {sleeper: "SIGKILL"})
 
     def test_killUnknown(self) -> None:
         """

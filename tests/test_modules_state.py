@@ -450,7 +450,17 @@ class StateModuleTests(TestCase):
         self.assertFalse(run())
         del self.context.running[JID]
         self.assertTrue(run())
-        self.assertFalse(statemod._cancelled(self.context, JID)())
+
+    async def test_killedBeforeFirstLook(self) -> None:
+        """
+        A job killed before its run first looked (it was still fetching its
+        pillar or compiling) runs no states: the minion remembers the kill.
+        """
+        self.context.killed[JID] = "SIGKILL"
+        self.assertTrue(statemod._cancelled(self.context, JID)())
+        await self.call("state.apply")
+        self.assertFalse(os.path.exists(self.portFile))
+        self.assertFalse(statemod._cancelled(self.context, "20260101000000000001")())
 
 
 class HelperTests(TestCase):

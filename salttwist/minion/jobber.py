@@ -21,7 +21,7 @@ from twisted.logger import Logger
 from salttwist import crypt, serial, wire
 from salttwist.jid import isJid
 from salttwist.minion.connection import MINION_LOG_NAMESPACE
-from salttwist.minion.jobs import RunningJob
+from salttwist.minion.jobs import RunningJob, remember
 from salttwist.minion.replay import ReplayGuard
 from salttwist.modules.executor import Executor
 from salttwist.targeting import TargetError, matchMinion
@@ -237,6 +237,7 @@ class Jobber:
         def ended(result: dict[str, Any]) -> dict[str, Any]:
             running.pop(jid, None)
             if job.killedBy is not None:
+                remember(self.executor.context.killed, jid, job.killedBy)
                 result = {
                     "return": f"The job was killed with {job.killedBy}",
                     "retcode": 1,

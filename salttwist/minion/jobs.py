@@ -57,3 +57,17 @@ class RunningJob:
         """
         self.killedBy = signalName
         self.deferred.cancel()
+
+
+#: How many killed jobs a minion remembers (L{remember}).
+KILLED_REMEMBERED = 1000
+
+
+def remember(killed: dict[str, str], jid: str, signalName: str) -> None:
+    """
+    Note that job C{jid} was killed with C{signalName}, forgetting the
+    oldest once more than L{KILLED_REMEMBERED} are noted.
+    """
+    killed[jid] = signalName
+    while len(killed) > KILLED_REMEMBERED:
+        del killed[next(iter(killed))]

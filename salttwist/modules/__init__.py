@@ -90,6 +90,10 @@ class LoaderContext:
     #: The jobs this minion is running, by jid (Salt's proc dir), for the
     #: saltutil module: each has C{info()} and C{cancel()}.
     running: dict[str, Any] = field(default_factory=dict)
+    #: The jids of the jobs killed lately (C{saltutil.kill_job}, or the
+    #: minion stopping), oldest first, with the signal's name: a killed job
+    #: leaves L{running} at once, while its thread may not yet have looked.
+    killed: dict[str, str] = field(default_factory=dict)
     #: Sends C{(tag, data)} to the master's event bus over the minion's own
     #: session (Salt's C{_minion_event}), on the reactor thread: returns a
     #: L{Deferred} that fails with

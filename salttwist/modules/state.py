@@ -329,10 +329,13 @@ def _cancelled(context: LoaderContext, jid: str) -> Callable[[], bool]:
     @return: whether C{saltutil.kill_job} (or the minion stopping) killed
         job C{jid}.
     """
-    running = context.running
+    running, killed = context.running, context.killed
     seen: list[Any] = []
 
     def cancelled() -> bool:
+        if jid in killed:
+            # Killed before this run first looked (it was still starting).
+            return True
         job = running.get(jid)
         if job is None:
             # A killed job leaves the running jobs at once, while its thread
