@@ -146,12 +146,15 @@ class _SaltJobBase(SynchronousTestCase):
 
     def runJob(self, argv: list[str]) -> int:
         """
-        @return: the exit code of L{salt.runJob} for C{argv}.
+        @return: the exit code of L{salt.runJob} for C{argv}, once the
+            state events its returns imply came or the command stopped
+            waiting for them (L{salt.LATE_EVENTS_WAIT}: the fake returns
+            here name more states than their events).
         """
         options = salt.buildParser().parse_args(argv)
-        return self.successResultOf(
-            Deferred.fromCoroutine(salt.runJob(self.reactor, options, self.config))
-        )
+        d = Deferred.fromCoroutine(salt.runJob(self.reactor, options, self.config))
+        self.reactor.advance(salt.LATE_EVENTS_WAIT)
+        return self.successResultOf(d)
 
     def fakeRun(self, result: JobResult, events: list[tuple[str, Any]] = ()) -> None:
         """

@@ -25,7 +25,7 @@ import os
 import re
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -46,6 +46,9 @@ from salttwist.client.batch import batchSize as batchSize
 from salttwist.client.batch import parseBatch
 from salttwist.config import ConfigError, loadMasterConfig
 from salttwist.transport.registry import findTransport
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 NO_RESPONSE = "Minion did not return. [No response]"
 NOT_CONNECTED = "Minion did not return. [Not connected]"
@@ -562,11 +565,32 @@ def stateEvent(tag: str, data: Any) -> tuple[str, str, int, int] | None:
     return jid, minionId, runNumber, total
 
 
+#: The most seconds the command waits, once every minion returned, for the
+#: state events those returns imply (they come by another connection than
+#: the returns, and may arrive after them).
+LATE_EVENTS_WAIT = 2.0
+
+
+def stateCount(ret: Any) -> int:
+    """
+    @param ret: a minion's return of a state run.
+    @return: how many states it ran (its entries with a C{__run_num__}),
+        each of which fired a progress event; 0 for any other return
+        (errors of a run that did not compile, ...).
+    """
+    if not isinstance(ret, dict):
+        return 0
+    return sum(1 for entry in ret.values() if isinstance(entry, dict) and "__run_num__" in entry)
+
+
 class _StateEvents:
     """
     Routes the state progress events of a run's jobs (one, or one per
     batch with C{-b}) to a L{StateProgress}: those that come before their
-    job's jid is known are kept until it is.
+    job's jid is known are kept until it is, and those that come after
+    their minion's return are awaited (L{awaitLate}).
+
+    @ivar expected: by minion id, the states its return says it ran.
     """
 
     #: The most early events kept.
@@ -581,6 +605,8 @@ class _StateEvents:
         self.batches = batches
         self.jids: set[str] = set()
         self.early: list[tuple[str, str, int, int]] = []
+        self.expected: dict[str, int] = {}
+        self._waiting: list[Deferred[None]] = []
 
     def onEvent(self, tag: str, data: Any) -> None:
         """
@@ -591,6 +617,7 @@ class _StateEvents:
             return
         if event[0] in self.jids:
             self.progress.stateDone(*event[1:])
+            self._check()
         elif (self.batches or not self.jids) and len(self.early) < self.keep:
             self.early.append(event)
 
@@ -605,6 +632,63 @@ class _StateEvents:
                 self.progress.stateDone(*event[1:])
             elif self.batches:
                 self.early.append(event)
+        self._check()
+
+    def returned(self, minionId: str, ret: Any) -> None:
+        """
+        C{minionId} returned C{ret}: as many events as the states it ran
+        are to be shown for it.
+        """
+        count = stateCount(ret)
+        if count:
+            self.expected[minionId] = count
+
+    def complete(self) -> bool:
+        """
+        @return: whether every minion that returned has had an event shown
+            for each state its return names.
+        """
+        states = self.progress.states
+        return all(
+            minionId in states and len(states[minionId][0]) >= count
+            for minionId, count in self.expected.items()
+        )
+
+    def awaitLate(self, clock: Any, bound: float = LATE_EVENTS_WAIT) -> Deferred[None]:
+        """
+        Wait for the events still on their way: until L{complete}, or
+        C{bound} seconds at most (a minion that fires fewer events than
+        its return implies does not hold the command longer).
+
+        @param clock: an L{IReactorTime}.
+        @return: fires with L{None} either way.
+        """
+        from twisted.internet.defer import Deferred, succeed
+
+        if self.complete():
+            return succeed(None)
+        waiting: Deferred[None] = Deferred()
+        self._waiting.append(waiting)
+
+        def giveUp() -> None:
+            if waiting in self._waiting:
+                self._waiting.remove(waiting)
+                waiting.callback(None)
+
+        call = clock.callLater(bound, giveUp)
+
+        def done(result: None) -> None:
+            if call.active():
+                call.cancel()
+            return result
+
+        return waiting.addBoth(done)
+
+    def _check(self) -> None:
+        if self._waiting and self.complete():
+            waiting, self._waiting = self._waiting, []
+            for d in waiting:
+                d.callback(None)
 
 
 #: The tags of state progress events.
@@ -769,6 +853,7 @@ async def runJob(
 
     def returned(minionId: str, data: dict[str, Any]) -> None:
         if stateEvents is not None:
+            stateEvents.returned(minionId, data.get("return"))
             stateEvents.progress.minionReturned(minionId)
         if progress is not None:
             # Counted first: printing the return draws the bar again below.
@@ -817,6 +902,8 @@ async def runJob(
                     arg,
                     stateEvents,
                 )
+                if stateEvents is not None and listener is not None:
+                    await stateEvents.awaitLate(reactor)
             finally:
                 if listener is not None:
                     listener.transport.loseConnection()
@@ -835,6 +922,8 @@ async def runJob(
                     onReturn=returned,
                     gatherJobTimeout=gatherTimeout,
                 )
+                if stateEvents is not None and listener is not None:
+                    await stateEvents.awaitLate(reactor)
             finally:
                 if listener is not None:
                     listener.transport.loseConnection()

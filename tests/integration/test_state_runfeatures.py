@@ -127,16 +127,17 @@ class RunFeaturesTests(TestCase):
         its batch runs, on standard error (not a terminal: a line each),
         and the returns out of both minions.
 
-        Only the first batch's minion is sure to show its states: the
-        events and the returns reach the command by different
-        connections, and the events of the last minion may come after
-        its return, when the command has ended.
+        The events and the returns reach the command by different
+        connections: the events of the last minion may come after its
+        return, and the command waits for them, so both minions show
+        all their states.
         """
         result = await self.salt("--progress", "-b", "1", "*", "state.sls", "names")
         self.assertIn("Executing run on ['minion1']", result.out)
         self.assertIn("Executing run on ['minion2']", result.out)
         self.assertIn("Progress: 2/2 returns", result.err)
         self.assertIn("minion1: 3/3 states", result.err, result.err)
+        self.assertIn("minion2: 3/3 states", result.err, result.err)
         self.assertLess(
             result.err.index("minion1: 3/3 states"),
             result.err.index("Progress: 2/2 returns"),
