@@ -221,3 +221,167 @@ class BatchTests(TestCase):
         runs = self.jobs("state.sls")
         self.assertTrue(runs)
         self.assertTrue(all(load["arg"][-1]["test"] is True for load in runs))
+
+
+class _RecordingReactor:
+    """
+    The real reactor, recording the delays of the calls scheduled through
+    it (a batch's places held empty by C{batch_wait}).
+    """
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    def callLater(self, delay: float, f: Any, *args: Any, **kwargs: Any) -> Any:
+        self.delays.append(delay)
+        return reactor.callLater(delay, f, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(reactor, name)
+
+
+class BatchWaitFailhardTests(TestCase):
+    """
+    C{batch_wait} and C{failhard} of a batched C{salt.state} and
+    C{salt.function}, as Salt 3008's batch takes them.
+    """
+
+    def setUp(self) -> None:
+        self.master = ListTargetingMaster(MINIONS, {})
+        self.master.responder = lambda minion, load: (stateResult(), 0)
+        self.reactor = _RecordingReactor()
+        self.order: list[tuple[str, Any]] = []
+        published, returned = self.master.clientPublish, self.master.returned
+
+        def recordPublish(proto: Any, load: dict[str, Any]) -> dict[str, Any]:
+            if load["fun"] != "test.ping":
+                self.order.append(("publish", (list(load["tgt"]), self.master.clock.seconds())))
+            return published(proto, load)
+
+        def recordReturn(counted: bool, jid: str, minion: str, event: dict[str, Any]) -> None:
+            if counted:
+                self.order.append(("return", (minion, self.master.clock.seconds())))
+            returned(counted, jid, minion, event)
+
+        self.master.clientPublish = recordPublish  # type: ignore[method-assign]
+        self.master.returned = recordReturn  # type: ignore[method-assign]
+
+    def runSalt(self, fun: str, opts: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        ctx = StateContext(
+            salt=loadFunctions(),
+            opts=opts or {},
+            test=False,
+            states=loadStates(),
+            reactor=self.reactor,
+            master=self.master,
+            user="alice",
+        )
+        return runState(f"salt.{fun}", ctx=ctx, **kwargs)
+
+    def runs(self, fun: str = "state.sls") -> list[list[str]]:
+        return [load["tgt"] for load in self.master.published if load["fun"] == fun]
+
+    @inlineCallbacks
+    def test_batchWait(self) -> Any:
+        """
+        C{batch_wait: 0.2} with C{batch: 1}: each returned minion's place
+        stays empty 0.2 seconds before the next minion starts.
+        """
+        ret = yield self.runSalt(
+            "state", name="web", tgt="web*", sls="web", batch=1, batch_wait=0.2
+        )
+        self.assertIs(ret["result"], True, ret)
+        self.assertEqual(self.runs(), [[m] for m in MINIONS])
+        self.assertEqual(self.reactor.delays.count(0.2), len(MINIONS) - 1)
+        for (kind, (_minion, returnedAt)), (nextKind, (_chunk, publishedAt)) in zip(
+            self.order[1::2], self.order[2::2], strict=False
+        ):
+            self.assertEqual((kind, nextKind), ("return", "publish"))
+            self.assertGreaterEqual(publishedAt - returnedAt, 0.2)
+
+    @inlineCallbacks
+    def test_batchWaitFromConfig(self) -> Any:
+        """
+        Without the argument, the C{batch_wait} option is used (Salt's
+        batch reads it from the master's options).
+        """
+        ret = yield self.runSalt(
+            "function", opts={"batch_wait": 0.15}, name="test.ping", tgt="web*", batch=2
+        )
+        self.assertIs(ret["result"], True, ret)
+        self.assertIn(0.15, self.reactor.delays)
+
+    @inlineCallbacks
+    def test_noBatchWait(self) -> Any:
+        """
+        Without either, no place is held.
+        """
+        ret = yield self.runSalt("state", name="web", tgt="web*", sls="web", batch=2)
+        self.assertIs(ret["result"], True, ret)
+        self.assertNotIn(0.0, self.reactor.delays)
+        self.assertEqual(sorted(m for chunk in self.runs() for m in chunk), MINIONS)
+
+    @inlineCallbacks
+    def test_badBatchWait(self) -> Any:
+        """
+        A C{batch_wait} that is not a number of seconds >= 0 fails the
+        state saying so, and nothing is published.
+        """
+        for bad in ("soon", -1, True):
+            ret = yield self.runSalt(
+                "state", name="web", tgt="web*", sls="web", batch=1, batch_wait=bad
+            )
+            self.assertIs(ret["result"], False)
+            self.assertEqual(
+                ret["comment"], f"batch_wait must be a number of seconds >= 0, not {bad!r}"
+            )
+        self.assertEqual(self.master.published, [])
+
+    @inlineCallbacks
+    def test_failhard(self) -> Any:
+        """
+        C{failhard: True} with C{batch: 1}: web2's run fails (retcode 2),
+        so no minion starts after it; the comment names the failed minion
+        and those that did not run.
+        """
+        self.master.responder = lambda minion, load: (
+            stateResult(result=minion != "web2"),
+            2 if minion == "web2" else 0,
+        )
+        ret = yield self.runSalt("state", name="web", tgt="web*", sls="web", batch=1, failhard=True)
+        self.assertIs(ret["result"], False)
+        self.assertEqual(self.runs(), [["web1"], ["web2"]])
+        self.assertEqual(sorted(ret["changes"]["ret"]), ["web1", "web2"])
+        self.assertTrue(ret["comment"].startswith("Run failed on minions: web2"), ret["comment"])
+        self.assertIn(
+            "failhard stopped the batch run; not run on: web3, web4, web5", ret["comment"]
+        )
+
+    @inlineCallbacks
+    def test_failhardOption(self) -> Any:
+        """
+        The C{failhard} option stops a batched C{salt.function} too; the
+        minions already running finish.
+        """
+        self.master.responder = lambda minion, load: (False, 1 if minion == "web1" else 0)
+        ret = yield self.runSalt(
+            "function", opts={"failhard": True}, name="test.ping", tgt="web*", batch=2
+        )
+        self.assertIs(ret["result"], False)
+        self.assertEqual(self.runs("test.ping")[1:], [["web1", "web2"]])
+        self.assertEqual(sorted(ret["changes"]["ret"]), ["web1", "web2"])
+        self.assertIn("not run on: web3, web4, web5", ret["comment"])
+
+    @inlineCallbacks
+    def test_withoutFailhard(self) -> Any:
+        """
+        Without C{failhard}, a failed minion does not stop the batch.
+        """
+        self.master.responder = lambda minion, load: (
+            stateResult(result=minion != "web2"),
+            2 if minion == "web2" else 0,
+        )
+        ret = yield self.runSalt("state", name="web", tgt="web*", sls="web", batch=1)
+        self.assertIs(ret["result"], False)
+        self.assertEqual(self.runs(), [[m] for m in MINIONS])
+        self.assertNotIn("failhard", ret["comment"])

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_states_saltmod -*-
+# -*- test-case-name: tests.test_states_saltmod,tests.test_states_saltmod_batch -*-
 """
 Salt's orchestration states (C{salt.state}, C{salt.function},
 C{salt.runner}, C{salt.wait_for_event}), run by C{salttwist-run
@@ -273,12 +273,22 @@ async def _batchAndGather(
     timeout: float | None,
     spec: BatchSpec,
     expectMinions: bool,
+    batchWait: float = 0.0,
+    failhard: bool = False,
+    skipped: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """
     On the reactor: Salt's batch mode (C{salttwist -b}'s sliding window,
     L{SlidingWindow}) through the master itself: the minions of the
     target that answer C{test.ping} run the job a batch at a time, each
     returning minion's place going to the next, in sorted order.
+
+    @param batchWait: seconds a returned minion's place stays empty
+        before the next minion takes it (Salt's C{batch_wait}).
+    @param failhard: once a minion returns a non-zero retcode (or does
+        not return), no other minion starts (Salt's batch C{failhard});
+        those running finish.
+    @param skipped: filled with the minions C{failhard} kept from running.
     """
     ping = await _gather(master, {**load, "fun": "test.ping", "arg": []}, timeout)
     combined = _Gathered()
@@ -289,8 +299,8 @@ async def _batchAndGather(
         reactor,
         up,
         batchSize(spec, len(up)),
-        0.0,
-        False,
+        batchWait,
+        failhard,
         lambda chunk, returned: _gather(
             master, {**load, "tgt": chunk, "tgt_type": "list"}, timeout, returned
         ),
@@ -299,8 +309,47 @@ async def _batchAndGather(
         None,
         None,
     )
-    await window.run()
+    stopped = await window.run()
+    if stopped and skipped is not None:
+        skipped.extend(window.queue)
     return _asCmdReturns(combined, expectMinions)
+
+
+def _batchWait(value: Any, opts: Any) -> float:
+    """
+    @param value: the state's C{batch_wait}, or L{None} for the master
+        config's (as Salt's batch reads it from the client's options).
+    @return: Salt's C{batch_wait}, seconds.
+    @raise ValueError: it is not a number of seconds >= 0.
+    """
+    if value is None:
+        value = (opts or {}).get("batch_wait") or 0
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ValueError(f"batch_wait must be a number of seconds >= 0, not {value!r}")
+    return seconds
+
+
+def _failhard(value: Any, opts: Any) -> bool:
+    """
+    @return: whether a batch stops at its first failed minion: the
+        state's C{failhard: True} or the C{failhard} option, as Salt's
+        C{salt.state} decides.
+    """
+    return value is True or bool((opts or {}).get("failhard"))
+
+
+def _stoppedComment(skipped: list[str]) -> str:
+    """
+    @return: what the state's comment adds when C{failhard} stopped its
+        batch run before C{skipped} ran.
+    """
+    return f"failhard stopped the batch run; not run on: {', '.join(sorted(skipped))}"
 
 
 async def _subsetAndGather(
@@ -398,16 +447,23 @@ def _publish(
     expectMinions: bool,
     batch: Any = None,
     subset: Any = None,
+    batchWait: Any = None,
+    failhard: Any = None,
+    skipped: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """
     Publish C{fun} to C{tgt} and wait for the returns (from the state
     run's thread): in batches of C{batch} minions (C{10}, C{25%}), or on
     C{subset} minions picked at random (C{batch} wins when both are
-    given, as in Salt).
+    given, as in Salt). A batch run takes C{batchWait} (L{_batchWait})
+    and C{failhard} (L{_failhard}), filling C{skipped} with the minions
+    C{failhard} kept from running.
 
-    @raise ValueError: a malformed C{batch} or C{subset}.
+    @raise ValueError: a malformed C{batch}, C{subset} or C{batchWait}.
     """
     spec = None if batch is None else parseBatch(batch)
+    wait = 0.0 if spec is None else _batchWait(batchWait, ctx.opts)
+    stopOnFailure = spec is not None and _failhard(failhard, ctx.opts)
     count = None if subset is None or spec is not None else _subsetCount(subset)
     wire = list(arg)
     if kwarg:
@@ -438,7 +494,17 @@ def _publish(
         return _onReactor(
             ctx,
             lambda: Deferred.fromCoroutine(
-                _batchAndGather(ctx.master, ctx.reactor, load, seconds, spec, expectMinions)
+                _batchAndGather(
+                    ctx.master,
+                    ctx.reactor,
+                    load,
+                    seconds,
+                    spec,
+                    expectMinions,
+                    wait,
+                    stopOnFailure,
+                    skipped,
+                )
             ),
         )
     if count is not None:
@@ -478,6 +544,7 @@ def state(
     subset: Any = None,
     orchestration_jid: Any = None,
     failhard: Any = None,
+    batch_wait: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """
@@ -489,9 +556,12 @@ def state(
     count; C{allow_fail} how many may fail; C{expect_minions} (default)
     fails when no minion returned; C{timeout}: seconds to wait;
     C{batch} (C{10}, C{25%}): the minions answering C{test.ping} run it
-    that many at a time (C{salttwist -b}'s sliding window); C{subset}:
-    only that many of the target's minions, picked at random among those
-    having the function.
+    that many at a time (C{salttwist -b}'s sliding window), a returned
+    minion's place kept empty C{batch_wait} seconds (default: the
+    C{batch_wait} option), no minion starting after one failed with
+    C{failhard: True} (or the C{failhard} option); C{subset}: only that
+    many of the target's minions, picked at random among those having
+    the function.
 
     Changes: C{{"out": "highstate", "ret": {minion: its run's returns}}}
     for each minion that changed something or failed.
@@ -538,9 +608,22 @@ def state(
         kwarg["exclude"] = exclude
     kwarg["queue"] = queue
     kwarg["concurrent"] = concurrent
+    skipped: list[str] = []
     try:
         cmdRet = _publish(
-            ctx, tgt, fun, arg, kwarg, tgt_type, timeout, bool(expect_minions), batch, subset
+            ctx,
+            tgt,
+            fun,
+            arg,
+            kwarg,
+            tgt_type,
+            timeout,
+            bool(expect_minions),
+            batch,
+            subset,
+            batch_wait,
+            failhard,
+            skipped,
         )
     except Exception as e:
         stateRet["result"] = False
@@ -589,6 +672,8 @@ def state(
         details = [failDetail[m] for m in sorted(fail) if failDetail.get(m)]
         if details:
             stateRet["comment"] += "\n" + "\n".join(details)
+        if skipped:
+            stateRet["comment"] += "\n" + _stoppedComment(skipped)
     else:
         stateRet["comment"] = "States ran successfully."
         if changes:
@@ -618,6 +703,7 @@ def function(
     batch: Any = None,
     subset: Any = None,
     failhard: Any = None,
+    batch_wait: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """
@@ -626,7 +712,8 @@ def function(
     C{fail_function}: an execution function (run on the master) given
     each minion's return, false meaning that minion failed;
     C{fail_minions}: minions whose failure does not count; C{timeout}:
-    seconds to wait; C{batch} and C{subset} as for L{state}. A minion
+    seconds to wait; C{batch} (with C{batch_wait} and C{failhard}) and
+    C{subset} as for L{state}. A minion
     whose job's retcode is not 0 failed.
 
     Changes: C{{"ret": {minion: its return}}}.
@@ -647,6 +734,7 @@ def function(
         funcRet["comment"] = f"Function {name} would be executed on target {tgt}"
         funcRet["result"] = None
         return funcRet
+    skipped: list[str] = []
     try:
         cmdRet = _publish(
             ctx,
@@ -659,6 +747,9 @@ def function(
             bool(expect_minions),
             batch,
             subset,
+            batch_wait,
+            failhard,
+            skipped,
         )
     except Exception as e:
         funcRet["result"] = False
@@ -695,6 +786,8 @@ def function(
     if fail:
         funcRet["result"] = False
         funcRet["comment"] = f"Running function {name} failed on minions: {', '.join(fail)}"
+        if skipped:
+            funcRet["comment"] += "\n" + _stoppedComment(skipped)
     else:
         funcRet["comment"] = "Function ran successfully."
     if changes:
