@@ -9,6 +9,8 @@ and the listener reloads after losing its connection.
 from __future__ import annotations
 
 import functools
+import socket
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +21,7 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
+from salttwist.pki import keystore_pg
 from salttwist.pki.ids import DEFAULT_ID_RULES
 from salttwist.pki.keystore import ACCEPTED, PENDING, REJECTED, KeyChanged
 from salttwist.pki.keystore_pg import (
@@ -218,6 +221,131 @@ class PostgresKeyStoreSchemaTests(SynchronousTestCase):
             store.putKey(PENDING, "web1", PEM_A)
         self.assertIn(":1/", str(raised.exception))
         self.assertRaises(KeyStoreUnavailable, store.waitReady, 0.1)
+
+
+class _FreezingProxy:
+    """
+    A TCP proxy on 127.0.0.1 to a PostgreSQL server that can stop passing
+    bytes on (L{freeze}): to its clients the server then hangs while TCP
+    stays up, as a stopped or swapped-out server does.
+
+    @ivar port: the port it listens on.
+    """
+
+    def __init__(self, testCase: SynchronousTestCase, host: str, port: int) -> None:
+        self._target = (host, port)
+        self._frozen = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._sockets.append(self._listener)
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+        testCase.addCleanup(self.close)
+
+    def freeze(self) -> None:
+        """
+        Pass nothing more, either way.
+        """
+        self._frozen.set()
+
+    def close(self) -> None:
+        """
+        Close every socket.
+        """
+        for s in self._sockets:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self._target)
+            self._sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            # Frozen: hold what came, never answer (TCP still acknowledges).
+            while self._frozen.is_set():
+                time.sleep(0.05)
+            try:
+                sink.sendall(data)
+            except OSError:
+                return
+
+
+class WriteTimeoutTests(SynchronousTestCase):
+    """
+    A write never blocks for ever: the server gives up a write that waits
+    too long (C{statement_timeout}), and a server that does not answer at
+    all has its connection cut (L{keystore_pg._Watchdog}).
+    """
+
+    def setUp(self) -> None:
+        self.options = temporaryDatabase(self)  # type: ignore[arg-type]
+
+    def test_statementTimeout(self) -> None:
+        """
+        A write that waits on a row another transaction holds fails after
+        C{writeTimeout} with L{KeyStoreUnavailable} saying nothing was
+        written; once the row is free, writes succeed on the same store.
+        """
+        store = PostgresKeyStore(self.options, writeTimeout=0.5)
+        store.start()
+        self.addCleanup(store.close)
+        store.waitReady(READY_TIMEOUT)
+        store.putKey(PENDING, "web1", PEM_A)
+        with _connect(self.options) as outside, outside.transaction():
+            outside.execute(
+                "SELECT 1 FROM salttwist_key_minions WHERE minion_id = 'web1' FOR UPDATE"
+            )
+            with self.assertRaises(KeyStoreUnavailable) as raised:
+                store.moveKey("web1", PENDING, ACCEPTED)
+        message = str(raised.exception)
+        self.assertIn("within 0.5 s (statement_timeout); nothing was written", message)
+        self.assertEqual(store.stateOf("web1"), [PENDING])
+        self.assertTrue(store.moveKey("web1", PENDING, ACCEPTED))
+        self.assertEqual(store.stateOf("web1"), [ACCEPTED])
+
+    def test_hungServerCut(self) -> None:
+        """
+        When the server stops answering in the middle of a write, the
+        connection is cut after C{writeTimeout} plus L{WATCHDOG_GRACE}, the
+        write fails with L{KeyStoreUnavailable} naming the wait, and it is
+        not tried again on the hung server.
+        """
+        self.patch(keystore_pg, "WATCHDOG_GRACE", 0.5)
+        proxy = _FreezingProxy(self, self.options["host"], int(self.options["port"]))
+        store = PostgresKeyStore(dict(self.options, port=proxy.port), writeTimeout=0.5)
+        store.start()
+        self.addCleanup(store.close)
+        store.waitReady(READY_TIMEOUT)
+        store.putKey(PENDING, "web1", PEM_A)
+        proxy.freeze()
+        with self.assertRaises(KeyStoreUnavailable) as raised:
+            store.putKey(PENDING, "web2", PEM_B)
+        self.assertIn("did not answer a write within 1 s", str(raised.exception))
+        self.assertIn("nothing was written", str(raised.exception))
+
+    def test_badTimeout(self) -> None:
+        """
+        A write timeout that is not a positive number is refused.
+        """
+        with self.assertRaises(ValueError) as raised:
+            PostgresKeyStore(self.options, writeTimeout=0)
+        self.assertIn("writeTimeout", str(raised.exception))
 
 
 class PostgresKeyStoreLifeTests(TestCase):

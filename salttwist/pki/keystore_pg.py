@@ -3,11 +3,9 @@
 Minion keys in PostgreSQL (issue 23): an L{IKeyStore} that several masters
 share, so that C{salttwist-key} on any of them can act for the cluster.
 
-Not wired in yet: the master (L{salttwist.master.service}), its auth
-workers (L{salttwist.master.authtasks}, one store per worker process) and
-C{salttwist-key} all still open a L{FilesystemKeyStore}; selecting this
-store needs all three switched together, behind an option (Salt's nearest
-is C{keys.cache_driver}, default C{localfs_key}).
+Selected by C{keys.cache_driver: postgres} (L{salttwist.pki.stores}): the
+master (L{salttwist.master.service}), each of its auth worker processes
+(L{salttwist.master.authtasks}) and C{salttwist-key} then each open one.
 
 L{IKeyStore} is synchronous (the master calls it through C{runBlocking}, and
 its workers call it directly), and the master reads it often: the accepted
@@ -58,6 +56,14 @@ L{KeyStoreUnavailable} saying the write may or may not have been made.
 When the server cannot be reached, writes fail at once with
 L{KeyStoreUnavailable} naming it, and connection attempts back off.
 
+Timeouts: the writer's connection has a C{statement_timeout} of
+C{writeTimeout} (L{WRITE_TIMEOUT}) seconds, so a write waiting on a lock or
+a slow server fails (nothing written) instead of blocking the writer; a
+server that does not answer at all (hung, but its kernel still acknowledges)
+has the connection cut from this side L{WATCHDOG_GRACE} seconds later
+(L{_Watchdog}), and the write fails, not tried again. The listener's
+queries are cut the same way after L{LISTENER_TIMEOUT}, and it reconnects.
+
 Driver: psycopg 3, as L{salttwist.master.jobcache_pg}. The schema is
 versioned (L{MIGRATIONS}) in C{salttwist_keystore_migrations}, applied at
 connection under an advisory lock so masters starting together apply each
@@ -66,12 +72,15 @@ migration once.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import queue
 import random
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +126,29 @@ IDLE_CHECK = 5.0
 """
 Seconds without a notification after which the listener checks that its
 connection still works (a silent network failure sends no error).
+"""
+
+WRITE_TIMEOUT = 10.0
+"""
+Seconds a write transaction may take on the server by default: the writer's
+connection runs with this C{statement_timeout}, so a lock held elsewhere or a
+server too slow to answer fails the write (nothing written) rather than
+blocking it, and every write queued behind it, for ever.
+"""
+
+WATCHDOG_GRACE = 5.0
+"""
+Seconds beyond the statement timeout after which a connection that still
+has not answered is cut from this side (its socket shut down): a server
+that hangs (stopped, swapped out, a half-open network path whose kernel
+still acknowledges) never applies its own C{statement_timeout}, and TCP
+sees nothing wrong.
+"""
+
+LISTENER_TIMEOUT = 60.0
+"""
+Seconds the listener's queries (a full load, a refresh, its idle check) may
+take before its connection is cut and made again, for the same reason.
 """
 
 MAX_BATCH = 100
@@ -196,21 +228,72 @@ class KeyStoreUnavailable(KeyStoreError):
 class _LostConnection(KeyStoreUnavailable):
     """
     The writer's connection broke during a batch.
+
+    @ivar timedOut: whether it was cut because the server did not answer
+        in time (L{_Watchdog}).
     """
 
+    def __init__(self, message: str, timedOut: bool = False) -> None:
+        super().__init__(message)
+        self.timedOut = timedOut
 
-def _connect(options: dict[str, Any]) -> psycopg.Connection[Any]:
+
+def _connect(
+    options: dict[str, Any], statementTimeout: float | None = None
+) -> psycopg.Connection[Any]:
     """
+    @param statementTimeout: if given, the connection's C{statement_timeout}
+        in seconds (added to any server options C{options} carry).
     @return: an autocommit connection made with C{options} over
         L{CONNECTION_DEFAULTS}.
     """
     import psycopg
 
-    return psycopg.connect(
-        autocommit=True,
-        application_name="salttwist-keystore",
-        **{**CONNECTION_DEFAULTS, **options},
-    )
+    options = {**CONNECTION_DEFAULTS, **options}
+    if statementTimeout is not None:
+        setting = f"-c statement_timeout={max(1, round(statementTimeout * 1000))}"
+        options["options"] = f"{options.get('options', '')} {setting}".strip()
+    return psycopg.connect(autocommit=True, application_name="salttwist-keystore", **options)
+
+
+class _Watchdog:
+    """
+    Cuts a connection whose query has not returned within a deadline, by
+    shutting its socket down from another thread: the blocked call then
+    fails at once with a broken connection (see L{WATCHDOG_GRACE}).
+
+    @ivar fired: whether it cut the connection.
+    """
+
+    def __init__(self, connection: psycopg.Connection[Any], seconds: float) -> None:
+        self.fired = False
+        self._connection = connection
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+
+    def _cut(self) -> None:
+        self.fired = True
+        with contextlib.suppress(OSError, ValueError):
+            # A duplicate of the descriptor: shutting it down ends the
+            # socket under the one the blocked call reads.
+            cut = socket.socket(fileno=os.dup(self._connection.fileno()))
+            try:
+                cut.shutdown(socket.SHUT_RDWR)
+            finally:
+                cut.close()
+
+    @classmethod
+    @contextlib.contextmanager
+    def guarding(cls, connection: psycopg.Connection[Any], seconds: float) -> Iterator[_Watchdog]:
+        """
+        Watch C{connection} for C{seconds} while the block runs.
+        """
+        watchdog = cls(connection, seconds)
+        watchdog._timer.start()
+        try:
+            yield watchdog
+        finally:
+            watchdog._timer.cancel()
 
 
 def migrate(
@@ -323,6 +406,9 @@ class PostgresKeyStore:
         per reconnection).
     @ivar batches: how many write transactions committed (each holds the
         writes that waited together).
+    @ivar writeTimeout: the seconds a write transaction may take on the
+        server (L{WRITE_TIMEOUT}); after that many and L{WATCHDOG_GRACE}
+        more without an answer, the connection is cut.
     @ivar writerPid: the server process id of the writer's connection.
     @ivar listenerPid: the server process id of the listener's connection
         (for an admin, and tests, to find it).
@@ -330,8 +416,18 @@ class PostgresKeyStore:
 
     log = Logger()
 
-    def __init__(self, options: dict[str, Any], idRules: IdRules = DEFAULT_ID_RULES) -> None:
+    def __init__(
+        self,
+        options: dict[str, Any],
+        idRules: IdRules = DEFAULT_ID_RULES,
+        writeTimeout: float = WRITE_TIMEOUT,
+    ) -> None:
+        if not writeTimeout > 0:
+            raise ValueError(
+                f"writeTimeout must be a positive number of seconds, not {writeTimeout!r}"
+            )
         self.options = options
+        self.writeTimeout = writeTimeout
         self._mirror = _Mirror(idRules)
         self._ready = threading.Event()
         self._stopping = threading.Event()
@@ -351,6 +447,14 @@ class PostgresKeyStore:
         self.listenerPid: int | None = None
         self.writerPid: int | None = None
         self.batches = 0
+
+    @property
+    def loaded(self) -> bool:
+        """
+        Whether the keys were loaded (reads answer), even if the listener is
+        reconnecting now (L{connected}).
+        """
+        return self._ready.is_set() and self._readyError is None
 
     @property
     def idRules(self) -> IdRules:
@@ -491,7 +595,8 @@ class PostgresKeyStore:
                 # LISTEN before loading: a change committed during the load
                 # is notified, and versions keep the older state out.
                 connection.execute(f"LISTEN {CHANNEL}")
-                self._load(connection)
+                with _Watchdog.guarding(connection, LISTENER_TIMEOUT):
+                    self._load(connection)
                 self.listenerPid = connection.info.backend_pid
                 backoff = 0.0
                 self.connected = True
@@ -557,7 +662,8 @@ class PostgresKeyStore:
             notes = list(connection.notifies(timeout=0.5, stop_after=1))
             if not notes:
                 if time.monotonic() - quiet > IDLE_CHECK:
-                    connection.execute("SELECT 1")
+                    with _Watchdog.guarding(connection, LISTENER_TIMEOUT):
+                        connection.execute("SELECT 1")
                     quiet = time.monotonic()
                 continue
             # Take those already here too: one query for all of them.
@@ -576,7 +682,8 @@ class PostgresKeyStore:
                 if version > self._mirror.versions.get(minionId, 0):
                     wanted.add(minionId)
             if wanted:
-                self._refresh(connection, sorted(wanted))
+                with _Watchdog.guarding(connection, LISTENER_TIMEOUT):
+                    self._refresh(connection, sorted(wanted))
 
     def _refresh(self, connection: psycopg.Connection[Any], minionIds: list[str]) -> None:
         """
@@ -652,6 +759,7 @@ class PostgresKeyStore:
         given once the transaction committed.
         """
         import psycopg
+        import psycopg.errors
 
         batch = sorted(batch, key=lambda write: write[0])
         outcomes: list[tuple[bool, Any]] = []
@@ -665,6 +773,14 @@ class PostgresKeyStore:
                     return True, write(connection)
             except _Unchanged as unchanged:
                 return True, unchanged
+            except psycopg.errors.QueryCanceled as e:
+                if connection.closed or connection.broken:
+                    raise
+                return False, KeyStoreUnavailable(
+                    f"the PostgreSQL key store {describeServer(self.options)} did not finish "
+                    f"a write within {self.writeTimeout:g} s (statement_timeout); nothing "
+                    f"was written: {str(e).strip()}"
+                )
             except psycopg.OperationalError as e:
                 if connection.closed or connection.broken:
                     raise
@@ -702,7 +818,7 @@ class PostgresKeyStore:
                 self._withConnection(work)
                 break
             except _LostConnection as e:
-                if tries == 1 and not committing:
+                if tries == 1 and not committing and not e.timedOut:
                     self.log.warn("{error}; writing again on a new connection", error=str(e))
                     continue
                 error: BaseException = KeyStoreUnavailable(
@@ -759,7 +875,7 @@ class PostgresKeyStore:
                     f"({self._lastError}); next attempt in {self._writerNextAttempt - now:.1f} s"
                 )
             try:
-                connection = _connect(self.options)
+                connection = _connect(self.options, self.writeTimeout)
                 migrate(connection)
             except psycopg.Error as e:
                 self._lastError = str(e).strip() or type(e).__name__
@@ -775,11 +891,22 @@ class PostgresKeyStore:
             self._writerNextAttempt = 0.0
             self._writer = connection
             self.writerPid = connection.info.backend_pid
+        watched = _Watchdog.guarding(connection, self.writeTimeout + WATCHDOG_GRACE)
         try:
-            return work(connection)
+            with watched as watchdog:
+                return work(connection)
         except psycopg.OperationalError as e:
             if not (connection.closed or connection.broken):
                 raise
+            if watchdog.fired:
+                self._lastError = (
+                    f"no answer within {self.writeTimeout + WATCHDOG_GRACE:g} s; connection cut"
+                )
+                raise _LostConnection(
+                    f"the PostgreSQL key store {describeServer(self.options)} did not "
+                    f"answer a write within {self.writeTimeout + WATCHDOG_GRACE:g} s",
+                    timedOut=True,
+                ) from e
             self._lastError = str(e).strip() or type(e).__name__
             raise _LostConnection(
                 f"lost the connection to the PostgreSQL key store "
