@@ -1,0 +1,219 @@
+# -*- test-case-name: tests.test_cluster -*-
+"""
+What a master of a cluster sends to the others and does with what they
+send (L{ClusterFanout}), over an L{IClusterBus}.
+
+  - A job published here is sent as its load and targeted minions
+    (durable). Every other master records it (so its minions' returns are
+    accepted), fires C{salt/job/<jid>/new} on its bus and publishes it to
+    its own minions, sealed with its own publication key: no key crosses
+    the broker. A job older than C{jobMaxAge} seconds when it arrives (a
+    master that was away) is not published.
+  - A return accepted here is sent (durable); every other master fires it
+    on its bus as C{salt/job/<jid>/ret/<id>}, and stores it in its job
+    cache unless the job cache is shared (PostgreSQL), where the master
+    that accepted it stored it once.
+  - A minion's event is sent best effort and fired on the others' buses.
+
+Each message names the master it came from; a master ignores its own, and
+drops a job or return it has already handled (a durable message may come
+twice).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from twisted.logger import Logger
+
+from salttwist import serial
+from salttwist.cluster.interfaces import EVENT, JOB, RETURN, ClusterUnavailable, IClusterBus
+from salttwist.interfaces import IEventBus, IJobCache
+
+#: Seconds after its publication a job from another master is still
+#: published to this master's minions.
+JOB_MAX_AGE = 300.0
+#: How many (jid, minion) returns from other masters are remembered to drop
+#: copies.
+SEEN_RETURNS = 100000
+
+
+class ClusterFanout:
+    """
+    One master's side of the fan-out.
+
+    @ivar publisher: the master's job publishing room (C{jobs},
+        C{publish(load)}); set by L{attach}.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        bus: IClusterBus,
+        clock: Any,
+        sharedJobCache: bool,
+        jobMaxAge: float = JOB_MAX_AGE,
+    ) -> None:
+        self.bus = bus
+        self.memberId = bus.memberId
+        self._clock = clock
+        self.sharedJobCache = sharedJobCache
+        self.jobMaxAge = jobMaxAge
+        self.publisher: Any = None
+        self.eventBus: IEventBus | None = None
+        self.jobCache: IJobCache | None = None
+        self._seenReturns: OrderedDict[tuple[str, str], None] = OrderedDict()
+        bus.subscribe(JOB, self._jobReceived)
+        bus.subscribe(RETURN, self._returnReceived)
+        bus.subscribe(EVENT, self._eventReceived)
+
+    def attach(self, publisher: Any, eventBus: IEventBus, jobCache: IJobCache | None) -> None:
+        """
+        Give the fan-out the master's rooms it acts on.
+
+        @param publisher: a L{salttwist.master.publishing.JobPublisher}.
+        """
+        self.publisher = publisher
+        self.eventBus = eventBus
+        self.jobCache = jobCache
+
+    # -- outgoing ------------------------------------------------------------
+
+    def checkJobs(self) -> None:
+        """
+        @raise ClusterUnavailable: a new job cannot be fanned out now (the
+            message says why).
+        """
+        why = self.bus.whyUnavailable()
+        if why is not None:
+            raise ClusterUnavailable(f"job refused: {why}")
+
+    def jobPublished(self, load: dict[str, Any], minions: list[str]) -> None:
+        """
+        Send a job published here to the other masters.
+        """
+        payload = serial.dumps({"origin": self.memberId, "load": load, "minions": minions})
+        self.bus.publish(JOB, payload).addErrback(self._sendFailed, "job", load.get("jid"))
+
+    def checkReturn(self) -> None:
+        """
+        @raise ClusterUnavailable: a return could not be sent on (the
+            buffer is full): the minion is to send it again later.
+        """
+        full = getattr(self.bus, "outbox", None)
+        why = full.whyFull() if full is not None else None
+        if why is not None:
+            raise ClusterUnavailable(f"return refused for now: {why}")
+
+    def returnAccepted(self, event: dict[str, Any]) -> None:
+        """
+        Send a return accepted here to the other masters.
+        """
+        payload = serial.dumps({"origin": self.memberId, "event": event})
+        self.bus.publish(RETURN, payload).addErrback(self._sendFailed, "return", event.get("jid"))
+
+    def eventFired(self, tag: str, data: dict[str, Any]) -> None:
+        """
+        Send a minion's event to the other masters (best effort).
+        """
+        self.bus.publish(EVENT, serial.dumps({"origin": self.memberId, "tag": tag, "data": data}))
+
+    def _sendFailed(self, failure: Any, what: str, jid: Any) -> None:
+        self.log.failure(
+            "cluster: the {what} of job {jid} was not sent", failure, what=what, jid=jid
+        )
+
+    # -- incoming -------------------------------------------------------------
+
+    def _decode(self, payload: bytes) -> dict[str, Any] | None:
+        try:
+            message = serial.loads(payload)
+        except serial.SerialError as e:
+            self.log.warn("cluster: dropped a message that is not msgpack: {error}", error=e)
+            return None
+        if not isinstance(message, dict) or message.get("origin") == self.memberId:
+            return None
+        return message
+
+    def _jobReceived(self, payload: bytes) -> None:
+        message = self._decode(payload)
+        if message is None or self.publisher is None:
+            return
+        load, minions = message.get("load"), message.get("minions")
+        if not isinstance(load, dict) or not isinstance(minions, list):
+            self.log.warn(
+                "cluster: dropped a malformed job from {origin}", origin=message.get("origin")
+            )
+            return
+        jid = load.get("jid")
+        if not isinstance(jid, str) or self.publisher.jobs.get(jid) is not None:
+            return
+        age = self._clock.seconds() - float(load.get("ts") or 0)
+        if age > self.jobMaxAge:
+            self.log.warn(
+                "cluster: job {jid} from {origin} arrived {age:.0f} s after it was published; "
+                "not published to this master's minions",
+                jid=jid,
+                origin=message.get("origin"),
+                age=age,
+            )
+            return
+        self.publisher.jobs.add(jid, load, minions)
+        if self.jobCache is not None and not self.sharedJobCache:
+            self.jobCache.storeJob(jid, load, minions).addErrback(self._storeFailed, "job", jid)
+        assert self.eventBus is not None
+        self.eventBus.fire(
+            f"salt/job/{jid}/new",
+            {
+                "jid": jid,
+                "tgt": load.get("tgt"),
+                "tgt_type": load.get("tgt_type"),
+                "fun": load.get("fun"),
+                "arg": load.get("arg"),
+                "minions": minions,
+                "user": load.get("user"),
+            },
+        )
+        self.publisher.publish(load)
+
+    def _returnReceived(self, payload: bytes) -> None:
+        message = self._decode(payload)
+        if message is None:
+            return
+        event = message.get("event")
+        if not isinstance(event, dict):
+            return
+        jid, minionId = event.get("jid"), event.get("id")
+        if not isinstance(jid, str) or not isinstance(minionId, str):
+            return
+        key = (jid, minionId)
+        if key in self._seenReturns:
+            return
+        self._seenReturns[key] = None
+        while len(self._seenReturns) > SEEN_RETURNS:
+            self._seenReturns.popitem(last=False)
+        if self.publisher is not None:
+            job = self.publisher.jobs.get(jid)
+            if job is not None:
+                job.returned.add(minionId)
+        assert self.eventBus is not None
+        self.eventBus.fire(f"salt/job/{jid}/ret/{minionId}", event)
+        if self.jobCache is not None and not self.sharedJobCache:
+            self.jobCache.storeReturn(jid, minionId, event).addErrback(
+                self._storeFailed, "return", jid
+            )
+
+    def _eventReceived(self, payload: bytes) -> None:
+        message = self._decode(payload)
+        if message is None or self.eventBus is None:
+            return
+        tag, data = message.get("tag"), message.get("data")
+        if isinstance(tag, str) and isinstance(data, dict):
+            self.eventBus.fire(tag, data)
+
+    def _storeFailed(self, failure: Any, what: str, jid: str) -> None:
+        self.log.failure(
+            "cluster: storing the {what} of job {jid} failed", failure, what=what, jid=jid
+        )

@@ -1,0 +1,416 @@
+# -*- test-case-name: tests.test_cluster_nats -*-
+"""
+The cluster's bus on NATS JetStream (L{NatsClusterBus}).
+
+One JetStream stream per cluster, C{SALTTWIST_<cluster_id>}, file-stored,
+holds the durable kinds on subjects C{salttwist.<cluster_id>.job} and
+C{salttwist.<cluster_id>.ret}; each master has a durable push consumer per
+kind (C{<member>_<kind>}, explicit acknowledgements), so what was sent
+while it was away is delivered when it is back. A durable message is
+published with a C{Nats-Msg-Id} header (the broker drops a copy sent again
+after a lost acknowledgement) and stays in the L{Outbox} until JetStream
+acknowledged storing it. Best-effort kinds are plain NATS messages on
+C{salttwist.<cluster_id>.<kind>}.
+
+The connection is a L{ClientService} (reconnection with jittered back-off);
+a C{PING} every C{pingInterval} seconds that is not answered twice in a row
+drops it, so a broker that stops answering (a partition) is noticed even
+when no TCP error comes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from twisted.application.internet import ClientService, backoffPolicy
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
+from twisted.internet.endpoints import TCP4ClientEndpoint
+from twisted.internet.protocol import Factory
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from salttwist.cluster.interfaces import DURABLE_KINDS, KINDS, IClusterBus
+from salttwist.cluster.natsprotocol import NatsError, NatsProtocol
+from salttwist.cluster.outbox import Outbox
+
+#: What a cluster id and a member id may hold (they are parts of subject,
+#: stream and consumer names).
+NAME = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
+#: Seconds a JetStream API request or publication may wait for its answer.
+REQUEST_TIMEOUT = 5.0
+#: Seconds a new connection may take to be set up (the server's INFO, the
+#: stream and the consumers).
+SETUP_TIMEOUT = 10.0
+#: Seconds before a publication refused by JetStream is sent again.
+RETRY_DELAY = 1.0
+#: Seconds a delivered durable message may stay unacknowledged before
+#: JetStream delivers it again.
+ACK_WAIT = 30.0
+#: Seconds JetStream keeps a durable message (a master away longer misses it).
+STREAM_MAX_AGE = 3600.0
+#: Seconds within which JetStream drops a copy of a message by its id.
+DUPLICATE_WINDOW = 300.0
+#: JetStream's error code for a stream name already in use.
+STREAM_NAME_IN_USE = 10058
+_NS = 1_000_000_000
+
+
+def parseBrokerUrl(url: str) -> tuple[str, int]:
+    """
+    @return: the host and port of a C{nats://host[:port]} URL (port 4222
+        by default).
+    @raise ValueError: if C{url} is not one.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 4222
+    except ValueError as e:
+        raise ValueError(f"{url!r} is not a nats://host:port URL ({e})") from None
+    if parts.scheme != "nats" or not parts.hostname or parts.path not in ("", "/"):
+        raise ValueError(f"{url!r} is not a nats://host:port URL")
+    return parts.hostname, port
+
+
+class _NatsFactory(Factory):
+    def __init__(self, bus: NatsClusterBus) -> None:
+        self._bus = bus
+
+    def buildProtocol(self, addr: Any) -> NatsProtocol:
+        proto = NatsProtocol(self._bus._clock, f"salttwist-{self._bus.memberId}")
+        proto.onLost = self._bus._connectionLost
+        self._bus._prepare(proto)
+        return proto
+
+
+@implementer(IClusterBus)
+class NatsClusterBus:
+    """
+    A master's bus to the others, through NATS JetStream.
+
+    @ivar outbox: the durable messages not yet acknowledged.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        reactor: Any,
+        url: str,
+        clusterId: str,
+        memberId: str,
+        maxMessages: int = 10000,
+        maxBytes: int = 64 * 1024 * 1024,
+        unreachableLimit: float = 10.0,
+        pingInterval: float = 2.0,
+    ) -> None:
+        """
+        @raise ValueError: a bad URL, cluster id or member id.
+        """
+        host, port = parseBrokerUrl(url)
+        for what, value in (("cluster id", clusterId), ("member id", memberId)):
+            if not NAME.match(value):
+                raise ValueError(
+                    f"the {what} {value!r} may hold only letters, digits, '_' and '-' "
+                    "(1 to 64 of them)"
+                )
+        self.url = url
+        self.memberId = memberId
+        self._clock = reactor
+        self._prefix = f"salttwist.{clusterId}"
+        self._stream = f"SALTTWIST_{clusterId}"
+        self.outbox = Outbox(memberId, maxMessages, maxBytes)
+        self.unreachableLimit = unreachableLimit
+        self._handlers: dict[str, Callable[[bytes], Any]] = {}
+        self._proto: NatsProtocol | None = None
+        self._downSince = reactor.seconds()
+        self._lastError = "not connected yet"
+        self._retry: Any = None
+        self._pinger = LoopingCall(self._ping)
+        self._pinger.clock = reactor
+        self._pingInterval = pingInterval
+        self._service = ClientService(
+            TCP4ClientEndpoint(reactor, host, port, timeout=REQUEST_TIMEOUT),
+            _NatsFactory(self),
+            retryPolicy=backoffPolicy(initialDelay=0.5, maxDelay=5.0),
+            clock=reactor,
+        )
+
+    @property
+    def connected(self) -> bool:
+        """
+        Whether the bus is connected and set up.
+        """
+        return self._proto is not None
+
+    def subject(self, kind: str) -> str:
+        """
+        @return: the subject of messages of C{kind}.
+        """
+        return f"{self._prefix}.{kind}"
+
+    # -- IClusterBus ---------------------------------------------------------
+
+    def subscribe(self, kind: str, handler: Callable[[bytes], Any]) -> None:
+        """
+        See L{IClusterBus.subscribe}.
+        """
+        if kind not in KINDS:
+            raise ValueError(f"unknown message kind {kind!r}")
+        self._handlers[kind] = handler
+
+    def start(self) -> None:
+        """
+        See L{IClusterBus.start}.
+        """
+        self._service.startService()
+        self._pinger.start(self._pingInterval, now=False)
+
+    def stop(self) -> Deferred[None]:
+        """
+        See L{IClusterBus.stop}.
+        """
+        if self._pinger.running:
+            self._pinger.stop()
+        if self._retry is not None and self._retry.active():
+            self._retry.cancel()
+        return self._service.stopService()  # type: ignore[no-any-return]
+
+    def publish(self, kind: str, payload: bytes) -> Deferred[None]:
+        """
+        See L{IClusterBus.publish}.
+        """
+        if kind not in KINDS:
+            raise ValueError(f"unknown message kind {kind!r}")
+        if kind not in DURABLE_KINDS:
+            proto = self._proto
+            if proto is not None:
+                proto.publish(self.subject(kind), payload)
+            return succeed(None)
+        pending = self.outbox.add(kind, payload)
+        self._flush()
+        return pending.acked
+
+    def whyUnavailable(self) -> str | None:
+        """
+        See L{IClusterBus.whyUnavailable}.
+        """
+        full = self.outbox.whyFull()
+        if full is not None:
+            return full
+        if self._proto is None:
+            away = self._clock.seconds() - self._downSince
+            if away >= self.unreachableLimit:
+                return (
+                    f"the cluster's broker {self.url} has been unreachable for {away:.0f} s "
+                    f"({self._lastError}): jobs cannot reach the other masters"
+                )
+        return None
+
+    # -- the connection --------------------------------------------------------
+
+    async def _setUp(self, proto: NatsProtocol) -> None:
+        await proto.ready
+        await self._api(
+            proto,
+            f"$JS.API.STREAM.CREATE.{self._stream}",
+            {
+                "name": self._stream,
+                "subjects": [self.subject(kind) for kind in DURABLE_KINDS],
+                "retention": "limits",
+                "storage": "file",
+                "discard": "old",
+                "max_age": int(STREAM_MAX_AGE * _NS),
+                "duplicate_window": int(DUPLICATE_WINDOW * _NS),
+                "num_replicas": 1,
+            },
+            allowed=(STREAM_NAME_IN_USE,),
+        )
+        for kind, handler in self._handlers.items():
+            if kind in DURABLE_KINDS:
+                durable = f"{self.memberId}_{kind}"
+                deliver = f"_salttwist.deliver.{self._stream}.{durable}"
+                await self._api(
+                    proto,
+                    f"$JS.API.CONSUMER.DURABLE.CREATE.{self._stream}.{durable}",
+                    {
+                        "stream_name": self._stream,
+                        "config": {
+                            "durable_name": durable,
+                            "deliver_subject": deliver,
+                            "deliver_policy": "new",
+                            "ack_policy": "explicit",
+                            "ack_wait": int(ACK_WAIT * _NS),
+                            "max_ack_pending": 1000,
+                            "filter_subject": self.subject(kind),
+                            "replay_policy": "instant",
+                        },
+                    },
+                )
+                proto.subscribe(deliver, self._durableCallback(proto, kind, handler))
+            else:
+                proto.subscribe(self.subject(kind), self._volatileCallback(kind, handler))
+
+    async def _api(
+        self, proto: NatsProtocol, subject: str, body: dict[str, Any], allowed: tuple[int, ...] = ()
+    ) -> dict[str, Any]:
+        status, payload = await proto.request(subject, json.dumps(body).encode(), REQUEST_TIMEOUT)
+        if status == "503":
+            raise NatsError(f"JetStream is not enabled or not ready on {self.url} ({subject})")
+        answer = json.loads(payload or b"{}")
+        error = answer.get("error")
+        if error and error.get("err_code") not in allowed:
+            raise NatsError(f"JetStream refused {subject}: {error.get('description', error)}")
+        return answer  # type: ignore[no-any-return]
+
+    def _prepare(self, proto: NatsProtocol) -> None:
+        """
+        Set up a new connection: the stream, the consumers and the
+        subscriptions, then send what the outbox holds. A set-up that fails
+        drops the connection, and L{ClientService} connects again after a
+        back-off. (Not C{prepareConnection}: Twisted 26.10's L{ClientService}
+        leaves a connection whose preparation failed open, and fails on its
+        later loss.)
+        """
+
+        def ready(_: object) -> None:
+            if proto.lost:
+                return
+            self._proto = proto
+            away = self._clock.seconds() - self._downSince
+            self.log.info(
+                "cluster: connected to the broker {url} (after {away:.1f} s)",
+                url=self.url,
+                away=away,
+            )
+            self._flush()
+
+        def failed(failure: Failure) -> None:
+            self._lastError = failure.getErrorMessage()
+            self.log.warn(
+                "cluster: cannot set up the broker {url}: {error}",
+                url=self.url,
+                error=self._lastError,
+            )
+            if not proto.lost:
+                proto.transport.abortConnection()
+
+        setUp = Deferred.fromCoroutine(self._setUp(proto))
+        # A broker behind a partition may accept the connection and never
+        # answer: give the set-up the time of one request, then drop it.
+        setUp.addTimeout(SETUP_TIMEOUT, self._clock).addCallbacks(ready, failed)
+
+    def _connectionLost(self, proto: NatsProtocol, reason: Failure) -> None:
+        if self._proto is not proto:
+            return
+        self._proto = None
+        self._downSince = self._clock.seconds()
+        self._lastError = reason.getErrorMessage()
+        self.outbox.disconnected()
+        self.log.warn(
+            "cluster: lost the broker {url} ({error}); reconnecting, {n} messages buffered",
+            url=self.url,
+            error=self._lastError,
+            n=len(self.outbox),
+        )
+
+    def _ping(self) -> None:
+        proto = self._proto
+        if proto is None:
+            return
+        if proto.pingsOutstanding() >= 2:
+            self._lastError = "the broker stopped answering PINGs"
+            self.log.warn("cluster: the broker {url} stopped answering; reconnecting", url=self.url)
+            proto.transport.abortConnection()
+            return
+        proto.ping().addErrback(lambda _: None)
+
+    # -- durable publication -----------------------------------------------
+
+    def _flush(self) -> None:
+        proto = self._proto
+        if proto is None:
+            return
+        for pending in self.outbox.toSend():
+            msgId = pending.msgId
+            d = proto.request(
+                self.subject(pending.kind),
+                pending.payload,
+                REQUEST_TIMEOUT,
+                headers={"Nats-Msg-Id": msgId},
+            )
+            d.addCallbacks(self._published, self._notPublished, (msgId,), None, (msgId,))
+
+    def _published(self, reply: tuple[str | None, bytes], msgId: str) -> None:
+        status, payload = reply
+        error: Any = None
+        if status == "503":
+            error = "no JetStream stream answered"
+        else:
+            try:
+                answer = json.loads(payload)
+                error = answer.get("error")
+            except ValueError:
+                error = "a bad acknowledgement"
+        if error:
+            self._notPublished(Failure(NatsError(str(error))), msgId)
+            return
+        self.outbox.acknowledged(msgId)
+
+    def _notPublished(self, failure: Failure, msgId: str) -> None:
+        self.log.warn(
+            "cluster: message {id} not stored yet ({error}); sending it again",
+            id=msgId,
+            error=failure.getErrorMessage(),
+        )
+        self.outbox.retry(msgId)
+        if self._retry is None or not self._retry.active():
+            self._retry = self._clock.callLater(RETRY_DELAY, self._flush)
+
+    # -- delivery ------------------------------------------------------------
+
+    def _durableCallback(
+        self, proto: NatsProtocol, kind: str, handler: Callable[[bytes], Any]
+    ) -> Any:
+        def received(
+            subject: str,
+            reply: str | None,
+            status: str | None,
+            headers: dict[str, str],
+            body: bytes,
+        ) -> None:
+            if status is not None or reply is None:
+                return
+
+            def handled(_: object) -> None:
+                if not proto.lost:
+                    proto.publish(reply, b"+ACK")
+
+            def failed(failure: Failure) -> None:
+                self.log.failure("cluster: the {kind} handler failed", failure, kind=kind)
+                if not proto.lost:
+                    proto.publish(reply, b"-NAK")
+
+            maybeDeferred(handler, body).addCallbacks(handled, failed)
+
+        return received
+
+    def _volatileCallback(self, kind: str, handler: Callable[[bytes], Any]) -> Any:
+        def received(
+            subject: str,
+            reply: str | None,
+            status: str | None,
+            headers: dict[str, str],
+            body: bytes,
+        ) -> None:
+            try:
+                handler(body)
+            except Exception:
+                self.log.failure("cluster: the {kind} handler failed", kind=kind)
+
+        return received

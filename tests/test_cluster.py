@@ -1,0 +1,299 @@
+# -*- test-case-name: tests.test_cluster -*-
+"""
+Tests for L{salttwist.cluster}: the in-memory bus against the bus contract
+(L{tests._clustercontract}), the outbox, and the fan-out between masters
+(L{salttwist.cluster.fanout}) over in-memory buses, with a clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.task import Clock
+from twisted.trial.unittest import TestCase
+
+from salttwist import serial
+from salttwist.cluster.fanout import JOB_MAX_AGE, ClusterFanout
+from salttwist.cluster.interfaces import JOB, ClusterUnavailable
+from salttwist.cluster.memory import MemoryBroker, MemoryClusterBus
+from salttwist.cluster.outbox import Outbox
+from salttwist.master.jobs import JobRegistry
+from tests._clustercontract import BrokerAwayContract, ClusterBusContract, subscribeAll
+
+
+class _MemoryBuses:
+    """
+    Members of one L{MemoryBroker}, with a L{Clock}.
+    """
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.broker = MemoryBroker()
+
+    async def makeBus(
+        self,
+        memberId: str,
+        subscribe: tuple[str, ...] = (),
+        handlers: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> MemoryClusterBus:
+        bus = MemoryClusterBus(self.broker, memberId, self.clock, **options)
+        bus.got = subscribeAll(bus, subscribe, handlers)  # type: ignore[attr-defined]
+        bus.start()
+        self.addCleanup(bus.stop)  # type: ignore[attr-defined]
+        return bus
+
+    async def settle(self, condition: Any, what: str) -> None:
+        self.assertTrue(condition(), what)  # type: ignore[attr-defined]
+
+    async def brokerDown(self) -> None:
+        self.broker.down()
+
+    async def brokerUp(self) -> None:
+        self.broker.up()
+
+    async def waitUnreachable(self, bus: MemoryClusterBus) -> None:
+        self.assertIsNone(bus.whyUnavailable())  # type: ignore[attr-defined]
+        self.clock.advance(bus.unreachableLimit)
+
+
+class MemoryClusterBusTests(_MemoryBuses, ClusterBusContract, TestCase):
+    """
+    L{MemoryClusterBus} keeps the L{IClusterBus} contract.
+    """
+
+
+class MemoryBrokerAwayTests(_MemoryBuses, BrokerAwayContract, TestCase):
+    """
+    L{MemoryClusterBus} while its broker is away.
+    """
+
+
+class OutboxTests(TestCase):
+    """
+    L{Outbox} holds durable messages until acknowledged, within its bounds.
+    """
+
+    def test_bytesBound(self) -> None:
+        """
+        A message that would pass the byte bound is refused, saying so.
+        """
+        outbox = Outbox("m", 10, 10)
+        outbox.add(JOB, b"12345678")
+        error = self.assertRaises(ClusterUnavailable, outbox.add, JOB, b"123")
+        self.assertIn("8 bytes", str(error))
+
+    def test_acknowledgedFrees(self) -> None:
+        """
+        An acknowledged message leaves the buffer and its sender is told.
+        """
+        outbox = Outbox("m", 1, 100)
+        pending = outbox.add(JOB, b"x")
+        self.assertEqual(outbox.toSend(), [pending])
+        self.assertEqual(outbox.toSend(), [])
+        outbox.acknowledged(pending.msgId)
+        self.successResultOf(pending.acked)
+        self.assertEqual((len(outbox), outbox.bytes), (0, 0))
+        outbox.add(JOB, b"y")
+
+    def test_resentAfterDisconnection(self) -> None:
+        """
+        Messages in flight when the connection is lost are sent again, in
+        order, under the same ids.
+        """
+        outbox = Outbox("m", 10, 100)
+        first, second = outbox.add(JOB, b"1"), outbox.add(JOB, b"2")
+        outbox.toSend()
+        outbox.disconnected()
+        self.assertEqual([p.msgId for p in outbox.toSend()], [first.msgId, second.msgId])
+
+    def test_idsDifferAcrossRuns(self) -> None:
+        """
+        Two outboxes of the same member (a master restarted) give their
+        first messages different ids: the broker's duplicate window must
+        not drop the new one.
+        """
+        self.assertNotEqual(
+            Outbox("m", 1, 10).add(JOB, b"").msgId, Outbox("m", 1, 10).add(JOB, b"").msgId
+        )
+
+
+class _Bus:
+    """
+    A master's event bus: what it fires.
+    """
+
+    def __init__(self) -> None:
+        self.fired: list[tuple[str, dict[str, Any]]] = []
+
+    def fire(self, tag: str, data: dict[str, Any]) -> None:
+        self.fired.append((tag, data))
+
+
+class _JobCache:
+    """
+    A job cache that records what is stored.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: list[str] = []
+        self.returns: list[tuple[str, str]] = []
+
+    def storeJob(self, jid: str, load: dict[str, Any], minions: list[str]) -> Deferred[None]:
+        self.jobs.append(jid)
+        return succeed(None)
+
+    def storeReturn(self, jid: str, minionId: str, ret: dict[str, Any]) -> Deferred[None]:
+        self.returns.append((jid, minionId))
+        return succeed(None)
+
+
+class _Publisher:
+    """
+    The job publishing room's part the fan-out uses: the registry, and the
+    loads it publishes to its own minions.
+    """
+
+    def __init__(self) -> None:
+        self.jobs = JobRegistry()
+        self.published: list[dict[str, Any]] = []
+
+    def publish(self, load: dict[str, Any]) -> Deferred[None]:
+        self.published.append(load)
+        return succeed(None)
+
+
+class _Master:
+    def __init__(self, fanout: ClusterFanout) -> None:
+        self.fanout = fanout
+        self.publisher = _Publisher()
+        self.bus = _Bus()
+        self.jobCache = _JobCache()
+        fanout.attach(self.publisher, self.bus, self.jobCache)
+
+
+def _load(jid: str, ts: float = 0.0) -> dict[str, Any]:
+    return {"jid": jid, "fun": "test.ping", "arg": [], "tgt": "*", "tgt_type": "glob", "ts": ts}
+
+
+class FanoutTests(TestCase):
+    """
+    L{ClusterFanout} between two masters on in-memory buses.
+    """
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.broker = MemoryBroker()
+
+    def master(self, memberId: str, sharedJobCache: bool = False) -> _Master:
+        bus = MemoryClusterBus(self.broker, memberId, self.clock, maxMessages=3)
+        master = _Master(ClusterFanout(bus, self.clock, sharedJobCache))
+        bus.start()
+        return master
+
+    def test_jobPublishedByEveryOtherMaster(self) -> None:
+        """
+        A job published on one master is recorded, fired as
+        C{salt/job/<jid>/new} and published to its own minions by every
+        other master (not again by the one it came from), and stored in
+        their own job caches.
+        """
+        a, b, c = self.master("a"), self.master("b"), self.master("c")
+        a.fanout.jobPublished(_load("20261127000000000001"), ["m1", "m2"])
+        for other in (b, c):
+            self.assertEqual(
+                [p["jid"] for p in other.publisher.published], ["20261127000000000001"]
+            )
+            job = other.publisher.jobs.get("20261127000000000001")
+            self.assertEqual(job.minions, frozenset({"m1", "m2"}))
+            self.assertEqual(other.bus.fired[0][0], "salt/job/20261127000000000001/new")
+            self.assertEqual(other.jobCache.jobs, ["20261127000000000001"])
+        self.assertEqual(a.publisher.published, [])
+
+    def test_jobTwiceOnce(self) -> None:
+        """
+        A job that comes twice (a durable message delivered again) is
+        published once.
+        """
+        a, b = self.master("a"), self.master("b")
+        payload = serial.dumps(
+            {"origin": "a", "load": _load("20261127000000000002"), "minions": []}
+        )
+        a.fanout.bus.publish(JOB, payload)
+        a.fanout.bus.publish(JOB, payload)
+        self.assertEqual(len(b.publisher.published), 1)
+
+    def test_staleJobNotPublished(self) -> None:
+        """
+        A job that reaches a master more than L{JOB_MAX_AGE} seconds after
+        its publication (the master was away) is not published to its
+        minions.
+        """
+        a, b = self.master("a"), self.master("b")
+        self.clock.advance(JOB_MAX_AGE + 1)
+        a.fanout.jobPublished(_load("20261127000000000003", ts=0.0), ["m1"])
+        self.assertEqual(b.publisher.published, [])
+
+    def test_returnFiredOnOtherMasters(self) -> None:
+        """
+        A return accepted on one master is fired on every other's bus as
+        C{salt/job/<jid>/ret/<id>}, once however often it comes, and
+        stored in each one's own job cache.
+        """
+        a, b = self.master("a"), self.master("b")
+        event = {"cmd": "_return", "id": "m1", "jid": "20261127000000000004", "return": True}
+        a.fanout.returnAccepted(event)
+        a.fanout.returnAccepted(event)
+        self.assertEqual(b.bus.fired, [("salt/job/20261127000000000004/ret/m1", event)])
+        self.assertEqual(b.jobCache.returns, [("20261127000000000004", "m1")])
+        self.assertEqual(a.bus.fired, [])
+
+    def test_sharedJobCacheStoredOnce(self) -> None:
+        """
+        With a shared job cache (PostgreSQL), the other masters store
+        neither the job nor the return: the master that had them did.
+        """
+        a, b = self.master("a", True), self.master("b", True)
+        a.fanout.jobPublished(_load("20261127000000000005"), ["m1"])
+        a.fanout.returnAccepted({"id": "m1", "jid": "20261127000000000005"})
+        self.assertEqual((b.jobCache.jobs, b.jobCache.returns), ([], []))
+        self.assertEqual(len(b.bus.fired), 2)
+
+    def test_eventFiredOnOtherMasters(self) -> None:
+        """
+        A minion's event is fired on the other masters' buses.
+        """
+        a, b = self.master("a"), self.master("b")
+        a.fanout.eventFired("myco/deploy", {"id": "m1", "data": {"ok": 1}})
+        self.assertEqual(b.bus.fired, [("myco/deploy", {"id": "m1", "data": {"ok": 1}})])
+
+    def test_jobsRefusedWhenBrokerAway(self) -> None:
+        """
+        L{ClusterFanout.checkJobs} refuses jobs, saying why, once the
+        broker has been away too long; and returns once the buffer is
+        full; both recover when the broker is back.
+        """
+        a, b = self.master("a"), self.master("b")
+        self.broker.down()
+        a.fanout.checkJobs()
+        for n in range(3):
+            a.fanout.returnAccepted({"id": "m1", "jid": f"2026112700000000010{n}"})
+        error = self.assertRaises(ClusterUnavailable, a.fanout.checkReturn)
+        self.assertIn("buffer is full", str(error))
+        self.clock.advance(60)
+        error = self.assertRaises(ClusterUnavailable, a.fanout.checkJobs)
+        self.assertIn("job refused", str(error))
+        self.broker.up()
+        a.fanout.checkJobs()
+        a.fanout.checkReturn()
+        self.assertEqual(len(b.bus.fired), 3)
+
+    def test_malformedDropped(self) -> None:
+        """
+        A message that is not msgpack, or a job without a load, is dropped.
+        """
+        a, b = self.master("a"), self.master("b")
+        a.fanout.bus.publish(JOB, b"\xc1")
+        a.fanout.bus.publish(JOB, serial.dumps({"origin": "a", "load": "x", "minions": []}))
+        self.assertEqual(b.publisher.published, [])
