@@ -8,6 +8,7 @@ requests it sends.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
@@ -18,8 +19,10 @@ from salttwist.blocking import runSynchronously
 from salttwist.fileserver.client import LocalFileClient, RemoteFileClient
 from salttwist.fileserver.server import FileServer
 from salttwist.modules import LoaderContext, loadFunctions
+from salttwist.modules._filesource import fetchSource
 from salttwist.state import apply as stateapply
 from salttwist.state.runfiles import RunFileClient, prefetchSources
+from salttwist.states import StateContext
 from tests.test_fileclient import RoomRequests
 from tests.test_master_fileserving import FakeSession, RoomTestCase, writeFile
 
@@ -172,6 +175,58 @@ class RunFileClientTests(RoomTestCase):
         sources = [("salt://src/f0.txt", "no such env"), ("salt://src/f1.txt", "base")]
         self.assertEqual(self.successResultOf(self.run.prefetch(sources)), 1)
         self.failureResultOf(self.run.cacheFile("src/f0.txt", "no such env"))
+
+    def test_cachedKnown(self) -> None:
+        """
+        C{cachedKnown} gives a prefetched file's cached copy and its
+        SHA-256 without a request; L{None} for a file not prefetched, a
+        bad URL, or a copy changed or removed since (which C{cacheFile}
+        then fetches again).
+        """
+        sources = [("salt://src/f0.txt", "base"), ("salt://src/dev.txt", "dev")]
+        self.successResultOf(self.run.prefetch(sources))
+        self.requests.sent.clear()
+        f0 = self.client.cachedPath("src/f0.txt", "base")
+        sha = hashlib.sha256(b"file 0\n").hexdigest()
+        self.assertEqual(self.run.cachedKnown("salt://src/f0.txt", "base"), (f0, sha))
+        dev = self.client.cachedPath("src/dev.txt", "dev")
+        self.assertEqual(self.run.cachedKnown("salt://src/dev.txt?saltenv=dev", "base")[0], dev)
+        self.assertIsNone(self.run.cachedKnown("salt://src/dev.txt", "base"))
+        self.assertIsNone(self.run.cachedKnown("salt://src/f1.txt", "base"))
+        self.assertIsNone(self.run.cachedKnown("salt://../etc/passwd", "base"))
+        self.assertEqual(self.requests.sent, [])
+        with open(f0, "wb") as f:
+            f.write(b"tampered\n")
+        self.assertIsNone(self.run.cachedKnown("salt://src/f0.txt", "base"))
+        os.unlink(f0)
+        self.assertIsNone(self.run.cachedKnown("salt://src/f0.txt", "base"))
+
+    def test_fetchSourceAsksRunFirst(self) -> None:
+        """
+        C{fetchSource} of a prefetched C{salt://} source takes the run's
+        C{cachedKnown} answer without calling C{cp.cache_file}; a source
+        whose copy changed goes through C{cp.cache_file} as before.
+        """
+        self.successResultOf(self.run.prefetch([("salt://src/f0.txt", "base")]))
+        called: list[tuple[Any, ...]] = []
+
+        def cacheFile(path: str, saltenv: str) -> str:
+            called.append((path, saltenv))
+            return self.successResultOf(self.run.cacheFile(path, saltenv))
+
+        ctx = StateContext(salt={"cp.cache_file": cacheFile}, opts={}, sources=self.run)
+        f0 = self.client.cachedPath("src/f0.txt", "base")
+        sha = hashlib.sha256(b"file 0\n").hexdigest()
+        expected = (f0, {"hash_type": "sha256", "hsum": sha})
+        self.assertEqual(
+            fetchSource(ctx, "/d", "salt://src/f0.txt", None, None, "base", False), expected
+        )
+        self.assertEqual(called, [])
+        os.unlink(f0)
+        self.assertEqual(
+            fetchSource(ctx, "/d", "salt://src/f0.txt", None, None, "base", False), expected
+        )
+        self.assertEqual(called, [("salt://src/f0.txt", "base")])
 
     def test_delegates(self) -> None:
         """

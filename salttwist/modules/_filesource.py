@@ -294,6 +294,10 @@ def fetchSource(
             raise SourceError(f"Local file source {path} does not exist")
         return path, {"hash_type": "sha256", "hsum": get_hash(path, "sha256")}
     if kind == "salt":
+        sources = getattr(ctx, "sources", None)
+        known = sources.cachedKnown(source, saltenv) if sources is not None else None
+        if known is not None:
+            return known[0], {"hash_type": "sha256", "hsum": known[1]}
         try:
             cached = ctx.salt["cp.cache_file"](source, saltenv)
         except CommandExecutionError as e:

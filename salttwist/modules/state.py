@@ -382,7 +382,7 @@ def _buildRun(
     jobContext = context
     if runPillar is not context.pillar:
         jobContext = dataclasses.replace(context, pillar=dict(runPillar))
-    prefetch = None
+    prefetch = runFiles = None
     if context.fileClient is not None:
         runFiles = RunFileClient(context.fileClient)
         jobContext = dataclasses.replace(jobContext, fileClient=runFiles)
@@ -407,6 +407,7 @@ def _buildRun(
         states=stateFunctions(opts),
         loadDynamic=_loadDynamic(context),
         prefetch=prefetch,
+        sources=runFiles,
     )
 
 

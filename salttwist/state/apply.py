@@ -93,6 +93,8 @@ class StateRun:
         low chunks before the first state runs (a minion fetches the
         run's C{salt://} sources in a few requests there:
         L{salttwist.state.runfiles}); L{None}: nothing is fetched ahead.
+    @ivar sources: what fetched them (the states' C{StateContext.sources}),
+        or L{None}.
     """
 
     files: Any
@@ -114,6 +116,7 @@ class StateRun:
     chunks: list[dict] = field(default_factory=list)
     loadDynamic: Callable[[StateRun, dict[str, list[str]]], None] | None = None
     prefetch: Callable[[list[dict]], None] | None = None
+    sources: Any = None
 
     def stateFunctions(self) -> Mapping[str, Callable[..., Any]]:
         """
@@ -152,6 +155,7 @@ class StateRun:
             jid=self.jid,
             master=self.master,
             user=self.user,
+            sources=self.sources,
         )
 
 

@@ -82,6 +82,7 @@ class RunFileClient:
     The minion's file client for one state run: C{cacheFile} of a file
     L{prefetch} fetched needs no request; everything else is the minion's
     client's (L{__getattr__}). Every method is called on the reactor's
+    thread, but L{cachedKnown}, which the run's states call from their
     thread.
     """
 
@@ -158,3 +159,31 @@ class RunFileClient:
         if hsum is None:
             return self.client.cacheFile(path, saltenv)
         return self.client.cacheFileKnown(path, saltenv, hsum)
+
+    def cachedKnown(self, path: str, saltenv: str) -> tuple[str, str] | None:
+        """
+        C{cacheFile}'s answer for a prefetched file whose cached copy still
+        has the hash the run learnt, found on the calling thread (it blocks
+        for a C{stat} of the copy, and a hash if the copy's size or mtime
+        changed): a state's thread asks here first and saves the trips to
+        the reactor and back (and to a thread for the C{stat}) that
+        C{cp.cache_file} costs.
+
+        @param path: a C{salt://} URL (a saltenv in it wins over
+            C{saltenv}).
+        @return: C{(cached path, SHA-256)}, or L{None}: not prefetched, or
+            the copy is gone or changed (then C{cp.cache_file} fetches it
+            again, as without this).
+        """
+        try:
+            relative, env = splitUrl(path, saltenv)
+        except FileServerError:
+            return None
+        hsum = self._known.get((env, relative))
+        index = getattr(self.client, "index", None)
+        if hsum is None or index is None:
+            return None
+        target = self.client.cachedPath(relative, env)
+        if index.hashOf(target) != hsum:
+            return None
+        return target, hsum

@@ -46,6 +46,7 @@ STATE_MODULES = (
     "archive",
     "module",
     "saltmod",
+    "saltutil",
 )
 
 
@@ -72,6 +73,11 @@ class StateContext:
     @ivar master: on the master (orchestration), the running master as an
         L{salttwist.interfaces.IRunnerMaster}; L{None} on a minion.
     @ivar user: on the master, who runs the orchestration.
+    @ivar sources: on a minion, the run's
+        L{RunFileClient <salttwist.state.runfiles.RunFileClient>}, whose
+        C{cachedKnown} answers for a C{salt://} source fetched before the
+        run without C{cp.cache_file}'s trip to the reactor; L{None}
+        elsewhere.
     """
 
     salt: Mapping[str, Callable[..., Any]]
@@ -87,6 +93,7 @@ class StateContext:
     jid: str | None = None
     master: Any = None
     user: str = "root"
+    sources: Any = None
 
 
 def stateReturn(
