@@ -44,7 +44,7 @@ from salttwist.modules import LazyFunctions
 from salttwist.modules.extmods import extensionModulesDir, loadExtensionModules, loadUtils
 from salttwist.states import STATE_MODULES, StateContext
 
-__all__ = ["stateFunctions", "wrapStateFunction"]
+__all__ = ["refreshStates", "stateFunctions", "wrapStateFunction"]
 
 #: The state being run in this thread, for the dunders.
 _CURRENT: ContextVar[StateContext | None] = ContextVar("_CURRENT_STATE", default=None)
@@ -242,3 +242,24 @@ def stateFunctions(opts: Mapping[str, Any]) -> Mapping[str, Callable[..., Any]]:
             functions.setExtensions(custom)
         _cache[directory] = (snapshot, functions)
         return functions
+
+
+def refreshStates(states: Any, opts: Mapping[str, Any]) -> bool:
+    """
+    Bring a run's state functions up to date with
+    C{extension_modules/states/} in place (a sync or a module reload in
+    the middle of the run: Salt's C{module_refresh} loads the state
+    modules again too), so that every holder of C{states} (the runner,
+    C{__states__}) sees the new custom states from the next one on.
+
+    @param states: the run's mapping, as L{stateFunctions} gave it (or
+        the built-in ones alone, L{salttwist.states.loadStates}).
+    @return: whether the custom state functions were replaced.
+    """
+    if not isinstance(states, LazyFunctions):
+        return False
+    fresh = stateFunctions(opts)
+    if fresh is states or not isinstance(fresh, LazyFunctions):
+        return False
+    states.setExtensions(fresh.extensions())
+    return True

@@ -17,7 +17,15 @@ What a state run does after a state returned, besides recording it
     Every reload first makes newly installed Python packages importable
     (L{refreshImports}; Salt reloads C{site}: here the import caches are
     cleared and new site directories added, without running
-    C{sitecustomize} again);
+    C{sitecustomize} again), and ends by loading the run's state
+    functions again (L{salttwist.state.extstates.refreshStates}): the
+    custom C{_states} synced since the run began are used by the next
+    states, as after Salt's C{module_refresh};
+  - after a state that synced custom modules (L{syncsModules}: a
+    C{saltutil.sync_*} state, a C{module.run} of a C{saltutil.sync_*}
+    function) the run's state functions are loaded again too, whether
+    it reloaded the other modules or not (Salt's loader finds a state
+    module synced meanwhile when it is first asked for);
   - C{fire_event: True} (or a string): fire
     C{salt/state_result/<jid>/<minion>/<name or string>} with
     C{{"ret": <the state's return>}} to the master.
@@ -59,6 +67,23 @@ def changesNeedReload(low: Mapping[str, Any]) -> bool:
             return "bin" in name
         return False
     return state in _PACKAGE_STATES
+
+
+def syncsModules(low: Mapping[str, Any]) -> bool:
+    """
+    @return: whether the chunk C{low} syncs custom modules: a
+        C{saltutil.sync_*} state, or a C{module} state calling a
+        C{saltutil.sync_*} function (by its C{name}, or as a key in the
+        newer C{module.run} syntax).
+    """
+    state, fun = low.get("state"), str(low.get("fun"))
+    if state == "saltutil":
+        return fun.startswith("sync_")
+    if state != "module":
+        return False
+    if str(low.get("name")).startswith("saltutil.sync_"):
+        return True
+    return any(isinstance(key, str) and key.startswith("saltutil.sync_") for key in low)
 
 
 def refreshImports() -> None:
@@ -118,7 +143,22 @@ def refreshAfter(ctx: Any, low: Mapping[str, Any], ret: Mapping[str, Any]) -> li
         refreshImports()
         called.append("saltutil.refresh_modules")
         _call(ctx, "saltutil.refresh_modules")
+    if reload or (ret.get("changes") and syncsModules(low)):
+        _refreshStates(ctx)
     return called
+
+
+def _refreshStates(ctx: Any) -> None:
+    """
+    Load the run's state functions again (L{refreshStates}).
+    """
+    from salttwist.state.extstates import refreshStates
+
+    try:
+        if refreshStates(getattr(ctx, "states", None), ctx.opts):
+            log.info("Custom state modules loaded again for the rest of the run")
+    except Exception:
+        log.warning("Loading the custom state modules again failed", exc_info=True)
 
 
 def stateResultTag(ctx: Any, low: Mapping[str, Any], ret: Mapping[str, Any]) -> str | None:
