@@ -241,8 +241,9 @@ def sync_states(
 ) -> Deferred[list[str]]:
     """
     Sync the custom state modules of C{_states} into
-    C{extension_modules/states} (copied only: salttwist has no state
-    system yet to load them). Returns the modules copied.
+    C{extension_modules/states}; state runs load them (a run under way
+    from its next state: L{salttwist.state.runafter}). Returns the
+    modules copied.
 
     CLI Example: C{salttwist '*' saltutil.sync_states}
     """
