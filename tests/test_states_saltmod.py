@@ -391,6 +391,37 @@ class OrchestrationStateTests(TestCase):
         self.assertEqual(ret["result"], False)
         self.assertIn("runs only in an orchestration on the master", ret["comment"])
 
+    @inlineCallbacks
+    def test_ssh(self) -> Any:
+        """
+        C{ssh: True} fails C{salt.state} and C{salt.function}, saying that
+        salttwist has no salt-ssh, before anything is published (on a
+        minion too: the missing salt-ssh is the problem named).
+        """
+        for fun, kwargs in (("state", {"sls": "web"}), ("function", {})):
+            ret = yield self.runSalt(fun, name="test.ping", tgt="web*", ssh=True, **kwargs)
+            self.assertIs(ret["result"], False)
+            self.assertEqual(
+                ret["comment"],
+                f"salt.{fun}: ssh: True is not supported: salttwist has no salt-ssh (no roster, "
+                "no agentless runs); it reaches only minions connected to the master, so leave "
+                "ssh out and run salttwist-minion on the targets",
+            )
+        ctx = self.ctx(master=None)
+        ret = yield runState("salt.state", ctx=ctx, name="x", tgt="*", sls="web", ssh=True)
+        self.assertIn("salttwist has no salt-ssh", ret["comment"])
+        self.assertEqual(self.master.published, [])
+
+    @inlineCallbacks
+    def test_top(self) -> Any:
+        """
+        C{top} (Salt's C{state.top}) fails C{salt.state}, naming what to use.
+        """
+        ret = yield self.runSalt("state", name="x", tgt="web*", top="other_top.sls")
+        self.assertIs(ret["result"], False)
+        self.assertIn("top is not supported by salttwist", ret["comment"])
+        self.assertEqual(self.master.published, [])
+
 
 class LoadedFunctionsTests(TestCase):
     """

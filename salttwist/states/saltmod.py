@@ -59,6 +59,16 @@ def _noMaster(name: str, fun: str) -> dict[str, Any]:
     )
 
 
+def _noSsh(name: str, fun: str) -> dict[str, Any]:
+    return stateReturn(
+        name,
+        False,
+        f"salt.{fun}: ssh: True is not supported: salttwist has no salt-ssh (no roster, no "
+        "agentless runs); it reaches only minions connected to the master, so leave ssh out "
+        "and run salttwist-minion on the targets",
+    )
+
+
 def _onReactor(ctx: StateContext, f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """
     Call C{f} on the reactor from the state run's thread and wait for its
@@ -567,6 +577,8 @@ def state(
     for each minion that changed something or failed.
     """
     stateRet = stateReturn(name, True, "", {})
+    if ssh:
+        return _noSsh(name, "state")
     if ctx.master is None:
         return _noMaster(name, "state")
     try:
@@ -575,10 +587,12 @@ def state(
         stateRet["result"] = False
         stateRet["comment"] = "Passed invalid value for 'allow_fail', must be an int"
         return stateRet
-    if ssh or top:
-        unsupported = [k for k, v in (("ssh", ssh), ("top", top)) if v]
+    if top:
         stateRet["result"] = False
-        stateRet["comment"] = f"Not supported by salttwist's salt.state: {', '.join(unsupported)}"
+        stateRet["comment"] = (
+            "salt.state: top is not supported by salttwist (Salt's state.top); "
+            "name the SLS with sls, or run the minions' own top with highstate: True"
+        )
         return stateRet
     arg: list[Any] = []
     if highstate:
@@ -719,12 +733,10 @@ def function(
     Changes: C{{"ret": {minion: its return}}}.
     """
     funcRet = stateReturn(name, True, "", {})
+    if ssh:
+        return _noSsh(name, "function")
     if ctx.master is None:
         return _noMaster(name, "function")
-    if ssh:
-        funcRet["result"] = False
-        funcRet["comment"] = "Not supported by salttwist's salt.function: ssh"
-        return funcRet
     if kwarg is None:
         kwarg = {}
     if isinstance(arg, str):
