@@ -654,6 +654,13 @@ _MINION_OPTIONS: dict[str, _Option] = {
     "cron_spool_dir": _Option(None, _checkPath),
     "apt_lock_timeout": _Option(300, _checkPositiveNumber),
     "master": _Option("salt", _checkStringOrList),
+    # Salt's failover (salttwist.minion.masters); its multi-master "hot"
+    # mode (a list with master_type str) is not supported.
+    "master_type": _Option("str", _choice("str", "failover")),
+    "master_alive_interval": _Option(0, _checkNumber),
+    "master_failback": _Option(False, _checkBool),
+    "master_failback_interval": _Option(0, _checkNumber),
+    "random_master": _Option(False, _checkBool),
     "master_port": _Option(4506, _PORT),
     "id": _Option(None, _checkString),
     "acceptance_wait_time": _Option(10, _checkNumber),
@@ -874,22 +881,29 @@ NOT_YET_IMPLEMENTED: dict[str, dict[str, str]] = {
 }
 
 
-def _severalMasters(value: Any) -> str | None:
+def _severalMasters(value: Any, config: Mapping[str, Any]) -> str | None:
     """
-    The minion's C{master}: a list of several masters is read, but only the
-    first is used (Salt's failover and multi-master do not exist yet).
+    The minion's C{master}: a list of several masters is used with
+    C{master_type: failover}; with C{master_type: str} only the first is
+    used (Salt's multi-master "hot" mode, a session to each, is not
+    supported).
 
-    @return: the note of the warning, or L{None} for one master.
+    @return: the note of the warning, or L{None} for one master or
+        failover.
     """
-    if isinstance(value, list) and len(value) > 1:
-        return f"there is no failover yet: only the first, {value[0]!r}, is used"
+    if isinstance(value, list) and len(value) > 1 and config.get("master_type") != "failover":
+        return (
+            "multi-master with a session to each is not supported (set master_type: "
+            f"failover): only the first, {value[0]!r}, is used"
+        )
     return None
 
 
 #: Options of which some values are read and checked but not implemented
 #: yet: each maps to a function of the value that returns the note of the
-#: warning, or L{None} for a value that is implemented.
-NOT_YET_IMPLEMENTED_VALUES: dict[str, dict[str, Callable[[Any], str | None]]] = {
+#: warning, or L{None} for a value that is implemented; it is given the
+#: value and the whole configuration.
+NOT_YET_IMPLEMENTED_VALUES: dict[str, dict[str, Callable[[Any, Mapping[str, Any]], str | None]]] = {
     "master": {},
     "minion": {"master": _severalMasters},
 }
@@ -905,7 +919,7 @@ def _warnNotImplemented(
         if config.get(name) != defaults.get(name)
     ]
     for name, noteOf in NOT_YET_IMPLEMENTED_VALUES[daemon].items():
-        note = noteOf(config.get(name))
+        note = noteOf(config.get(name), config)
         if note is not None:
             notes.append((name, note))
     for name, note in notes:

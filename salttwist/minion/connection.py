@@ -43,13 +43,24 @@ class AttemptFailed(Exception):
     """
     This connection attempt ended; C{retryIn} says when to try again
     (L{None} means the back-off decides); C{pending}, that the master
-    waits for an admin to accept this minion's key.
+    waits for an admin to accept this minion's key; C{lost}, that a ready
+    session ended (its master failed); C{failBack}, that the minion leaves
+    its master for its first one (C{master_failback}), which is back.
     """
 
-    def __init__(self, message: str, retryIn: float | None = None, pending: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        retryIn: float | None = None,
+        pending: bool = False,
+        lost: bool = False,
+        failBack: bool = False,
+    ) -> None:
         super().__init__(message)
         self.retryIn = retryIn
         self.pending = pending
+        self.lost = lost
+        self.failBack = failBack
 
 
 class ChannelFactory(Factory):
@@ -105,6 +116,9 @@ class ChannelEndpoint:
 
     @ivar connecting: called as each attempt begins.
     @ivar failed: called with the reason of each failed attempt.
+    @ivar where: if given, called as each attempt begins for the
+        C{(host, port)} to connect to (the master a failover minion tries
+        now); C{host} and C{port} are then only the first.
     """
 
     def __init__(
@@ -115,6 +129,7 @@ class ChannelEndpoint:
         factory: ChannelFactory,
         connecting: Callable[[], None],
         failed: Callable[[Exception], None],
+        where: Callable[[], tuple[str, int]] | None = None,
     ) -> None:
         self._connectTCP = connectTCP
         self._host = host
@@ -122,8 +137,11 @@ class ChannelEndpoint:
         self._factory = factory
         self._connecting = connecting
         self._failed = failed
+        self._where = where
 
     def connect(self, factory: IProtocolFactory) -> Deferred[Any]:
+        if self._where is not None:
+            self._host, self._port = self._where()
         self._connecting()
         wrapper = _CancellableFactory(factory, self._factory)
         outer: Deferred[Any] = Deferred(lambda _: setattr(wrapper, "cancelled", True))

@@ -40,6 +40,7 @@ from salttwist.minion.connection import (
     newConnectionMachine,
 )
 from salttwist.minion.jobber import Jobber
+from salttwist.minion.masters import MasterAddress, MasterList, PinnedMasterCredentials
 from salttwist.minion.pillar import MinionPillar
 from salttwist.minion.pubclient import PubClientProtocol
 from salttwist.minion.returns import PERSIST_AFTER, ReturnDelivery, StoredReturn
@@ -62,6 +63,7 @@ __all__ = [
     "ConnectTCP",
     "MASTER_CONNECTED",
     "MASTER_DISCONNECTED",
+    "MASTER_FAILBACK",
     "Minion",
     "PERSIST_AFTER",
     "STOP_GRACE",
@@ -88,9 +90,17 @@ STOP_GRACE = 5.0
 ACKNOWLEDGEMENT_WAIT = 0.25
 
 #: The tags Salt's minion fires on its own bus when its master connection
-#: comes up and goes down (Salt's C{master_event(type=...)}).
+#: comes up and goes down (Salt's C{master_event(type=...)}), and when a
+#: failover minion finds its first master back (C{master_failback}) and
+#: leaves its current one for it.
 MASTER_CONNECTED = "__master_connected"
 MASTER_DISCONNECTED = "__master_disconnected"
+MASTER_FAILBACK = "__master_failback"
+
+#: The request a minion sends on its session every C{master_alive_interval}
+#: seconds: any answer, an error too, proves the master alive (a master
+#: that does not know the command answers that it is not available).
+ALIVE_REQUEST = {"cmd": "_ping"}
 
 
 class _QuietClientService(ClientService):
@@ -151,24 +161,27 @@ class Minion:
         #: option), not on a pub connection of their own.
         self.singleConnection = bool(config.get("single_connection", False))
         self._readyWaiters: list[Deferred[None]] = []
-        master = config["master"]
-        self.masterHost: str = master if isinstance(master, str) else master[0]
-        self.credentials = MinionCredentials(
-            minionId, privateKey, publicPem, config["pki_dir"], config.get("master_finger") or ""
-        )
+        #: The masters it may use and the one it uses or tries now (raises
+        #: L{ValueError} for an entry of C{master} it cannot read).
+        self.masters = MasterList(config)
+        self._keyPair = (privateKey, publicPem)
+        self._credentials: dict[MasterAddress, MinionCredentials] = {}
+        #: The pending timer of the session's liveness check
+        #: (C{master_alive_interval}) or failback probe (C{master_failback}).
+        self._watchTimers: dict[str, Any] = {}
         maxFrame = config["max_frame_bytes"]
         self._reqFactory = ChannelFactory(lambda: ReqClientProtocol(maxFrame), ROLE_REQ)
         self._pubFactory = ChannelFactory(lambda: PubClientProtocol(maxFrame), ROLE_PUB)
         self._machine = newConnectionMachine()
         self.policy = ReconnectPolicy(config, minionId)
-        port = config["master_port"]
         endpoint = ChannelEndpoint(
             lambda: self.connectTCP,
             self.masterHost,
-            port,
+            self.masterPort,
             self._reqFactory,
             self._machine.connecting,
             self._notReached,
+            where=lambda: (self.masterHost, self.masterPort),
         )
         # The handshake is started by prepareConnection but not awaited by
         # it: a connection lost while ClientService waits for
@@ -182,6 +195,43 @@ class Minion:
             clock=reactor,
             prepareConnection=self._connectionMade,
         )
+
+    @property
+    def masterHost(self) -> str:
+        """
+        The host of the master the minion uses or tries now.
+        """
+        return self.masters.current.host
+
+    @property
+    def masterPort(self) -> int:
+        """
+        The req port of the master the minion uses or tries now.
+        """
+        return self.masters.current.port
+
+    @property
+    def credentials(self) -> MinionCredentials:
+        """
+        The minion's credentials for the master it tries now: with
+        C{master_type: failover}, L{PinnedMasterCredentials} (a pin per
+        master, or the cluster's shared one); else the single pinned key of
+        C{minion_master.pub}.
+        """
+        address = self.masters.current
+        credentials = self._credentials.get(address)
+        if credentials is None:
+            privateKey, publicPem = self._keyPair
+            finger = self.config.get("master_finger") or ""
+            pkiDir = self.config["pki_dir"]
+            if self.masters.failover:
+                credentials = PinnedMasterCredentials(
+                    self.id, privateKey, publicPem, pkiDir, address, finger
+                )
+            else:
+                credentials = MinionCredentials(self.id, privateKey, publicPem, pkiDir, finger)
+            self._credentials[address] = credentials
+        return credentials
 
     @property
     def state(self) -> str:
@@ -210,6 +260,7 @@ class Minion:
         for that).
         """
         self.returns.saveUnacknowledged()
+        self._stopWatching()
         self._machine.stop()
         self.returns.stop()
         self._closeConnections()
@@ -298,8 +349,7 @@ class Minion:
         """
         The req connection could not be made (L{ClientService} retries).
         """
-        where = f"{self.masterHost}:{self.config['master_port']}"
-        failed = AttemptFailed(f"cannot reach the master at {where} ({reason})")
+        failed = AttemptFailed(f"cannot reach the master at {self.masters.current} ({reason})")
         self._attemptFailed(Failure(failed))
 
     def _connectionMade(self, proxy: Any) -> None:
@@ -325,6 +375,7 @@ class Minion:
         """
         if attempt is not None and not attempt.live:
             return
+        wasReady = self.returns.req is not None
         retryIn = getattr(failure.value, "retryIn", None)
         if failure.check(AttemptFailed):
             message = str(failure.value)
@@ -338,6 +389,11 @@ class Minion:
             changed = self._machine.failed()
         if not changed:
             return
+        self._stopWatching()
+        if wasReady:
+            self.bus.fire(MASTER_DISCONNECTED, {"master": self.masterHost})
+        if self.masters.failover:
+            message, retryIn = self._moveOn(failure.value, message, retryIn)
         self.policy.reason = message
         self.policy.retryIn = retryIn
         self.returns.req = None
@@ -345,6 +401,29 @@ class Minion:
         # Disconnected: what the master has not acknowledged waits on disk.
         self.returns.saveUnacknowledged()
         self.returns.acknowledgementsSettled()
+
+    def _moveOn(self, error: Any, message: str, retryIn: float | None) -> tuple[str, float | None]:
+        """
+        A failover minion's attempt failed or its session ended: choose the
+        master it tries next (L{MasterList}).
+
+        @return: the reason to log and the wait before the next attempt: at
+            once to the next master within a round of the list, the back-off
+            (or C{acceptance_wait_time} for a pending key) once every master
+            failed in a row, the back-off and C{random_reauth_delay} spread
+            after a lost session.
+        """
+        masters = self.masters
+        left = masters.current
+        if getattr(error, "failBack", False):
+            masters.failBack()
+            return message, retryIn
+        if getattr(error, "lost", False):
+            masters.sessionLost()
+            return f"{message} ({left}); trying {masters.current} next", retryIn
+        if masters.attemptFailed():
+            return f"{message}; no master of {len(masters.order)} answered this round", retryIn
+        return f"{message}; trying the next master, {masters.current}", 0.0
 
     def _closeConnections(self) -> None:
         for proto in (self.req, self.pub):
@@ -359,14 +438,23 @@ class Minion:
             # A connection this minion let go of (L{_leavePublications}).
             return
         delay = None
-        if self.returns.req is not None:
-            self.bus.fire(MASTER_DISCONNECTED, {"master": self.masterHost})
-            # A master restart drops every minion at once: spread their
-            # returns over random_reauth_delay seconds (Salt's option), so
-            # thousands of authentications do not arrive in one second.
-            spread = float(self.config.get("random_reauth_delay", 0))
-            delay = self.policy.backoff() + random.uniform(0, spread)
-        self._attemptFailed(Failure(AttemptFailed("lost the connection to the master", delay)))
+        lost = self.returns.req is not None
+        if lost:
+            delay = self._reauthDelay()
+        self._attemptFailed(
+            Failure(AttemptFailed("lost the connection to the master", delay, lost=lost))
+        )
+
+    def _reauthDelay(self) -> float:
+        """
+        @return: the wait after a lost session: the back-off, plus up to
+            C{random_reauth_delay} seconds. A master restart (or death)
+            drops every minion at once: this spreads their returns (Salt's
+            option), so thousands of authentications do not arrive in one
+            second.
+        """
+        spread = float(self.config.get("random_reauth_delay", 0))
+        return self.policy.backoff() + random.uniform(0, spread)
 
     def _answer(self, d: Deferred) -> Deferred:
         """
@@ -459,8 +547,17 @@ class Minion:
         subscription.onPublication = self.jobber.publicationReceived
         self.returns.req = req
         self.policy.failures = 0
-        self.log.info("minion {id} authenticated and subscribed to its master", id=self.id)
+        self.masters.connected()
+        if self.masters.failover:
+            self.log.info(
+                "minion {id} authenticated and subscribed to its master {master}",
+                id=self.id,
+                master=str(self.masters.current),
+            )
+        else:
+            self.log.info("minion {id} authenticated and subscribed to its master", id=self.id)
         self.bus.fire(MASTER_CONNECTED, {"master": self.masterHost})
+        self._watch(attempt)
         self.sendGrains()
         # Its pillar, with the grains just sent (a failure is logged there).
         self.pillar.refresh(cleanCache=False, announce=False).addErrback(lambda _: None)
@@ -468,6 +565,136 @@ class Minion:
         waiters, self._readyWaiters = self._readyWaiters, []
         for waiter in waiters:
             waiter.callback(None)
+
+    # -- watching the session ------------------------------------------------
+
+    def _watch(self, attempt: Attempt) -> None:
+        """
+        Start the watches of the session C{attempt} made ready: its
+        master's liveness every C{master_alive_interval} seconds (if above
+        0), and, for a failover minion away from its first master with
+        C{master_failback}, whether that master is back, every
+        C{master_failback_interval} seconds (0: C{master_alive_interval},
+        as Salt).
+        """
+        alive = float(self.config.get("master_alive_interval", 0))
+        if alive > 0:
+            self._later("alive", alive, self._checkAlive, attempt, alive)
+        masters = self.masters
+        if masters.failover and self.config.get("master_failback") and not masters.onPrimary:
+            interval = float(self.config.get("master_failback_interval", 0)) or alive
+            if interval > 0:
+                self._later("failback", interval, self._probePrimary, attempt, interval)
+            else:
+                self.log.warn(
+                    "minion {id}: master_failback is set but master_failback_interval and "
+                    "master_alive_interval are 0: it never looks for {master} again",
+                    id=self.id,
+                    master=str(masters.primary),
+                )
+
+    def _later(self, name: str, delay: float, f: Callable[..., Any], *args: Any) -> None:
+        self._watchTimers[name] = self.reactor.callLater(delay, f, *args)
+
+    def _stopWatching(self) -> None:
+        timers, self._watchTimers = self._watchTimers, {}
+        for timer in timers.values():
+            if timer.active():
+                timer.cancel()
+
+    def _checkAlive(self, attempt: Attempt, interval: float) -> None:
+        """
+        Send L{ALIVE_REQUEST} on the session: an answer within C{interval}
+        seconds (an error answer too) proves the master alive, and the next
+        check comes C{interval} seconds later; no answer ends the session
+        (its connections are aborted, not closed: a hung master may never
+        read what is left to write), and the minion moves on.
+        """
+        self._watchTimers.pop("alive", None)
+        if not attempt.live:
+            return
+        req = attempt.req
+
+        def answered(_: object) -> None:
+            if attempt.live:
+                self._later("alive", interval, self._checkAlive, attempt, interval)
+
+        def silent(failure: Failure) -> None:
+            if failure.check(RequestError):
+                answered(None)
+                return
+            if not attempt.live:
+                return
+            protocols = [p for p in (self.req, self.pub) if p is not None]
+            where = self.masters.current
+            self._attemptFailed(
+                Failure(
+                    AttemptFailed(
+                        f"the master at {where} did not answer for {interval:g}s "
+                        "(master_alive_interval)",
+                        self._reauthDelay(),
+                        lost=True,
+                    )
+                ),
+                attempt,
+            )
+            for proto in protocols:
+                transport = proto.transport
+                if transport is not None and hasattr(transport, "abortConnection"):
+                    transport.abortConnection()
+
+        maybeDeferred(req.request, ALIVE_REQUEST).addTimeout(interval, self.reactor).addCallbacks(
+            answered, silent
+        )
+
+    def _probePrimary(self, attempt: Attempt, interval: float) -> None:
+        """
+        Look whether the first master is back (C{master_failback}): a req
+        connection to it that it greets within C{interval} seconds (or
+        L{ANSWER_TIMEOUT}) says so. Then fire C{__master_failback} on the
+        minion's bus and leave the current master for it (what it has not
+        acknowledged goes to disk, and is sent to the first master); else
+        look again C{interval} seconds later.
+        """
+        self._watchTimers.pop("failback", None)
+        if not attempt.live:
+            return
+        primary = self.masters.primary
+        factory = ChannelFactory(
+            lambda: ReqClientProtocol(self.config["max_frame_bytes"]), ROLE_REQ
+        )
+
+        def greeted(proto: Any) -> Deferred[Any]:
+            def close(result: object) -> object:
+                if proto.transport is not None:
+                    proto.transport.loseConnection()
+                return result
+
+            hello = proto.hello.addTimeout(min(interval, ANSWER_TIMEOUT), self.reactor)
+            return hello.addBoth(close)
+
+        def back(_: object) -> None:
+            if not attempt.live or self.masters.onPrimary:
+                return
+            self.log.info(
+                "minion {id}: its first master {master} is back; failing back to it",
+                id=self.id,
+                master=str(primary),
+            )
+            self.bus.fire(MASTER_FAILBACK, {"master": primary.host})
+            self._attemptFailed(
+                Failure(
+                    AttemptFailed(f"failing back to the first master {primary}", 0.0, failBack=True)
+                ),
+                attempt,
+            )
+
+        def away(_: Failure) -> None:
+            if attempt.live:
+                self._later("failback", interval, self._probePrimary, attempt, interval)
+
+        connecting = maybeDeferred(self.connectTCP, primary.host, primary.port, factory)
+        connecting.addCallback(greeted).addCallbacks(back, away)
 
     # -- the session's other uses --------------------------------------------
 

@@ -74,9 +74,10 @@ def buildMinion(
 
     @param connectTCP: how to connect to the master; by default the client
         endpoints of the C{transport} the config names.
-    @raise StartupError: on an invalid id, an unknown transport, unusable
-        directories, or a C{pki_dir}, C{minion.pem} or C{minion_master.pub}
-        that other users could read or change (L{checkMinionPki}).
+    @raise StartupError: on an invalid id, an unknown transport, an entry of
+        C{master} it cannot read, unusable directories, or a C{pki_dir},
+        C{minion.pem} or C{minion_master.pub} that other users could read or
+        change (L{checkMinionPki}).
     """
     if connectTCP is None:
         try:
@@ -104,17 +105,21 @@ def buildMinion(
         autoloadExtensions(context)
     returnsQueue = ReturnsQueue(os.path.join(config["cachedir"], "returns"), runBlocking)
     leftover = returnsQueue.load()
-    minion = Minion(
-        config,
-        minionId,
-        privateKey,
-        publicPem,
-        executor,
-        reactor,
-        connectTCP,
-        runBlocking,
-        returnsQueue,
-    )
+    try:
+        minion = Minion(
+            config,
+            minionId,
+            privateKey,
+            publicPem,
+            executor,
+            reactor,
+            connectTCP,
+            runBlocking,
+            returnsQueue,
+        )
+    except ValueError as e:
+        # An entry of master it cannot read (salttwist.minion.masters).
+        raise StartupError(str(e)) from e
     for name, ret in leftover:
         minion.returns.queueLeftover(name, ret)
     context.onGrainsChanged = minion.sendGrains

@@ -1,0 +1,260 @@
+# -*- test-case-name: tests.test_minion_failover -*-
+"""
+Which master a minion uses, as Salt's C{master}, C{master_type},
+C{random_master} and C{master_failback} say, and which master keys it
+trusts for each.
+
+  - L{parseMasterAddress}: one entry of C{master} (C{host}, C{host:port},
+    C{[v6]:port} or a bare IPv6 address), as Salt's C{prep_ip_port}.
+  - L{MasterList}: the masters in the order the minion tries them, and the
+    one it tries now. With C{master_type: str} (the default) only the first
+    is used; with C{master_type: failover} a failed attempt moves on to the
+    next, and a lost session puts its master at the end of the list (as
+    Salt's C{eval_master(failed=True)}).
+  - L{PinnedMasterCredentials}: a minion's credentials for one master of a
+    failover list: the key pinned for that master alone
+    (C{minion_master_<host>_<port>.pub}), else the key pinned for every
+    master (C{minion_master.pub}, the cluster's shared key), else the key
+    presented now, pinned in C{minion_master.pub} (first contact, as
+    before). A key matching no pin is never trusted.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from salttwist import crypt
+from salttwist.pki.credentials import MASTER_PUB_FILE, MasterIdentityError, MinionCredentials
+
+__all__ = [
+    "MasterAddress",
+    "MasterList",
+    "PinnedMasterCredentials",
+    "ownPinFile",
+    "parseMasterAddress",
+]
+
+
+@dataclass(frozen=True)
+class MasterAddress:
+    """
+    Where one master listens for its minions' req connections.
+    """
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def parseMasterAddress(text: str, defaultPort: int) -> MasterAddress:
+    """
+    Read one entry of C{master} as Salt's C{prep_ip_port} does: C{host} (the
+    port is C{master_port}), C{host:port}, C{[v6]:port}, C{[v6]} or a bare
+    IPv6 address (two colons or more: no port in it).
+
+    @raise ValueError: an empty host, or a port that is not a number from 1
+        to 65535.
+    """
+    original = text
+    text = text.strip()
+    port: str | None = None
+    if text.startswith("["):
+        host, closing, rest = text[1:].partition("]")
+        if not closing or (rest and not rest.startswith(":")):
+            raise ValueError(f"master {original!r}: expected [address] or [address]:port")
+        port = rest[1:] if rest else None
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    else:
+        host = text
+    if not host:
+        raise ValueError(f"master {original!r}: no host")
+    if port is None:
+        return MasterAddress(host, defaultPort)
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"master {original!r}: the port {port!r} is not a number from 1 to 65535")
+    return MasterAddress(host, int(port))
+
+
+class MasterList:
+    """
+    The masters a minion may use, in the order it tries them, and the one
+    it uses or tries now (L{current}).
+
+    @ivar failover: whether C{master_type} is C{failover}; if not, the list
+        holds the first master only.
+    @ivar masters: the masters as configured.
+    @ivar primary: the first master to try (Salt's C{master_list[0]}): the
+        one C{master_failback} returns to.
+    @ivar order: the order the minion tries them in now.
+    """
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        shuffle: Callable[[list[MasterAddress]], None] = random.shuffle,
+    ) -> None:
+        """
+        @param shuffle: shuffles a list in place (C{random_master}).
+        @raise ValueError: an entry of C{master} cannot be read.
+        """
+        entries = config["master"]
+        names = [entries] if isinstance(entries, str) else list(entries)
+        self.failover = config.get("master_type", "str") == "failover"
+        if not self.failover:
+            names = names[:1]
+        port = int(config["master_port"])
+        self.masters = [parseMasterAddress(name, port) for name in names]
+        order = list(self.masters)
+        if self.failover and config.get("random_master"):
+            if config.get("master_failback"):
+                # As Salt: the first master stays first, the one to fail
+                # back to; the others are shuffled.
+                rest = order[1:]
+                shuffle(rest)
+                order[1:] = rest
+            else:
+                shuffle(order)
+        self.primary = order[0]
+        self._initial = list(order)
+        self.order = order
+        self._index = 0
+        #: Attempts failed in a row since the last session or round.
+        self._failures = 0
+
+    @property
+    def current(self) -> MasterAddress:
+        """
+        The master the minion uses or tries now.
+        """
+        return self.order[self._index]
+
+    @property
+    def onPrimary(self) -> bool:
+        """
+        Whether the minion uses or tries its first master now.
+        """
+        return self.current == self.primary
+
+    def attemptFailed(self) -> bool:
+        """
+        An attempt on L{current} failed (unreachable, refused, not
+        trusted): move on to the next master.
+
+        @return: whether every master failed once in a row (a round is
+            over: the minion backs off before it starts again from the
+            first of L{order}); always L{True} with one master.
+        """
+        self._failures += 1
+        if self._failures >= len(self.order):
+            self._failures = 0
+            self._index = 0
+            return True
+        self._index = (self._index + 1) % len(self.order)
+        return False
+
+    def sessionLost(self) -> None:
+        """
+        The session with L{current} was lost: as Salt, that master goes to
+        the end of the order, and the minion tries the others first,
+        starting from the first.
+        """
+        lost = self.current
+        self.order = [m for m in self.order if m != lost] + [lost]
+        self._index = 0
+        self._failures = 0
+
+    def connected(self) -> None:
+        """
+        A session with L{current} is up: a new round starts at the next
+        failure.
+        """
+        self._failures = 0
+
+    def failBack(self) -> None:
+        """
+        Go back to the first order, with L{primary} first (C{master_failback}).
+        """
+        self.order = list(self._initial)
+        self._index = 0
+        self._failures = 0
+
+
+def ownPinFile(address: MasterAddress) -> str:
+    """
+    @return: the name of the file in C{pki_dir} that pins the key of the
+        master at C{address} alone: C{minion_master_<host>_<port>.pub},
+        every character of the host other than letters, digits, C{.} and
+        C{-} replaced by C{_}.
+    """
+    host = re.sub(r"[^A-Za-z0-9.-]", "_", address.host)
+    return f"minion_master_{host}_{address.port}.pub"
+
+
+class PinnedMasterCredentials(MinionCredentials):
+    """
+    A minion's credentials for one master of a failover list.
+
+    The key the master presents must be the one pinned for it alone
+    (L{ownPinPath}) if that file exists, else the one in
+    C{minion_master.pub} (L{sharedPinPath}: the key the masters of a
+    cluster share, or the single master's); with neither file the key is
+    pinned in C{minion_master.pub} on first contact, as before. So a
+    cluster sharing one key pair needs nothing more; masters with keys of
+    their own need each such key placed in its master's own file (the
+    minion never pins a second key by itself: that would trust a key it
+    has not pinned). C{master_finger} applies to every master.
+
+    @ivar ownPinPath: the file pinning this master's key alone.
+    @ivar sharedPinPath: C{pki_dir/minion_master.pub}.
+    """
+
+    def __init__(
+        self,
+        minionId: str,
+        privateKey: Any,
+        publicPem: bytes,
+        pkiDir: str,
+        address: MasterAddress,
+        masterFinger: str = "",
+    ) -> None:
+        super().__init__(minionId, privateKey, publicPem, pkiDir, masterFinger)
+        self.address = address
+        self.sharedPinPath = os.path.join(pkiDir, MASTER_PUB_FILE)
+        self.ownPinPath = os.path.join(pkiDir, ownPinFile(address))
+
+    def openReply(self, reply: dict[str, Any], challenge: bytes, nonce: bytes) -> Any:
+        """
+        As L{MinionCredentials.openReply}, against this master's own pin if
+        it has one, else the shared one. Blocking (RSA, the pinned-key
+        files).
+
+        @raise MasterIdentityError: the key presented is not the one pinned
+            for this master (the message names the file to place its own
+            key in).
+        """
+        own = os.path.exists(self.ownPinPath)
+        self.pinnedPath = self.ownPinPath if own else self.sharedPinPath
+        pinned = self.readPinned()
+        presented = reply.get("master_pub")
+        if not own and pinned is not None and isinstance(presented, (bytes, str)):
+            try:
+                masterPem = crypt.canonicalPublicPem(presented)
+            except crypt.CryptError:
+                masterPem = None  # the check below says it is malformed
+            if masterPem is not None and masterPem != pinned:
+                raise MasterIdentityError(
+                    f"master {self.address} presents key {crypt.fingerprint(masterPem)}, "
+                    f"not the pinned {crypt.fingerprint(pinned)} in {self.sharedPinPath}; if "
+                    "this master has a key pair of its own, place its public key in "
+                    f"{self.ownPinPath}"
+                )
+        return super().openReply(reply, challenge, nonce)
