@@ -606,6 +606,24 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "returner.pgjsonb.sslrootcert": _Option(None, _checkNonEmptyString),
     "returner.pgjsonb.sslcrl": _Option(None, _checkNonEmptyString),
     "returner.pgjsonb.connect_timeout": _Option(10, _integer(1)),
+    # The key store (issue 23, salttwist.pki.stores): localfs_key (Salt's
+    # name) is pki_dir/<state>/<id>; postgres a PostgreSQL database that
+    # several masters share, reached with the keys.postgres.* options.
+    "keys.cache_driver": _Option("localfs_key", _choice("localfs_key", "postgres")),
+    "keys.postgres.host": _Option("localhost", _checkNonEmptyString),
+    "keys.postgres.port": _Option(5432, _integer(1, 65535)),
+    "keys.postgres.db": _Option("salt", _checkNonEmptyString),
+    "keys.postgres.user": _Option("salt", _checkNonEmptyString),
+    "keys.postgres.pass": _Option(None, _checkString),
+    "keys.postgres.sslmode": _Option(
+        None, _choice("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+    ),
+    "keys.postgres.sslcert": _Option(None, _checkNonEmptyString),
+    "keys.postgres.sslkey": _Option(None, _checkNonEmptyString),
+    "keys.postgres.sslrootcert": _Option(None, _checkNonEmptyString),
+    "keys.postgres.sslcrl": _Option(None, _checkNonEmptyString),
+    "keys.postgres.connect_timeout": _Option(10, _integer(1)),
+    "keys.postgres.write_timeout": _Option(10, _checkPositiveNumber),
     "timeout": _Option(5, _checkNumber),
     "publish_session": _Option(86400, _checkNumber),
     "gather_job_timeout": _Option(10, _checkNumber),

@@ -4,10 +4,13 @@ C{salttwist-key}: list, accept, reject, delete, fingerprint and print minion
 keys, and generate key pairs, with the flags and output of Salt's
 C{salt-key}.
 
-It works on the master's C{pki_dir} directly, through
-L{FilesystemKeyStore}, so it needs no running master; the master sees each
-change on the minion's next authentication. Every change is one atomic
-rename or unlink, so this command and the master can run at the same time.
+It works on the master's key store directly (C{keys.cache_driver}), so it
+needs no running master: by default C{pki_dir} through L{FilesystemKeyStore}
+(every change is one atomic rename or unlink, so this command and the
+master can run at the same time); with C{keys.cache_driver: postgres} the
+database every master of a cluster shares, so a change made here is seen by
+every master within milliseconds (each cuts off the minions it holds whose
+key is no longer accepted).
 
 An accepted key is always the one the admin saw: the prompt shows each
 key's fingerprint, and a key whose bytes changed after that is not accepted.
@@ -51,6 +54,8 @@ from salttwist.pki.keystore import (
     FilesystemKeyStore,
     KeyChanged,
 )
+from salttwist.pki.keystore_pg import KeyStoreError
+from salttwist.pki.stores import KeyStoreSetupError, keyStoreSpec, openKeyStore
 
 __all__ = ["main"]
 
@@ -642,7 +647,15 @@ def main(argv: list[str] | None = None) -> int:
         _error(str(e))
         return 2
     try:
-        store = FilesystemKeyStore(config["pki_dir"])
+        spec = keyStoreSpec(config)
+        # A PostgreSQL store loads every key before answering: wait for it
+        # as long as a connection may take, and a little more.
+        store = openKeyStore(
+            spec, readyTimeout=float(config.get("keys.postgres.connect_timeout", 10)) + 5
+        )
+    except KeyStoreSetupError as e:
+        _error(f"cannot use the key store: {e}")
+        return 2
     except OSError as e:
         _error(f"cannot use pki_dir {config['pki_dir']!r}: {e.strerror or e}")
         return 2
@@ -658,6 +671,13 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         _error(str(e))
         return 2
+    except KeyStoreError as e:
+        _error(str(e))
+        return 2
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
 
 
 def _dispatch(

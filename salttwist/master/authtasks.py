@@ -4,6 +4,17 @@ Authentication as worker tasks (issue 5): each worker process loads the
 master's key and key store once (an init task), then checks C{_auth}
 requests, so RSA and key-file work never run in the master process. The
 private key never crosses the AMP connection.
+
+With C{keys.cache_driver: postgres} each worker opens a store of its own
+(L{salttwist.pki.stores.openKeyStore}: its own writer and listener
+connections and in-memory copy of the keys) rather than asking the master
+for each key: reads stay in memory (an auth costs no round trip to the
+master or the database), and what a worker writes (a new pending key)
+reaches the master's store, and every other master's, by the database's
+notifications. A worker's copy may lag the database by the notification
+latency (milliseconds); the master's key check, which runs on every change
+and again a second later, cuts off a minion that authenticated on a copy
+that had not yet seen its key rejected or deleted.
 """
 
 from __future__ import annotations
@@ -16,28 +27,49 @@ from salttwist.workers.tasks import task
 
 _state: dict[str, Any] = {}
 
+WORKER_READY_TIMEOUT = 20.0
+"""
+Seconds a worker waits for a PostgreSQL key store to load its keys before
+its start fails (the pool then tries another with back-off); less than the
+pool's start-up step timeout.
+"""
+
 
 @task(idempotent=True)
-def loadAuthenticator(pkiDir: str, unicodeIds: bool = False) -> str:
+def loadAuthenticator(
+    pkiDir: str, unicodeIds: bool = False, keyStore: dict[str, Any] | None = None
+) -> str:
     """
-    Load C{pkiDir/master.pem} and open the key store over C{pkiDir}.
+    Load C{pkiDir/master.pem} and open the key store: the one C{keyStore}
+    describes, else the files under C{pkiDir}.
 
     @param unicodeIds: the master's C{allow_unicode_minion_ids}: the rules
         new ids must meet (L{salttwist.pki.ids.IdRules}).
+    @param keyStore: the master's L{salttwist.pki.stores.KeyStoreSpec}, or
+        L{None} for C{pkiDir}'s files.
 
     @return: the master key's fingerprint.
+    @raise salttwist.pki.stores.KeyStoreSetupError: if the key store could
+        not be opened, or its keys not loaded within
+        L{WORKER_READY_TIMEOUT}.
     """
     from salttwist import crypt
     from salttwist.master.keys import MasterKeys
     from salttwist.pki.ids import IdRules
-    from salttwist.pki.keystore import FilesystemKeyStore
+    from salttwist.pki.stores import LOCALFS, openKeyStore
 
     # As the master loads it (no RSA consistency check for a file only
     # this user can write): a worker starts in the middle of an auth storm.
     key = crypt.loadOwnPrivateKey(os.path.join(pkiDir, "master.pem"))
     publicPem = crypt.publicKeyToPem(key.public_key())
+    spec: Any = keyStore or {"driver": LOCALFS, "pki_dir": pkiDir}
+    store = openKeyStore(spec, IdRules(unicode=unicodeIds), readyTimeout=WORKER_READY_TIMEOUT)
+    old = _state.get("store")
     _state["keys"] = MasterKeys(key, publicPem, b"")
-    _state["store"] = FilesystemKeyStore(pkiDir, IdRules(unicode=unicodeIds))
+    _state["store"] = store
+    if old is not None and hasattr(old, "close"):
+        # Run again (idempotent): one store per worker, not one per run.
+        old.close()
     return crypt.fingerprint(publicPem)
 
 

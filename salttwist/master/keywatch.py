@@ -8,15 +8,22 @@ C{salt/key} events and to the periodic comparison of the key store with the
 connected minions (cutting off those no longer accepted), and rotates the
 publication key: when trust is taken back, and every C{publish_session}
 seconds.
+
+A key store shared by several masters (C{keys.cache_driver: postgres})
+tells of every change, whoever made it (C{salttwist-key} on another master,
+another master's authentications, this master's workers), through
+L{KeyStoreFeed}: the changes reach L{KeyWatch.storeChanged} on the reactor,
+which cuts off at once a connected minion whose key is no longer accepted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -27,6 +34,7 @@ from salttwist.master.grainscache import GrainsCache
 from salttwist.master.interfaces import IAdmission, IJobPublisher, IKeyWatch, ISessions
 from salttwist.master.keys import PublicationKey
 from salttwist.pki.ids import InvalidMinionId
+from salttwist.pki.keystore import ACCEPTED
 
 
 class AcceptedIds:
@@ -157,6 +165,32 @@ class KeyWatch:
             done = "deleted" if act == "delete" else "rejected"
             self.reconcileKeys(rotateReason=f"key {data.get('id')!r} {done}")
 
+    def storeChanged(self, changes: dict[str, list[str]]) -> Deferred[None] | None:
+        """
+        Keys changed in a key store other processes share (see
+        L{KeyStoreFeed}), by whatever means: forget the accepted ids and
+        the pending count, drop the grains of minions left without a key,
+        and check the key store against the connected minions at once when
+        one of those whose key changed is connected here without an
+        accepted key (it is then cut off, and the publication key rotates).
+
+        @param changes: each changed minion id, with the states it holds a
+            key in now.
+        @return: the check's L{Deferred}, if one was started.
+        """
+        self.accepted.forget()
+        # Another master may have added pending keys, or taken some away:
+        # count them again (lazily, at most every few seconds).
+        self._admission.keysChanged("changed")
+        for minionId, states in changes.items():
+            if not states:
+                with contextlib.suppress(InvalidMinionId):
+                    self.grainsCache.forget(minionId)
+        connected = self._sessions.connectedIds()
+        if any(m in connected and ACCEPTED not in changes[m] for m in changes):
+            return self.reconcileKeys()
+        return None
+
     def reconcileKeys(self, rotateReason: str | None = None) -> Deferred[None]:
         """
         Cut off every connected minion whose key is no longer accepted (on
@@ -191,3 +225,58 @@ class KeyWatch:
                 self.rotatePublicationKey(rotateReason or f"cut off {', '.join(sorted(cut))}")
 
         return self.runBlocking(listAccepted, None).addCallback(compare)
+
+
+class KeyStoreFeed:
+    """
+    Carries the change notifications of a shared key store (its
+    C{watch} callback, called on the store's own threads) to
+    L{KeyWatch.storeChanged} on the reactor: the changes that come while
+    one hand-over is queued go with it, so an auth storm of new keys costs
+    one call on the reactor per batch, not one per key.
+
+    @ivar dirty: whether keys changed since the periodic check last ran
+        (L{salttwist.master.service.MasterService}); set by every
+        hand-over, cleared by that check.
+    """
+
+    log = Logger(namespace="salttwist.master.core.Master")
+
+    def __init__(self, reactor: Any, onChanges: Callable[[dict[str, list[str]]], object]) -> None:
+        """
+        @param reactor: provides C{callFromThread}.
+        @param onChanges: called on the reactor with each changed id and
+            its states (L{KeyWatch.storeChanged}).
+        """
+        self._reactor = reactor
+        self._onChanges = onChanges
+        self._lock = threading.Lock()
+        self._pending: dict[str, list[str]] = {}
+        self._queued = False
+        self.dirty = True
+
+    def __call__(self, minionId: str, states: list[str]) -> None:
+        """
+        The store's C{watch} callback (any thread): C{minionId} now holds
+        keys in C{states}.
+        """
+        with self._lock:
+            self._pending[minionId] = list(states)
+            if self._queued:
+                return
+            self._queued = True
+        self._reactor.callFromThread(self._flush)
+
+    def _flush(self) -> None:
+        """
+        On the reactor: hand over every change queued.
+        """
+        with self._lock:
+            changes, self._pending = self._pending, {}
+            self._queued = False
+        if not changes:
+            return
+        self.dirty = True
+        maybeDeferred(self._onChanges, changes).addErrback(
+            lambda failure: self.log.failure("acting on key store changes failed", failure)
+        )

@@ -5,6 +5,8 @@ The master as a tree of services around one L{Master}.
 L{MasterService} is the parent (built by L{salttwist.master.tap.makeService});
 each of its children starts and stops one part:
 
+  - L{KeyStoreService}: a PostgreSQL key store (C{keys.cache_driver:
+    postgres}): its load awaited and reported, its threads closed last;
   - L{JobCacheService}: the job cache (its worker, its pruning);
   - L{WorkerPoolService}: the worker processes, handed to the master once up;
   - the Salt reactor (C{reactor} option), a L{salttwist.master.reactor.Reactor};
@@ -32,6 +34,7 @@ from twisted.internet.defer import Deferred, DeferredList, maybeDeferred, succee
 from twisted.internet.endpoints import UNIXServerEndpoint
 from twisted.internet.interfaces import IStreamServerEndpoint
 from twisted.internet.task import LoopingCall
+from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -55,11 +58,19 @@ from salttwist.master.grainscache import GrainsCache
 from salttwist.master.jobcache import SQLiteJobCache
 from salttwist.master.jobcacheworker import WorkerJobCache
 from salttwist.master.keys import loadMasterKeys
+from salttwist.master.keywatch import KeyStoreFeed
 from salttwist.master.maintenance import MasterStats, PresenceEvents
 from salttwist.master.publisher import PubServerFactory
 from salttwist.master.reqserver import ReqServerFactory
 from salttwist.pki.ids import UnicodeIdsUnavailable, escapeId, idRulesFromConfig
-from salttwist.pki.keystore import FilesystemKeyStore, nonconformingIds
+from salttwist.pki.keystore import nonconformingIds
+from salttwist.pki.stores import (
+    LOCALFS,
+    KeyStoreSetupError,
+    describeKeyStore,
+    keyStoreSpec,
+    openKeyStore,
+)
 from salttwist.transport.interfaces import ROLE_PUB, ROLE_REQ
 from salttwist.transport.registry import UnknownTransport, findTransport
 from salttwist.workers.pool import WorkerPool
@@ -306,6 +317,86 @@ class JobCacheService(Service):
         return self.jobCache.close()  # type: ignore[no-any-return]
 
 
+class KeyStoreService(Service):
+    """
+    A key store with threads and connections of its own (PostgreSQL): it
+    is opened when the master is built and retries with back-off while its
+    server is unreachable (the master starts regardless, as with the
+    PostgreSQL job cache: minions cannot authenticate until the keys are
+    loaded, and no one is cut off meanwhile). This service says so in the
+    log if the keys are not loaded within C{warnAfter} seconds, reports the
+    load, and closes the store when the master stops (last).
+    """
+
+    log = Logger(namespace=_LOG_NAMESPACE)
+
+    def __init__(
+        self,
+        keyStore: Any,
+        where: str,
+        reactor: Any,
+        warnAfter: float,
+        loaded: Callable[[], object],
+    ) -> None:
+        """
+        @param where: the store, for messages (L{describeKeyStore}).
+        @param loaded: called on the reactor once the keys are loaded.
+        """
+        self.keyStore = keyStore
+        self._where = where
+        self._reactor = reactor
+        self._warnAfter = warnAfter
+        self._loaded = loaded
+        self._warning: Any = None
+
+    def startService(self) -> None:
+        """
+        Wait for the load (without blocking), warning if it takes long.
+        """
+        super().startService()
+        self._warning = self._reactor.callLater(self._warnAfter, self._notLoaded)
+        self.keyStore.whenReady(self._reactor).addCallbacks(self._ready, self._refused)
+
+    def _notLoaded(self) -> None:
+        self._warning = None
+        self.log.error(
+            "the minion keys in {where} are not loaded yet ({error}): minions cannot "
+            "authenticate until they are; retrying with back-off",
+            where=self._where,
+            error=getattr(self.keyStore, "lastError", "") or "no answer",
+        )
+
+    def _cancelWarning(self) -> None:
+        if self._warning is not None and self._warning.active():
+            self._warning.cancel()
+        self._warning = None
+
+    def _ready(self, _: object) -> None:
+        self._cancelWarning()
+        self.log.info(
+            "minion keys loaded from {where}: {n} accepted",
+            where=self._where,
+            n=len(self.keyStore.listKeys("minions")),
+        )
+        self._loaded()
+
+    def _refused(self, failure: Failure) -> None:
+        self._cancelWarning()
+        self.log.critical(
+            "the minion keys in {where} cannot be used: {error}",
+            where=self._where,
+            error=failure.getErrorMessage(),
+        )
+
+    def stopService(self) -> Deferred[None]:
+        """
+        Close the store (its threads join: off the reactor).
+        """
+        super().stopService()
+        self._cancelWarning()
+        return deferToThread(self.keyStore.close)
+
+
 class MasterService(MultiService):
     """
     The running master: the parent of its service tree (see the module's
@@ -357,8 +448,18 @@ class MasterService(MultiService):
             idRules.require()
         except UnicodeIdsUnavailable as e:
             raise StartupError(str(e)) from e
-        keyStore = FilesystemKeyStore(config["pki_dir"], idRules)
-        self._warnNonconformingIds(keyStore)
+        try:
+            #: Which key store (C{keys.cache_driver}), as plain data for
+            #: the auth workers, which open one of their own.
+            self.keyStoreSpec = keyStoreSpec(config)
+            keyStore = openKeyStore(self.keyStoreSpec, idRules)
+        except KeyStoreSetupError as e:
+            raise StartupError(str(e)) from e
+        #: The key store (an L{IKeyStore}).
+        self.keyStore = keyStore
+        shared = self.keyStoreSpec["driver"] != LOCALFS
+        if not shared:
+            self._warnNonconformingIds(keyStore)
         self.workers: Any = None
         if useWorkers:
             size = config["worker_threads"]
@@ -369,7 +470,8 @@ class MasterService(MultiService):
                 initTasks=[
                     (
                         f"{AUTH_TASKS_MODULE}.loadAuthenticator",
-                        [config["pki_dir"], idRules.unicode],
+                        [config["pki_dir"], idRules.unicode]
+                        + ([dict(self.keyStoreSpec)] if shared else []),
                     )
                 ],
                 minSize=min(IDLE_WORKERS, size),
@@ -416,6 +518,19 @@ class MasterService(MultiService):
         self._readyWaiters: list[Deferred[None]] = []
         self._ports: list[Any] = []
         self._acceptedStamp: tuple[int, int] | None = None
+        #: The changes of a shared key store, handed to the key watch.
+        self.keyFeed: KeyStoreFeed | None = None
+        self.keyStoreService: KeyStoreService | None = None
+        if shared:
+            self.keyFeed = KeyStoreFeed(reactor, self.master.keyWatch.storeChanged)
+            keyStore.watch(self.keyFeed)
+            self.keyStoreService = KeyStoreService(
+                keyStore,
+                describeKeyStore(self.keyStoreSpec),
+                reactor,
+                float(config.get("keys.postgres.connect_timeout", 10)),
+                lambda: self.master.runBlocking(self._warnNonconformingIds, keyStore),
+            )
         for name in (EVENT_PUB_SOCKET, EVENT_PULL_SOCKET):
             path = os.path.join(config["sock_dir"], name)
             if len(os.fsencode(path)) > MAX_UNIX_PATH:
@@ -425,7 +540,7 @@ class MasterService(MultiService):
                 )
         self._addChildren()
 
-    def _warnNonconformingIds(self, keyStore: FilesystemKeyStore) -> None:
+    def _warnNonconformingIds(self, keyStore: Any) -> None:
         """
         Warn of keys whose ids a new minion could not take (they break
         the id rules or clash with another id): they were written before
@@ -455,6 +570,9 @@ class MasterService(MultiService):
         reverse: the sockets close first, the job cache last.
         """
         config, reactor, master = self.config, self.reactor, self.master
+        if self.keyStoreService is not None:
+            # First, so it stops last: nothing uses the keys after it.
+            self.keyStoreService.setServiceParent(self)
         JobCacheService(self.jobCache).setServiceParent(self)
         if self.workers is not None:
             WorkerPoolService(self.workers, master, config["worker_threads"]).setServiceParent(self)
@@ -556,10 +674,24 @@ class MasterService(MultiService):
     def _reconcileIfChanged(self) -> Deferred[None] | None:
         """
         Compare the key store with the connected minions, but only when the
-        accepted-keys directory changed since the last comparison (any move
-        in or out of it changes its mtime): listing and checking thousands
-        of keys every second is measurable master CPU.
+        accepted keys changed since the last comparison: listing and
+        checking thousands of keys every second is measurable master CPU.
+        The files' store tells by the mtime of the accepted-keys directory
+        (any move in or out of it changes it); a shared store by its change
+        notifications (L{KeyStoreFeed.dirty}), and never before its keys
+        are loaded (an empty list would cut off every minion).
         """
+        feed = self.keyFeed
+        if feed is not None:
+            if not feed.dirty or not self.keyStore.loaded:
+                return None
+            feed.dirty = False
+
+            def again(failure: Any) -> Any:
+                feed.dirty = True
+                return failure
+
+            return maybeDeferred(self.master.reconcileKeys).addErrback(again)
         try:
             info = os.stat(os.path.join(self.config["pki_dir"], "minions"))
             stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_ino)

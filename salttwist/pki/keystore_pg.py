@@ -84,7 +84,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -96,6 +95,7 @@ from salttwist.pki.keystore import STATES, KeyChanged, _checkMove, _checkState
 
 if TYPE_CHECKING:
     import psycopg
+    from twisted.internet.defer import Deferred
 
 __all__ = [
     "CHANNEL",
@@ -449,6 +449,13 @@ class PostgresKeyStore:
         self.batches = 0
 
     @property
+    def lastError(self) -> str:
+        """
+        Why the last connection attempt or query failed (C{""} if none did).
+        """
+        return self._lastError
+
+    @property
     def loaded(self) -> bool:
         """
         Whether the keys were loaded (reads answer), even if the listener is
@@ -509,6 +516,10 @@ class PostgresKeyStore:
             fails with L{KeyStoreError} if the schema is refused. No thread
             waits meanwhile.
         """
+        # Imported here: salttwist-key opens this store without Twisted's
+        # reactor machinery.
+        from twisted.internet.defer import Deferred
+
         done: Deferred[None] = Deferred()
 
         def fire() -> None:
