@@ -6,9 +6,11 @@ by the real reactor (each test well under a second).
 
 from __future__ import annotations
 
+import errno
 import inspect
 import os
 import pwd
+import signal
 import time
 from typing import Any
 
@@ -194,6 +196,10 @@ class CmdTests(TestCase):
         if tool.path is None:
             raise SkipTest("no env here takes -C")
         self.patch(_process, "CHDIR_TOOL", tool)
+        # Where the C library cannot change directory in posix_spawn.
+        spawner = _process.ChdirSpawner()
+        spawner.available = False
+        self.patch(_process, "CHDIR_SPAWNER", spawner)
         started: list[tuple[Any, ...]] = []
         spawn = self.reactor.spawnProcess
 
@@ -218,6 +224,70 @@ class CmdTests(TestCase):
         self.assertEqual(started[0][0], tool.path)
         self.assertEqual(started[0][1][:4], [tool.path, "-C", directory, "/bin/sh"])
         self.assertIsNone(started[0][2])
+
+    async def test_cwdSpawnedInPlace(self) -> None:
+        """
+        Where the C library's C{posix_spawn} can change directory, a
+        command in another directory starts as C{/bin/sh -c <command>}
+        itself (no C{env}, no fork of the minion: not through
+        C{reactor.spawnProcess}), in C{cwd}, under the pid reported, with
+        the environment given, without the minion's inheritable
+        descriptors, and with the signals the minion ignores (C{SIGPIPE})
+        back to their default.
+        """
+        from salttwist.modules import _process
+
+        if not _process.CHDIR_SPAWNER.usableWith(self.reactor):
+            raise SkipTest("this C library's posix_spawn cannot change directory")
+        started: list[Any] = []
+        spawn = self.reactor.spawnProcess
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            started.append(args)
+            return spawn(*args, **kwargs)
+
+        self.patch(self.reactor, "spawnProcess", recording)
+        leaked = os.open(os.devnull, os.O_RDONLY)
+        self.addCleanup(os.close, leaked)
+        os.set_inheritable(leaked, True)
+        directory = os.path.realpath(self.mktemp())
+        os.mkdir(directory)
+        ret = await runCommand(
+            self.context,
+            'pwd; echo "$0"; tr "\\0" " " < /proc/$$/cmdline; echo; echo "$FOO"; echo $$; '
+            "ls /proc/$$/fd | tr '\\n' ' '; echo; grep SigIgn /proc/$$/status",
+            cwd=directory,
+            env={"FOO": "bar"},
+        )
+        lines = ret["stdout"].splitlines()
+        self.assertEqual(lines[0], directory)
+        self.assertEqual(lines[1], "/bin/sh")
+        self.assertTrue(lines[2].startswith("/bin/sh -c pwd;"), lines[2])
+        self.assertEqual(lines[3], "bar")
+        self.assertEqual(int(lines[4]), ret["pid"])
+        self.assertNotIn(str(leaked), lines[5].split())
+        ignored = int(lines[6].split()[1], 16)
+        self.assertFalse(ignored & (1 << (signal.SIGPIPE - 1)), lines[6])
+        self.assertEqual(started, [])
+
+    def test_chdirSpawnerErrors(self) -> None:
+        """
+        L{_process.ChdirSpawner.spawn} raises L{OSError} naming the
+        problem when the child cannot start: no such directory, no such
+        executable.
+        """
+        from salttwist.modules import _process
+
+        spawner = _process.CHDIR_SPAWNER
+        if not spawner.available:
+            raise SkipTest("this C library's posix_spawn cannot change directory")
+        missing = os.path.abspath(self.mktemp())
+        e = self.assertRaises(
+            OSError, spawner.spawn, "/bin/sh", ["/bin/sh", "-c", "true"], {}, missing, [], []
+        )
+        self.assertEqual(e.errno, errno.ENOENT)
+        e = self.assertRaises(OSError, spawner.spawn, missing, [missing], {}, "/", [], [])
+        self.assertEqual(e.errno, errno.ENOENT)
 
     def test_spawnArguments(self) -> None:
         """

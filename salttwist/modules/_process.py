@@ -152,6 +152,226 @@ def findChdirTool() -> str | None:
 CHDIR_TOOL = ChdirTool()
 
 
+#: glibc's and musl's C{POSIX_SPAWN_SETSIGDEF}.
+_POSIX_SPAWN_SETSIGDEF = 0x04
+#: The file actions L{ChdirSpawner} builds (its own numbering).
+_ACTION_CLOSE, _ACTION_DUP2 = 0, 1
+#: Bytes reserved for C{posix_spawn_file_actions_t}, C{posix_spawnattr_t}
+#: and C{sigset_t} (80, 336 and 128 on glibc for x86-64): room to spare.
+_STRUCT_ROOM = 1024
+
+
+class ChdirSpawner:
+    """
+    C{posix_spawn} through the C library with
+    C{posix_spawn_file_actions_addchdir_np} (glibc 2.29 and later, musl
+    1.1.24 and later): a command started in another directory than the
+    minion's needs neither a fork of the minion nor an C{env -C} to
+    change directory (one C{exec} fewer: about 0.7 ms of CPU each command
+    and each C{onlyif}/C{unless}); and the call, through C{ctypes},
+    releases the GIL while the child starts, which C{os.posix_spawn}
+    does not.
+
+    @ivar available: whether the C library has what this needs (and
+        Twisted the hook it uses); otherwise L{spawnArguments}' ways
+        apply.
+    """
+
+    def __init__(self) -> None:
+        self._libc: Any = None
+        self.available = False
+        try:
+            import ctypes
+
+            from twisted.internet import process
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            for name in (
+                "posix_spawn",
+                "posix_spawn_file_actions_init",
+                "posix_spawn_file_actions_destroy",
+                "posix_spawn_file_actions_addclose",
+                "posix_spawn_file_actions_adddup2",
+                "posix_spawn_file_actions_addchdir_np",
+                "posix_spawnattr_init",
+                "posix_spawnattr_destroy",
+                "posix_spawnattr_setflags",
+                "posix_spawnattr_setsigdefault",
+                "sigemptyset",
+                "sigaddset",
+            ):
+                getattr(libc, name)
+            hooks = ("_trySpawnInsteadOfFork", "_getFileActions", "_listOpenFDs")
+            if not all(hasattr(process.Process, h) or hasattr(process, h) for h in hooks):
+                return
+        except (ImportError, OSError, AttributeError):
+            return
+        self._libc = libc
+        self.available = True
+
+    def spawn(
+        self,
+        executable: str | bytes,
+        argv: list[str] | list[bytes],
+        environment: dict[Any, Any],
+        cwd: str | bytes,
+        actions: list[tuple[int, ...]],
+        defaultSignals: list[int],
+    ) -> int:
+        """
+        Start C{executable} (an absolute path) with C{argv} and
+        C{environment} in C{cwd}, after C{actions} (C{(_ACTION_CLOSE, fd)}
+        or C{(_ACTION_DUP2, fd, newfd)}), with C{defaultSignals} back to
+        their default disposition.
+
+        @return: the child's pid.
+        @raise OSError: the child could not start (no such directory or
+            executable, ...), as C{os.posix_spawn} raises it.
+        """
+        import ctypes
+
+        libc = self._libc
+        path = os.fsencode(executable)
+        args = [os.fsencode(a) for a in argv]
+        env = [os.fsencode(k) + b"=" + os.fsencode(v) for k, v in environment.items()]
+        argvArray = (ctypes.c_char_p * (len(args) + 1))(*args, None)
+        envArray = (ctypes.c_char_p * (len(env) + 1))(*env, None)
+        fileActions = ctypes.create_string_buffer(_STRUCT_ROOM)
+        attributes = ctypes.create_string_buffer(_STRUCT_ROOM)
+        signals = ctypes.create_string_buffer(_STRUCT_ROOM)
+        pid = ctypes.c_int(0)
+        if libc.posix_spawn_file_actions_init(fileActions) != 0:
+            raise OSError(ctypes.get_errno(), "posix_spawn_file_actions_init failed")
+        try:
+            if libc.posix_spawnattr_init(attributes) != 0:
+                raise OSError(ctypes.get_errno(), "posix_spawnattr_init failed")
+            try:
+                err = 0
+                for action in actions:
+                    if action[0] == _ACTION_CLOSE:
+                        err = err or libc.posix_spawn_file_actions_addclose(fileActions, action[1])
+                    else:
+                        err = err or libc.posix_spawn_file_actions_adddup2(
+                            fileActions, action[1], action[2]
+                        )
+                err = err or libc.posix_spawn_file_actions_addchdir_np(
+                    fileActions, os.fsencode(cwd)
+                )
+                if defaultSignals:
+                    libc.sigemptyset(signals)
+                    for number in defaultSignals:
+                        libc.sigaddset(signals, number)
+                    err = err or libc.posix_spawnattr_setsigdefault(attributes, signals)
+                    err = err or libc.posix_spawnattr_setflags(
+                        attributes, ctypes.c_short(_POSIX_SPAWN_SETSIGDEF)
+                    )
+                err = err or libc.posix_spawn(
+                    ctypes.byref(pid), path, fileActions, attributes, argvArray, envArray
+                )
+            finally:
+                libc.posix_spawnattr_destroy(attributes)
+        finally:
+            libc.posix_spawn_file_actions_destroy(fileActions)
+        if err:
+            raise OSError(err, os.strerror(err), os.fsdecode(path))
+        return pid.value
+
+    def spawnProcess(
+        self,
+        reactor: Any,
+        protocol: ProcessProtocol,
+        executable: str,
+        argv: list[str],
+        environment: dict[str, str],
+        cwd: str,
+    ) -> Any:
+        """
+        C{reactor.spawnProcess(protocol, executable, argv, environment,
+        path=cwd)}, the child started by L{spawn} instead of a fork.
+
+        @return: the process transport.
+        """
+        return _chdirProcessClass()(
+            reactor, executable, argv, environment, cwd, protocol, spawner=self
+        )
+
+    def usableWith(self, reactor: Any) -> bool:
+        """
+        @return: whether L{spawnProcess} can start a process for
+            C{reactor} (a POSIX reactor of Twisted's: not a test's fake).
+        """
+        if not self.available:
+            return False
+        from twisted.internet.posixbase import PosixReactorBase
+
+        return isinstance(reactor, PosixReactorBase)
+
+
+_CHDIR_PROCESS: Any = None
+
+
+def _chdirProcessClass() -> Any:
+    """
+    @return: Twisted's L{Process <twisted.internet.process.Process>}
+        whose child starts by L{ChdirSpawner.spawn} in its directory
+        (made once: Twisted's process module is imported late, as the
+        reactor is).
+    """
+    global _CHDIR_PROCESS
+    if _CHDIR_PROCESS is not None:
+        return _CHDIR_PROCESS
+    import fcntl
+
+    from twisted.internet import process
+
+    class ChdirProcess(process.Process):
+        """
+        A process started in its directory by a L{ChdirSpawner}.
+        """
+
+        def __init__(self, *args: Any, spawner: ChdirSpawner, **kwargs: Any) -> None:
+            self._spawner = spawner
+            super().__init__(*args, **kwargs)
+
+        def _trySpawnInsteadOfFork(
+            self,
+            path: Any,
+            uid: Any,
+            gid: Any,
+            executable: Any,
+            args: Any,
+            environment: Any,
+            kwargs: dict[str, Any],
+        ) -> bool:
+            fdState = []
+            for fd in process._listOpenFDs():
+                try:
+                    closeOnExec = fcntl.fcntl(fd, fcntl.F_GETFD, fcntl.FD_CLOEXEC)
+                except OSError:
+                    continue
+                fdState.append((fd, closeOnExec))
+            actions = process._getFileActions(
+                fdState, kwargs.get("fdmap") or {}, _ACTION_CLOSE, _ACTION_DUP2
+            )
+            ignored = [
+                number
+                for number in range(1, signal.NSIG)
+                if signal.getsignal(number) == signal.SIG_IGN
+            ]
+            self.pid = self._spawner.spawn(
+                executable, args, environment or {}, path, actions, ignored
+            )
+            self.status = -1
+            return True
+
+    _CHDIR_PROCESS = ChdirProcess
+    return ChdirProcess
+
+
+#: This process's L{ChdirSpawner}.
+CHDIR_SPAWNER = ChdirSpawner()
+
+
 def spawnArguments(
     executable: str,
     argv: list[str],
@@ -193,6 +413,17 @@ def spawnArguments(
     ):
         return executable, argv, cwd
     return chdirTool, [chdirTool, "-C", cwd, *argv], None
+
+
+def _isHere(cwd: str) -> bool:
+    """
+    @return: whether C{cwd} is the minion's working directory (a command
+        started there needs no change of directory).
+    """
+    try:
+        return os.path.abspath(cwd) == os.getcwd()
+    except OSError:
+        return False
 
 
 def _logLevel(name: Any) -> LogLevel | None:
@@ -462,12 +693,20 @@ def runCommand(
     # Cancelling the job (saltutil.kill_job) kills the process tree.
     done: Deferred = Deferred(lambda _: collector.kill())
     collector = _Collector(stdinBytes, done)
-    spawnExecutable, spawnArgv, spawnPath = spawnArguments(
-        executable, argv, cwd, uid, gid, CHDIR_TOOL.get(reactor)
-    )
-    reactor.spawnProcess(
-        collector, spawnExecutable, spawnArgv, env=environ, path=spawnPath, uid=uid, gid=gid
-    )
+    if uid is None and gid is None and not _isHere(cwd) and CHDIR_SPAWNER.usableWith(reactor):
+        try:
+            CHDIR_SPAWNER.spawnProcess(reactor, collector, executable, argv, environ, cwd)
+        except OSError as e:
+            raise CommandExecutionError(
+                f"Unable to run command '{display}' in directory '{cwd}': {e}"
+            ) from None
+    else:
+        spawnExecutable, spawnArgv, spawnPath = spawnArguments(
+            executable, argv, cwd, uid, gid, CHDIR_TOOL.get(reactor)
+        )
+        reactor.spawnProcess(
+            collector, spawnExecutable, spawnArgv, env=environ, path=spawnPath, uid=uid, gid=gid
+        )
 
     timer = None
     if timeout is not None:
