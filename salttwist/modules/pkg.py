@@ -33,6 +33,7 @@ from salttwist.modules import (
     needsContext,
     onReactor,
 )
+from salttwist.modules._pkgrefresh import clearRefreshTag
 from salttwist.modules._pkgspec import compareVersions, isExact, newestSatisfying, pinnable
 from salttwist.modules._process import runCommand
 
@@ -201,8 +202,9 @@ _DPKG_OPTIONS = ["-o", "DPkg::Options::=--force-confold", "-o", "DPkg::Options::
 
 _LOCK_ERROR = re.compile(r"Could not get lock|Unable to acquire the dpkg frontend lock")
 
-#: Whether the package database was refreshed in this process: a state's
-#: C{refresh=None} refreshes once per minion start, as Salt's C{rtag}.
+#: Whether the package database was refreshed in this process: a direct
+#: call's C{refresh=None} refreshes once per minion start. State runs use
+#: the refresh tag instead (L{salttwist.modules._pkgrefresh}).
 _refreshed = False
 
 
@@ -397,6 +399,7 @@ def refresh_db(
     if result.returncode != 0:
         raise CommandExecutionError(f"apt-get update failed: {_errors(result)}")
     _refreshed = True
+    clearRefreshTag(context.opts)
     ret: dict[str, bool | None] = {}
     failed = []
     for line in result.stdout.splitlines():

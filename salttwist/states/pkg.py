@@ -7,7 +7,10 @@ upgrades applied (C{pkg.uptodate}), through the C{pkg} execution module
 (apt and dpkg on Debian).
 
 C{refresh}: C{True} updates the package lists first, C{False} not, and
-the default (C{None}) once per minion start, as Salt does. A version is
+the default (C{None}) once per state run, as Salt does: L{mod_init}
+writes Salt's refresh tag before the run's first C{pkg.installed} or
+C{pkg.latest}, the first of them to install refreshes, and the refresh
+removes the tag (L{salttwist.modules._pkgrefresh}). A version is
 exact (C{1.2-1}, a glob C{1.2*}, or C{latest}) or Salt's specification
 (C{>=1.2}, C{<2.0}, C{>=1.0,<2.0}, C{!=1.3}: every condition must hold,
 versions compared by dpkg's rules, L{salttwist.modules._pkgspec}); a
@@ -21,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from salttwist.modules import CommandExecutionError, SaltInvocationError
+from salttwist.modules._pkgrefresh import checkRefresh, writeRefreshTag
 from salttwist.modules._pkgspec import (
     anySatisfies,
     described,
@@ -280,7 +284,7 @@ def installed(
         return ret
 
     arguments: dict[str, Any] = {
-        "refresh": refresh,
+        "refresh": checkRefresh(ctx.opts, refresh),
         "fromrepo": fromrepo,
         "skip_verify": skip_verify,
         "reinstall": reinstall,
@@ -358,7 +362,9 @@ def latest(
         return stateReturn(name, False, "No packages to install provided")
     try:
         avail = ctx.salt["pkg.latest_version"](
-            *wanted, fromrepo=fromrepo, refresh=False if ctx.test else refresh
+            *wanted,
+            fromrepo=fromrepo,
+            refresh=False if ctx.test else checkRefresh(ctx.opts, refresh),
         )
     except CommandExecutionError as e:
         return stateReturn(
@@ -626,6 +632,22 @@ def _merge(merged: dict[str, Any], pairs: list[tuple[str, Any]]) -> bool:
         if merged.get(key) is None:
             merged[key] = value
     return True
+
+
+def mod_init(ctx: StateContext, low: dict[str, Any]) -> bool:
+    """
+    Salt's C{pkg.mod_init}, called before the run's first C{pkg} state
+    (and the next ones until it returns true): before a C{pkg.installed}
+    or C{pkg.latest}, write the refresh tag, so that the first state that
+    installs without C{refresh} given refreshes the package database, once
+    in the run.
+
+    @return: whether it wrote the tag (it is not called again this run).
+    """
+    if low.get("fun") in ("installed", "latest"):
+        writeRefreshTag(ctx.opts)
+        return True
+    return False
 
 
 def mod_aggregate(
