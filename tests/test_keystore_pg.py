@@ -368,6 +368,22 @@ class PostgresKeyStoreLifeTests(TestCase):
         self.assertTrue(store.connected)
         await store.whenReady(reactor)
 
+    def test_closeQuiet(self) -> None:
+        """
+        Closing cuts the listener's connection rather than wait for its next
+        poll, and that is not logged as a lost server; its thread has ended.
+        """
+        from twisted.logger import globalLogPublisher
+
+        store = _openStore(self, temporaryDatabase(self))
+        logged: list[dict[str, Any]] = []
+        globalLogPublisher.addObserver(logged.append)
+        self.addCleanup(globalLogPublisher.removeObserver, logged.append)
+        threads = list(store._threads)
+        store.close()
+        self.assertEqual([t for t in threads if t.is_alive()], [])
+        self.assertEqual([e for e in logged if "lost" in e.get("log_format", "")], [])
+
     def test_writeAfterClose(self) -> None:
         """
         A write after L{PostgresKeyStore.close} fails with

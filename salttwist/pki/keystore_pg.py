@@ -256,6 +256,21 @@ def _connect(
     return psycopg.connect(autocommit=True, application_name="salttwist-keystore", **options)
 
 
+def _cutSocket(connection: psycopg.Connection[Any]) -> None:
+    """
+    Shut down the socket of C{connection} from any thread: a call blocked
+    on it fails at once with a broken connection.
+    """
+    with contextlib.suppress(Exception):
+        # A duplicate of the descriptor: shutting it down ends the socket
+        # under the one the blocked call reads.
+        cut = socket.socket(fileno=os.dup(connection.fileno()))
+        try:
+            cut.shutdown(socket.SHUT_RDWR)
+        finally:
+            cut.close()
+
+
 class _Watchdog:
     """
     Cuts a connection whose query has not returned within a deadline, by
@@ -273,14 +288,7 @@ class _Watchdog:
 
     def _cut(self) -> None:
         self.fired = True
-        with contextlib.suppress(OSError, ValueError):
-            # A duplicate of the descriptor: shutting it down ends the
-            # socket under the one the blocked call reads.
-            cut = socket.socket(fileno=os.dup(self._connection.fileno()))
-            try:
-                cut.shutdown(socket.SHUT_RDWR)
-            finally:
-                cut.close()
+        _cutSocket(self._connection)
 
     @classmethod
     @contextlib.contextmanager
@@ -439,6 +447,7 @@ class PostgresKeyStore:
         self._readyCallbacks: list[Callable[[], None]] = []
         self._watchers: list[Callable[[str, list[str]], None]] = []
         self._writer: psycopg.Connection[Any] | None = None
+        self._listener: psycopg.Connection[Any] | None = None
         self._writerBackoff = 0.0
         self._writerNextAttempt = 0.0
         self._lastError = ""
@@ -557,6 +566,11 @@ class PostgresKeyStore:
         with self._closeLock:
             self._stopping.set()
             self._writes.put(None)
+        listener = self._listener
+        if listener is not None:
+            # Rather than wait for its next poll: salttwist-key closes a
+            # store on every run.
+            _cutSocket(listener)
         for thread in self._threads:
             thread.join(10)
         self._threads = []
@@ -602,6 +616,9 @@ class PostgresKeyStore:
             connection = None
             try:
                 connection = _connect(self.options)
+                self._listener = connection
+                if self._stopping.is_set():
+                    break
                 migrate(connection)
                 # LISTEN before loading: a change committed during the load
                 # is notified, and versions keep the older state out.
@@ -623,6 +640,9 @@ class PostgresKeyStore:
                 self.log.critical("{error}", error=str(e))
                 return
             except psycopg.Error as e:
+                if self._stopping.is_set():
+                    # Closed (its socket cut by close): not a lost server.
+                    break
                 if self.connected:
                     self.log.warn(
                         "lost the PostgreSQL key store {server} ({error}); reconnecting",
@@ -638,6 +658,7 @@ class PostgresKeyStore:
                 self._lastError = str(e).strip()
             finally:
                 self.connected = False
+                self._listener = None
                 if connection is not None:
                     connection.close()
             backoff = min(max(backoff * 2, RECONNECT_INITIAL), RECONNECT_MAX)
