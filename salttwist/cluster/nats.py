@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from twisted.application.internet import ClientService, backoffPolicy
-from twisted.internet.defer import Deferred, maybeDeferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, TimeoutError, maybeDeferred, succeed
 from twisted.internet.endpoints import TCP4ClientEndpoint
 from twisted.internet.protocol import Factory
 from twisted.internet.task import LoopingCall
@@ -130,6 +130,7 @@ class NatsClusterBus:
         self._proto: NatsProtocol | None = None
         self._downSince = reactor.seconds()
         self._lastError = "not connected yet"
+        self._dropReason: str | None = None
         self._retry: Any = None
         self._pinger = LoopingCall(self._ping)
         self._pinger.clock = reactor
@@ -291,7 +292,10 @@ class NatsClusterBus:
             self._flush()
 
         def failed(failure: Failure) -> None:
-            self._lastError = failure.getErrorMessage()
+            if failure.check(TimeoutError, CancelledError):
+                self._lastError = f"the broker did not answer within {SETUP_TIMEOUT:.0f} s"
+            else:
+                self._lastError = failure.getErrorMessage()
             self.log.warn(
                 "cluster: cannot set up the broker {url}: {error}",
                 url=self.url,
@@ -310,7 +314,8 @@ class NatsClusterBus:
             return
         self._proto = None
         self._downSince = self._clock.seconds()
-        self._lastError = reason.getErrorMessage()
+        self._lastError = self._dropReason or reason.getErrorMessage()
+        self._dropReason = None
         self.outbox.disconnected()
         self.log.warn(
             "cluster: lost the broker {url} ({error}); reconnecting, {n} messages buffered",
@@ -324,7 +329,7 @@ class NatsClusterBus:
         if proto is None:
             return
         if proto.pingsOutstanding() >= 2:
-            self._lastError = "the broker stopped answering PINGs"
+            self._dropReason = "the broker stopped answering PINGs"
             self.log.warn("cluster: the broker {url} stopped answering; reconnecting", url=self.url)
             proto.transport.abortConnection()
             return
