@@ -505,6 +505,36 @@ class RemoteClientTests(RemoteTestCase):
             [p["cmd"] for p in self.requests.sent], ["_file_hash_many", "_serve_files"]
         )
 
+    def test_cacheFilesHashed(self) -> None:
+        """
+        C{cacheFilesHashed} caches as C{cacheFiles} does, in its requests
+        (no second C{_file_hash_many}), and gives each cached file's path
+        with the SHA-256 its copy has: cold (small files in one reply, a
+        big one in chunks) and warm; a missing or refused path is left
+        out.
+        """
+        writeFile(self.base, "small/a", b"a" * 1500)
+        writeFile(self.dev, "dev.sls", b"dev: true\n")
+        paths = ["small/a", "salt://dev.sls?saltenv=dev", "big.bin", "nothing", "escape"]
+        expected = {
+            "small/a": (self.client.cachedPath("small/a"), sha256(b"a" * 1500)),
+            "salt://dev.sls?saltenv=dev": (
+                self.client.cachedPath("dev.sls", "dev"),
+                sha256(b"dev: true\n"),
+            ),
+            "big.bin": (self.client.cachedPath("big.bin"), sha256(BIG)),
+        }
+        self.assertEqual(self.successResultOf(self.client.cacheFilesHashed(paths)), expected)
+        self.assertEqual(self.cached("small/a"), b"a" * 1500)
+        self.assertEqual(self.cached("big.bin"), BIG)
+        self.assertEqual(len(self.requests.commands("_file_hash_many")), 2)
+        self.requests.sent.clear()
+        self.assertEqual(self.successResultOf(self.client.cacheFilesHashed(paths)), expected)
+        self.assertEqual([p["cmd"] for p in self.requests.sent], ["_file_hash_many"] * 2)
+        self.assertIn(
+            "'..'", str(self.failureResultOf(self.client.cacheFilesHashed(["../x"])).value)
+        )
+
     def test_cacheFilesBadContent(self) -> None:
         """
         A small file whose content is not its announced hash fails

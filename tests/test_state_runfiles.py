@@ -112,6 +112,9 @@ class RunFileClientTests(RoomTestCase):
         self.assertEqual(self.successResultOf(self.run.prefetch(sources)), 6)
         commands = {p["cmd"] for p in self.requests.sent}
         self.assertEqual(commands, {"_file_hash_many", "_serve_files"})
+        # One hash request per saltenv: cacheFilesHashed, not cacheFiles
+        # then hashFiles.
+        self.assertEqual(len(self.requests.commands("_file_hash_many")), 2)
         self.requests.sent.clear()
         for i in range(5):
             cached = self.successResultOf(self.run.cacheFile(f"src/f{i}.txt", "base"))

@@ -739,13 +739,52 @@ class RemoteFileClient(_CachingClient):
             saltenv, before anything is sent, the master's refusal of a
             whole request, or a file whose content is not its hash.
         """
+        return self._cacheFilesWith(paths, saltenv, None)
+
+    @_deferred
+    def cacheFilesHashed(
+        self, paths: list[str], saltenv: str = "base"
+    ) -> Deferred[dict[str, tuple[str, str]]]:
+        """
+        L{cacheFiles}, each cached file with the SHA-256 its copy has (the
+        master's, which the copy was checked against): what L{cacheFiles}
+        then L{hashFiles} tell, in the requests of L{cacheFiles} alone.
+
+        @return: a L{Deferred} firing with C{{path as given: (cached path,
+            SHA-256)}}; a path the master has no file for, or refuses, is
+            left out.
+        @raise FileServerError: as L{cacheFiles}.
+        """
+        hashes: dict[tuple[str, str], str] = {}
+
+        def paired(cached: dict[str, str]) -> dict[str, tuple[str, str]]:
+            found: dict[str, tuple[str, str]] = {}
+            for name, path in cached.items():
+                relative, env = splitUrl(name, saltenv)
+                hsum = hashes.get((env, relative))
+                if path and hsum:
+                    found[name] = (path, hsum)
+            return found
+
+        return self._cacheFilesWith(paths, saltenv, hashes).addCallback(paired)
+
+    def _cacheFilesWith(
+        self, paths: list[str], saltenv: str, hashes: dict[tuple[str, str], str] | None
+    ) -> Deferred[dict[str, str]]:
+        """
+        L{cacheFiles}, noting in C{hashes} (if given) the SHA-256 of each
+        file cached, by C{(saltenv, relative path)}.
+        """
         groups = _groupByEnv(paths, saltenv)
 
         async def run() -> dict[str, str]:
             result: dict[str, str] = {}
             try:
                 for env, wanted in groups.items():
-                    cached = await self._cacheMany(env, list(wanted))
+                    envHashes: dict[str, str] = {}
+                    cached = await self._cacheMany(env, list(wanted), envHashes)
+                    if hashes is not None:
+                        hashes.update(((env, name), hsum) for name, hsum in envHashes.items())
                     for relative, given in wanted.items():
                         if relative in cached:
                             for name in given:
@@ -768,13 +807,19 @@ class RemoteFileClient(_CachingClient):
                 infos.update(ret)
         return infos
 
-    async def _cacheMany(self, env: str, relatives: list[str]) -> dict[str, str]:
+    async def _cacheMany(
+        self, env: str, relatives: list[str], hashes: dict[str, str] | None = None
+    ) -> dict[str, str]:
         """
         L{cacheFiles} of the checked paths of one saltenv.
 
+        @param hashes: if given, gets the SHA-256 of each file cached (the
+            one its copy was checked against), by relative path.
         @return: C{{relative path: cached path or ""}}, refused paths left
             out.
         """
+        if hashes is None:
+            hashes = {}
         infos = await self._hashMany(env, relatives)
         result: dict[str, str] = {}
         known: dict[str, str] = {}
@@ -795,6 +840,7 @@ class RemoteFileClient(_CachingClient):
         for relative in known:
             if targets[relative] not in stale:
                 result[relative] = targets[relative]
+                hashes[relative] = known[relative]
         remaining = [relative for relative in known if targets[relative] in stale]
         big: dict[str, str] = {}
         while remaining:
@@ -813,6 +859,7 @@ class RemoteFileClient(_CachingClient):
                     result[relative] = ""
                 elif isinstance(reply.get("data"), bytes):
                     whole.append((relative, targets[relative], reply["data"], hsum))
+                    hashes[relative] = hsum
                 elif index == 0:
                     # Too big for a reply of its own: fetched in chunks.
                     big[relative] = hsum
@@ -837,6 +884,7 @@ class RemoteFileClient(_CachingClient):
             consumeErrors=True,
         ).addErrback(lambda failure: failure.value.subFailure)
         result.update(zip(names, fetched, strict=True))
+        hashes.update((name, big[name]) for name in names)
         return result
 
     def cacheDir(

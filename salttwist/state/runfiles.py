@@ -4,7 +4,8 @@ A state run's view of the minion's file client: before the first state
 runs, the C{salt://} sources of the run's C{file.managed} states are
 fetched into the file cache in a few batched requests (L{IFileClient
 <salttwist.fileserver.interfaces.IFileClient>}'s C{cacheFiles}, then
-C{hashFiles}), instead of one C{_file_hash} request (and a transfer, and
+C{hashFiles}; a remote client's C{cacheFilesHashed} tells both in the
+requests of C{cacheFiles} alone), instead of one C{_file_hash} request (and a transfer, and
 a save of the cache index) per state; each state's C{cp.cache_file} of
 such a source then costs a C{stat} of the cached copy and no request.
 
@@ -123,10 +124,17 @@ class RunFileClient:
         async def run() -> int:
             if not byEnv or not self.canPrefetch:
                 return 0
+            hashed = getattr(self.client, "cacheFilesHashed", None)
             for env, urls in byEnv.items():
                 try:
-                    await self.client.cacheFiles(urls, env)
-                    hashes = await self.client.hashFiles(urls, env)
+                    if callable(hashed):
+                        # One _file_hash_many (and the transfers) instead
+                        # of that and a second one.
+                        found = await hashed(urls, env)
+                        hashes = {url: {"hsum": hsum} for url, (_, hsum) in found.items()}
+                    else:
+                        await self.client.cacheFiles(urls, env)
+                        hashes = await self.client.hashFiles(urls, env)
                 except Exception as e:
                     _log.debug(
                         "sources of saltenv {env} not fetched ahead: {error}", env=env, error=e
