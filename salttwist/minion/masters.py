@@ -4,8 +4,9 @@ Which master a minion uses, as Salt's C{master}, C{master_type},
 C{random_master} and C{master_failback} say, and which master keys it
 trusts for each.
 
-  - L{parseMasterAddress}: one entry of C{master} (C{host}, C{host:port},
-    C{[v6]:port} or a bare IPv6 address), as Salt's C{prep_ip_port}.
+  - L{parseMasterAddress} (from L{salttwist.masteraddress}): one entry of
+    C{master} (C{host}, C{host:port}, C{[v6]:port} or a bare IPv6
+    address), as Salt's C{prep_ip_port}.
   - L{MasterList}: the masters in the order the minion tries them, and the
     one it tries now. With C{master_type: str} (the default) only the first
     is used; with C{master_type: failover} a failed attempt moves on to the
@@ -25,10 +26,10 @@ import os
 import random
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from salttwist import crypt
+from salttwist.masteraddress import MasterAddress, configuredMasters, parseMasterAddress
 from salttwist.pki.credentials import MASTER_PUB_FILE, MasterIdentityError, MinionCredentials
 
 __all__ = [
@@ -38,50 +39,6 @@ __all__ = [
     "ownPinFile",
     "parseMasterAddress",
 ]
-
-
-@dataclass(frozen=True)
-class MasterAddress:
-    """
-    Where one master listens for its minions' req connections.
-    """
-
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
-
-
-def parseMasterAddress(text: str, defaultPort: int) -> MasterAddress:
-    """
-    Read one entry of C{master} as Salt's C{prep_ip_port} does: C{host} (the
-    port is C{master_port}), C{host:port}, C{[v6]:port}, C{[v6]} or a bare
-    IPv6 address (two colons or more: no port in it).
-
-    @raise ValueError: an empty host, or a port that is not a number from 1
-        to 65535.
-    """
-    original = text
-    text = text.strip()
-    port: str | None = None
-    if text.startswith("["):
-        host, closing, rest = text[1:].partition("]")
-        if not closing or (rest and not rest.startswith(":")):
-            raise ValueError(f"master {original!r}: expected [address] or [address]:port")
-        port = rest[1:] if rest else None
-    elif text.count(":") == 1:
-        host, port = text.split(":")
-    else:
-        host = text
-    if not host:
-        raise ValueError(f"master {original!r}: no host")
-    if port is None:
-        return MasterAddress(host, defaultPort)
-    if not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError(f"master {original!r}: the port {port!r} is not a number from 1 to 65535")
-    return MasterAddress(host, int(port))
 
 
 class MasterList:
@@ -106,13 +63,9 @@ class MasterList:
         @param shuffle: shuffles a list in place (C{random_master}).
         @raise ValueError: an entry of C{master} cannot be read.
         """
-        entries = config["master"]
-        names = [entries] if isinstance(entries, str) else list(entries)
         self.failover = config.get("master_type", "str") == "failover"
-        if not self.failover:
-            names = names[:1]
-        port = int(config["master_port"])
-        self.masters = [parseMasterAddress(name, port) for name in names]
+        masters = configuredMasters(config)
+        self.masters = masters if self.failover else masters[:1]
         order = list(self.masters)
         if self.failover and config.get("random_master"):
             if config.get("master_failback"):
