@@ -24,6 +24,7 @@ from twisted.internet.defer import Deferred, DeferredLock
 from twisted.logger import Logger
 
 from salttwist import crypt, serial
+from salttwist.masteraddress import configuredMasters
 from salttwist.pki.credentials import (
     AuthRefused,
     MasterIdentityError,
@@ -76,8 +77,6 @@ class MasterCaller:
         self.connectTCP = connectTCP
         self.timeout = timeout
         self.jid: str | None = None
-        master = config["master"]
-        self.masterHost: str = master if isinstance(master, str) else master[0]
         self._lock = DeferredLock()
         self._req: ReqClientProtocol | None = None
         self._session: ReqClientProtocol | None = None
@@ -129,7 +128,14 @@ class MasterCaller:
 
     async def _open(self) -> ReqClientProtocol:
         credentials = await self.runBlocking(self._loadCredentials)
-        host, port = self.masterHost, self.config["master_port"]
+        try:
+            # The first master of the list (host or host:port, as the
+            # minion daemon reads it); a failover minion's others are not
+            # tried.
+            first = configuredMasters(self.config)[0]
+        except ValueError as e:
+            raise CallerError(str(e)) from e
+        host, port = first.host, first.port
         if self.connectTCP is None:
             self.connectTCP = self._transportConnector()
         try:
