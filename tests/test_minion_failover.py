@@ -12,6 +12,7 @@ from typing import Any
 
 from twisted.internet import defer
 from twisted.internet.address import IPv4Address
+from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.testing import EventLoggingObserver, MemoryReactorClock
@@ -19,6 +20,7 @@ from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist import crypt
+from salttwist.client.transient import CallerError, MasterCaller
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
 from salttwist.daemon import StartupError
 from salttwist.events.bus import LocalEventBus
@@ -856,6 +858,50 @@ class OwnKeysTests(FailoverTestCase):
         self.assertTrue(self.logged(f"place its public key in {minion.config['pki_dir']}"))
         self.assertEqual(minion.state, "ready")
         self.assertTrue(self.sessionOn("B"))
+
+
+class TransientCallerTests(FailoverTestCase):
+    """
+    C{salttwist-call}'s transient session (L{MasterCaller}) reads C{master}
+    as the daemon does, and uses its first master.
+    """
+
+    def makeCaller(self, master: list[str]) -> MasterCaller:
+        root = os.path.abspath(self.mktemp())
+        config = loadMinionConfig(
+            root,
+            overrides={"root_dir": root, "id": "m1", "master": master, "master_type": "failover"},
+        )
+        os.makedirs(config["pki_dir"], mode=0o700)
+        crypt.writePrivateFile(
+            os.path.join(config["pki_dir"], "minion.pem"), crypt.privateKeyToPem(MINION_KEY)
+        )
+        caller = MasterCaller(
+            config, "m1", self.net.reactor, runSynchronously, connectTCP=self.net.connectTCP
+        )
+        self.addCleanup(caller.close)
+        return caller
+
+    def test_hostAndPort(self) -> None:
+        """
+        The first entry's C{host:port} is where the caller connects.
+        """
+        self.net.sites["B"].keyStore.putKey(ACCEPTED, "m1", MINION_PEM)
+        caller = self.makeCaller([f"{HOST}:{B_REQ}", f"{HOST}:{A_REQ}"])
+        session = Deferred.fromCoroutine(caller.session())
+        self.net.flush()
+        self.successResultOf(session)
+        self.assertEqual(self.net.attempts, [(HOST, B_REQ)])
+        self.assertIn("m1", self.net.sites["B"].master.transients)
+
+    def test_badEntry(self) -> None:
+        """
+        An entry that cannot be read is the caller's error, naming it.
+        """
+        caller = self.makeCaller(["salt:http"])
+        failure = self.failureResultOf(Deferred.fromCoroutine(caller.session()), CallerError)
+        self.assertIn("'salt:http'", str(failure.value))
+        self.assertEqual(self.net.attempts, [])
 
 
 class ConfigTests(SynchronousTestCase):
