@@ -47,6 +47,7 @@ RUNNERS: tuple[str, ...] = (
     "fileserver",
     "saltutil",
     "state",
+    "cache",
 )
 
 

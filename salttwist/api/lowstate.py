@@ -1,0 +1,333 @@
+# -*- test-case-name: tests.test_api_lowstate -*-
+"""
+C{/}: C{GET} answers Salt's welcome, C{POST} runs a list of lowstate
+chunks, each authorised with the token's permissions by the one ACL
+engine (L{salttwist.eauth.engine}) before anything reaches the master::
+
+    [{"client": "local", "tgt": "*", "fun": "test.ping"},
+     {"client": "runner", "fun": "jobs.list_jobs"}]
+
+answers C{{"return": [<the first's return>, <the second's>]}}.
+
+The clients (Salt's C{netapi_enable_clients} must name each one used):
+
+  - C{local}: publish and wait (C{tgt}, C{fun}, C{arg}, C{kwarg},
+    C{tgt_type}, C{timeout}, C{full_return}) -> C{{minion: return}};
+  - C{local_async}: publish -> C{{"jid", "minions"}};
+  - C{local_batch}: as C{local}, C{batch} minions at a time -> one
+    C{{minion: return}} per minion;
+  - C{runner}: a runner function in the master (C{fun}, C{arg}, C{kwarg},
+    and any other key as a keyword argument) -> its return;
+  - C{wheel}: key management (C{key.list_all}, C{key.accept}, ...) ->
+    Salt's C{{"tag", "data": {"fun", "jid", "user", "_stamp", "return",
+    "success"}}}.
+
+A job for minions is allowed when a rule without a target allows the
+function; when only target-restricted rules do, the API asks the master
+which minions the target reaches (with their cached grains), checks that
+the rules cover each, and publishes to exactly those (a C{list} target),
+so a minion accepted in between gets nothing it was not checked for.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+from salttwist.api.errors import BadRequest, Forbidden, Unauthorized, Unavailable
+from salttwist.api.options import CLIENTS, MISSING_CLIENTS
+from salttwist.api.resource import ApiCall, ApiResource
+from salttwist.client.base import MasterUnavailable
+from salttwist.eauth.authenticator import Session
+from salttwist.eauth.engine import AclRefused
+from salttwist.jid import JidGenerator
+from salttwist.transport.errors import RequestError
+
+__all__ = ["CLIENTS", "Lowstate", "authorizeJob", "runChunk", "runLowstate"]
+
+#: Keys of a runner or wheel chunk that are not keyword arguments.
+_RESERVED = frozenset(
+    {
+        "client",
+        "fun",
+        "arg",
+        "kwarg",
+        "token",
+        "eauth",
+        "username",
+        "password",
+        "timeout",
+        "full_return",
+        "tgt",
+        "tgt_type",
+        "batch",
+        "__current_eauth_user",
+        "__current_eauth_groups",
+    }
+)
+_jids = JidGenerator()
+
+
+def _checkFun(chunk: Mapping[str, Any]) -> Any:
+    fun = chunk.get("fun")
+    if isinstance(fun, str) and fun:
+        return fun
+    if (
+        isinstance(fun, list)
+        and fun
+        and chunk.get("client", "").startswith("local")
+        and all(isinstance(f, str) and f for f in fun)
+    ):
+        return fun
+    raise BadRequest(f"the chunk's fun must be a function name, not {fun!r}")
+
+
+def _argList(chunk: Mapping[str, Any]) -> list[Any]:
+    """
+    The chunk's C{arg} (a single value is a list of one, as Salt makes it)
+    and C{kwarg}, in Salt's wire form.
+    """
+    arg = chunk.get("arg", [])
+    if not isinstance(arg, list):
+        arg = [arg]
+    kwarg = chunk.get("kwarg")
+    if kwarg is None:
+        return list(arg)
+    if not isinstance(kwarg, Mapping):
+        raise BadRequest(f"the chunk's kwarg must be a mapping, not {type(kwarg).__name__}")
+    return [*arg, {**kwarg, "__kwarg__": True}]
+
+
+def _keywords(chunk: Mapping[str, Any]) -> dict[str, Any]:
+    """
+    A runner or wheel chunk's keyword arguments: its C{kwarg} and every key
+    that is not the chunk's own.
+    """
+    kwargs = {k: v for k, v in chunk.items() if k not in _RESERVED and not k.startswith("__")}
+    kwarg = chunk.get("kwarg")
+    if kwarg is not None:
+        if not isinstance(kwarg, Mapping):
+            raise BadRequest(f"the chunk's kwarg must be a mapping, not {type(kwarg).__name__}")
+        kwargs.update(kwarg)
+    return kwargs
+
+
+def _timeout(chunk: Mapping[str, Any], config: Mapping[str, Any]) -> float:
+    value = chunk.get("timeout", config.get("timeout", 5))
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise BadRequest(f"the chunk's timeout must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _target(chunk: Mapping[str, Any]) -> tuple[Any, str]:
+    tgt = chunk.get("tgt")
+    if tgt is None or tgt == "" or tgt == []:
+        raise BadRequest("the chunk has no tgt: a local client needs a target")
+    tgtType = chunk.get("tgt_type", chunk.get("expr_form", "glob"))
+    if not isinstance(tgtType, str):
+        raise BadRequest(f"the chunk's tgt_type must be a string, not {tgtType!r}")
+    return tgt, tgtType
+
+
+async def authorizeJob(
+    call: ApiCall, session: Session, tgt: Any, tgtType: str, fun: Any
+) -> tuple[Any, str, list[str] | None]:
+    """
+    May C{session} run C{fun} on C{tgt}?
+
+    @return: the target to publish to (the minions checked, as a C{list}
+        target, when only target-restricted rules allow it), its type, and
+        the minions checked (L{None} when no check by minion was needed).
+    @raise Forbidden: it may not.
+    """
+    try:
+        decision = session.authorize(fun, (), "local")
+        if not decision.restricted:
+            return tgt, tgtType, None
+        grainsById = await call.context.master.grains(tgt, tgtType)
+        minions = sorted(grainsById)
+        session.authorize(fun, minions, "local", grainsById)
+    except AclRefused as e:
+        raise Forbidden(str(e)) from None
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
+    return minions, "list", minions
+
+
+async def _local(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> Any:
+    fun = _checkFun(chunk)
+    tgt, tgtType = _target(chunk)
+    arg = _argList(chunk)
+    tgt, tgtType, checked = await authorizeJob(call, session, tgt, tgtType, fun)
+    master = call.context.master
+    client = chunk["client"]
+    if checked == []:
+        return {} if client != "local_async" else {"jid": "", "minions": []}
+    if client == "local_async":
+        reply = await master.publish(tgt, tgtType, fun, arg)
+        return {"jid": reply.get("jid", ""), "minions": list(reply.get("minions", []))}
+    timeout = _timeout(chunk, call.context.config)
+    if client == "local_batch":
+        batch = chunk.get("batch", "10%")
+        if isinstance(batch, int) and not isinstance(batch, bool):
+            batch = str(batch)
+        if not isinstance(batch, str) or not batch:
+            raise BadRequest(f"the chunk's batch must be a number or a percentage, not {batch!r}")
+        try:
+            return await master.batch(tgt, tgtType, fun, arg, batch, timeout)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+    return await master.run(tgt, tgtType, fun, arg, timeout, bool(chunk.get("full_return")))
+
+
+async def _runner(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> Any:
+    fun = _checkFun(chunk)
+    try:
+        session.authorize(fun, (), "runner")
+    except AclRefused as e:
+        raise Forbidden(str(e)) from None
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
+    arg = list(chunk.get("arg", []) if isinstance(chunk.get("arg", []), list) else [chunk["arg"]])
+    kwargs = _keywords(chunk)
+    if kwargs:
+        arg.append({**kwargs, "__kwarg__": True})
+    reply = await call.context.master.runner(fun, arg)
+    return reply.get("return")
+
+
+async def _wheel(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> Any:
+    fun = _checkFun(chunk)
+    try:
+        session.authorize(fun, (), "wheel")
+    except AclRefused as e:
+        raise Forbidden(str(e)) from None
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
+    kwargs = _keywords(chunk)
+    arg = chunk.get("arg")
+    if arg:
+        # Salt's wheel functions take their first arguments by position.
+        if not isinstance(arg, list):
+            arg = [arg]
+        kwargs["__positional__"] = list(arg)
+    jid = _jids.next()
+    try:
+        ret = await call.context.master.wheel(fun, kwargs)
+        success = True
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return {
+        "tag": f"salt/wheel/{jid}",
+        "data": {
+            "fun": f"wheel.{fun}",
+            "jid": jid,
+            "user": session.name,
+            "_stamp": stamp,
+            "return": ret,
+            "success": success,
+        },
+    }
+
+
+_RUN = {
+    "local": _local,
+    "local_async": _local,
+    "local_batch": _local,
+    "runner": _runner,
+    "wheel": _wheel,
+}
+
+
+async def runChunk(call: ApiCall, chunk: object, client: str | None = None) -> Any:
+    """
+    Run one lowstate chunk as the call's session (or the chunk's C{token}).
+
+    @param client: the client to use whatever the chunk says.
+    @raise ApiError: the chunk is invalid (400), its client disabled (400),
+        there is no valid token (401), the ACL refuses it (403), the master
+        cannot be reached (503).
+    """
+    if not isinstance(chunk, Mapping):
+        raise BadRequest(f"each lowstate chunk must be a mapping, not {type(chunk).__name__}")
+    chunk = dict(chunk)
+    if client is not None:
+        chunk["client"] = client
+    name = chunk.get("client")
+    if name not in CLIENTS:
+        if name in MISSING_CLIENTS:
+            raise BadRequest(f"Client not available in salttwist-api: '{name}'")
+        raise BadRequest(f"Invalid client specified: '{name}'")
+    if name not in call.context.enabledClients:
+        raise BadRequest(
+            f"Client disabled: '{name}'. Add to 'netapi_enable_clients' master config"
+            " option to enable."
+        )
+    session = call.session
+    if "token" in chunk and (session is None or chunk["token"] != session.token):
+        session = await call.context.session(chunk["token"])
+    if session is None:
+        raise Unauthorized("No authentication credentials given")
+    try:
+        return await _RUN[name](call, session, chunk)
+    except MasterUnavailable as e:
+        raise Unavailable(f"Salt Master is not available. ({e})") from None
+    except RequestError as e:
+        raise BadRequest(str(e)) from None
+
+
+async def runLowstate(call: ApiCall, client: str | None = None) -> list[Any]:
+    """
+    Run the call's body, a list of chunks (a single mapping is a list of
+    one, as Salt takes it).
+
+    @return: the return of each chunk, in order.
+    """
+    lowstate = call.body
+    if isinstance(lowstate, Mapping):
+        lowstate = [lowstate]
+    if not isinstance(lowstate, list):
+        raise BadRequest("Lowstates must be a list")
+    if not lowstate:
+        raise BadRequest("the lowstate list is empty: send at least one chunk")
+    results = []
+    for chunk in lowstate:
+        result = await runChunk(call, chunk, client)
+        if (client or chunk.get("client")) == "local_batch" and isinstance(result, list):
+            results.extend(result)
+        else:
+            results.append(result)
+    return results
+
+
+class Lowstate(ApiResource):
+    """
+    C{/}: Salt's welcome and the lowstate runner.
+    """
+
+    name = ""
+    requiresToken = False
+
+    async def GET(self, call: ApiCall) -> dict[str, Any]:
+        return {"return": "Welcome", "clients": list(CLIENTS)}
+
+    async def POST(self, call: ApiCall) -> dict[str, Any]:
+        if call.session is None and not _chunksCarryTokens(call.body):
+            raise Unauthorized()
+        return {"return": await runLowstate(call)}
+
+
+def _chunksCarryTokens(body: object) -> bool:
+    chunks = [body] if isinstance(body, Mapping) else body
+    return (
+        isinstance(chunks, list)
+        and bool(chunks)
+        and all(isinstance(c, Mapping) and "token" in c for c in chunks)
+    )

@@ -1,0 +1,56 @@
+# -*- test-case-name: tests.test_api_service -*-
+"""
+The twistd plugin's options and service maker for C{salttwist-api}: the
+master's config (its C{rest_cherrypy} block, C{external_auth}, and
+C{api_pidfile}, C{api_logfile}).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from salttwist.daemon import StartupError, exitCleanlyOnSignals
+from salttwist.tapoptions import DaemonOptions, daemonParameters
+
+__all__ = ["Options", "loadApiConfig", "makeService"]
+
+
+def loadApiConfig(configDir: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """
+    The master's config as the API uses it: its pidfile is C{api_pidfile}
+    and its log file C{api_logfile}, as Salt's salt-api.
+    """
+    from salttwist.config import loadMasterConfig
+
+    config = loadMasterConfig(configDir, overrides)
+    config["pidfile"] = config["api_pidfile"]
+    config["log_file"] = config["api_logfile"]
+    return config
+
+
+class Options(DaemonOptions):
+    """
+    Options of C{twistd salttwist-api}.
+    """
+
+    longdesc = "Run salttwist-api: Salt's REST API (rest_cherrypy) for the master on this host."
+    optParameters = daemonParameters("master")
+    loadConfig = staticmethod(loadApiConfig)
+
+
+def makeService(options: Options, reactor: Any = None) -> Any:
+    """
+    Build the API's service (L{salttwist.api.service.ApiService}).
+    """
+    from salttwist.api.service import ApiService
+
+    if reactor is None:
+        from twisted.internet import reactor as globalReactor
+
+        reactor = globalReactor
+    try:
+        service = ApiService(options["config"], reactor)
+    except StartupError as e:
+        raise SystemExit(f"salttwist-api: {e}") from e
+    reactor.callWhenRunning(exitCleanlyOnSignals, reactor)
+    return service
