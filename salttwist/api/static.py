@@ -1,0 +1,107 @@
+# -*- test-case-name: tests.test_api_static -*-
+"""
+The dashboard's files (C{salttwist/api/ui/}) served at C{/ui/}: read once
+when the API starts and served from memory, only the files of that folder
+(no directory listing, no path outside it), with the API's security
+headers and a strict Content Security Policy: scripts, styles and
+connections from the API's own origin only, no inline script or style, no
+frames.
+
+C{/ui} redirects to C{/ui/}, which is C{index.html}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+from twisted.web.resource import Resource
+
+__all__ = ["CSP", "UI_DIR", "StaticFiles"]
+
+#: The dashboard's folder.
+UI_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ui")
+#: The dashboard's Content Security Policy.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+    " connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+_TYPES = {
+    ".html": b"text/html; charset=utf-8",
+    ".js": b"text/javascript; charset=utf-8",
+    ".css": b"text/css; charset=utf-8",
+    ".svg": b"image/svg+xml",
+    ".json": b"application/json",
+}
+
+
+def _load(directory: str) -> dict[str, tuple[bytes, bytes, bytes]]:
+    """
+    @return: C{{relative path: (body, content type, etag)}} for the files
+        of C{directory} (and its subfolders) whose type is served.
+    """
+    files: dict[str, tuple[bytes, bytes, bytes]] = {}
+    for folder, _, names in os.walk(directory):
+        for name in names:
+            kind = _TYPES.get(os.path.splitext(name)[1])
+            if kind is None:
+                continue
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                body = f.read()
+            relative = os.path.relpath(path, directory).replace(os.sep, "/")
+            etag = b'"' + hashlib.sha256(body).hexdigest()[:32].encode() + b'"'
+            files[relative] = (body, kind, etag)
+    return files
+
+
+class StaticFiles(Resource):
+    """
+    Serves the files of a folder from memory (see the module's docstring).
+    """
+
+    isLeaf = True
+
+    def __init__(self, directory: str = UI_DIR, tls: bool = True) -> None:
+        """
+        @param tls: whether the API serves HTTPS (then
+            C{Strict-Transport-Security} is sent).
+        """
+        super().__init__()
+        self.files = _load(directory)
+        self._tls = tls
+
+    def _headers(self, request: Any) -> None:
+        request.setHeader(b"Content-Security-Policy", CSP.encode())
+        request.setHeader(b"X-Content-Type-Options", b"nosniff")
+        request.setHeader(b"X-Frame-Options", b"DENY")
+        request.setHeader(b"Referrer-Policy", b"no-referrer")
+        request.setHeader(b"Cross-Origin-Opener-Policy", b"same-origin")
+        if self._tls:
+            request.setHeader(b"Strict-Transport-Security", b"max-age=31536000")
+
+    def render_GET(self, request: Any) -> bytes:
+        self._headers(request)
+        segments = [s.decode("utf-8", "replace") for s in request.postpath]
+        if not segments:
+            # /ui: relative links need the slash.
+            request.setResponseCode(301)
+            request.setHeader(b"Location", request.path + b"/")
+            return b""
+        relative = "/".join(segments) or "index.html"
+        entry = self.files.get(relative)
+        if entry is None:
+            request.setResponseCode(404)
+            request.setHeader(b"Content-Type", b"text/plain; charset=utf-8")
+            return b"Not found\n"
+        body, kind, etag = entry
+        request.setHeader(b"Content-Type", kind)
+        request.setHeader(b"Cache-Control", b"no-cache")
+        request.setHeader(b"ETag", etag)
+        if request.getHeader(b"If-None-Match") == etag:
+            request.setResponseCode(304)
+            return b""
+        return body
+
+    render_HEAD = render_GET
