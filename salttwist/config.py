@@ -317,6 +317,34 @@ def _checkTokenExpireUserOverride(value: Any) -> bool | dict:
         raise _BadValue(f"true, false or a mapping of eauth backends to user lists ({e})") from None
 
 
+def _checkRestCherrypy(value: Any) -> dict:
+    """
+    Check Salt's C{rest_cherrypy} block, salttwist-api's options (see
+    L{salttwist.api.options}).
+    """
+    from salttwist.api.options import checkRestCherrypy
+
+    try:
+        return checkRestCherrypy(value)
+    except ValueError as e:
+        raise _BadValue(f"a mapping of salttwist-api options ({e})") from None
+
+
+def _checkNetapiClients(value: Any) -> list[str]:
+    """
+    Check Salt's C{netapi_enable_clients}: the lowstate clients
+    salttwist-api runs.
+    """
+    from salttwist.api.options import CLIENTS, MISSING_CLIENTS
+
+    if not _isStringList(value):
+        raise _BadValue(f"a list of client names ({', '.join(CLIENTS)})")
+    unknown = [c for c in value if c not in CLIENTS and c not in MISSING_CLIENTS]
+    if unknown:
+        raise _BadValue(f"a list of client names ({', '.join(CLIENTS)}), not {unknown!r}")
+    return list(value)
+
+
 def _isStringList(value: object) -> bool:
     """
     Is C{value} a list whose items are all strings?
@@ -637,6 +665,12 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "keep_acl_in_token": _Option(False, _checkBool),
     "permissive_acl": _Option(False, _checkBool),
     "auth.pam.service": _Option("login", _checkNonEmptyString),
+    # salttwist-api (issue 24, salttwist.api): Salt's rest_cherrypy block,
+    # the clients it runs, and its pidfile and log file.
+    "rest_cherrypy": _Option({}, _checkRestCherrypy),
+    "netapi_enable_clients": _Option([], _checkNetapiClients),
+    "api_pidfile": _Option("/var/run/salttwist-api.pid", _checkPath),
+    "api_logfile": _Option("/var/log/salttwist/api", _checkPath),
     "presence_events": _Option(False, _checkBool),
     "loop_interval": _Option(60, _checkPositiveNumber),
     "event_queue_max": _Option(10000, _integer(1)),
@@ -877,21 +911,11 @@ def _applyRootDir(config: dict[str, Any], options: Mapping[str, _Option]) -> Non
         config[name] = _underRoot(rootDir, path)
 
 
-#: Why the external_auth options do nothing yet.
-_NO_API_YET = "nothing logs users in yet: the REST API, salttwist-api, is to come (issue 24)"
-
 #: Options that are read and checked but do nothing yet, with the issue that
 #: brings them. Setting one to a value other than its default logs a warning,
 #: so nobody believes a setting took effect when it did not.
 NOT_YET_IMPLEMENTED: dict[str, dict[str, str]] = {
-    "master": {
-        "external_auth": _NO_API_YET,
-        "token_expire": _NO_API_YET,
-        "token_expire_user_override": _NO_API_YET,
-        "keep_acl_in_token": _NO_API_YET,
-        "permissive_acl": _NO_API_YET,
-        "auth.pam.service": _NO_API_YET,
-    },
+    "master": {},
     "minion": {
         "publish_port": "the minion learns it from the master",
         "acceptance_wait_time_max": "acceptance_wait_time is used as is",
