@@ -24,11 +24,12 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from salttwist import crypt
+from salttwist import crypt, wire
 from salttwist.blocking import runSynchronously
 from salttwist.cli import key as keyCommand
 from salttwist.config import ConfigError, loadMasterConfig
 from salttwist.master import authtasks
+from salttwist.master.auth import KEY_STORE_UNAVAILABLE, NONCE_BYTES
 from salttwist.master.keywatch import KeyStoreFeed
 from salttwist.master.service import KeyStoreService, MasterService
 from salttwist.pki.ids import IdRules
@@ -43,6 +44,7 @@ from salttwist.pki.stores import (
     openKeyStore,
     postgresOptions,
 )
+from tests._loopback import Loopback
 from tests._postgres import temporaryDatabase
 from tests.test_keystore import PEM_A, PEM_B
 from tests.test_master_core import MINION_KEYS, MasterTestCase
@@ -297,6 +299,59 @@ class StoreChangedTests(MasterTestCase):
         admission._pendingStale = False
         self.master.keyWatch.storeChanged({"m7": [PENDING]})
         self.assertTrue(admission._pendingStale)
+
+
+class StoreDownAuthTests(MasterTestCase):
+    """
+    While the master's key store cannot be used (PostgreSQL down, the keys
+    never loaded), a minion's authentication is answered "master busy" and
+    the master logs one line, not a traceback per request.
+    """
+
+    def setUp(self) -> None:
+        self.store = PostgresKeyStore({"host": "127.0.0.1", "port": 1})
+        self.master = self.makeMaster(runSynchronously)
+        self.net = Loopback(self.master.clock)
+
+    def makeMaster(self, runBlocking: Any) -> Any:
+        master = super().makeMaster(runBlocking)
+        # The store the rooms use: one never loaded.
+        master.keyStore = master.admission.keyStore = self.store
+        master.admission.authenticator._keys = self.store
+        master.keyWatch.keyStore = self.store
+        return master
+
+    def authenticate(self) -> dict[str, Any]:
+        client, server = self.connectReq()
+        key = MINION_KEYS["m1"]
+        pem = crypt.publicKeyToPem(key.public_key())
+        nonce = os.urandom(NONCE_BYTES)
+        load = {
+            "cmd": "_auth",
+            "id": "m1",
+            "pub": pem,
+            "nonce": nonce,
+            "sig": crypt.sign(key, wire.authRequestMessage(server.challenge, nonce, "m1", pem)),
+        }
+        d = client.sendClear(load)
+        self.net.flush()
+        return self.successResultOf(d)  # type: ignore[no-any-return]
+
+    def test_busy(self) -> None:
+        """
+        The minion is told to retry, without the server's address; the
+        master logs the refusals once a minute.
+        """
+        from twisted.logger import globalLogPublisher
+
+        logged: list[dict[str, Any]] = []
+        globalLogPublisher.addObserver(logged.append)
+        self.addCleanup(globalLogPublisher.removeObserver, logged.append)
+        for _ in range(3):
+            self.assertEqual(self.authenticate(), {"ret": "error", "error": KEY_STORE_UNAVAILABLE})
+        self.assertEqual(self.flushLoggedErrors(), [])
+        lines = [e for e in logged if "key store is unavailable" in e.get("log_format", "")]
+        self.assertEqual(len(lines), 1)
 
 
 class _Keys:

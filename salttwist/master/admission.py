@@ -21,10 +21,17 @@ from zope.interface import implementer
 from salttwist import crypt, wire
 from salttwist.blocking import RunBlocking
 from salttwist.interfaces import IAutosignPolicy, IEventBus, IKeyStore
-from salttwist.master.auth import NONCE_BYTES, PENDING_FULL, Authenticator, AuthOutcome
+from salttwist.master.auth import (
+    KEY_STORE_UNAVAILABLE,
+    NONCE_BYTES,
+    PENDING_FULL,
+    Authenticator,
+    AuthOutcome,
+)
 from salttwist.master.interfaces import IAdmission, IMinionSession
 from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.master.ratelimit import LOG_INTERVAL, AuthRateLimiter
+from salttwist.pki.keystore_pg import KeyStoreUnavailable
 from salttwist.transport.framing import PREAUTH_DEADLINE
 from salttwist.workers.batch import TaskBatcher
 
@@ -106,6 +113,8 @@ class Admission:
         self._pendingReserved = 0
         self._pendingFullRefused = 0
         self._pendingFullLogged: float | None = None
+        self._storeDownRefused = 0
+        self._storeDownLogged: float | None = None
         self._authBatcher: TaskBatcher | None = None
         self.authenticator = Authenticator(
             keyStore,
@@ -184,14 +193,23 @@ class Admission:
                 return outcome
             return Deferred.fromCoroutine(self._autosign(outcome, proto, load))
 
+        def storeDown(failure: Any) -> AuthOutcome:
+            # The key store (PostgreSQL) cannot be reached: the minion is
+            # told to retry, and the log says why, once in a while.
+            failure.trap(KeyStoreUnavailable)
+            return AuthOutcome({"ret": "error", "error": KEY_STORE_UNAVAILABLE})
+
         d = self._pendingRoom().addCallback(start)
         d.addCallback(autosign)
+        d.addErrback(storeDown)
 
         def done(outcome: AuthOutcome) -> AuthResult:
             if any(t == "salt/key" and e.get("act") == "pend" for t, e in outcome.events):
                 self._pendingAdded()
             if outcome.reply.get("error") == PENDING_FULL:
                 self._logPendingFull()
+            elif outcome.reply.get("error") == KEY_STORE_UNAVAILABLE:
+                self._logStoreDown()
             why = outcome.reply.get("error")
             if self.workers is not None and str(why).startswith(("invalid minion id", "minion id")):
                 # A worker's own log line does not reach the master's log.
@@ -263,7 +281,8 @@ class Admission:
                 w.callback(None)
 
         def failed(failure: Any) -> None:
-            self.log.failure("counting the keys in minions_pre failed", failure)
+            if not failure.check(KeyStoreUnavailable):
+                self.log.failure("counting the keys in minions_pre failed", failure)
             self._pendingStale = True
             waiters, self._pendingWaiters = self._pendingWaiters, []
             for w in waiters:
@@ -282,6 +301,23 @@ class Admission:
             self._pendingCount += 1
         if self._pendingWaiters:
             self._pendingAddedWhileCounting += 1
+
+    def _logStoreDown(self) -> None:
+        """
+        Log refusals while the key store is unavailable, at most once a
+        minute, with the last error of the master's own store.
+        """
+        self._storeDownRefused += 1
+        now = float(self.clock.seconds())
+        if self._storeDownLogged is None or now - self._storeDownLogged >= LOG_INTERVAL:
+            self.log.error(
+                "authentications refused: the key store is unavailable ({reason}); "
+                "{n} refused since the last such line; minions retry",
+                reason=getattr(self.keyStore, "lastError", "") or "see the key store's messages",
+                n=self._storeDownRefused,
+            )
+            self._storeDownLogged = now
+            self._storeDownRefused = 0
 
     def _logPendingFull(self) -> None:
         """

@@ -20,10 +20,17 @@ from salttwist.interfaces import IKeyStore
 from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.pki.ids import IdClash, InvalidMinionId, escapeId, validateMinionId
 from salttwist.pki.keystore import checkNewId
+from salttwist.pki.keystore_pg import KeyStoreUnavailable
 
 NONCE_BYTES = 32
 #: The reply to a new id while C{minions_pre} holds C{max_minions_pre} keys.
 PENDING_FULL = "master busy: too many pending minion keys (max_minions_pre); retry later"
+KEY_STORE_UNAVAILABLE = "master busy: its key store is unavailable; retry later"
+"""
+The error a minion gets while the master's key store (PostgreSQL) cannot be
+read or written: the minion retries with back-off. The reason (the server
+and why) stays in the master's log, never on the wire.
+"""
 
 
 @dataclass
@@ -144,7 +151,12 @@ class Authenticator:
             self.log.warn("auth for {id} from {peer} refused: {e}", id=minionId, peer=peer, e=e)
             return _error(f"authentication failed: {e}")
         canonical = crypt.publicKeyToPem(publicKey)
-        outcome = self._decide(minionId, canonical, allowNewPending)
+        try:
+            outcome = self._decide(minionId, canonical, allowNewPending)
+        except KeyStoreUnavailable:
+            # Logged by the master (Admission), once in a while, not per
+            # request: during an outage every minion retries.
+            return _error(KEY_STORE_UNAVAILABLE)
         if outcome.reply["ret"] != "accepted":
             self.log.info(
                 "auth for {id} from {peer}: {ret}",
