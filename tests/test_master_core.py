@@ -69,6 +69,7 @@ INTENDED_HANDLERS = {
     "serveFile",
     "fileRecv",
     "minionPillar",
+    "masterOpts",
 }
 
 
@@ -401,6 +402,7 @@ class DispatchTests(MasterTestCase):
             "_serve_file": "serveFile",
             "_file_recv": "fileRecv",
             "_pillar": "minionPillar",
+            "_master_opts": "masterOpts",
         }
         self.assertEqual(
             MINION_FUNCS,

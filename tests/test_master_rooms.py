@@ -318,7 +318,7 @@ class FakeReqChannel:
     minionGrains = minionEvent = sessionSubscribe = sessionUnsubscribe = minionReturn
     fileEnvs = fileList = dirList = fileHash = fileHashes = serveFile = fileRecv = minionReturn
     fileHashMany = serveFiles = minionReturn
-    minionPillar = minionReturn
+    minionPillar = masterOpts = minionReturn
 
     def clientPublish(self, proto: Any, load: Any) -> Any:
         self.calls.append(("clientPublish", load["fun"]))

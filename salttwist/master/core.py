@@ -288,6 +288,7 @@ class Master:
         self.serveFiles = files.serveFiles
         self.serveFile = files.serveFile
         self.fileRecv = files.fileRecv
+        self.masterOpts = files.masterOpts
         self.minionPillar = pillar.minionPillar
 
         bus.subscribe(["salt/key"], self._keyChanged)

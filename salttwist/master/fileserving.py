@@ -29,6 +29,9 @@ session's own minion id):
     is the SHA-256 the minion was told: if the file is no longer that one
     the answer is an error containing L{CHANGED}, and the minion starts
     again.
+  - C{_master_opts} C{{}} -> C{{"ret": {option: value}}}: the master's
+    options a minion's state runs take (Salt's C{_master_opts},
+    L{salttwist.state.masteropts})
   - C{_file_recv} C{{"path", "loc", "data", "size", "eof"}} -> C{{"ret":
     True}} (C{cp.push}; refused unless C{file_recv}); chunks in order,
     appended to a temporary file renamed into
@@ -234,6 +237,15 @@ class FileRequests:
         return admitted.addCallback(run)
 
     # -- listings and hashes ---------------------------------------------------
+
+    def masterOpts(self, proto: Any, load: dict[str, Any]) -> Deferred[dict[str, Any]]:
+        """
+        C{_master_opts}: the master's options a minion's state runs take
+        (L{salttwist.state.masteropts.masterStateOptions}).
+        """
+        from salttwist.state.masteropts import masterStateOptions
+
+        return succeed(_ret(masterStateOptions(self.config)))
 
     def fileEnvs(self, proto: Any, load: dict[str, Any]) -> Deferred[dict[str, Any]]:
         """

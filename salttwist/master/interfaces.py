@@ -381,6 +381,11 @@ class IReqChannel(Interface):
         C{_file_envs} (L{salttwist.master.fileserving.FileRequests}).
         """
 
+    def masterOpts(proto, load):
+        """
+        C{_master_opts} (L{salttwist.master.fileserving.FileRequests}).
+        """
+
     def fileList(proto, load):
         """
         C{_file_list} (L{salttwist.master.fileserving.FileRequests}).

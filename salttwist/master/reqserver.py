@@ -55,6 +55,7 @@ FILE_AND_PILLAR_FUNCS = {
     "_serve_file": "serveFile",
     "_file_recv": "fileRecv",
     "_pillar": "minionPillar",
+    "_master_opts": "masterOpts",
 }
 MINION_FUNCS.update(FILE_AND_PILLAR_FUNCS)
 #: Commands a minion's transient session (C{salttwist-call}) may send: a
