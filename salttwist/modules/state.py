@@ -360,8 +360,9 @@ def _buildRun(
     defaultSaltenv: str | None,
 ) -> stateapply.StateRun | Retcode:
     from salttwist.modules.extmods import SaltFunctions
+    from salttwist.state.masteropts import withMasterOptions
 
-    opts = dict(context.opts)
+    opts = withMasterOptions(context.opts, context.fileClient, context.reactor)
     if saltenv:
         opts["saltenv"] = str(saltenv)
     if pillarenv:
