@@ -565,9 +565,9 @@ class SharedStoreMasterTests(TestCase):
         self.assertIn([], [changes.get("web1") for changes in received])
 
 
-class AuthTaskStoreTests(SynchronousTestCase):
+class _AuthTaskCase(SynchronousTestCase):
     """
-    L{authtasks.loadAuthenticator} opens the store its master names.
+    A master key pair for the auth tasks; their state cleared after.
     """
 
     def setUp(self) -> None:
@@ -581,6 +581,12 @@ class AuthTaskStoreTests(SynchronousTestCase):
         authtasks._state.pop("keys", None)
         if hasattr(store, "close"):
             store.close()
+
+
+class AuthTaskStoreTests(_AuthTaskCase):
+    """
+    L{authtasks.loadAuthenticator} opens the store its master names.
+    """
 
     def test_files(self) -> None:
         """
@@ -606,6 +612,43 @@ class AuthTaskStoreTests(SynchronousTestCase):
         authtasks.loadAuthenticator(self.pkiDir, True, spec)
         self.assertIsNot(authtasks._state["store"], store)
         self.assertEqual(store._threads, [])
+
+
+class AuthTaskStoreDownTests(_AuthTaskCase):
+    """
+    A worker starts even when its PostgreSQL key store cannot load.
+    """
+
+    def test_serverDown(self) -> None:
+        """
+        With the server unreachable, the init task returns after
+        L{authtasks.WORKER_READY_TIMEOUT}, and the worker answers
+        authentications "master busy" until its store loads.
+        """
+        self.patch(authtasks, "WORKER_READY_TIMEOUT", 0.2)
+        spec = {
+            "driver": "postgres",
+            "pki_dir": self.pkiDir,
+            "options": {"host": "127.0.0.1", "port": 1, "connect_timeout": 1},
+        }
+        authtasks.loadAuthenticator(self.pkiDir, False, spec)
+        self.assertFalse(authtasks._state["store"].loaded)
+        key = MINION_KEYS["m1"]
+        pem = crypt.publicKeyToPem(key.public_key())
+        nonce = os.urandom(NONCE_BYTES)
+        challenge = os.urandom(32)
+        load = {
+            "id": "m1",
+            "pub": pem,
+            "nonce": nonce,
+            "sig": crypt.sign(key, wire.authRequestMessage(challenge, nonce, "m1", pem)),
+        }
+        [answer] = authtasks.authenticateMany(
+            [[load, challenge, "127.0.0.1:1", True]], b"k" * 32, 1, 4505
+        )
+        self.assertEqual(
+            answer["result"]["reply"], {"ret": "error", "error": KEY_STORE_UNAVAILABLE}
+        )
 
 
 class KeyCommandPostgresTests(SynchronousTestCase):

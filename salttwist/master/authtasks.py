@@ -27,11 +27,13 @@ from salttwist.workers.tasks import task
 
 _state: dict[str, Any] = {}
 
-WORKER_READY_TIMEOUT = 20.0
+WORKER_READY_TIMEOUT = 10.0
 """
 Seconds a worker waits for a PostgreSQL key store to load its keys before
-its start fails (the pool then tries another with back-off); less than the
-pool's start-up step timeout.
+it starts anyway (less than the pool's start-up step timeout): with the
+server down, the worker answers each authentication "master busy: its key
+store is unavailable" until its store has loaded, as the master does, and
+the pool is not left failing to start.
 """
 
 
@@ -50,12 +52,14 @@ def loadAuthenticator(
 
     @return: the master key's fingerprint.
     @raise salttwist.pki.stores.KeyStoreSetupError: if the key store could
-        not be opened, or its keys not loaded within
-        L{WORKER_READY_TIMEOUT}.
+        not be opened (psycopg missing).
+    @raise salttwist.pki.keystore_pg.KeyStoreError: if the database's
+        schema is refused.
     """
     from salttwist import crypt
     from salttwist.master.keys import MasterKeys
     from salttwist.pki.ids import IdRules
+    from salttwist.pki.keystore_pg import KeyStoreUnavailable
     from salttwist.pki.stores import LOCALFS, openKeyStore
 
     # As the master loads it (no RSA consistency check for a file only
@@ -63,7 +67,18 @@ def loadAuthenticator(
     key = crypt.loadOwnPrivateKey(os.path.join(pkiDir, "master.pem"))
     publicPem = crypt.publicKeyToPem(key.public_key())
     spec: Any = keyStore or {"driver": LOCALFS, "pki_dir": pkiDir}
-    store = openKeyStore(spec, IdRules(unicode=unicodeIds), readyTimeout=WORKER_READY_TIMEOUT)
+    store = openKeyStore(spec, IdRules(unicode=unicodeIds))
+    waitReady = getattr(store, "waitReady", None)
+    if waitReady is not None:
+        try:
+            waitReady(WORKER_READY_TIMEOUT)
+        except KeyStoreUnavailable:
+            # Not loaded yet (the server is down): start anyway, it keeps
+            # trying; until then authentications are answered "busy".
+            pass
+        except BaseException:
+            store.close()
+            raise
     old = _state.get("store")
     _state["keys"] = MasterKeys(key, publicPem, b"")
     _state["store"] = store
