@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -432,6 +433,36 @@ def _checkReactor(value: Any) -> list[dict[str, list[str]]]:
     return checked
 
 
+def _checkClusterName(value: Any) -> str:
+    """
+    Check C{cluster_id} or C{cluster_master_id}: a part of the broker's
+    subject, stream and consumer names.
+    """
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", value):
+        raise _BadValue("1 to 64 letters, digits, '_' or '-'")
+    return value
+
+
+def _checkBrokerUrl(value: Any) -> str:
+    """
+    Check C{cluster_broker}: a C{nats://host[:port]} URL.
+    """
+    expected = "a nats://host:port URL (NATS with JetStream)"
+    if not isinstance(value, str):
+        raise _BadValue(expected)
+    # Imported here: only a config that names a broker pays for urllib.
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError:
+        raise _BadValue(expected) from None
+    if parts.scheme != "nats" or not parts.hostname or parts.path not in ("", "/"):
+        raise _BadValue(expected)
+    return value
+
+
 def _choice(*choices: str) -> _Check:
     """
     @return: a check that accepts one of C{choices}.
@@ -634,6 +665,16 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "returner.pgjsonb.sslrootcert": _Option(None, _checkNonEmptyString),
     "returner.pgjsonb.sslcrl": _Option(None, _checkNonEmptyString),
     "returner.pgjsonb.connect_timeout": _Option(10, _integer(1)),
+    # Several active masters (issue 23, salttwist.cluster, docs/cluster.md):
+    # cluster_id turns the fan-out between masters on, through the NATS
+    # JetStream broker cluster_broker; off by default.
+    "cluster_id": _Option(None, _checkClusterName),
+    "cluster_master_id": _Option(None, _checkClusterName),
+    "cluster_broker": _Option(None, _checkBrokerUrl),
+    "cluster_buffer_messages": _Option(10000, _integer(1)),
+    "cluster_buffer_bytes": _Option(67108864, _integer(65536)),
+    "cluster_unreachable_limit": _Option(10, _checkPositiveNumber),
+    "cluster_job_max_age": _Option(300, _checkPositiveNumber),
     # The key store (issue 23, salttwist.pki.stores): localfs_key (Salt's
     # name) is pki_dir/<state>/<id>; postgres a PostgreSQL database that
     # several masters share, reached with the keys.postgres.* options.
