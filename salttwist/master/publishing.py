@@ -122,6 +122,9 @@ class JobPublisher:
         self.pillarCache = PillarCache() if pillarCache is None else pillarCache
         self.publicationKey = PublicationKey()
         self._publicationCipher: tuple[PublicationKey, crypt.AesCipher] | None = None
+        #: The fan-out to the other masters of a cluster
+        #: (L{salttwist.cluster.fanout.ClusterFanout}), or L{None}.
+        self.cluster: Any = None
 
     def clientPublish(
         self, proto: IMinionSession | None, load: dict[str, Any]
@@ -261,13 +264,23 @@ class JobPublisher:
     ) -> Deferred[dict[str, Any]] | dict[str, Any]:
         if not minions:
             return {"jid": "", "minions": []}
+        cluster = self.cluster
+        if cluster is not None:
+            # A job the other masters cannot get is refused, saying why
+            # (ClusterUnavailable), before it has a jid.
+            cluster.checkJobs()
         load = self.newJob(minions, fun, arg, tgt, tgtType, user)
         jid = load["jid"]
         d = self.publish(load)
         # Which targeted minions could receive it: the client does not wait
-        # for the others (Salt reports them as not connected).
+        # for the others (Salt reports them as not connected). In a cluster
+        # a minion may be on any master: every targeted one is waited for.
         subscribers = self._subscribers
-        connected = [m for m in minions if m in subscribers]
+        if cluster is not None:
+            cluster.jobPublished(load, minions)
+            connected = list(minions)
+        else:
+            connected = [m for m in minions if m in subscribers]
         return d.addCallback(lambda _: {"jid": jid, "minions": minions, "connected": connected})
 
     def _cacheWrite(self, d: Deferred[None]) -> None:

@@ -129,6 +129,9 @@ class MinionRequests:
         self.grainsCache = grainsCache
         self._publisher = publisher
         self.jobCache = jobCache
+        #: The fan-out to the other masters of a cluster
+        #: (L{salttwist.cluster.fanout.ClusterFanout}), or L{None}.
+        self.cluster: Any = None
         #: Per-minion token buckets for the events minions fire on the bus.
         self.eventRate = EventRateLimiter(
             config.get("minion_event_rate_limit", 100),
@@ -160,6 +163,11 @@ class MinionRequests:
             )
             raise ValueError("the return's id does not match the session")
         assert minionId is not None
+        if self.cluster is not None:
+            # Refused before it is recorded (the minion sends it again
+            # later) rather than lost for the other masters, when the
+            # broker's buffer is full.
+            self.cluster.checkReturn()
         if jid == REQ_JID:
             return self._reqReturn(minionId, load)
         if getattr(proto, "role", None) == "transient":
@@ -262,10 +270,14 @@ class MinionRequests:
                 id=minionId,
                 claimed=claimed,
             )
-        self.bus.fire(tag, {"id": minionId, "tag": tag, "data": data, "cmd": "_minion_event"})
+        event = {"id": minionId, "tag": tag, "data": data, "cmd": "_minion_event"}
+        self.bus.fire(tag, event)
+        if self.cluster is not None:
+            self.cluster.eventFired(tag, event)
         return {"ret": True}
 
     def _acceptReturn(self, minionId: str, jid: str, load: dict[str, Any]) -> dict[str, Any]:
+        cluster = self.cluster
         event = {
             "cmd": "_return",
             "id": minionId,
@@ -279,6 +291,8 @@ class MinionRequests:
         self.bus.fire(f"salt/job/{jid}/ret/{minionId}", event)
         if self.jobCache is not None:
             self._cacheWrite(self.jobCache.storeReturn(jid, minionId, event))
+        if cluster is not None:
+            cluster.returnAccepted(event)
         return {"ret": True}
 
     def minionGrains(self, proto: IMinionSession, load: dict[str, Any]) -> Deferred[dict[str, Any]]:

@@ -8,6 +8,8 @@ each of its children starts and stops one part:
   - L{KeyStoreService}: a PostgreSQL key store (C{keys.cache_driver:
     postgres}): its load awaited and reported, its threads closed last;
   - L{JobCacheService}: the job cache (its worker, its pruning);
+  - L{salttwist.cluster.service.ClusterService}: the connection to the
+    other masters of a cluster, through its broker (C{cluster_id});
   - L{WorkerPoolService}: the worker processes, handed to the master once up;
   - the Salt reactor (C{reactor} option), a L{salttwist.master.reactor.Reactor};
   - L{PeriodicService}s (L{TimerService}s): key reconciliation, the
@@ -40,6 +42,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from salttwist.blocking import RunBlocking, threadRunner
+from salttwist.cluster.service import clusterFromConfig
 from salttwist.daemon import (
     PORTS_FILE,
     RunAs,
@@ -502,6 +505,12 @@ class MasterService(MultiService):
             if runAs is not None:
                 ownUids.add(runAs.uid)
         self.master.masterKeys.userKeys = setUpUserKeys(config, self.master.acl, ownUids)
+        try:
+            #: The fan-out to the other masters of a cluster, a child
+            #: service, when C{cluster_id} is set (L{salttwist.cluster}).
+            self.clusterService = clusterFromConfig(config, reactor, self.master)
+        except ValueError as e:
+            raise StartupError(str(e)) from e
         #: Salt's reactor, a child service, when the C{reactor} option is set.
         self.reactorService: Any = None
         if config.get("reactor"):
@@ -574,6 +583,10 @@ class MasterService(MultiService):
             # First, so it stops last: nothing uses the keys after it.
             self.keyStoreService.setServiceParent(self)
         JobCacheService(self.jobCache).setServiceParent(self)
+        if self.clusterService is not None:
+            # Connected before the sockets listen; disconnected after they
+            # close and before the job cache does.
+            self.clusterService.setServiceParent(self)
         if self.workers is not None:
             WorkerPoolService(self.workers, master, config["worker_threads"]).setServiceParent(self)
         if self.reactorService is not None:
