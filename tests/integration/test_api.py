@@ -1,0 +1,210 @@
+# -*- test-case-name: tests.integration.test_api -*-
+"""
+Integration test of C{salttwist-api}: a real master, two minions and the
+API (the installed wheel's commands) on 127.0.0.1, over HTTPS with a
+self-signed certificate made here, a file eauth user (an htpasswd file
+made here); the test does what a script written for salt-api does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import os
+import socket
+from typing import Any
+
+import treq
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from passlib.hash import bcrypt
+from twisted.internet import reactor
+from twisted.internet.ssl import Certificate
+from twisted.trial.unittest import TestCase
+from twisted.web.client import Agent, BrowserLikePolicyForHTTPS
+
+from tests.integration.harness import Cluster, waitFor
+
+MINIONS = ("minion1", "minion2")
+
+
+def makeCertificate(directory: str) -> tuple[str, str, bytes]:
+    """
+    Write a self-signed certificate for 127.0.0.1 and its key.
+
+    @return: their paths, and the certificate's PEM.
+    """
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    crtPem = cert.public_bytes(serialization.Encoding.PEM)
+    crtPath = os.path.join(directory, "api.crt")
+    keyPath = os.path.join(directory, "api.key")
+    with open(crtPath, "wb") as f:
+        f.write(crtPem)
+    with open(os.open(keyPath, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+        f.write(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+    return crtPath, keyPath, crtPem
+
+
+def freePort() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ApiTests(TestCase):
+    """
+    A salt-api script against salttwist-api.
+    """
+
+    timeout = 180
+
+    async def setUp(self) -> None:
+        self.cluster = Cluster(self)
+        os.makedirs(self.cluster.masterDir, exist_ok=True)
+        crt, key, crtPem = makeCertificate(self.cluster.masterDir)
+        htpasswd = os.path.join(self.cluster.masterDir, "htpasswd")
+        with open(htpasswd, "w") as f:
+            f.write(f"saltdev:{bcrypt.using(rounds=4).hash('saltdev-pw')}\n")
+        self.port = freePort()
+        self.cluster.writeMasterConfig(
+            rest_cherrypy={
+                "port": self.port,
+                "host": "127.0.0.1",
+                "ssl_crt": crt,
+                "ssl_key": key,
+            },
+            netapi_enable_clients=["local", "local_async", "runner", "wheel"],
+            external_auth={
+                "file": {
+                    "^filename": htpasswd,
+                    "^filetype": "htpasswd",
+                    "saltdev": ["test.*", "@jobs", {"@wheel": ["key.list_all"]}],
+                }
+            },
+        )
+        await self.cluster.startReady(MINIONS)
+        self.api = self.cluster.spawn("api", ["salttwist-api", "-c", self.cluster.masterDir])
+        policy = BrowserLikePolicyForHTTPS(trustRoot=Certificate.loadPEM(crtPem))
+        self.http = treq.client.HTTPClient(Agent(reactor, contextFactory=policy))
+        self.base = f"https://127.0.0.1:{self.port}"
+        await waitFor(self.ready, "salttwist-api answering", context=self.cluster.logs)
+
+    async def ready(self) -> bool:
+        if not self.api.running:
+            self.fail(f"salttwist-api exited\n{self.cluster.logs()}")
+        try:
+            response = await self.http.get(self.base + "/")
+            await response.content()
+        except Exception:
+            return False
+        return response.code == 200
+
+    async def call(
+        self, method: str, path: str, body: Any = None, token: str | None = None
+    ) -> tuple[int, Any]:
+        headers = {"Accept": ["application/json"]}
+        if token:
+            headers["X-Auth-Token"] = [token]
+        if body is not None:
+            headers["Content-Type"] = ["application/json"]
+        response = await self.http.request(
+            method,
+            self.base + path,
+            headers=headers,
+            data=json.dumps(body).encode() if body is not None else None,
+        )
+        content = await response.content()
+        return response.code, json.loads(content)
+
+    async def test_saltApiScript(self) -> None:
+        """
+        Log in, run test.ping, publish asynchronously and read the job
+        back, list jobs and keys, be refused a function not granted, log
+        out and be refused the token.
+        """
+        explain = self.cluster.logs
+        status, data = await self.call(
+            "POST", "/login", {"username": "saltdev", "password": "saltdev-pw", "eauth": "file"}
+        )
+        self.assertEqual(status, 200, explain())
+        token = data["return"][0]["token"]
+        self.assertEqual(data["return"][0]["user"], "saltdev")
+
+        status, data = await self.call(
+            "POST", "/", [{"client": "local", "tgt": "*", "fun": "test.ping"}], token
+        )
+        self.assertEqual((status, data), (200, {"return": [{"minion1": True, "minion2": True}]}))
+
+        status, data = await self.call(
+            "POST",
+            "/",
+            [{"client": "local_async", "tgt": "minion1", "fun": "test.echo", "arg": ["hi"]}],
+            token,
+        )
+        self.assertEqual(status, 200, explain())
+        jid = data["return"][0]["jid"]
+        self.assertEqual(data["return"][0]["minions"], ["minion1"])
+
+        async def returned() -> Any:
+            status, data = await self.call("GET", f"/jobs/{jid}", token=token)
+            self.assertEqual(status, 200, explain())
+            return data if data["return"][0] else None
+
+        job = await waitFor(returned, "the job's return", context=explain)
+        self.assertEqual(job["return"], [{"minion1": "hi"}])
+        self.assertEqual(job["info"][0]["Function"], "test.echo")
+
+        status, data = await self.call(
+            "POST", "/", [{"client": "runner", "fun": "jobs.list_jobs"}], token
+        )
+        self.assertEqual(status, 200, explain())
+        self.assertIn(jid, data["return"][0])
+
+        status, data = await self.call(
+            "POST", "/", [{"client": "wheel", "fun": "key.list_all"}], token
+        )
+        self.assertEqual(status, 200, explain())
+        self.assertEqual(data["return"][0]["data"]["return"]["minions"], list(MINIONS))
+        status, data = await self.call("GET", "/keys", token=token)
+        self.assertEqual(data["return"]["minions"], list(MINIONS))
+
+        status, data = await self.call(
+            "POST", "/", [{"client": "local", "tgt": "*", "fun": "cmd.run", "arg": ["id"]}], token
+        )
+        self.assertEqual(status, 403, data)
+        self.assertIn("cmd.run", data["return"])
+        status, data = await self.call(
+            "POST", "/", [{"client": "wheel", "fun": "key.delete", "match": "minion1"}], token
+        )
+        self.assertEqual(status, 403, data)
+
+        status, data = await self.call("POST", "/logout", token=token)
+        self.assertEqual(status, 200)
+        status, data = await self.call("GET", "/jobs", token=token)
+        self.assertEqual(status, 401)
