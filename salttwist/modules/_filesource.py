@@ -70,6 +70,11 @@ def scheme(source: str) -> str:
     """
     @return: the URL scheme of C{source} (C{''} for a plain path).
     """
+    # The common cases without urlparse (a file state asks several times).
+    if source.startswith("salt://"):
+        return "salt"
+    if source.startswith("/"):
+        return ""
     found = urlparse(source).scheme.lower()
     return found if found in PROTOCOLS else ""
 

@@ -531,7 +531,11 @@ def _manageFile(
             failed = _writeContents(ctx, ret, target, wanted or b"", backupMode, cachedir, checkCmd)
             if failed:
                 return failed
-        ret, _ = fm._checkPerms(name, ret, user, group, mode, follow, False)
+        if user or group or mode is not None:
+            # Without an owner or a mode asked for, checking them changes
+            # and records nothing: two stats of the file (the names of
+            # its owner and group, its real path) saved.
+            ret, _ = fm._checkPerms(name, ret, user, group, mode, follow, False)
         if ret["changes"]:
             ret["comment"] = f"File {name} updated"
         elif ret["result"]:
