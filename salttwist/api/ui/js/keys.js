@@ -74,20 +74,32 @@ export async function load(keepStatus = false) {
     }
   }
   fill($("keys-table").tBodies[0], ...rows);
+  known = new Map(rows.map((r) => [r.dataset.minion, r.dataset.state]));
   const pending = ((keys && keys.minions_pre) || []).length;
   if (!keepStatus) $("keys-status").textContent = `${rows.length} keys, ${pending} pending`;
 }
 
+let known = new Map();
 let timer = null;
+let last = 0;
+const AUTH_STATES = { pend: "pending", accept: "accepted", reject: "rejected", denied: "denied" };
+
+// Reload at most every 2 s: a pending minion asks again every few seconds.
+function reloadSoon() {
+  if (timer) return;
+  const wait = Math.max(0, last + 2000 - Date.now());
+  timer = setTimeout(() => {
+    timer = null;
+    last = Date.now();
+    if (!$("view-keys").hidden) load(true);
+  }, wait);
+}
+
 /** Wire the view's controls. */
 export function init() {
   $("keys-refresh").addEventListener("click", () => load());
-  subscribe((tag) => {
-    if (tag.startsWith("salt/key") || tag === "salt/auth") {
-      clearTimeout(timer);
-      timer = setTimeout(() => {
-        if (!$("view-keys").hidden) load(true);
-      }, 300);
-    }
+  subscribe((tag, data) => {
+    if (tag.startsWith("salt/key")) reloadSoon();
+    else if (tag === "salt/auth" && data && known.get(data.id) !== AUTH_STATES[data.act]) reloadSoon();
   });
 }

@@ -103,11 +103,16 @@ export async function load() {
 }
 
 let refreshTimer = null;
+let lastRefresh = 0;
+// Reload at most every 2 s, however busy the bus.
 function refreshSoon() {
-  clearTimeout(refreshTimer);
+  if (refreshTimer) return;
+  const wait = Math.max(0, lastRefresh + 2000 - Date.now());
   refreshTimer = setTimeout(() => {
+    refreshTimer = null;
+    lastRefresh = Date.now();
     if (!$("view-minions").hidden) load();
-  }, 500);
+  }, wait);
 }
 
 /** Wire the view's controls. */
