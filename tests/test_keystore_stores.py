@@ -33,12 +33,13 @@ from salttwist.master.auth import KEY_STORE_UNAVAILABLE, NONCE_BYTES
 from salttwist.master.keywatch import KeyStoreFeed
 from salttwist.master.service import KeyStoreService, MasterService
 from salttwist.pki.ids import IdRules
-from salttwist.pki.keystore import ACCEPTED, PENDING, REJECTED, FilesystemKeyStore
+from salttwist.pki.keystore import ACCEPTED, DENIED, PENDING, REJECTED, FilesystemKeyStore
 from salttwist.pki.keystore_pg import PostgresKeyStore
 from salttwist.pki.stores import (
     LOCALFS,
     POSTGRES,
     KeyStoreSetupError,
+    copyKeys,
     describeKeyStore,
     keyStoreSpec,
     openKeyStore,
@@ -187,6 +188,33 @@ class OptionTests(SynchronousTestCase):
         with self.assertRaises(KeyStoreSetupError) as raised:
             openKeyStore(spec, readyTimeout=0.5)
         self.assertIn("salt@127.0.0.1:1/salt", str(raised.exception))
+
+
+class CopyKeysTests(SynchronousTestCase):
+    """
+    L{copyKeys} moves a master's key files into PostgreSQL.
+    """
+
+    def test_copied(self) -> None:
+        """
+        Every key is copied in its state, except those of minions the
+        database already knows (in any state), which are left as they are.
+        """
+        files = FilesystemKeyStore(self.mktemp())
+        files.putKey(ACCEPTED, "web1", PEM_A)
+        files.putKey(DENIED, "web1", PEM_B)
+        files.putKey(PENDING, "web2", PEM_B)
+        files.putKey(ACCEPTED, "web3", PEM_A)
+        database = _openPostgres(self, temporaryDatabase(self))
+        database.putKey(REJECTED, "web3", PEM_A)
+        self.assertEqual(
+            copyKeys(files, database),
+            [(PENDING, "web2"), (ACCEPTED, "web1"), (DENIED, "web1")],
+        )
+        self.assertEqual(database.stateOf("web1"), [ACCEPTED, DENIED])
+        self.assertEqual(database.getKey(DENIED, "web1"), files.getKey(DENIED, "web1"))
+        self.assertEqual(database.stateOf("web3"), [REJECTED])
+        self.assertEqual(copyKeys(files, database), [])
 
 
 class _CallFromThreadRecorder:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from salttwist.pki.ids import DEFAULT_ID_RULES, IdRules
-from salttwist.pki.keystore import FilesystemKeyStore
+from salttwist.pki.keystore import STATES, FilesystemKeyStore
 
 __all__ = [
     "KEY_CACHE_DRIVERS",
@@ -29,6 +29,7 @@ __all__ = [
     "POSTGRES",
     "KeyStoreSetupError",
     "KeyStoreSpec",
+    "copyKeys",
     "describeKeyStore",
     "keyStoreSpec",
     "openKeyStore",
@@ -166,3 +167,29 @@ def openKeyStore(
             store.close()
             raise KeyStoreSetupError(str(e)) from e
     return store
+
+
+def copyKeys(source: Any, target: Any) -> list[tuple[str, str]]:
+    """
+    Copy every key of C{source} that C{target} lacks, in the same state:
+    how a master's existing C{pki_dir} keys move into PostgreSQL
+    (C{docs/cluster.md}). A minion that already has a key in C{target}, in
+    any state, is left alone there (what the cluster decided stands).
+    Blocking.
+
+    @param source: an L{IKeyStore} (a L{FilesystemKeyStore}).
+    @param target: an L{IKeyStore} (a loaded PostgreSQL store).
+    @return: the C{(state, id)} pairs copied.
+    """
+    present = {minionId for state in STATES for minionId in target.listKeys(state)}
+    copied = []
+    for state in STATES:
+        for minionId in source.listKeys(state):
+            if minionId in present:
+                continue
+            pem = source.getKey(state, minionId)
+            if pem is None:
+                continue
+            target.putKey(state, minionId, pem)
+            copied.append((state, minionId))
+    return copied
