@@ -38,6 +38,7 @@ never buffered without bound.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import OrderedDict
 from collections.abc import Callable
@@ -52,7 +53,7 @@ from zope.interface import implementer
 
 from salttwist.eauth.engine import AclRefused, Permissions, SpecialRule
 
-__all__ = ["EventFilter", "EventHub", "EventsResource", "formatEvent"]
+__all__ = ["EventFilter", "EventHub", "EventsResource", "eventsResource", "formatEvent"]
 
 _log = Logger()
 
@@ -421,11 +422,13 @@ class EventsResource(Resource):
         heartbeat: float = HEARTBEAT,
         recheck: float = RECHECK,
         allowQueryToken: bool = False,
+        headers: Callable[[Any], None] | None = None,
     ) -> None:
         """
         @param sessionFor: the session of a token
             (L{salttwist.eauth.authenticator.Authenticator.session}); fails
             for a token that is unknown, expired or revoked.
+        @param headers: sets the API's security headers on a request.
         """
         super().__init__()
         self._sessionFor = sessionFor
@@ -436,6 +439,7 @@ class EventsResource(Resource):
         self._heartbeat = heartbeat
         self._recheck = recheck
         self._allowQueryToken = allowQueryToken
+        self._headers = headers
 
     def _token(self, request: Any) -> str | None:
         header = request.getHeader(b"X-Auth-Token")
@@ -449,6 +453,8 @@ class EventsResource(Resource):
         return None
 
     def render_GET(self, request: Any) -> bytes | int:
+        if self._headers is not None:
+            self._headers(request)
         if request.args and not self._allowQueryToken:
             return _jsonError(
                 request,
@@ -525,3 +531,37 @@ class EventsResource(Resource):
             stream.end()
 
         self._sessionFor(token).addErrback(refused)
+
+
+def eventsResource(context: Any, reactor: Any = None) -> EventsResource:
+    """
+    C{/events} for the API of C{context} (a
+    L{salttwist.api.context.ApiContext}): the master's bus at
+    C{master_event_pub.ipc} in its C{sock_dir}, the context's sessions,
+    the API's security headers.
+
+    @param reactor: connects to the bus (default: the global reactor).
+    """
+    from salttwist.api.resource import securityHeaders
+    from salttwist.events import EVENT_PUB_SOCKET
+    from salttwist.events.client import listenEvents
+
+    if reactor is None:
+        from twisted.internet import reactor as globalReactor
+
+        reactor = globalReactor
+    sockPath = os.path.join(context.config["sock_dir"], EVENT_PUB_SOCKET)
+    maxFrame = int(context.config.get("max_event_size", 104857600) or 104857600)
+
+    def subscribe(onEvent: Callable[[str, dict[str, Any]], None]) -> Deferred[Any]:
+        return Deferred.fromCoroutine(
+            listenEvents(reactor, sockPath, [], onEvent, maxFrame=maxFrame)
+        )
+
+    tls = not context.options.disableSsl
+    return EventsResource(
+        lambda token: Deferred.fromCoroutine(context.session(token)),
+        EventHub(subscribe),
+        context.clock,
+        headers=lambda request: securityHeaders(request, tls),
+    )
