@@ -1,0 +1,154 @@
+# -*- test-case-name: tests.integration.test_cluster -*-
+"""
+Two real masters (the installed wheel's daemons) in one cluster through a
+real NATS JetStream broker (issue 23, docs/cluster.md "Broker fan-out"):
+
+  - a minion connected to master B runs a job published through master A's
+    CLI, and A's CLI prints its return (L{FanOutTests}; the machine's NATS
+    server, a cluster id of the test's own);
+  - the broker restarts during a job: the job published meanwhile reaches
+    the minion once the broker is back, and its return reaches A's CLI;
+    the broker away past C{cluster_unreachable_limit}: A refuses jobs,
+    saying why, and takes them again once it is back
+    (L{BrokerRestartTests}; a private C{nats-server} this test starts and
+    stops by its pid, never the machine's).
+
+Each master has its own C{pki_dir} (its own key pair and publication key);
+the minion's key is accepted on both, as a shared key store would have it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from twisted.trial.unittest import TestCase
+
+from salttwist.pki.keystore import ACCEPTED, FilesystemKeyStore
+from tests._nats import (
+    PrivateNatsServer,
+    deleteStreamAfter,
+    newClusterId,
+    requireServer,
+    serverUrl,
+)
+from tests.integration.harness import Cluster, seedKeyPair, sleep, waitFor
+
+CONNECTED = "cluster: connected to the broker"
+
+
+class _TwoMasters:
+    """
+    Masters A (no minion) and B (with C{minion1}) in one cluster.
+    """
+
+    async def startMasters(self, url: str, **options: Any) -> None:
+        self.clusterId = newClusterId()
+        self.url = url
+        self.a = Cluster(self)  # type: ignore[arg-type]
+        self.b = Cluster(self)  # type: ignore[arg-type]
+        common = {"cluster_id": self.clusterId, "cluster_broker": url, **options}
+        self.b.writeMasterConfig(cluster_master_id="master-b", **common)
+        await self.b.startReady(["minion1"])
+        await self.waitConnected(self.b)
+        self.a.writeMasterConfig(cluster_master_id="master-a", **common)
+        seedKeyPair(self.a.masterPkiDir, "master", "master-a")
+        with open(os.path.join(self.b.minionPkiDir("minion1"), "minion.pub"), "rb") as f:
+            FilesystemKeyStore(self.a.masterPkiDir).putKey(ACCEPTED, "minion1", f.read())
+        await self.a.startMaster()
+        await self.waitConnected(self.a)
+
+    async def waitConnected(self, cluster: Cluster, times: int = 1) -> None:
+        """
+        Wait until C{cluster}'s master has logged its connection to the
+        broker C{times} times.
+        """
+        assert cluster.master is not None
+        master = cluster.master
+        await waitFor(
+            lambda: master.output().count(CONNECTED) >= times,
+            "the master's connection to the broker",
+            context=self.logs,
+        )
+
+    def logs(self) -> str:
+        return f"== master A ==\n{self.a.logs()}\n== master B ==\n{self.b.logs()}"
+
+    async def ping(self, *args: str) -> Any:
+        return await self.a.salt("minion1", "test.ping", "--static", "--out", "json", *args)
+
+
+class FanOutTests(_TwoMasters, TestCase):
+    """
+    Through the machine's NATS server.
+    """
+
+    async def test_jobThroughOtherMaster(self) -> None:
+        """
+        A job published through A's CLI reaches C{minion1} on B, and A's
+        CLI prints its return; B's bus saw the job.
+        """
+        url = serverUrl()
+        await requireServer(self, url)
+        await self.startMasters(url)
+        deleteStreamAfter(self, url, self.clusterId)
+        watcherB = await self.b.watchEvents()
+        ping = await self.ping()
+        self.assertEqual(ping.code, 0, f"{ping}\n{self.logs()}")
+        self.assertEqual(json.loads(ping.out), {"minion1": True}, f"{ping}\n{self.logs()}")
+        self.assertTrue(
+            any(
+                tag.startswith("salt/job/") and tag.endswith("/ret/minion1")
+                for tag in watcherB.tags
+            )
+        )
+        echo = await self.a.salt("minion1", "test.echo", "across", "--out", "json", "--static")
+        self.assertEqual(json.loads(echo.out), {"minion1": "across"}, f"{echo}\n{self.logs()}")
+
+
+class BrokerRestartTests(_TwoMasters, TestCase):
+    """
+    Through a private C{nats-server}, stopped and started again.
+    """
+
+    async def test_brokerRestartDuringJob(self) -> None:
+        """
+        A job published on A while the broker is down (within the
+        unreachable limit) is held by A, reaches C{minion1} on B once the
+        broker is back, and A's CLI prints its return.
+        """
+        server = PrivateNatsServer(self)
+        await server.start()
+        await self.startMasters(server.url, cluster_unreachable_limit=60)
+        await server.stop()
+        pending = self.ping("-t", "30")
+        await sleep(1.0)
+        await server.start()
+        ping = await pending
+        self.assertEqual(ping.code, 0, f"{ping}\n{self.logs()}")
+        self.assertEqual(json.loads(ping.out), {"minion1": True}, f"{ping}\n{self.logs()}")
+
+    async def test_refusedWhileUnreachable(self) -> None:
+        """
+        Once the broker has been away longer than
+        C{cluster_unreachable_limit}, A refuses jobs and says why; once it
+        is back, A takes them again and the minion on B answers.
+        """
+        server = PrivateNatsServer(self)
+        await server.start()
+        await self.startMasters(server.url, cluster_unreachable_limit=1)
+        await server.stop()
+
+        async def refused() -> Any:
+            result = await self.ping()
+            return result if result.code != 0 and "unreachable" in result.err + result.out else None
+
+        result = await waitFor(refused, "A refusing jobs", context=self.logs)
+        self.assertIn("job refused", result.err + result.out, str(result))
+        self.assertIn(server.url, result.err + result.out, str(result))
+        await server.start()
+        await self.waitConnected(self.a, 2)
+        await self.waitConnected(self.b, 2)
+        ping = await self.ping()
+        self.assertEqual(json.loads(ping.out), {"minion1": True}, f"{ping}\n{self.logs()}")
