@@ -4,6 +4,8 @@ The API's resource tree: L{makeRoot} builds it, L{mountResources} hangs
 the endpoint families on the root, one module each:
 
     /            L{salttwist.api.lowstate.Root}: GET the welcome, POST lowstate
+    /run         L{salttwist.api.lowstate.Run}: chunks with their credentials
+    /token       L{salttwist.api.lowstate.Token}
     /login       L{salttwist.api.login.Login}
     /logout      L{salttwist.api.login.Logout}
     /minions     L{salttwist.api.minions.Minions}
@@ -75,9 +77,12 @@ def mountResources(root: Root, context: ApiContext) -> None:
     from salttwist.api.jobs import Jobs
     from salttwist.api.keys import Keys
     from salttwist.api.login import Login, Logout
+    from salttwist.api.lowstate import Run, Token
     from salttwist.api.minions import Minions
     from salttwist.api.stats_resource import Stats
 
+    root.putChild(b"run", Run(context))
+    root.putChild(b"token", Token(context))
     root.putChild(b"login", Login(context))
     root.putChild(b"logout", Logout(context))
     root.putChild(b"minions", Minions(context))

@@ -26,9 +26,9 @@ from twisted.logger import Logger
 
 from salttwist.api.errors import ApiError, BadRequest, TooManyRequests, Unauthorized
 from salttwist.api.resource import Answer, ApiCall, ApiResource, requireSession
-from salttwist.eauth.authenticator import AuthenticationFailed
+from salttwist.eauth.authenticator import AuthenticationFailed, Session
 
-__all__ = ["Login", "Logout"]
+__all__ = ["Login", "Logout", "login"]
 
 _log = Logger()
 
@@ -50,6 +50,40 @@ def _credentials(body: Any) -> Mapping[str, Any]:
     return body
 
 
+async def login(call: ApiCall, body: Any) -> Session:
+    """
+    Log in with the credentials of C{body}, counted by the login limit.
+
+    @raise ApiError: 400 for credentials missing, 429 past the limit, 401
+        when they are refused.
+    """
+    creds = _credentials(body)
+    limiter = call.context.loginLimiter
+    assert limiter is not None
+    wait = limiter.attempt(call.source)
+    if wait > 0:
+        _log.warn("api: login from {source} refused: too many", source=call.source)
+        raise TooManyRequests(
+            f"Too many logins from {call.source}: try again in {math.ceil(wait)} s",
+            {"Retry-After": str(math.ceil(wait))},
+        )
+    authenticator = await call.context.getAuthenticator()
+    try:
+        return await authenticator.login(
+            creds["eauth"], creds["username"], creds["password"], creds.get("token_expire")
+        )
+    except AuthenticationFailed as e:
+        _log.warn(
+            "api: login of {user} from {source} refused: {reason}",
+            user=creds["username"],
+            source=call.source,
+            reason=e.reason,
+        )
+        raise Unauthorized("Could not authenticate using provided credentials") from None
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
+
+
 class Login(ApiResource):
     """
     C{/login}: log in with C{external_auth}.
@@ -64,31 +98,7 @@ class Login(ApiResource):
         )
 
     async def POST(self, call: ApiCall) -> Answer:
-        creds = _credentials(call.body)
-        limiter = call.context.loginLimiter
-        assert limiter is not None
-        wait = limiter.attempt(call.source)
-        if wait > 0:
-            _log.warn("api: login from {source} refused: too many", source=call.source)
-            raise TooManyRequests(
-                f"Too many logins from {call.source}: try again in {math.ceil(wait)} s",
-                {"Retry-After": str(math.ceil(wait))},
-            )
-        authenticator = await call.context.getAuthenticator()
-        try:
-            session = await authenticator.login(
-                creds["eauth"], creds["username"], creds["password"], creds.get("token_expire")
-            )
-        except AuthenticationFailed as e:
-            _log.warn(
-                "api: login of {user} from {source} refused: {reason}",
-                user=creds["username"],
-                source=call.source,
-                reason=e.reason,
-            )
-            raise Unauthorized("Could not authenticate using provided credentials") from None
-        except ValueError as e:
-            raise BadRequest(str(e)) from None
+        session = await login(call, call.body)
         return Answer({"return": [session.asDict()]}, headers={"X-Auth-Token": session.token})
 
 
@@ -98,6 +108,7 @@ class Logout(ApiResource):
     """
 
     name = "logout"
+    readsBody = ()
 
     async def POST(self, call: ApiCall) -> dict[str, Any]:
         session = requireSession(call)

@@ -32,41 +32,44 @@ so a minion accepted in between gets nothing it was not checked for.
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from salttwist.api.errors import BadRequest, Forbidden, Unauthorized, Unavailable
+from twisted.logger import Logger
+
+from salttwist.api.errors import (
+    BadRequest,
+    Forbidden,
+    TooManyRequests,
+    Unauthorized,
+    Unavailable,
+)
 from salttwist.api.options import CLIENTS, MISSING_CLIENTS
 from salttwist.api.resource import ApiCall, ApiResource
 from salttwist.client.base import MasterUnavailable
-from salttwist.eauth.authenticator import Session
-from salttwist.eauth.engine import AclRefused
+from salttwist.eauth.authenticator import AuthenticationFailed, Session
+from salttwist.eauth.engine import AclRefused, Permissions
 from salttwist.jid import JidGenerator
 from salttwist.transport.errors import RequestError
 
-__all__ = ["CLIENTS", "Lowstate", "authorizeJob", "runChunk", "runLowstate"]
+__all__ = [
+    "CLIENTS",
+    "Lowstate",
+    "Run",
+    "Token",
+    "authorizeJob",
+    "credentialsSession",
+    "runChunk",
+    "runLowstate",
+]
 
 #: Keys of a runner or wheel chunk that are not keyword arguments.
 _RESERVED = frozenset(
-    {
-        "client",
-        "fun",
-        "arg",
-        "kwarg",
-        "token",
-        "eauth",
-        "username",
-        "password",
-        "timeout",
-        "full_return",
-        "tgt",
-        "tgt_type",
-        "batch",
-        "__current_eauth_user",
-        "__current_eauth_groups",
-    }
+    {"client", "fun", "arg", "kwarg", "token", "eauth", "username", "password", "full_return"}
 )
 _jids = JidGenerator()
+_log = Logger()
 
 
 def _checkFun(chunk: Mapping[str, Any]) -> Any:
@@ -246,6 +249,45 @@ _RUN = {
 }
 
 
+async def credentialsSession(call: ApiCall, chunk: Mapping[str, Any]) -> Session:
+    """
+    The session of a chunk that carries C{username}, C{password} and
+    C{eauth} instead of a token (Salt's C{/run}): checked by the backend
+    (and counted by the login limit) for this chunk alone; no token is made.
+
+    @raise ApiError: 400 without all three, 429 past the login limit, 401
+        when they are refused.
+    """
+    creds = {name: chunk.get(name) for name in ("username", "password", "eauth")}
+    missing = [name for name, value in creds.items() if not isinstance(value, str)]
+    if missing:
+        raise BadRequest(f'Require "username", "password", and "eauth" params: {missing[0]}')
+    limiter = call.context.loginLimiter
+    assert limiter is not None
+    wait = limiter.attempt(call.source)
+    if wait > 0:
+        raise TooManyRequests(
+            f"Too many logins from {call.source}: try again in {math.ceil(wait)} s",
+            {"Retry-After": str(math.ceil(wait))},
+        )
+    authenticator = await call.context.getAuthenticator()
+    try:
+        groups, authList = await authenticator.authenticate(
+            creds["eauth"], creds["username"], creds["password"]
+        )
+    except AuthenticationFailed as e:
+        _log.warn(
+            "api: credentials of {user} from {source} refused: {reason}",
+            user=creds["username"],
+            source=call.source,
+            reason=e.reason,
+        )
+        raise Unauthorized("Could not authenticate using provided credentials") from None
+    now = call.context.clock.seconds()
+    perms = Permissions.fromItems(authList, authenticator.externalAuth.nodegroups)
+    return Session("", creds["username"], creds["eauth"], now, now, tuple(groups), perms)
+
+
 async def runChunk(call: ApiCall, chunk: object, client: str | None = None) -> Any:
     """
     Run one lowstate chunk as the call's session (or the chunk's C{token}).
@@ -273,6 +315,8 @@ async def runChunk(call: ApiCall, chunk: object, client: str | None = None) -> A
     session = call.session
     if "token" in chunk and (session is None or chunk["token"] != session.token):
         session = await call.context.session(chunk["token"])
+    elif session is None and "eauth" in chunk:
+        session = await credentialsSession(call, chunk)
     if session is None:
         raise Unauthorized("No authentication credentials given")
     try:
@@ -305,6 +349,46 @@ async def runLowstate(call: ApiCall, client: str | None = None) -> list[Any]:
         else:
             results.append(result)
     return results
+
+
+class Run(ApiResource):
+    """
+    C{/run}: lowstate chunks that each carry their credentials
+    (C{username}, C{password}, C{eauth}) or a C{token}; no session is used.
+    """
+
+    name = "run"
+    requiresToken = False
+
+    async def POST(self, call: ApiCall) -> dict[str, Any]:
+        call.session = None
+        return {"return": await runLowstate(call)}
+
+
+class Token(ApiResource):
+    """
+    C{/token}: make a token from credentials (Salt's C{auth.mk_token}):
+    a list of C{{"token", "name", "eauth", "start", "expire", "groups",
+    "auth_list"}}, one per set of credentials sent.
+    """
+
+    name = "token"
+    requiresToken = False
+
+    async def POST(self, call: ApiCall) -> list[dict[str, Any]]:
+        body = call.body
+        chunks = [body] if isinstance(body, Mapping) else body
+        if not isinstance(chunks, list) or not chunks:
+            raise BadRequest('Require "username", "password", and "eauth" params')
+        from salttwist.api.login import login
+
+        tokens = []
+        for chunk in chunks:
+            session = await login(call, chunk)
+            authenticator = await call.context.getAuthenticator()
+            data = await authenticator.store.get(session.token)
+            tokens.append(data.asDict(session.token) if data is not None else session.asDict())
+        return tokens
 
 
 class Lowstate(ApiResource):
