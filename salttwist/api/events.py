@@ -550,13 +550,10 @@ def eventsResource(context: Any, reactor: Any = None) -> EventsResource:
         from twisted.internet import reactor as globalReactor
 
         reactor = globalReactor
-    sockPath = os.path.join(context.config["sock_dir"], EVENT_PUB_SOCKET)
-    maxFrame = int(context.config.get("max_event_size", 104857600) or 104857600)
 
     def subscribe(onEvent: Callable[[str, dict[str, Any]], None]) -> Deferred[Any]:
-        return Deferred.fromCoroutine(
-            listenEvents(reactor, sockPath, [], onEvent, maxFrame=maxFrame)
-        )
+        sockPath = os.path.join(context.config["sock_dir"], EVENT_PUB_SOCKET)
+        return Deferred.fromCoroutine(listenEvents(reactor, sockPath, [], onEvent))
 
     tls = not context.options.disableSsl
     return EventsResource(

@@ -143,4 +143,12 @@ def hookResource(context: Any, reactor: Any = None) -> Hook:
         from twisted.internet import reactor as globalReactor
 
         reactor = globalReactor
-    return Hook(context, busFirer(reactor, context.config["sock_dir"]))
+    firer: list[Fire] = []
+
+    async def fire(tag: str, data: dict[str, Any]) -> bool:
+        # Made on first use: the config's sock_dir is read then.
+        if not firer:
+            firer.append(busFirer(reactor, context.config["sock_dir"]))
+        return await firer[0](tag, data)
+
+    return Hook(context, fire)

@@ -18,7 +18,7 @@ from typing import Any
 
 from twisted.web.resource import Resource
 
-__all__ = ["CSP", "UI_DIR", "StaticFiles"]
+__all__ = ["CSP", "UI_DIR", "StaticFiles", "mountLive"]
 
 #: The dashboard's folder.
 UI_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ui")
@@ -105,3 +105,20 @@ class StaticFiles(Resource):
         return body
 
     render_HEAD = render_GET
+
+
+def mountLive(root: Resource, context: Any) -> None:
+    """
+    Hang C{/events} (L{salttwist.api.events}), the webhooks at
+    C{webhook_url} (L{salttwist.api.hooks}) and the dashboard at C{/ui} on
+    the API's C{root}.
+
+    @param context: the API's L{salttwist.api.context.ApiContext}.
+    """
+    from salttwist.api.events import eventsResource
+    from salttwist.api.hooks import hookResource
+
+    root.putChild(b"events", eventsResource(context))
+    hookPath = context.options.webhookUrl.strip("/").encode("utf-8") or b"hook"
+    root.putChild(hookPath, hookResource(context))
+    root.putChild(b"ui", StaticFiles(tls=not context.options.disableSsl))
