@@ -80,6 +80,7 @@ def mountResources(root: Root, context: ApiContext) -> None:
     from salttwist.api.lowstate import Run, Token
     from salttwist.api.minions import Minions
     from salttwist.api.stats_resource import Stats
+    from salttwist.api.static import mountLive
 
     root.putChild(b"run", Run(context))
     root.putChild(b"token", Token(context))
@@ -90,6 +91,7 @@ def mountResources(root: Root, context: ApiContext) -> None:
     root.putChild(b"keys", Keys(context))
     if context.options.collectStats:
         root.putChild(b"stats", Stats(context))
+    mountLive(root, context)  # /events, /hook, /ui
 
 
 def makeRoot(context: ApiContext) -> Root:
