@@ -424,6 +424,12 @@ class _CachingClient:
             there now); no I/O.
         """
         relative, env = splitUrl(path, saltenv)
+        return self._cachedPathOf(relative, env)
+
+    def _cachedPathOf(self, relative: str, env: str) -> str:
+        """
+        L{cachedPath} of a relative path and saltenv already checked.
+        """
         return os.path.join(self.cachedir, "files", *env.split("/"), *relative.split("/"))
 
     def _once(self, target: str, fetch: Callable[[], Deferred[str]]) -> Deferred[str]:
@@ -755,25 +761,23 @@ class RemoteFileClient(_CachingClient):
             left out.
         @raise FileServerError: as L{cacheFiles}.
         """
-        hashes: dict[tuple[str, str], str] = {}
+        hashes: dict[str, str] = {}
 
         def paired(cached: dict[str, str]) -> dict[str, tuple[str, str]]:
-            found: dict[str, tuple[str, str]] = {}
-            for name, path in cached.items():
-                relative, env = splitUrl(name, saltenv)
-                hsum = hashes.get((env, relative))
-                if path and hsum:
-                    found[name] = (path, hsum)
-            return found
+            return {
+                name: (path, hashes[name])
+                for name, path in cached.items()
+                if path and name in hashes
+            }
 
         return self._cacheFilesWith(paths, saltenv, hashes).addCallback(paired)
 
     def _cacheFilesWith(
-        self, paths: list[str], saltenv: str, hashes: dict[tuple[str, str], str] | None
+        self, paths: list[str], saltenv: str, hashes: dict[str, str] | None
     ) -> Deferred[dict[str, str]]:
         """
         L{cacheFiles}, noting in C{hashes} (if given) the SHA-256 of each
-        file cached, by C{(saltenv, relative path)}.
+        file cached, by path as given.
         """
         groups = _groupByEnv(paths, saltenv)
 
@@ -783,12 +787,12 @@ class RemoteFileClient(_CachingClient):
                 for env, wanted in groups.items():
                     envHashes: dict[str, str] = {}
                     cached = await self._cacheMany(env, list(wanted), envHashes)
-                    if hashes is not None:
-                        hashes.update(((env, name), hsum) for name, hsum in envHashes.items())
                     for relative, given in wanted.items():
                         if relative in cached:
                             for name in given:
                                 result[name] = cached[relative]
+                                if hashes is not None and relative in envHashes:
+                                    hashes[name] = envHashes[relative]
             finally:
                 await self.runBlocking(self.index.save)
             return result
@@ -831,7 +835,8 @@ class RemoteFileClient(_CachingClient):
                 result[relative] = ""
             else:
                 known[relative] = info["hsum"]
-        targets = {relative: self.cachedPath(relative, env) for relative in known}
+        # Checked by the caller (_groupByEnv): no second check of each.
+        targets = {relative: self._cachedPathOf(relative, env) for relative in known}
         stale = set(
             await self.runBlocking(
                 self.index.stale, [(targets[name], hsum) for name, hsum in known.items()]

@@ -92,6 +92,9 @@ class RunFileClient:
         #: The master's SHA-256 of each prefetched file, by C{(saltenv,
         #: relative path)}.
         self._known: dict[tuple[str, str], str] = {}
+        #: C{(cached path, SHA-256)} of each prefetched file, by C{(URL,
+        #: saltenv)} as the run's chunks name it (with C{cacheFilesHashed}).
+        self._byUrl: dict[tuple[str, str], tuple[str, str]] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
@@ -131,6 +134,7 @@ class RunFileClient:
                         # One _file_hash_many (and the transfers) instead
                         # of that and a second one.
                         found = await hashed(urls, env)
+                        self._byUrl.update(((url, env), pair) for url, pair in found.items())
                         hashes = {url: {"hsum": hsum} for url, (_, hsum) in found.items()}
                     else:
                         await self.client.cacheFiles(urls, env)
@@ -183,15 +187,19 @@ class RunFileClient:
             the copy is gone or changed (then C{cp.cache_file} fetches it
             again, as without this).
         """
-        try:
-            relative, env = splitUrl(path, saltenv)
-        except FileServerError:
-            return None
-        hsum = self._known.get((env, relative))
         index = getattr(self.client, "index", None)
-        if hsum is None or index is None:
+        if index is None:
             return None
-        target = self.client.cachedPath(relative, env)
-        if index.hashOf(target) != hsum:
+        known = self._byUrl.get((path, saltenv))
+        if known is None:
+            try:
+                relative, env = splitUrl(path, saltenv)
+            except FileServerError:
+                return None
+            hsum = self._known.get((env, relative))
+            if hsum is None:
+                return None
+            known = (self.client.cachedPath(relative, env), hsum)
+        if index.hashOf(known[0]) != known[1]:
             return None
-        return target, hsum
+        return known
