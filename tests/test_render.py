@@ -462,6 +462,60 @@ class IncludeTests(SynchronousTestCase):
         self.assertEqual(renderJinja("{{ a }}", {"a": 2}, path="/c"), "2")
         self.assertEqual(renderJinja("{{ a }}!", {"a": 2}, path="/c"), "2!")
 
+    def test_importedModuleNotShared(self) -> None:
+        """
+        What one render does to a module imported without context (its
+        dicts changed with C{do}) is not seen by the next render of the
+        same, cached, templates (another minion's pillar).
+        """
+        with open(os.path.join(self.root, "defaults.jinja"), "w") as f:
+            f.write("{% set conf = {'users': []} %}\n")
+        text = (
+            '{% import "defaults.jinja" as d %}\n'
+            "{% do d.conf.users.append(grains.os) %}\n"
+            "users: {{ d.conf.users | json }}\n"
+        )
+        self.assertEqual(self.render(text), {"users": ["Debian"]})
+        self.context = {"grains": {"os": "Arch"}}
+        self.assertEqual(self.render(text), {"users": ["Arch"]})
+
+    def test_changedIncludeRenderedAgain(self) -> None:
+        """
+        A cached template is used only for the same text: an included file
+        that changed between two renders gives its new text.
+        """
+        text = "{% include 'common.sls' %}\n"
+        self.assertEqual(self.render(text), {"common": "Debian"})
+        with open(os.path.join(self.root, "common.sls"), "w") as f:
+            f.write("common: changed-{{ grains.os }}\n")
+        self.assertEqual(self.render(text), {"common": "changed-Debian"})
+
+    def test_eachRenderItsOwnLoader(self) -> None:
+        """
+        Two roots holding different files of the same name: each render
+        includes its own root's file, whichever rendered first.
+        """
+        other = self.mktemp()
+        os.makedirs(other)
+        with open(os.path.join(other, "common.sls"), "w") as f:
+            f.write("common: other\n")
+        text = "{% include 'common.sls' %}\n"
+        self.assertEqual(self.render(text), {"common": "Debian"})
+        self.loader = FileLoader(other)
+        self.assertEqual(self.render(text), {"common": "other"})
+        self.loader = FileLoader(self.root)
+        self.assertEqual(self.render(text), {"common": "Debian"})
+
+    def test_undefinedPolicyPerRender(self) -> None:
+        """
+        The same template is strict about undefined variables, or renders
+        them empty with C{allow_undefined}, as each render's options say.
+        """
+        text = "x{{ missing }}y"
+        self.assertEqual(renderJinja(text, {"opts": {"allow_undefined": True}}, path="/u"), "xy")
+        self.assertRaises(RenderError, renderJinja, text, {"opts": {}}, path="/u")
+        self.assertEqual(renderJinja(text, {"opts": {"allow_undefined": True}}, path="/u"), "xy")
+
 
 class FilterTests(SynchronousTestCase):
     """

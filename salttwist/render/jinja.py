@@ -26,10 +26,19 @@ C{cp.get_template} and the reactor.
 
 Every failure becomes a L{RenderError} naming the file, the line and the
 cause. Rendering is blocking CPU work: callers run it in a worker process
-or a thread, never on the reactor. Compiled templates are kept (by name,
-file and a checksum of their text) in a bounded in-memory cache shared by
-every render of the process, so a pillar rendered for thousands of minions
-is compiled once.
+or a thread, never on the reactor.
+
+The process has one sandboxed environment per undefined-variable policy
+(strict, or Salt's C{allow_undefined}), shared by every render; each
+render's loader is found through a thread-local slot set for that render.
+Compiled templates are kept (by environment, name, file and their whole
+text) in a bounded in-memory cache, so a pillar rendered for thousands of
+minions is compiled once; a changed file is a new text, compiled again.
+A cached template holds no render's data: the module of a template
+imported without context (C{{% import "x.jinja" as x %}}) is made anew at
+each import instead of kept on the template as Jinja does, so what one
+render does to it (C{{% do x.defaults.update(...) %}}) is never seen by
+another minion's render.
 """
 
 from __future__ import annotations
@@ -40,16 +49,15 @@ import posixpath
 import re
 import threading
 import traceback
-from collections import OrderedDict
+from collections import ChainMap, OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import jinja2
 from jinja2 import nodes
-from jinja2.bccache import Bucket, BytecodeCache
 from jinja2.exceptions import SecurityError
 from jinja2.ext import Extension
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import SandboxedEnvironment, safe_range
 
 from salttwist.render.errors import RenderError
 from salttwist.render.yamlio import dumpYaml, encodeYamlScalar, loadYaml, quoteYaml
@@ -68,31 +76,31 @@ _ANONYMOUS = "\x00template"
 _CACHE_SIZE = 1024
 
 
-class _MemoryBytecodeCache(BytecodeCache):
+class _TemplateCache:
     """
-    Compiled templates in memory, shared by every environment of the
-    process: Jinja keys them by template name and file, and checks a
-    checksum of the source, so a changed file is compiled again.
+    Compiled templates in memory, shared by the renders of the process:
+    keyed by environment, template name, file and the template's whole
+    text, so a changed file is compiled again and two files never share
+    one. Bounded (least recently used first out); safe to share between
+    threads.
     """
 
     def __init__(self, size: int = _CACHE_SIZE) -> None:
         self._size = size
-        self._store: OrderedDict[str, bytes] = OrderedDict()
+        self._store: OrderedDict[tuple[int, str, str, str], jinja2.Template] = OrderedDict()
         self._lock = threading.Lock()
 
-    def load_bytecode(self, bucket: Bucket) -> None:
+    def get(self, key: tuple[int, str, str, str]) -> jinja2.Template | None:
         with self._lock:
-            data = self._store.get(bucket.key)
-            if data is not None:
-                self._store.move_to_end(bucket.key)
-        if data is not None:
-            bucket.bytecode_from_string(data)
+            template = self._store.get(key)
+            if template is not None:
+                self._store.move_to_end(key)
+            return template
 
-    def dump_bytecode(self, bucket: Bucket) -> None:
-        data = bucket.bytecode_to_string()
+    def put(self, key: tuple[int, str, str, str], template: jinja2.Template) -> None:
         with self._lock:
-            self._store[bucket.key] = data
-            self._store.move_to_end(bucket.key)
+            self._store[key] = template
+            self._store.move_to_end(key)
             while len(self._store) > self._size:
                 self._store.popitem(last=False)
 
@@ -101,7 +109,7 @@ class _MemoryBytecodeCache(BytecodeCache):
             self._store.clear()
 
 
-_BYTECODE_CACHE = _MemoryBytecodeCache()
+_TEMPLATES = _TemplateCache()
 
 
 def confineName(name: str, parent: str | None = None) -> str:
@@ -163,6 +171,71 @@ class _Loader(jinja2.BaseLoader):
         return text, path, lambda: True
 
 
+class _Renders(threading.local):
+    """
+    The loader of the render running on each thread.
+    """
+
+    loader: _Loader | None = None
+
+
+_RENDERS = _Renders()
+
+
+class _SharedLoader(jinja2.BaseLoader):
+    """
+    The loader of the process's environments: the sources come from the
+    loader of the render running on this thread (L{_RENDERS}), the
+    compiled templates from L{_TEMPLATES}.
+    """
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str, Callable[[], bool]]:
+        loader = _RENDERS.loader
+        if loader is None:
+            raise jinja2.TemplateNotFound(template, f"template {template!r} not found (no render)")
+        return loader.get_source(environment, template)
+
+    def load(
+        self,
+        environment: jinja2.Environment,
+        name: str,
+        globals: Any = None,
+    ) -> jinja2.Template:
+        source, filename, uptodate = self.get_source(environment, name)
+        if globals is None:
+            globals = environment.make_globals(None)
+        # Jinja passes the environment's globals under an empty map of the
+        # caller's: only such a template is shared.
+        shared = isinstance(globals, ChainMap) and not globals.maps[0]
+        key = (id(environment), name, filename or "", source)
+        if shared:
+            template = _TEMPLATES.get(key)
+            if template is not None:
+                return template
+        code = environment.compile(source, name, filename)
+        template = environment.template_class.from_code(environment, code, globals, uptodate)
+        if shared:
+            _TEMPLATES.put(key, template)
+        return template
+
+
+class _SaltTemplate(jinja2.Template):
+    """
+    A template that may serve many renders: the module of an import
+    without context is made at each import, never kept on the template
+    (Jinja keeps it, and one render could change it for the next).
+    """
+
+    def _get_default_module(self, ctx: jinja2.runtime.Context | None = None) -> Any:
+        if ctx is not None:
+            keys = ctx.globals_keys - self.globals.keys()
+            if keys:
+                return self.make_module({k: ctx.parent[k] for k in keys})
+        return self.make_module()
+
+
 #: The longest string or list a template may build with C{*}, and the
 #: largest integer exponent of C{**}.
 MAX_REPEAT = 10_000_000
@@ -177,6 +250,15 @@ class _SaltEnvironment(SandboxedEnvironment):
     """
 
     intercepted_binops = frozenset(["*", "**"])
+    template_class = _SaltTemplate
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        # The sandbox's bounded range, the same function it would call,
+        # without the general path's checks (a template's loops call it
+        # once per iteration of the loop around them).
+        if __obj is safe_range and not kwargs:
+            return safe_range(*args)
+        return super().call(__context, __obj, *args, **kwargs)
 
     def join_path(self, template: str, parent: str) -> str:
         return confineName(template, parent)
@@ -397,19 +479,25 @@ def _allowUndefined(context: dict[str, Any]) -> bool:
     return bool(opts.get("allow_undefined", False)) if isinstance(opts, dict) else False
 
 
-def _makeEnvironment(loader: _Loader, allowUndefined: bool = False) -> _SaltEnvironment:
+def _makeEnvironment(allowUndefined: bool = False) -> _SaltEnvironment:
     env = _SaltEnvironment(
-        loader=loader,
+        loader=_SharedLoader(),
         undefined=jinja2.Undefined if allowUndefined else jinja2.StrictUndefined,
         extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols", _SerializerExtension],
         autoescape=False,
-        bytecode_cache=_BYTECODE_CACHE,
+        cache_size=0,
         auto_reload=False,
         keep_trailing_newline=True,
     )
     env.filters.update(_FILTERS)
     env.globals["raise"] = _raise
     return env
+
+
+#: The process's environments: strict, and with C{allow_undefined}. The
+#: templates' own cache is L{_TEMPLATES} (Jinja's is off: its entries are
+#: never checked against the file).
+_ENVIRONMENTS = {False: _makeEnvironment(False), True: _makeEnvironment(True)}
 
 
 def _templateLine(error: BaseException, paths: set[str]) -> tuple[str | None, int | None]:
@@ -463,7 +551,8 @@ def renderJinja(
         context.setdefault("tpldot", tpldir.replace("/", ".") if tpldir != "." else "")
         context.setdefault("tplroot", tpldir.split("/")[0] if tpldir != "." else "")
     jinjaLoader = _Loader(mainName, text, path, loader)
-    env = _makeEnvironment(jinjaLoader, _allowUndefined(context))
+    env = _ENVIRONMENTS[_allowUndefined(context)]
+    outer, _RENDERS.loader = _RENDERS.loader, jinjaLoader
     try:
         template = env.get_template(mainName)
         return template.render(context)
@@ -491,3 +580,5 @@ def renderJinja(
     except Exception as e:
         where, line = _templateLine(e, jinjaLoader.paths)
         raise RenderError(where or path, line, f"{type(e).__name__}: {e}") from None
+    finally:
+        _RENDERS.loader = outer
