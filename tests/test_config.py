@@ -416,10 +416,12 @@ class UnknownOptionTests(_ConfigDirMixin, SynchronousTestCase):
 
     def test_severalMastersWarn(self) -> None:
         """
-        A list of more than one master is accepted with a "not implemented
-        yet" warning naming C{master} and the master used, the first: there
-        is no failover yet. One master, as a string or in a list, logs
-        nothing.
+        A list of more than one master with the default C{master_type: str}
+        is accepted with a "not implemented yet" warning naming C{master}
+        and the master used, the first (Salt's multi-master with a session
+        to each is not supported; C{master_type: failover} uses them all,
+        see L{tests.test_minion_failover}). One master, as a string or in a
+        list, logs nothing.
         """
         observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
         configDir = self.makeConfigDir(minion="master:\n  - m1\n  - m2\n")
