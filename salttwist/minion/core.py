@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_minion -*-
+# -*- test-case-name: tests.test_minion,tests.test_minion_failover -*-
 """
 The minion's connection to its master: authenticate on the req channel,
 subscribe on the pub channel; what it runs is the job side's
@@ -13,6 +13,12 @@ runs one attempt (L{Minion._attempt}): authenticate, then subscribe. Where
 the minion is lives in its L{ConnectionMachine}; an attempt is over once
 the machine has left its states, so an older attempt never acts on a newer
 one.
+
+Each attempt connects to the master its L{MasterList} names now: the one
+master, or with C{master_type: failover} the next of the list after a
+failure (L{Minion._moveOn}). A ready session is watched
+(L{Minion._watch}): its master's answers every C{master_alive_interval}
+seconds, and whether the first master is back (C{master_failback}).
 """
 
 from __future__ import annotations
