@@ -187,7 +187,7 @@ class FanoutTests(TestCase):
         self.broker = MemoryBroker()
 
     def master(self, memberId: str, sharedJobCache: bool = False) -> _Master:
-        bus = MemoryClusterBus(self.broker, memberId, self.clock, maxMessages=3)
+        bus = MemoryClusterBus(self.broker, memberId, self.clock, maxMessages=3, maxBytes=65536)
         master = _Master(ClusterFanout(bus, self.clock, sharedJobCache))
         bus.start()
         return master
@@ -271,23 +271,39 @@ class FanoutTests(TestCase):
     def test_jobsRefusedWhenBrokerAway(self) -> None:
         """
         L{ClusterFanout.checkJobs} refuses jobs, saying why, once the
-        broker has been away too long; and returns once the buffer is
-        full; both recover when the broker is back.
+        buffer is full or the broker has been away too long; returns are
+        never refused (a minion drops a refused return): one past the bound
+        stays on its master. Once the broker is back, what was held is
+        delivered and jobs are taken again.
         """
         a, b = self.master("a"), self.master("b")
+        job = ("test.ping", [], "*", ["m1"])
         self.broker.down()
-        a.fanout.checkJobs()
-        for n in range(3):
+        a.fanout.checkJobs(*job)
+        for n in range(4):
             a.fanout.returnAccepted({"id": "m1", "jid": f"2026112700000000010{n}"})
-        error = self.assertRaises(ClusterUnavailable, a.fanout.checkReturn)
-        self.assertIn("buffer is full", str(error))
-        self.clock.advance(60)
-        error = self.assertRaises(ClusterUnavailable, a.fanout.checkJobs)
-        self.assertIn("job refused", str(error))
+        error = self.assertRaises(ClusterUnavailable, a.fanout.checkJobs, *job)
+        self.assertIn("job refused: the cluster's outgoing buffer is full", str(error))
         self.broker.up()
-        a.fanout.checkJobs()
-        a.fanout.checkReturn()
+        a.fanout.checkJobs(*job)
         self.assertEqual(len(b.bus.fired), 3)
+        self.broker.down()
+        self.clock.advance(a.fanout.bus.unreachableLimit)
+        error = self.assertRaises(ClusterUnavailable, a.fanout.checkJobs, *job)
+        self.assertIn("unreachable", str(error))
+        self.broker.up()
+        a.fanout.checkJobs(*job)
+
+    def test_jobTooBigForBuffer(self) -> None:
+        """
+        A job whose message would not fit in the buffer's bytes is refused
+        before it is made.
+        """
+        a = self.master("a")
+        error = self.assertRaises(
+            ClusterUnavailable, a.fanout.checkJobs, "test.echo", ["x" * (70 * 1024)], "*", []
+        )
+        self.assertIn("bytes", str(error))
 
     def test_malformedDropped(self) -> None:
         """

@@ -34,6 +34,9 @@ from salttwist.interfaces import IEventBus, IJobCache
 #: Seconds after its publication a job from another master is still
 #: published to this master's minions.
 JOB_MAX_AGE = 300.0
+#: Bytes a job's message holds beyond its function, arguments, target and
+#: minions (the jid, the user, the time, the field names), at most.
+_JOB_FIELDS = 512
 #: How many (jid, minion) returns from other masters are remembered to drop
 #: copies.
 SEEN_RETURNS = 100000
@@ -81,12 +84,20 @@ class ClusterFanout:
 
     # -- outgoing ------------------------------------------------------------
 
-    def checkJobs(self) -> None:
+    def checkJobs(self, fun: str, arg: Any, tgt: Any, minions: list[str]) -> None:
         """
-        @raise ClusterUnavailable: a new job cannot be fanned out now (the
-            message says why).
+        Check a new job can be fanned out, before it is made.
+
+        @raise ClusterUnavailable: it cannot now (the message says why):
+            the broker has been away too long, or the buffer has no room
+            for it.
         """
         why = self.bus.whyUnavailable()
+        outbox = getattr(self.bus, "outbox", None)
+        if why is None and outbox is not None:
+            # The message's size but for the few fields made with the job.
+            size = len(serial.dumps([self.memberId, fun, arg, tgt, minions])) + _JOB_FIELDS
+            why = outbox.whyFull(size)
         if why is not None:
             raise ClusterUnavailable(f"job refused: {why}")
 
@@ -95,24 +106,32 @@ class ClusterFanout:
         Send a job published here to the other masters.
         """
         payload = serial.dumps({"origin": self.memberId, "load": load, "minions": minions})
-        self.bus.publish(JOB, payload).addErrback(self._sendFailed, "job", load.get("jid"))
-
-    def checkReturn(self) -> None:
-        """
-        @raise ClusterUnavailable: a return could not be sent on (the
-            buffer is full): the minion is to send it again later.
-        """
-        full = getattr(self.bus, "outbox", None)
-        why = full.whyFull() if full is not None else None
-        if why is not None:
-            raise ClusterUnavailable(f"return refused for now: {why}")
+        self._send(JOB, payload, "job", load.get("jid"))
 
     def returnAccepted(self, event: dict[str, Any]) -> None:
         """
         Send a return accepted here to the other masters.
+
+        A return is never refused for want of room (a minion drops a
+        return its master refused): when the buffer is full it is kept
+        here only (this master's bus and job cache), and that is logged as
+        an error.
         """
         payload = serial.dumps({"origin": self.memberId, "event": event})
-        self.bus.publish(RETURN, payload).addErrback(self._sendFailed, "return", event.get("jid"))
+        self._send(RETURN, payload, "return", event.get("jid"), event.get("id"))
+
+    def _send(self, kind: str, payload: bytes, what: str, jid: Any, minionId: Any = None) -> None:
+        try:
+            self.bus.publish(kind, payload).addErrback(self._sendFailed, what, jid)
+        except ClusterUnavailable as e:
+            self.log.error(
+                "cluster: the {what} of job {jid}{minion} is NOT sent to the other masters: "
+                "{why}; it is only on this master (its bus and job cache)",
+                what=what,
+                jid=jid,
+                minion=f" from {minionId}" if minionId else "",
+                why=e,
+            )
 
     def eventFired(self, tag: str, data: dict[str, Any]) -> None:
         """
@@ -137,7 +156,7 @@ class ClusterFanout:
             return None
         return message
 
-    def _jobReceived(self, payload: bytes) -> None:
+    def _jobReceived(self, payload: bytes) -> Any:
         message = self._decode(payload)
         if message is None or self.publisher is None:
             return
@@ -176,7 +195,7 @@ class ClusterFanout:
                 "user": load.get("user"),
             },
         )
-        self.publisher.publish(load)
+        return self.publisher.publish(load)
 
     def _returnReceived(self, payload: bytes) -> None:
         message = self._decode(payload)

@@ -37,10 +37,12 @@ VOLATILE_KINDS = (EVENT,)
 KINDS = DURABLE_KINDS + VOLATILE_KINDS
 
 
-class ClusterUnavailable(Exception):
+class ClusterUnavailable(ValueError):
     """
     The cluster's broker cannot take a message now (its buffer is full, or
-    the broker has been unreachable too long); the message says why.
+    the broker has been unreachable too long); the message says why. A
+    L{ValueError}: the master's request channel answers a client or a
+    minion with its message.
     """
 
 

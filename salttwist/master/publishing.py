@@ -268,7 +268,7 @@ class JobPublisher:
         if cluster is not None:
             # A job the other masters cannot get is refused, saying why
             # (ClusterUnavailable), before it has a jid.
-            cluster.checkJobs()
+            cluster.checkJobs(fun, arg, tgt, minions)
         load = self.newJob(minions, fun, arg, tgt, tgtType, user)
         jid = load["jid"]
         d = self.publish(load)

@@ -163,11 +163,6 @@ class MinionRequests:
             )
             raise ValueError("the return's id does not match the session")
         assert minionId is not None
-        if self.cluster is not None:
-            # Refused before it is recorded (the minion sends it again
-            # later) rather than lost for the other masters, when the
-            # broker's buffer is full.
-            self.cluster.checkReturn()
         if jid == REQ_JID:
             return self._reqReturn(minionId, load)
         if getattr(proto, "role", None) == "transient":
