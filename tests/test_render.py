@@ -292,6 +292,22 @@ class SandboxTests(SynchronousTestCase):
             renderJinja("{{ 'ab' * 3 }} {{ 2 ** 10 }} {{ 3 * 4 }}", {}), "ababab 1024 12"
         )
 
+    def test_boundedRange(self) -> None:
+        """
+        C{range} is the sandbox's bounded one, in a loop or not, with
+        Jinja's loop arguments or not; small ranges work.
+        """
+        for text in (
+            "{{ range(10**9) | list | length }}",
+            "{% for i in range(2) %}{% for j in range(10**9) %}{% endfor %}{% endfor %}",
+        ):
+            e = self.assertRaises(RenderError, renderJinja, text, {})
+            self.assertIn("MAX_RANGE", e.cause)
+        self.assertEqual(
+            renderJinja("{% for i in range(2) %}{{ range(i, 3) | list }}{% endfor %}", {}),
+            "[0, 1, 2][1, 2]",
+        )
+
     def test_privateRefused(self) -> None:
         """
         C{_private} attributes of context objects are not reachable.

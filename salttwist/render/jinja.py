@@ -256,8 +256,12 @@ class _SaltEnvironment(SandboxedEnvironment):
         # The sandbox's bounded range, the same function it would call,
         # without the general path's checks (a template's loops call it
         # once per iteration of the loop around them).
-        if __obj is safe_range and not kwargs:
-            return safe_range(*args)
+        if __obj is safe_range:
+            # Jinja's own arguments for callables that take the context.
+            kwargs.pop("_loop_vars", None)
+            kwargs.pop("_block_vars", None)
+            if not kwargs:
+                return safe_range(*args)
         return super().call(__context, __obj, *args, **kwargs)
 
     def join_path(self, template: str, parent: str) -> str:
