@@ -186,8 +186,13 @@ class KeyWatch:
             if not states:
                 with contextlib.suppress(InvalidMinionId):
                     self.grainsCache.forget(minionId)
-        connected = self._sessions.connectedIds()
-        if any(m in connected and ACCEPTED not in changes[m] for m in changes):
+        # Per changed id, not a set of every connected id: in an auth storm
+        # changes come many times a second, a few ids each.
+        sessions = self._sessions
+        if any(
+            ACCEPTED not in states and any(sessions.connectionsOf(m))
+            for m, states in changes.items()
+        ):
             return self.reconcileKeys()
         return None
 
