@@ -43,6 +43,27 @@ one:
         out: {{ pillar['out'] }}
 """
 
+STOPPED = """\
+deploy:
+  salt.state:
+    - tgt: 'minion*'
+    - sls: broken
+    - batch: 1
+    - batch_wait: 0.2
+    - failhard: True
+    - pillar:
+        out: {{ pillar['out'] }}
+"""
+
+BROKEN = """\
+marker:
+  cmd.run:
+    - name: echo ran > {{ pillar['out'] }}/ran-{{ grains['id'] }}
+
+fails:
+  test.fail_without_changes: []
+"""
+
 APP = """\
 app_marker:
   cmd.run:
@@ -73,13 +94,15 @@ class OrchestrateBatchTests(TestCase):
         writeFile(self.roots, "orch/batched.sls", BATCHED)
         writeFile(self.roots, "orch/subset.sls", SUBSET)
         writeFile(self.roots, "app.sls", APP)
+        writeFile(self.roots, "orch/stopped.sls", STOPPED)
+        writeFile(self.roots, "broken.sls", BROKEN)
         self.cluster.writeMasterConfig(file_roots={"base": [self.roots]})
         await self.cluster.startReady(MINIONS)
 
     async def tearDown(self) -> None:
         await self.cluster.stopAll()
 
-    async def orchestrate(self, mods: str) -> Any:
+    async def orchestrate(self, mods: str, code: int = 0) -> Any:
         result = await runCommand(
             [
                 "salttwist-run",
@@ -93,7 +116,7 @@ class OrchestrateBatchTests(TestCase):
             ],
             cwd=self.cluster.baseDir,
         )
-        self.assertEqual(result.code, 0, self.cluster.explain(result))
+        self.assertEqual(result.code, code, self.cluster.explain(result))
         return next(iter(json.loads(result.out)["data"].values()))
 
     async def test_batch(self) -> None:
@@ -119,3 +142,15 @@ class OrchestrateBatchTests(TestCase):
         self.assertEqual(len(one["changes"]["ret"]), 1, one)
         (minionId,) = one["changes"]["ret"]
         self.assertEqual(os.listdir(self.out), [f"app-{minionId}"])
+
+    async def test_batchFailhard(self) -> None:
+        """
+        C{batch: 1} with C{failhard: True} (and a C{batch_wait}): minion1's
+        run fails, so minion2 never runs the SLS; the comment says so.
+        """
+        data = await self.orchestrate("orch.stopped", code=1)
+        deploy = data["salt_|-deploy_|-deploy_|-state"]
+        self.assertIs(deploy["result"], False, deploy)
+        self.assertTrue(deploy["comment"].startswith("Run failed on minions: minion1"), deploy)
+        self.assertIn("failhard stopped the batch run; not run on: minion2", deploy["comment"])
+        self.assertEqual(os.listdir(self.out), ["ran-minion1"])
