@@ -498,8 +498,11 @@ class SaltFunctions(Mapping[str, Callable[..., Any]]):
     the loader context first. One marked L{onReactor
     <salttwist.modules.onReactor>} is called on the reactor thread and
     waited for (C{blockingCallFromThread}) when called from a thread, as
-    custom functions run; on the reactor thread it is called directly. A
-    L{Retcode} is unwrapped to its value.
+    custom functions run, unless it offers a blocking twin for threads (its
+    C{offReactor} attribute, taking the same arguments: C{cmd.retcode}
+    runs a state's C{unless} in the state's thread), which is then called
+    there; on the reactor thread it is called directly. A L{Retcode} is
+    unwrapped to its value.
     """
 
     def __init__(self, context: LoaderContext) -> None:
@@ -513,9 +516,13 @@ class SaltFunctions(Mapping[str, Callable[..., Any]]):
             if getattr(function, "needsContext", False):
                 args = (context, *args)
             if getattr(function, "runsOnReactor", False) and offReactorThread(context.reactor):
-                value = blockingCallFromThread(
-                    context.reactor, maybeDeferred, _awaitable, function, *args, **kwargs
-                )
+                here = getattr(function, "offReactor", None)
+                if here is not None:
+                    value = here(*args, **kwargs)
+                else:
+                    value = blockingCallFromThread(
+                        context.reactor, maybeDeferred, _awaitable, function, *args, **kwargs
+                    )
             else:
                 value = function(*args, **kwargs)
             return value.value if isinstance(value, Retcode) else value
