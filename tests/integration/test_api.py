@@ -13,6 +13,7 @@ import ipaddress
 import json
 import os
 import socket
+import time
 from typing import Any
 
 import treq
@@ -22,9 +23,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from passlib.hash import bcrypt
 from twisted.internet import reactor
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.ssl import Certificate
 from twisted.trial.unittest import TestCase
-from twisted.web.client import Agent, BrowserLikePolicyForHTTPS
+from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
 
 from tests.integration.harness import Cluster, waitFor
 
@@ -111,7 +113,10 @@ class ApiTests(TestCase):
         await self.cluster.startReady(MINIONS)
         self.api = self.cluster.spawn("api", ["salttwist-api", "-c", self.cluster.masterDir])
         policy = BrowserLikePolicyForHTTPS(trustRoot=Certificate.loadPEM(crtPem))
-        self.http = treq.client.HTTPClient(Agent(reactor, contextFactory=policy))
+        pool = HTTPConnectionPool(reactor, persistent=True)
+        pool.maxPersistentPerHost = 10
+        self.addCleanup(pool.closeCachedConnections)
+        self.http = treq.client.HTTPClient(Agent(reactor, contextFactory=policy, pool=pool))
         self.base = f"https://127.0.0.1:{self.port}"
         await waitFor(self.ready, "salttwist-api answering", context=self.cluster.logs)
 
@@ -208,3 +213,36 @@ class ApiTests(TestCase):
         self.assertEqual(status, 200)
         status, data = await self.call("GET", "/jobs", token=token)
         self.assertEqual(status, 401)
+
+    async def test_throughput(self) -> None:
+        """
+        Print the latency and rate of C{POST /} local C{test.ping} to both
+        minions at 10 concurrent clients (figures, not assertions on time):
+        200 requests over HTTPS, each client keeping its connection.
+        """
+        status, data = await self.call(
+            "POST", "/login", {"username": "saltdev", "password": "saltdev-pw", "eauth": "file"}
+        )
+        token = data["return"][0]["token"]
+        chunk = [{"client": "local", "tgt": "*", "fun": "test.ping"}]
+        latencies: list[float] = []
+        answers: list[Any] = []
+
+        async def client(count: int) -> None:
+            for _ in range(count):
+                started = time.perf_counter()
+                status, data = await self.call("POST", "/", chunk, token)
+                latencies.append(time.perf_counter() - started)
+                answers.append((status, data))
+
+        started = time.perf_counter()
+        await gatherResults([Deferred.fromCoroutine(client(20)) for _ in range(10)])
+        elapsed = time.perf_counter() - started
+        self.assertEqual(answers, [(200, {"return": [{"minion1": True, "minion2": True}]})] * 200)
+        latencies.sort()
+        print(
+            f"\nsalttwist-api POST / local test.ping, 2 minions, 10 clients, 200 requests:"
+            f" {200 / elapsed:.1f} requests/s, latency median"
+            f" {latencies[100] * 1000:.1f} ms, p95 {latencies[190] * 1000:.1f} ms,"
+            f" max {latencies[-1] * 1000:.1f} ms"
+        )
