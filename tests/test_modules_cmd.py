@@ -29,7 +29,7 @@ from salttwist.modules import (
     cmd,
     loadFunctions,
 )
-from salttwist.modules._process import runCommand
+from salttwist.modules._process import runCommand, runCommandHere
 from salttwist.modules.executor import Executor
 
 
@@ -730,3 +730,146 @@ class CmdSignatureTests(TestCase):
             str(caught.exception),
             "script() takes from 2 to 18 positional arguments but 19 were given",
         )
+
+
+class RunHereTests(TestCase):
+    """
+    L{runCommandHere}: a command run in the calling thread gives what
+    L{runCommand} gives through the reactor; C{cmd.retcode} called from a
+    thread (a state's C{unless}) runs there.
+    """
+
+    def setUp(self) -> None:
+        from twisted.internet import reactor
+
+        from salttwist.modules import _process
+
+        if not _process.CHDIR_SPAWNER.available:
+            raise SkipTest("this C library's posix_spawn cannot change directory")
+        self.reactor = reactor
+        self.context = LoaderContext(opts={"id": "m1"}, grains={}, reactor=reactor)
+
+    async def test_sameAsThroughReactor(self) -> None:
+        """
+        Output, standard error, exit codes, C{cwd}, C{env}, C{stdin},
+        C{success_retcodes} and a command without a shell give the same
+        result in the calling thread as through the reactor (but the pid).
+        """
+        directory = os.path.realpath(self.mktemp())
+        os.mkdir(directory)
+        cases: list[tuple[Any, dict[str, Any]]] = [
+            ("echo a; echo b", {}),
+            ("echo e >&2; exit 3", {}),
+            ("exit 3", {"success_retcodes": [3]}),
+            ("pwd; echo $FOO", {"cwd": directory, "env": {"FOO": "bar"}}),
+            ("cat", {"stdin": "in\\nput"}),
+            (["printf", "%s|", "x y", "z"], {}),
+            ("printf '  spaced  '", {"rstrip": False}),
+        ]
+        for command, options in cases:
+            here = runCommandHere(self.context, command, **options)
+            there = await runCommand(self.context, command, **options)
+            self.assertIsNotNone(here)
+            assert here is not None
+            self.assertNotEqual(here.pop("pid"), there.pop("pid"))
+            self.assertEqual(here, there, command)
+
+    def test_bothStreams(self) -> None:
+        """
+        Standard output and standard error are kept apart, and together in
+        C{output}.
+        """
+        ret = runCommandHere(self.context, "echo out; echo err >&2")
+        assert ret is not None
+        self.assertEqual((ret["stdout"], ret["stderr"]), ("out", "err"))
+        self.assertEqual(sorted(ret["output"].splitlines()), ["err", "out"])
+
+    def test_bigStdin(self) -> None:
+        """
+        A C{stdin} bigger than a pipe holds is written while the output is
+        read: no deadlock.
+        """
+        ret = runCommandHere(self.context, "wc -c; cat >/dev/null", stdin="x" * (1 << 20))
+        assert ret is not None
+        self.assertEqual(ret["stdout"].strip(), str(1 << 20))
+
+    def test_childState(self) -> None:
+        """
+        The child is C{/bin/sh -c <command>} under the pid reported, without
+        the minion's inheritable descriptors, with the signals the minion
+        ignores (C{SIGPIPE}) back to their default.
+        """
+        leaked = os.open(os.devnull, os.O_RDONLY)
+        self.addCleanup(os.close, leaked)
+        os.set_inheritable(leaked, True)
+        ret = runCommandHere(
+            self.context,
+            "echo $$; tr '\\0' ' ' < /proc/$$/cmdline; echo; "
+            "ls /proc/$$/fd | tr '\\n' ' '; echo; grep SigIgn /proc/$$/status",
+            cwd="/",
+        )
+        assert ret is not None
+        lines = ret["stdout"].splitlines()
+        self.assertEqual(int(lines[0]), ret["pid"])
+        self.assertTrue(lines[1].startswith("/bin/sh -c echo"), lines[1])
+        self.assertNotIn(str(leaked), lines[2].split())
+        self.assertFalse(int(lines[3].split()[1], 16) & (1 << (signal.SIGPIPE - 1)), lines[3])
+
+    async def test_timeout(self) -> None:
+        """
+        A command still running at C{timeout} is killed with what it
+        started; the result is Salt's wording with retcode 1.
+        """
+        pidFile = os.path.abspath(self.mktemp())
+        command = f"sleep 30 & echo $! > {pidFile}; wait"
+        ret = runCommandHere(self.context, command, timeout=0.3)
+        assert ret is not None
+        words = f"{command} : Timed out after 0.3 seconds"
+        self.assertEqual(
+            (ret["retcode"], ret["stdout"], ret["stderr"], ret["output"]), (1, words, "", words)
+        )
+        with open(pidFile) as f:
+            child = int(f.read())
+        for _ in range(100):
+            state = CmdTests.processState(self, child)  # type: ignore[arg-type]
+            if state in ("gone", "Z", "X"):
+                break
+            await deferLater(self.reactor, 0.01, lambda: None)
+        self.assertIn(state, ("gone", "Z", "X"))
+
+    def test_refusedAsThroughReactor(self) -> None:
+        """
+        A bad C{cwd} is refused with L{runCommand}'s words; a C{runas}
+        user is left to L{runCommand} (L{None}, nothing run).
+        """
+        missing = os.path.abspath(self.mktemp())
+        error = self.assertRaises(
+            CommandExecutionError, runCommandHere, self.context, "true", cwd=missing
+        )
+        self.assertIn(missing, str(error))
+        marker = os.path.abspath(self.mktemp())
+        self.assertIsNone(runCommandHere(self.context, f"touch {marker}", runas="nobody"))
+        self.assertFalse(os.path.exists(marker))
+
+    async def test_retcodeFromThread(self) -> None:
+        """
+        C{cmd.retcode} called through C{__salt__} from a thread runs the
+        command in that thread: the reactor starts no process.
+        """
+        from twisted.internet.threads import deferToThread
+
+        from salttwist.modules import _process
+        from salttwist.modules.extmods import SaltFunctions
+
+        started: list[Any] = []
+        self.patch(self.reactor, "spawnProcess", lambda *a, **k: started.append(a))
+        self.patch(_process.CHDIR_SPAWNER, "spawnProcess", lambda *a, **k: started.append(a))
+        context = LoaderContext(
+            opts={"id": "m1"}, grains={}, reactor=self.reactor, functions=loadFunctions()
+        )
+        retcode = SaltFunctions(context)["cmd.retcode"]
+        codes = await deferToThread(
+            lambda: [retcode("exit 4", python_shell=True), retcode("true", cwd="/tmp")]
+        )
+        self.assertEqual(codes, [4, 0])
+        self.assertEqual(started, [])

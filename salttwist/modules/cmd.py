@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.threads import blockingCallFromThread
 
 from salttwist.modules import (
     CommandExecutionError,
@@ -33,7 +34,7 @@ from salttwist.modules import (
     needsContext,
     onReactor,
 )
-from salttwist.modules._process import inThread, runCommand
+from salttwist.modules._process import inThread, runCommand, runCommandHere
 
 
 def _withRetcode(key: str | None) -> Any:
@@ -212,6 +213,23 @@ def retcode(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Def
         salttwist '*' cmd.retcode 'test -f /etc/hosts'
     """
     return runCommand(context, cmd, **options).addCallback(_withRetcode("retcode"))
+
+
+@needsContext
+@_withOptions()
+def _retcodeHere(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Retcode:
+    """
+    L{retcode} from a thread (a state run's C{onlyif}/C{unless}): the
+    command runs in that thread (L{runCommandHere}), or through the
+    reactor, waited for, where it cannot.
+    """
+    result = runCommandHere(context, cmd, **options)
+    if result is None:
+        result = blockingCallFromThread(context.reactor, runCommand, context, cmd, **options)
+    return _withRetcode("retcode")(result)
+
+
+retcode.offReactor = _retcodeHere  # type: ignore[attr-defined]
 
 
 @onReactor
