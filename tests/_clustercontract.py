@@ -126,6 +126,20 @@ class ClusterBusContract:
         await self.settle(lambda: calls.count(b"retry-me") == 2 and b"next" in calls, "redelivery")
         self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)  # type: ignore[attr-defined]
 
+    async def test_tooLarge(self) -> None:
+        """
+        A message larger than the broker allows is refused at once, saying
+        so, and nothing is held.
+        """
+        a = await self.makeBus("a")
+        for kind in (JOB, EVENT):
+            error = self.assertRaises(  # type: ignore[attr-defined]
+                ClusterUnavailable, a.publish, kind, b"x" * (a.maxPayload + 1)
+            )
+            self.assertIn("more than the broker allows", str(error))  # type: ignore[attr-defined]
+        self.assertEqual(len(a.outbox), 0)  # type: ignore[attr-defined]
+        await a.publish(JOB, b"x" * a.maxPayload)
+
     async def test_unknownKind(self) -> None:
         """
         A kind the bus does not know is refused.

@@ -28,7 +28,14 @@ from typing import Any
 from twisted.logger import Logger
 
 from salttwist import serial
-from salttwist.cluster.interfaces import EVENT, JOB, RETURN, ClusterUnavailable, IClusterBus
+from salttwist.cluster.interfaces import (
+    EVENT,
+    JOB,
+    RETURN,
+    ClusterUnavailable,
+    IClusterBus,
+    tooLarge,
+)
 from salttwist.interfaces import IEventBus, IJobCache
 
 #: Seconds after its publication a job from another master is still
@@ -94,10 +101,12 @@ class ClusterFanout:
         """
         why = self.bus.whyUnavailable()
         outbox = getattr(self.bus, "outbox", None)
-        if why is None and outbox is not None:
+        if why is None:
             # The message's size but for the few fields made with the job.
             size = len(serial.dumps([self.memberId, fun, arg, tgt, minions])) + _JOB_FIELDS
-            why = outbox.whyFull(size)
+            why = tooLarge(size, self.bus.maxPayload)
+            if why is None and outbox is not None:
+                why = outbox.whyFull(size)
         if why is not None:
             raise ClusterUnavailable(f"job refused: {why}")
 

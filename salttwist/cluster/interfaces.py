@@ -52,6 +52,9 @@ class IClusterBus(Interface):
     """
 
     memberId = Attribute("This master's name in the cluster (unique in it).")
+    maxPayload = Attribute(
+        "The most bytes one message may take (the broker's limit, less room for headers)."
+    )
 
     def subscribe(kind, handler):  # noqa: N805
         """
@@ -88,7 +91,8 @@ class IClusterBus(Interface):
 
         @return: a L{Deferred} firing once the broker acknowledged a durable
             message (at once for a best-effort one).
-        @raise ClusterUnavailable: the buffer of durable messages is full.
+        @raise ClusterUnavailable: the buffer of durable messages is full,
+            or C{payload} is larger than L{maxPayload}.
         """
 
     def whyUnavailable():
@@ -99,3 +103,22 @@ class IClusterBus(Interface):
             the buffer is full, or the broker has been unreachable for
             longer than the configured limit.
         """
+
+
+#: The broker's limit on one message when it has not said (NATS's default).
+DEFAULT_MAX_PAYLOAD = 1048576
+#: Bytes kept for a message's headers within the broker's limit.
+HEADER_ROOM = 256
+
+
+def tooLarge(size: int, maxPayload: int) -> str | None:
+    """
+    @return: L{None} if a message of C{size} bytes fits in C{maxPayload},
+        else why not.
+    """
+    if size <= maxPayload:
+        return None
+    return (
+        f"the message takes {size} bytes, more than the broker allows ({maxPayload}; "
+        "raise max_payload in the NATS server's configuration)"
+    )

@@ -17,7 +17,15 @@ from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from salttwist.cluster.interfaces import DURABLE_KINDS, KINDS, IClusterBus
+from salttwist.cluster.interfaces import (
+    DEFAULT_MAX_PAYLOAD,
+    DURABLE_KINDS,
+    HEADER_ROOM,
+    KINDS,
+    ClusterUnavailable,
+    IClusterBus,
+    tooLarge,
+)
 from salttwist.cluster.outbox import Outbox
 
 
@@ -90,8 +98,10 @@ class MemoryClusterBus:
         maxMessages: int = 10000,
         maxBytes: int = 64 * 1024 * 1024,
         unreachableLimit: float = 10.0,
+        maxPayload: int = DEFAULT_MAX_PAYLOAD - HEADER_ROOM,
     ) -> None:
         self.memberId = memberId
+        self.maxPayload = maxPayload
         self._broker = broker
         self._clock = clock
         self.outbox = Outbox(memberId, maxMessages, maxBytes)
@@ -132,6 +142,9 @@ class MemoryClusterBus:
         """
         if kind not in KINDS:
             raise ValueError(f"unknown message kind {kind!r}")
+        problem = tooLarge(len(payload), self.maxPayload)
+        if problem is not None:
+            raise ClusterUnavailable(problem)
         if kind not in DURABLE_KINDS:
             if self.connected:
                 self._broker._volatile(kind, payload)

@@ -35,7 +35,15 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from salttwist.cluster.interfaces import DURABLE_KINDS, KINDS, IClusterBus
+from salttwist.cluster.interfaces import (
+    DEFAULT_MAX_PAYLOAD,
+    DURABLE_KINDS,
+    HEADER_ROOM,
+    KINDS,
+    ClusterUnavailable,
+    IClusterBus,
+    tooLarge,
+)
 from salttwist.cluster.natsprotocol import NatsError, NatsProtocol
 from salttwist.cluster.outbox import Outbox
 
@@ -50,8 +58,11 @@ SETUP_TIMEOUT = 10.0
 #: Seconds before a publication refused by JetStream is sent again.
 RETRY_DELAY = 1.0
 #: Seconds a delivered durable message may stay unacknowledged before
-#: JetStream delivers it again.
-ACK_WAIT = 30.0
+#: JetStream delivers it again: short, since a master handles one on the
+#: reactor at once, and a message pushed to a master that has just gone
+#: (its subscription not yet gone on the server) waits this long to come
+#: back; a copy delivered twice is dropped by jid.
+ACK_WAIT = 5.0
 #: Seconds JetStream keeps a durable message (a master away longer misses it).
 STREAM_MAX_AGE = 3600.0
 #: Seconds within which JetStream drops a copy of a message by its id.
@@ -126,6 +137,8 @@ class NatsClusterBus:
         self._stream = f"SALTTWIST_{clusterId}"
         self.outbox = Outbox(memberId, maxMessages, maxBytes)
         self.unreachableLimit = unreachableLimit
+        #: The broker's limit (its INFO's max_payload) less L{HEADER_ROOM}.
+        self.maxPayload = DEFAULT_MAX_PAYLOAD - HEADER_ROOM
         self._handlers: dict[str, Callable[[bytes], Any]] = {}
         self._proto: NatsProtocol | None = None
         self._downSince = reactor.seconds()
@@ -188,6 +201,9 @@ class NatsClusterBus:
         """
         if kind not in KINDS:
             raise ValueError(f"unknown message kind {kind!r}")
+        problem = tooLarge(len(payload), self.maxPayload)
+        if problem is not None:
+            raise ClusterUnavailable(problem)
         if kind not in DURABLE_KINDS:
             proto = self._proto
             if proto is not None:
@@ -283,6 +299,9 @@ class NatsClusterBus:
             if proto.lost:
                 return
             self._proto = proto
+            limit = proto.info.get("max_payload")
+            if isinstance(limit, int) and limit > HEADER_ROOM:
+                self.maxPayload = limit - HEADER_ROOM
             away = self._clock.seconds() - self._downSince
             self.log.info(
                 "cluster: connected to the broker {url} (after {away:.1f} s)",
@@ -343,6 +362,13 @@ class NatsClusterBus:
             return
         for pending in self.outbox.toSend():
             msgId = pending.msgId
+            problem = tooLarge(len(pending.payload), self.maxPayload)
+            if problem is not None:
+                # The broker's limit is now below this message's size:
+                # sending it would only close the connection, again and again.
+                self.log.error("cluster: message {id} dropped: {why}", id=msgId, why=problem)
+                self.outbox.drop(msgId, ClusterUnavailable(problem))
+                continue
             d = proto.request(
                 self.subject(pending.kind),
                 pending.payload,

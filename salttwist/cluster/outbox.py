@@ -125,6 +125,17 @@ class Outbox:
         for pending in self._pending.values():
             pending.inFlight = False
 
+    def drop(self, msgId: str, error: Exception) -> None:
+        """
+        Message C{msgId} can never be sent (the broker's limit fell below
+        its size): forget it and fail its sender's L{Deferred}.
+        """
+        pending = self._pending.pop(msgId, None)
+        if pending is None:
+            return
+        self._bytes -= len(pending.payload)
+        pending.acked.errback(error)
+
     def acknowledged(self, msgId: str) -> None:
         """
         The broker stored message C{msgId}: forget it and tell its sender.
