@@ -815,6 +815,16 @@ class RunHereTests(TestCase):
         self.assertNotIn(str(leaked), lines[2].split())
         self.assertFalse(int(lines[3].split()[1], 16) & (1 << (signal.SIGPIPE - 1)), lines[3])
 
+    def test_childStateListingDescriptors(self) -> None:
+        """
+        Where the C library cannot close every descriptor from 3 on, the
+        minion's are listed and closed one by one: the child is the same.
+        """
+        from salttwist.modules import _process
+
+        self.patch(_process.CHDIR_SPAWNER, "canCloseFrom", False)
+        self.test_childState()
+
     async def test_timeout(self) -> None:
         """
         A command still running at C{timeout} is killed with what it

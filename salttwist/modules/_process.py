@@ -209,6 +209,11 @@ class ChdirSpawner:
             return
         self._libc = libc
         self.available = True
+        #: Whether the C library can close every descriptor from a number
+        #: on in the child (C{posix_spawn_file_actions_addclosefrom_np},
+        #: glibc 2.34 and later): then no list of the minion's descriptors
+        #: is needed (L{runCommandHere}).
+        self.canCloseFrom = hasattr(libc, "posix_spawn_file_actions_addclosefrom_np")
 
     def spawn(
         self,
@@ -218,12 +223,14 @@ class ChdirSpawner:
         cwd: str | bytes,
         actions: list[tuple[int, ...]],
         defaultSignals: list[int],
+        closeFrom: int | None = None,
     ) -> int:
         """
         Start C{executable} (an absolute path) with C{argv} and
         C{environment} in C{cwd}, after C{actions} (C{(_ACTION_CLOSE, fd)}
-        or C{(_ACTION_DUP2, fd, newfd)}), with C{defaultSignals} back to
-        their default disposition.
+        or C{(_ACTION_DUP2, fd, newfd)}) and, if C{closeFrom} is given (see
+        L{canCloseFrom}), the closing of every descriptor from C{closeFrom}
+        on, with C{defaultSignals} back to their default disposition.
 
         @return: the child's pid.
         @raise OSError: the child could not start (no such directory or
@@ -255,6 +262,10 @@ class ChdirSpawner:
                         err = err or libc.posix_spawn_file_actions_adddup2(
                             fileActions, action[1], action[2]
                         )
+                if closeFrom is not None:
+                    err = err or libc.posix_spawn_file_actions_addclosefrom_np(
+                        fileActions, closeFrom
+                    )
                 err = err or libc.posix_spawn_file_actions_addchdir_np(
                     fileActions, os.fsencode(cwd)
                 )
@@ -914,21 +925,35 @@ def _runHere(
         inRead, inWrite = pipe()
         outRead, outWrite = pipe()
         errRead, errWrite = pipe()
-        fdState = []
-        for fd in process._listOpenFDs():
-            try:
-                fdState.append((fd, fcntl.fcntl(fd, fcntl.F_GETFD, fcntl.FD_CLOEXEC)))
-            except OSError:
-                continue
-        actions = process._getFileActions(
-            fdState, {0: inRead, 1: outWrite, 2: errWrite}, _ACTION_CLOSE, _ACTION_DUP2
-        )
+        fdmap = {0: inRead, 1: outWrite, 2: errWrite}
+        closeFrom: int | None = None
+        if CHDIR_SPAWNER.canCloseFrom and min(fdmap.values()) > 2:
+            # The pipes onto 0, 1 and 2, then every other descriptor
+            # closed: no list of the minion's descriptors to make.
+            actions: list[tuple[int, ...]] = [
+                (_ACTION_DUP2, parent, child) for child, parent in fdmap.items()
+            ]
+            closeFrom = 3
+        else:
+            fdState = []
+            for fd in process._listOpenFDs():
+                try:
+                    fdState.append((fd, fcntl.fcntl(fd, fcntl.F_GETFD, fcntl.FD_CLOEXEC)))
+                except OSError:
+                    continue
+            actions = process._getFileActions(fdState, fdmap, _ACTION_CLOSE, _ACTION_DUP2)
         ignored = [
             number for number in range(1, signal.NSIG) if signal.getsignal(number) == signal.SIG_IGN
         ]
         try:
             pid = CHDIR_SPAWNER.spawn(
-                command.executable, command.argv, command.environ, command.cwd, actions, ignored
+                command.executable,
+                command.argv,
+                command.environ,
+                command.cwd,
+                actions,
+                ignored,
+                closeFrom,
             )
         except OSError as e:
             raise CommandExecutionError(
