@@ -407,6 +407,19 @@ class EventFilterTests(SynchronousTestCase):
         self.assertTrue(eventFilter.visible("salt/job/1/prog/m1/0", prog))
         self.assertFalse(eventFilter.visible("salt/job/2/prog/m1/0", prog))
 
+    def test_returnJudgedByItsJob(self) -> None:
+        """
+        A return is judged by the function of the job it answers, when its
+        start came by, not by the function the return names.
+        """
+        eventFilter = EventFilter(perms("test.*"))
+        self.assertFalse(
+            eventFilter.visible("salt/job/1/new", {"fun": "cmd.run", "minions": ["m1"]})
+        )
+        self.assertFalse(
+            eventFilter.visible("salt/job/1/ret/m1", {"fun": "test.ping", "return": "secret"})
+        )
+
     def test_malformed(self) -> None:
         """
         Job events without a function, or with a list of minions that is
@@ -415,8 +428,8 @@ class EventFilterTests(SynchronousTestCase):
         eventFilter = EventFilter(perms("test.*"))
         self.assertFalse(eventFilter.visible("salt/job/1/new", {"minions": ["m1"]}))
         self.assertFalse(eventFilter.visible("salt/job/1/new", {"fun": "test.ping"}))
-        self.assertFalse(eventFilter.visible("salt/job/1/ret/m1", {}))
-        self.assertFalse(eventFilter.visible("salt/job/1/ret", {"fun": "test.ping"}))
+        self.assertFalse(eventFilter.visible("salt/job/2/ret/m1", {}))
+        self.assertFalse(eventFilter.visible("salt/job/2/ret", {"fun": "test.ping"}))
 
     def test_runnerAndWheel(self) -> None:
         """

@@ -109,8 +109,9 @@ class EventFilter:
             isinstance(rule, SpecialRule) and rule.scope == EVENTS_ITEM and rule.functions is None
             for rule in perms.rules
         )
-        # jid -> function of the jobs whose start this token saw.
-        self._jobs: OrderedDict[str, str] = OrderedDict()
+        # jid -> function of the last jobs whose start came by (shown or
+        # not); runner jobs as "run/<jid>".
+        self._jobs: OrderedDict[str, Any] = OrderedDict()
         self._remember = remember
 
     def _allowed(self, fun: object, minions: list[str], kind: str) -> bool:
@@ -122,7 +123,7 @@ class EventFilter:
             return False
         return True
 
-    def _seen(self, jid: str, fun: str) -> None:
+    def _seen(self, jid: str, fun: Any) -> None:
         self._jobs[jid] = fun
         self._jobs.move_to_end(jid)
         while len(self._jobs) > self._remember:
@@ -140,18 +141,19 @@ class EventFilter:
             if kind == "new":
                 minions = data.get("minions")
                 fun = data.get("fun")
+                if fun:
+                    # Kept whether shown or not: the job's own function
+                    # decides its returns, not the one a return claims.
+                    self._seen(jid, fun)
                 if not isinstance(minions, list) or not all(isinstance(m, str) for m in minions):
                     return False
                 # A job with no minion would pass any target restriction:
                 # it must be allowed everywhere.
-                if self._allowed(fun, minions or ["\0no minion"], "local"):
-                    self._seen(jid, fun)  # type: ignore[arg-type]
-                    return True
-                return False
+                return self._allowed(fun, minions or ["\0no minion"], "local")
             if minion is None:
                 return False
             if kind == "ret":
-                return self._allowed(data.get("fun"), [minion], "local")
+                return self._allowed(self._jobs.get(jid, data.get("fun")), [minion], "local")
             fun = self._jobs.get(jid)
             return fun is not None and self._allowed(fun, [minion], "local")
         run = _RUN_TAG.match(tag)
