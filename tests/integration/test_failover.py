@@ -123,6 +123,17 @@ class FailoverTests(TestCase):
                 "SELECT jid, id FROM salttwist_returns WHERE jid = %s", (jid,)
             ).fetchall()
 
+    def storedJobs(self, jid: str) -> list[tuple[str]]:
+        """
+        @return: the rows of the shared job cache's jobs for C{jid}.
+        """
+        import psycopg
+
+        with psycopg.connect(**self.database) as connection:
+            return connection.execute(
+                "SELECT jid FROM salttwist_jobs WHERE jid = %s", (jid,)
+            ).fetchall()
+
     async def test_killFirstMaster(self) -> None:
         """
         A job through A works; after C{kill -9} of A the minion opens its
@@ -183,6 +194,9 @@ class FailoverTests(TestCase):
         published = await self.a.salt(MINION, "test.sleep", "3", "--async")
         self.assertEqual(published.code, 0, f"{published}\n{self.logs()}")
         jid = published.out.strip().split()[-1]
+        # A writes the job to the job cache in the background: killed
+        # before that, its job is unknown to B, which refuses the return.
+        await waitFor(lambda: self.storedJobs(jid), f"job {jid} in the job cache")
         assert self.a.master is not None
         self.a.master.sendSignal("KILL")
         await self.a.master.ended
@@ -203,7 +217,7 @@ class FailoverTests(TestCase):
             f"the return of {jid} delivered",
             context=self.logs,
         )
-        self.assertEqual(self.storedReturns(jid), [(jid, MINION)])
+        self.assertEqual(self.storedReturns(jid), [(jid, MINION)], self.logs())
         looked = await runCommand(
             ["salttwist-run", "-c", self.b.masterDir, "jobs.lookup_jid", jid, "--out", "json"],
             cwd=self.b.baseDir,
