@@ -321,9 +321,9 @@ def _checkTokenExpireUserOverride(value: Any) -> bool | dict:
 def _checkRestCherrypy(value: Any) -> dict:
     """
     Check Salt's C{rest_cherrypy} block, salttwist-api's options (see
-    L{salttwist.api.options}).
+    L{salttwist.apiconfig}).
     """
-    from salttwist.api.options import checkRestCherrypy
+    from salttwist.apiconfig import checkRestCherrypy
 
     try:
         return checkRestCherrypy(value)
@@ -336,7 +336,7 @@ def _checkNetapiClients(value: Any) -> list[str]:
     Check Salt's C{netapi_enable_clients}: the lowstate clients
     salttwist-api runs.
     """
-    from salttwist.api.options import CLIENTS, MISSING_CLIENTS
+    from salttwist.apiconfig import CLIENTS, MISSING_CLIENTS
 
     if not _isStringList(value):
         raise _BadValue(f"a list of client names ({', '.join(CLIENTS)})")
@@ -1067,6 +1067,19 @@ def loadMasterConfig(configDir: str, overrides: dict[str, Any] | None = None) ->
         a value has the wrong type or is out of range.
     """
     return _loadConfig(configDir, "master", _MASTER_OPTIONS, overrides)
+
+
+def loadApiConfig(configDir: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """
+    Load the master's configuration as salttwist-api uses it: its pidfile
+    is C{api_pidfile} and its log file C{api_logfile}, as Salt's salt-api.
+
+    @raise ConfigError: see L{loadMasterConfig}.
+    """
+    config = loadMasterConfig(configDir, overrides)
+    config["pidfile"] = config["api_pidfile"]
+    config["log_file"] = config["api_logfile"]
+    return config
 
 
 def loadMinionConfig(configDir: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.api.options import ApiOptions
 from salttwist.api.service import apiSite, serverEndpoint
-from salttwist.api.tap import loadApiConfig
+from salttwist.config import loadApiConfig
 from salttwist.daemon import StartupError
 from tests._apifakes import Api
 

@@ -18,10 +18,20 @@ import salttwist
 PACKAGE_DIR = os.path.dirname(os.path.abspath(salttwist.__file__))
 
 #: The wings, each a package of the front ends or daemons.
-WINGS = ("salttwist.master", "salttwist.minion", "salttwist.client", "salttwist.cli")
+WINGS = (
+    "salttwist.master",
+    "salttwist.minion",
+    "salttwist.client",
+    "salttwist.cli",
+    "salttwist.api",
+)
 
-#: The one import allowed between wings: the CLI is a front end of the client.
-ALLOWED_BETWEEN_WINGS = {("salttwist.cli", "salttwist.client")}
+#: The imports allowed between wings: the CLI and the REST API are front
+#: ends of the client.
+ALLOWED_BETWEEN_WINGS = {
+    ("salttwist.cli", "salttwist.client"),
+    ("salttwist.api", "salttwist.client"),
+}
 
 
 def packageModules() -> dict[str, str]:

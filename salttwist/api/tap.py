@@ -9,23 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from salttwist.config import loadApiConfig
 from salttwist.daemon import StartupError, exitCleanlyOnSignals
 from salttwist.tapoptions import DaemonOptions, daemonParameters
 
 __all__ = ["Options", "loadApiConfig", "makeService"]
-
-
-def loadApiConfig(configDir: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """
-    The master's config as the API uses it: its pidfile is C{api_pidfile}
-    and its log file C{api_logfile}, as Salt's salt-api.
-    """
-    from salttwist.config import loadMasterConfig
-
-    config = loadMasterConfig(configDir, overrides)
-    config["pidfile"] = config["api_pidfile"]
-    config["log_file"] = config["api_logfile"]
-    return config
 
 
 class Options(DaemonOptions):

@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.integration.test_end_to_end,tests.test_startup -*-
 """
-C{salttwist-master} and C{salttwist-minion}: run a daemon through twistd,
+C{salttwist-master}, C{salttwist-minion} and C{salttwist-api}: run a daemon through twistd,
 in the foreground by default, with C{-d} as a daemon with a pidfile.
 
 In the foreground the daemon logs to standard output (and, with
@@ -245,6 +245,25 @@ def masterMain(argv: list[str] | None = None) -> int:
     Entry point of C{salttwist-master}.
     """
     return _run("salttwist-master", loadMasterConfig, argv, masterNeedsTLS)
+
+
+def apiNeedsTLS(config: dict[str, Any]) -> bool:
+    """
+    Whether salttwist-api with C{config} may need pyOpenSSL: unless its
+    C{rest_cherrypy} block sets C{disable_ssl} and the transport is C{tcp}.
+    """
+    block = config.get("rest_cherrypy") or {}
+    return not block.get("disable_ssl", False) or config["transport"] != "tcp"
+
+
+def apiMain(argv: list[str] | None = None) -> int:
+    """
+    Entry point of C{salttwist-api}: it reads the master's config (see
+    L{salttwist.config.loadApiConfig}).
+    """
+    from salttwist.config import loadApiConfig
+
+    return _run("salttwist-api", loadApiConfig, argv, apiNeedsTLS)
 
 
 def minionMain(argv: list[str] | None = None) -> int:
