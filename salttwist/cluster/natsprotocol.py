@@ -88,6 +88,15 @@ class NatsProtocol(Protocol):
         self.lost = False
         self.onLost: Callable[[NatsProtocol, Failure], None] | None = None
 
+    def connectionMade(self) -> None:
+        """
+        Send small messages at once (a job's or a return's publication
+        waits for nothing else).
+        """
+        setNoDelay = getattr(self.transport, "setTcpNoDelay", None)
+        if setNoDelay is not None:
+            setNoDelay(True)
+
     # -- receiving ---------------------------------------------------------
 
     def dataReceived(self, data: bytes) -> None:

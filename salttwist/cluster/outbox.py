@@ -51,6 +51,9 @@ class Outbox:
         self.maxMessages = maxMessages
         self.maxBytes = maxBytes
         self._pending: OrderedDict[str, Pending] = OrderedDict()
+        # Those of _pending not in flight, in the order to send them (kept
+        # apart: a flush must not walk thousands of messages in flight).
+        self._unsent: OrderedDict[str, Pending] = OrderedDict()
         self._bytes = 0
         self._counter = 0
         # Ids differ between two runs of the same master: the broker's
@@ -97,6 +100,7 @@ class Outbox:
         msgId = f"{self._memberId}.{self._epoch}.{self._counter}"
         pending = Pending(msgId, kind, payload)
         self._pending[msgId] = pending
+        self._unsent[msgId] = pending
         self._bytes += len(payload)
         return pending
 
@@ -104,7 +108,8 @@ class Outbox:
         """
         The messages not in flight, oldest first, now marked in flight.
         """
-        out = [p for p in self._pending.values() if not p.inFlight]
+        out = list(self._unsent.values())
+        self._unsent.clear()
         for pending in out:
             pending.inFlight = True
         return out
@@ -115,8 +120,9 @@ class Outbox:
         connection): send it again next time.
         """
         pending = self._pending.get(msgId)
-        if pending is not None:
+        if pending is not None and pending.inFlight:
             pending.inFlight = False
+            self._unsent[msgId] = pending
 
     def disconnected(self) -> None:
         """
@@ -124,6 +130,7 @@ class Outbox:
         """
         for pending in self._pending.values():
             pending.inFlight = False
+        self._unsent = OrderedDict(self._pending)
 
     def drop(self, msgId: str, error: Exception) -> None:
         """
@@ -133,6 +140,7 @@ class Outbox:
         pending = self._pending.pop(msgId, None)
         if pending is None:
             return
+        self._unsent.pop(msgId, None)
         self._bytes -= len(pending.payload)
         pending.acked.errback(error)
 
@@ -143,5 +151,6 @@ class Outbox:
         pending = self._pending.pop(msgId, None)
         if pending is None:
             return
+        self._unsent.pop(msgId, None)
         self._bytes -= len(pending.payload)
         pending.acked.callback(None)
