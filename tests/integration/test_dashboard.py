@@ -39,6 +39,16 @@ PAGE_WAIT = 30
 #: What the narrow user must never see: printed by a job it may not run.
 SECRET = "SECRET-MARKER-4f1c"
 
+#: A state run whose per-state results the page shows.
+DEMO_SLS = """\
+greeting:
+  test.succeed_with_changes:
+    - name: hello
+quiet:
+  test.succeed_without_changes:
+    - name: nothing to do
+"""
+
 ADMIN_PERMS = [".*", "@runner", "@wheel", "@jobs", "@events"]
 VIEWER_PERMS = ["test.*"]
 
@@ -130,12 +140,16 @@ class Page:
         self.find(f'#nav a[data-view="{name}"]').click()
         self.until(lambda: self.find(f"#view-{name}").is_displayed(), f"the {name} view")
 
-    def run(self, target: str, function: str) -> str:
+    def run(self, target: str, function: str, args: str = "") -> str:
         """
         Run a job from the form; @return: its jid once published.
         """
         self.view("run")
-        for field, value in (("#run-target", target), ("#run-function", function)):
+        for field, value in (
+            ("#run-target", target),
+            ("#run-function", function),
+            ("#run-args", args),
+        ):
             self.find(field).clear()
             self.find(field).send_keys(value)
         self.find("#run-submit").click()
@@ -166,8 +180,13 @@ class DashboardTests(TestCase):
         with open(htpasswd, "w") as f:
             for user in ("admin", "viewer"):
                 f.write(f"{user}:{bcrypt.using(rounds=4).hash(user + '-pw')}\n")
+        roots = os.path.join(self.cluster.masterDir, "states")
+        os.makedirs(roots)
+        with open(os.path.join(roots, "demo.sls"), "w") as f:
+            f.write(DEMO_SLS)
         self.port = freePort()
         self.cluster.writeMasterConfig(
+            file_roots={"base": [roots]},
             rest_cherrypy={"port": self.port, "host": "127.0.0.1", "ssl_crt": crt, "ssl_key": key},
             netapi_enable_clients=["local", "local_async", "runner", "wheel"],
             external_auth={
@@ -218,7 +237,8 @@ class DashboardTests(TestCase):
         """
         An administrator logs in, sees the new minion's pending key with its
         fingerprint and accepts it; runs test.ping and sees both minions'
-        returns arrive, and the job's events in the event stream.
+        returns arrive, and the job's events in the event stream; finds the
+        job in the history; runs a state and sees its per-state results.
         """
         watcher = await self.cluster.watchEvents()
         self.cluster.startMinion("pending1")
@@ -282,6 +302,20 @@ class DashboardTests(TestCase):
             page.shot("job-detail")
 
         await self.inPage(jobHistory)
+
+        def stateRun(page: Page) -> None:
+            page.run("minion1", "state.apply", "demo")
+            table = '#run-results section[data-minion="minion1"] table.state-results'
+            page.until(lambda: page.findAll(table), "the per-state results")
+            rows = [row.text for row in page.findAll(table + " tbody tr")]
+            assert len(rows) == 2, rows
+            assert rows[0].startswith("greeting test.succeed_with_changes hello Changed"), rows
+            assert rows[1].startswith("quiet test.succeed_without_changes"), rows
+            summary = page.find('#run-results section[data-minion="minion1"] p').text
+            assert summary == "2 succeeded (1 changed), 0 failed", summary
+            page.shot("state-results")
+
+        await self.inPage(stateRun)
 
     async def test_narrowUserSeesOnlyItsOwn(self) -> None:
         """
