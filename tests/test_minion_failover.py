@@ -58,6 +58,8 @@ ROOT_KEY = os.urandom(32)
 HOST = "127.0.0.1"
 A_REQ, A_PUB = 4506, 4505
 B_REQ, B_PUB = 5506, 5505
+#: A TCP load balancer's port in front of both masters' req ports.
+LB_PORT = 7000
 A = MasterAddress(HOST, A_REQ)
 B = MasterAddress(HOST, B_REQ)
 
@@ -230,6 +232,7 @@ class _Site:
     def __init__(self, master: Master, reqPort: int, keyStore: InMemoryKeyStore) -> None:
         self.master = master
         self.keyStore = keyStore
+        self.reqPort = reqPort
         self.servers: dict[int, Factory] = {
             reqPort: ReqServerFactory(master),
             master.publishPort: PubServerFactory(master),
@@ -288,7 +291,8 @@ class MasterPair(Loopback):
         """
         self.attempts.append((host, port))
         for site in self.sites.values():
-            server = site.servers.get(port)
+            # The balancer's port goes to the req port of the first master up.
+            server = site.servers.get(site.reqPort if port == LB_PORT else port)
             if server is not None and site.up:
                 addr = IPv4Address("TCP", host, port)
                 client = factory.buildProtocol(addr)
@@ -641,6 +645,33 @@ class FailoverTests(FailoverTestCase):
         with self.assertRaises(StartupError) as e:
             self.makeMinion(master=["127.0.0.1:http"])
         self.assertIn("'127.0.0.1:http'", str(e.exception))
+
+
+class LoadBalancerTests(FailoverTestCase):
+    """
+    One address behind a TCP load balancer (C{master_type: str}): the
+    minion reconnects through it after a loss, and the master that answers
+    presents the masters' shared key.
+    """
+
+    def test_reconnectThroughBalancer(self) -> None:
+        """
+        With C{single_connection} (one connection, so the balancer cannot
+        send the req and pub channels to different masters), a minion whose
+        master dies reconnects through the balancer to the other one.
+        """
+        minion = self.makeMinion(
+            master=f"lb.test:{LB_PORT}", master_type="str", single_connection=True
+        )
+        self.start(minion)
+        self.assertTrue(self.sessionOn("A"))
+        self.net.kill("A")
+        self.net.advance(1.0)
+        self.assertEqual(minion.state, "ready")
+        self.assertTrue(self.sessionOn("B"))
+        self.assertEqual(self.net.attempts, [("lb.test", LB_PORT), ("lb.test", LB_PORT)])
+        jid = self.publish("B", "test.ping")
+        self.assertEqual([r["jid"] for r in self.returnsOn("B")], [jid])
 
 
 class AliveTests(FailoverTestCase):
