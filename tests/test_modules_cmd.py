@@ -815,6 +815,19 @@ class RunHereTests(TestCase):
         self.assertNotIn(str(leaked), lines[2].split())
         self.assertFalse(int(lines[3].split()[1], 16) & (1 << (signal.SIGPIPE - 1)), lines[3])
 
+    def test_ignoredSignals(self) -> None:
+        """
+        L{_process.ignoredSignals} (read from C{/proc}) names the signals
+        C{signal.getsignal} says are ignored, one ignored now included.
+        """
+        from salttwist.modules import _process
+
+        previous = signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        self.addCleanup(signal.signal, signal.SIGUSR1, previous)
+        expected = [n for n in range(1, signal.NSIG) if signal.getsignal(n) == signal.SIG_IGN]
+        self.assertIn(signal.SIGUSR1, expected)
+        self.assertEqual(_process.ignoredSignals(), expected)
+
     def test_childStateListingDescriptors(self) -> None:
         """
         Where the C library cannot close every descriptor from 3 on, the

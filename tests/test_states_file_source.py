@@ -393,3 +393,35 @@ class RecurseTests(FileStateTestCase):
         self.assertIs(ret["result"], False)
         self.assertIn("salt://nothing", ret["comment"])
         self.assertFalse(os.path.exists(self.path("w")))
+
+
+class UrlPartsTests(FileStateTestCase):
+    """
+    L{src.scheme} and L{src.saltUrl} answer the common URLs without
+    C{urlparse}, as C{urlparse} would.
+    """
+
+    def test_sameAsUrlparse(self) -> None:
+        from urllib.parse import urlparse
+
+        urls = [
+            "salt://a/b.txt",
+            "salt:///a/b",
+            "salt://a",
+            "salt://a/b c/d.txt",
+            "salt://x/y?saltenv=dev",
+            "salt://a#b",
+            "salt://a/b;p",
+            "/srv/file",
+            "file:///srv/file",
+            "https://example.invalid/x",
+            "relative/path",
+        ]
+        for url in urls:
+            parsed = urlparse(url)
+            found = parsed.scheme.lower()
+            self.assertEqual(src.scheme(url), found if found in src.PROTOCOLS else "", url)
+            if url.startswith("salt://"):
+                env = parsed.query.partition("saltenv=")[2] or "base"
+                path = (parsed.netloc + parsed.path).lstrip("/")
+                self.assertEqual(src.saltUrl(url, "base"), (path, env), url)

@@ -97,6 +97,9 @@ def saltUrl(source: str, saltenv: str) -> tuple[str, str]:
     """
     @return: the relative path and saltenv of a C{salt://} URL.
     """
+    if source.startswith("salt://") and not any(c in source for c in "?#;"):
+        # What urlparse gives such a URL, without it.
+        return source[len("salt://") :].lstrip("/"), saltenv
     parsed = urlparse(source)
     path = (parsed.netloc + parsed.path).lstrip("/")
     match = re.search(r"(?:^|&)saltenv=([^&]*)", parsed.query)
