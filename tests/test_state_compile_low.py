@@ -107,6 +107,39 @@ class ChunkTests(SynchronousTestCase):
         self.assertEqual(highToChunks({"__extend__": [], "__exclude__": []}), [])
 
 
+class ChunkCopyTests(SynchronousTestCase):
+    """
+    Chunks are copies of the high data: changing one changes neither the
+    high data nor another chunk of the same id.
+    """
+
+    def test_chunksOwnTheirValues(self) -> None:
+        require = [{"file": "/etc/x"}]
+        high = {
+            "one": {
+                "cmd": ["run", {"require": require}, {"env": {"A": ["b"]}}],
+                "__sls__": "s",
+                "__env__": "base",
+            },
+            "two": {
+                "cmd": ["run", {"names": ["a", {"b": [{"env": {"B": ["c"]}}]}]}],
+                "__sls__": "s",
+                "__env__": "base",
+            },
+        }
+        chunks = highToChunks(high)
+        one = chunks[0]
+        self.assertEqual(one["require"], require)
+        one["require"][0]["file"] = "/changed"
+        one["env"]["A"].append("x")
+        self.assertEqual(require, [{"file": "/etc/x"}])
+        self.assertEqual(high["one"]["cmd"][2], {"env": {"A": ["b"]}})
+        a, b = chunks[1], chunks[2]
+        self.assertEqual((a["name"], b["name"], b["env"]), ("a", "b", {"B": ["c"]}))
+        b["env"]["B"].append("x")
+        self.assertEqual(high["two"]["cmd"][1]["names"][1], {"b": [{"env": {"B": ["c"]}}]})
+
+
 class OrderTests(SynchronousTestCase):
     def test_firstLastNegative(self) -> None:
         high = {
