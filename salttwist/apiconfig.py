@@ -29,9 +29,9 @@ __all__ = [
 
 #: The lowstate clients of Salt's NetapiClient that salttwist-api runs
 #: (Salt's C{netapi_enable_clients} must name each one used).
-CLIENTS = ("local", "local_async", "local_batch", "runner", "wheel")
+CLIENTS = ("local", "local_async", "local_batch", "runner", "runner_async", "wheel")
 #: Salt's clients that salttwist-api does not run (yet).
-MISSING_CLIENTS = ("local_subset", "runner_async", "ssh", "wheel_async")
+MISSING_CLIENTS = ("local_subset", "ssh", "wheel_async")
 
 #: Salt's default port of rest_cherrypy.
 DEFAULT_PORT = 8000

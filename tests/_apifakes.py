@@ -88,6 +88,10 @@ class FakeMaster:
             ret = f"{fun} ran"
         return succeed({"jid": "20240101000000000099", "return": ret})
 
+    def runnerAsync(self, fun: str, arg: list[Any]) -> Deferred[Any]:
+        self.calls.append(("runnerAsync", fun, arg))
+        return succeed({"tag": "salt/run/20240101000000000098", "jid": "20240101000000000098"})
+
     def wheel(self, fun: str, kwargs: dict[str, Any]) -> Deferred[Any]:
         self.calls.append(("wheel", fun, kwargs))
         return runSynchronously(self.keyWheel.call, fun, kwargs)

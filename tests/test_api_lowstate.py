@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from salttwist.client.base import MasterUnavailable
 from salttwist.crypt import generatePrivateKey, publicKeyToPem
+from salttwist.transport.errors import RequestError
 from tests._apifakes import Api
 
 
@@ -61,6 +63,47 @@ class LowstateTests(SynchronousTestCase):
         self.assertEqual(
             self.api.master.calls[-1], ("runner", "manage.up", [{"tgt": "x", "__kwarg__": True}])
         )
+
+    def test_runnerAsync(self) -> None:
+        """
+        C{runner_async} answers the run's tag and jid.
+        """
+        status, data = self.post({"client": "runner_async", "fun": "jobs.list_jobs"})
+        self.assertEqual(status, 200)
+        self.assertEqual(
+            data["return"],
+            [{"tag": "salt/run/20240101000000000098", "jid": "20240101000000000098"}],
+        )
+        self.assertEqual(self.api.master.calls[-1], ("runnerAsync", "jobs.list_jobs", []))
+
+    def test_masterErrors(self) -> None:
+        """
+        A master that cannot be reached is a 503; a job it refuses, a 400
+        with its message.
+        """
+        chunk = {"client": "local", "tgt": "*", "fun": "test.ping"}
+        self.api.master.error = MasterUnavailable("the salttwist master is not running")
+        status, data = self.post(chunk)
+        self.assertEqual(status, 503)
+        self.assertIn("Salt Master is not available", data["return"])
+        self.api.master.error = RequestError("invalid target: G@")
+        status, data = self.post(chunk)
+        self.assertEqual((status, data["return"]), (400, "invalid target: G@"))
+
+    def test_yamlBody(self) -> None:
+        """
+        Chunks may be sent as YAML, and answered as YAML.
+        """
+        status, headers, body = self.api.request(
+            "POST",
+            "/",
+            raw=b"- client: local\n  tgt: db1\n  fun: test.ping\n",
+            token=self.admin,
+            headers={"Accept": "application/x-yaml"},
+            contentType="application/x-yaml",
+        )
+        self.assertEqual(status, 200)
+        self.assertEqual(body, b"return:\n- db1: true\n")
 
     def test_batch(self) -> None:
         """

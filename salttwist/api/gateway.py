@@ -9,19 +9,26 @@ C{salttwist-key} opens it.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.logger import Logger
 from zope.interface import implementer
 
 from salttwist.api.interfaces import IMasterGateway
 from salttwist.api.wheel import KeyWheel
 from salttwist.batching import parseBatch
+from salttwist.client.base import CONNECT_TIMEOUT, MasterUnavailable
 from salttwist.client.batch import runBatches
 from salttwist.client.local import LocalClient
 from salttwist.client.sync import cmdReturns
+from salttwist.events import EVENT_PUB_SOCKET
+from salttwist.events.client import listenEvents
 
 __all__ = ["MasterGateway"]
+
+_log = Logger()
 
 
 @implementer(IMasterGateway)
@@ -97,6 +104,56 @@ class MasterGateway:
 
     def runner(self, fun: str, arg: list[Any]) -> Deferred[dict[str, Any]]:
         return Deferred.fromCoroutine(self.client.runner(fun, arg))
+
+    def runnerAsync(self, fun: str, arg: list[Any]) -> Deferred[dict[str, Any]]:
+        """
+        Start a runner and answer once the master has given it a jid (its
+        C{salt/run/<jid>/new} event), not waiting for its end. The runner's
+        return comes as C{salt/run/<jid>/ret} on the bus.
+        """
+        return Deferred.fromCoroutine(self._runnerAsync(fun, arg))
+
+    async def _runnerAsync(self, fun: str, arg: list[Any]) -> dict[str, Any]:
+        started: Deferred[str] = Deferred()
+
+        def onEvent(tag: str, data: dict[str, Any]) -> None:
+            # The first new run of this function with these arguments: two
+            # such runs started at once are the same request, whichever
+            # gets which jid.
+            if (
+                not started.called
+                and tag.endswith("/new")
+                and data.get("fun") == fun
+                and data.get("arg") == arg
+            ):
+                started.callback(str(data.get("jid", "")))
+
+        sockPath = os.path.join(self.config["sock_dir"], EVENT_PUB_SOCKET)
+        try:
+            listener = await listenEvents(
+                self.reactor, sockPath, ["salt/run/"], onEvent, timeout=CONNECT_TIMEOUT
+            )
+        except Exception as e:
+            raise MasterUnavailable(
+                f"cannot reach the master's event bus at {sockPath} ({e})"
+            ) from e
+        try:
+            running = Deferred.fromCoroutine(self.client.runner(fun, arg))
+
+            def failed(failure: Any) -> None:
+                # Refused before it started (an unknown runner): the
+                # request fails; later, the failure is only logged (the
+                # client reads it from salt/run/<jid>/ret).
+                if not started.called:
+                    started.errback(failure)
+                else:
+                    _log.failure("api: runner_async {fun} failed", failure, fun=fun)
+
+            running.addErrback(failed)
+            jid = await started.addTimeout(CONNECT_TIMEOUT, self.reactor)
+        finally:
+            listener.transport.loseConnection()
+        return {"tag": f"salt/run/{jid}", "jid": jid}
 
     def wheel(self, fun: str, kwargs: dict[str, Any]) -> Deferred[Any]:
         return self.runBlocking(self.keyWheel.call, fun, kwargs)

@@ -54,6 +54,14 @@ class IMasterGateway(Interface):
         @return: a L{Deferred} firing with C{{"jid", "return"}}.
         """
 
+    def runnerAsync(fun: str, arg: list[Any]) -> Any:
+        """
+        Start a runner function without waiting for its return.
+
+        @return: a L{Deferred} firing with C{{"tag": "salt/run/<jid>",
+            "jid"}} once the master has started it.
+        """
+
     def wheel(fun: str, kwargs: dict[str, Any]) -> Any:
         """
         Run a wheel function (key management) as Salt's C{WheelClient}.

@@ -18,6 +18,8 @@ The clients (Salt's C{netapi_enable_clients} must name each one used):
     C{{minion: return}} per minion;
   - C{runner}: a runner function in the master (C{fun}, C{arg}, C{kwarg},
     and any other key as a keyword argument) -> its return;
+  - C{runner_async}: as C{runner}, not waiting for the return ->
+    C{{"tag": "salt/run/<jid>", "jid"}};
   - C{wheel}: key management (C{key.list_all}, C{key.accept}, ...) ->
     Salt's C{{"tag", "data": {"fun", "jid", "user", "_stamp", "return",
     "success"}}}.
@@ -201,6 +203,8 @@ async def _runner(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> 
     kwargs = _keywords(chunk)
     if kwargs:
         arg.append({**kwargs, "__kwarg__": True})
+    if chunk["client"] == "runner_async":
+        return await call.context.master.runnerAsync(fun, arg)
     reply = await call.context.master.runner(fun, arg)
     return reply.get("return")
 
@@ -245,6 +249,7 @@ _RUN = {
     "local_async": _local,
     "local_batch": _local,
     "runner": _runner,
+    "runner_async": _runner,
     "wheel": _wheel,
 }
 

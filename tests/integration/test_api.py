@@ -101,7 +101,7 @@ class ApiTests(TestCase):
                 "ssl_crt": crt,
                 "ssl_key": key,
             },
-            netapi_enable_clients=["local", "local_async", "runner", "wheel"],
+            netapi_enable_clients=["local", "local_async", "runner", "runner_async", "wheel"],
             external_auth={
                 "file": {
                     "^filename": htpasswd,
@@ -150,8 +150,8 @@ class ApiTests(TestCase):
     async def test_saltApiScript(self) -> None:
         """
         Log in, run test.ping, publish asynchronously and read the job
-        back, list jobs and keys, be refused a function not granted, log
-        out and be refused the token.
+        back, list jobs (also as an asynchronous runner) and keys, be
+        refused a function not granted, log out and be refused the token.
         """
         explain = self.cluster.logs
         status, data = await self.call(
@@ -190,6 +190,14 @@ class ApiTests(TestCase):
         )
         self.assertEqual(status, 200, explain())
         self.assertIn(jid, data["return"][0])
+
+        status, data = await self.call(
+            "POST", "/", [{"client": "runner_async", "fun": "jobs.list_jobs"}], token
+        )
+        self.assertEqual(status, 200, explain())
+        started = data["return"][0]
+        self.assertEqual(started["tag"], f"salt/run/{started['jid']}")
+        self.assertEqual(len(started["jid"]), 20)
 
         status, data = await self.call(
             "POST", "/", [{"client": "wheel", "fun": "key.list_all"}], token
