@@ -671,6 +671,9 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "cluster_id": _Option(None, _checkClusterName),
     "cluster_master_id": _Option(None, _checkClusterName),
     "cluster_broker": _Option(None, _checkBrokerUrl),
+    # The directory of the key every master of the cluster shares
+    # (cluster.key); pki_dir/cluster when null.
+    "cluster_pki_dir": _Option(None, _checkPath),
     "cluster_buffer_messages": _Option(10000, _integer(1)),
     "cluster_buffer_bytes": _Option(67108864, _integer(65536)),
     "cluster_unreachable_limit": _Option(10, _checkPositiveNumber),

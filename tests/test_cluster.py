@@ -7,6 +7,8 @@ Tests for L{salttwist.cluster}: the in-memory bus against the bus contract
 
 from __future__ import annotations
 
+import os
+import stat
 from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
@@ -18,6 +20,11 @@ from salttwist.cluster.fanout import JOB_MAX_AGE, ClusterFanout
 from salttwist.cluster.interfaces import JOB, ClusterUnavailable
 from salttwist.cluster.memory import MemoryBroker, MemoryClusterBus
 from salttwist.cluster.outbox import Outbox
+from salttwist.cluster.sealed import (
+    ClusterKeyError,
+    SealedClusterBus,
+    loadOrCreateClusterKey,
+)
 from salttwist.master.jobs import JobRegistry
 from tests._clustercontract import BrokerAwayContract, ClusterBusContract, subscribeAll
 
@@ -68,6 +75,101 @@ class MemoryBrokerAwayTests(_MemoryBuses, BrokerAwayContract, TestCase):
     """
     L{MemoryClusterBus} while its broker is away.
     """
+
+
+KEY = bytes(range(32))
+
+
+class _SealedBuses(_MemoryBuses):
+    """
+    Members of one L{MemoryBroker} whose messages are sealed with one key.
+    """
+
+    async def makeBus(
+        self,
+        memberId: str,
+        subscribe: tuple[str, ...] = (),
+        handlers: dict[str, Any] | None = None,
+        key: bytes = KEY,
+        **options: Any,
+    ) -> SealedClusterBus:
+        inner = MemoryClusterBus(self.broker, memberId, self.clock, **options)
+        bus = SealedClusterBus(inner, key, "c1")
+        bus.got = subscribeAll(bus, subscribe, handlers)  # type: ignore[attr-defined]
+        bus.start()
+        self.addCleanup(bus.stop)  # type: ignore[attr-defined]
+        return bus
+
+
+class SealedClusterBusTests(_SealedBuses, ClusterBusContract, TestCase):
+    """
+    L{SealedClusterBus} keeps the L{IClusterBus} contract.
+    """
+
+    async def test_sealed(self) -> None:
+        """
+        What crosses the broker is sealed: the broker holds no plaintext.
+        """
+        a = await self.makeBus("a", subscribe=(JOB,))
+        await a.publish(JOB, b"secret job")
+        [(_, stored)] = self.broker.stored[JOB]
+        self.assertNotIn(b"secret", stored)
+        self.assertEqual(a.got[JOB], [b"secret job"])
+
+    async def test_otherKeyDropped(self) -> None:
+        """
+        A message sealed with another key (another cluster.key, or a
+        forgery) is dropped, and logged; the member goes on.
+        """
+        a = await self.makeBus("a", key=bytes(32))
+        b = await self.makeBus("b", subscribe=(JOB,))
+        await a.publish(JOB, b"from the wrong key")
+        await self.broker._members["a"].publish(JOB, b"plaintext forgery")
+        self.assertEqual(b.got[JOB], [])
+        c = await self.makeBus("c")
+        await c.publish(JOB, b"good")
+        self.assertEqual(b.got[JOB], [b"good"])
+
+
+class SealedBrokerAwayTests(_SealedBuses, BrokerAwayContract, TestCase):
+    """
+    L{SealedClusterBus} while its broker is away.
+    """
+
+
+class ClusterKeyTests(TestCase):
+    """
+    L{loadOrCreateClusterKey}.
+    """
+
+    def test_madeOnceThenRead(self) -> None:
+        """
+        The first call makes a key file (mode 0600, in a directory of mode
+        0700); later calls read the same key.
+        """
+        directory = os.path.join(self.mktemp(), "cluster")
+        key, path, made = loadOrCreateClusterKey(directory)
+        self.assertTrue(made)
+        self.assertEqual(len(key), 32)
+        self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600)
+        self.assertEqual(stat.S_IMODE(os.stat(directory).st_mode), 0o700)
+        self.assertEqual(loadOrCreateClusterKey(directory), (key, path, False))
+
+    def test_refused(self) -> None:
+        """
+        A key file others may read, or one that is not 64 hex digits, is
+        refused, saying why.
+        """
+        directory = self.mktemp()
+        _, path, _ = loadOrCreateClusterKey(directory)
+        os.chmod(path, 0o644)
+        error = self.assertRaises(ClusterKeyError, loadOrCreateClusterKey, directory)
+        self.assertIn("chmod 600", str(error))
+        os.chmod(path, 0o600)
+        with open(path, "w") as f:
+            f.write("not a key\n")
+        error = self.assertRaises(ClusterKeyError, loadOrCreateClusterKey, directory)
+        self.assertIn("64 hex digits", str(error))
 
 
 class OutboxTests(TestCase):

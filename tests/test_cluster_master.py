@@ -11,6 +11,7 @@ saying why, and takes them again once it is back. And the cluster options
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from twisted.internet.task import Clock
@@ -18,6 +19,7 @@ from twisted.internet.task import Clock
 from salttwist import crypt, serial, wire
 from salttwist.cluster.memory import MemoryBroker, MemoryClusterBus
 from salttwist.cluster.nats import NatsClusterBus
+from salttwist.cluster.sealed import ClusterKeyError, SealedClusterBus, loadOrCreateClusterKey
 from salttwist.cluster.service import (
     ClusterConfigError,
     ClusterService,
@@ -192,22 +194,37 @@ class ClusterConfigTests(MasterTestCase):
     def test_joins(self) -> None:
         """
         With both, the master's publishing and returns rooms fan out
-        through a NATS bus named by the options (not connected until the
-        service starts).
+        through a NATS bus named by the options, sealed with the cluster
+        key (made in C{pki_dir/cluster} the first time), not connected
+        until the service starts.
         """
-        service = clusterFromConfig(
-            self.config(
-                cluster_id="c1",
-                cluster_broker="nats://127.0.0.1:4222",
-                cluster_master_id="m-a",
-                cluster_buffer_messages=7,
-            ),
-            Clock(),
-            self.master,
+        config = self.config(
+            cluster_id="c1",
+            cluster_broker="nats://127.0.0.1:4222",
+            cluster_master_id="m-a",
+            cluster_buffer_messages=7,
         )
-        self.assertIsInstance(service.bus, NatsClusterBus)
+        service = clusterFromConfig(config, Clock(), self.master)
+        keyPath = os.path.join(config["pki_dir"], "cluster", "cluster.key")
+        self.assertTrue(os.path.exists(keyPath))
+        self.assertIsInstance(service.bus, SealedClusterBus)
+        self.assertIsInstance(service.bus._inner, NatsClusterBus)
         self.assertEqual(service.bus.memberId, "m-a")
         self.assertEqual(service.bus.outbox.maxMessages, 7)
         self.assertIs(self.master.jobPublisher.cluster, service.fanout)
         self.assertIs(self.master.minionRequests.cluster, service.fanout)
         self.assertFalse(service.bus.connected)
+
+    def test_badKeyFile(self) -> None:
+        """
+        A cluster key others may read stops the join, saying so.
+        """
+        config = self.config(
+            cluster_id="c1",
+            cluster_broker="nats://127.0.0.1:4222",
+            cluster_pki_dir=self.mktemp(),
+        )
+        _, path, _ = loadOrCreateClusterKey(config["cluster_pki_dir"])
+        os.chmod(path, 0o640)
+        error = self.assertRaises(ClusterKeyError, clusterFromConfig, config, Clock(), self.master)
+        self.assertIn("chmod 600", str(error))

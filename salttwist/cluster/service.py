@@ -4,7 +4,8 @@ A master's membership of a cluster as a service (L{ClusterService}), built
 from the master's options by L{clusterFromConfig}: C{cluster_id} (the
 cluster's name: its stream and subjects on the broker), C{cluster_broker}
 (C{nats://host:port}), C{cluster_master_id} (this master's name in the
-cluster, the host name by default), C{cluster_buffer_messages} and
+cluster, the host name by default), C{cluster_pki_dir} (where the key every
+master shares is, L{salttwist.cluster.sealed}), C{cluster_buffer_messages} and
 C{cluster_buffer_bytes} (the bounded buffer of messages the broker has not
 acknowledged yet), C{cluster_unreachable_limit} (seconds the broker may be
 unreachable before new jobs are refused) and C{cluster_job_max_age}.
@@ -12,15 +13,19 @@ unreachable before new jobs are refused) and C{cluster_job_max_age}.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
+from twisted.logger import Logger
 
 from salttwist.cluster.fanout import ClusterFanout
 from salttwist.cluster.interfaces import IClusterBus
+
+log = Logger()
 
 #: The job cache names of a job cache every master shares (PostgreSQL).
 SHARED_JOB_CACHES = ("pgjsonb", "postgres")
@@ -75,6 +80,8 @@ def clusterFromConfig(config: dict[str, Any], reactor: Any, master: Any) -> Clus
         C{cluster_id} is not set (a single master needs no broker).
     @raise ClusterConfigError: C{cluster_id} without C{cluster_broker}, or
         the other way round.
+    @raise salttwist.cluster.sealed.ClusterKeyError: the cluster key file
+        is unusable.
     """
     clusterId, broker = config.get("cluster_id"), config.get("cluster_broker")
     if clusterId is None and broker is None:
@@ -87,8 +94,18 @@ def clusterFromConfig(config: dict[str, Any], reactor: Any, master: Any) -> Clus
             "broker's URL (nats://host:4222)"
         )
     from salttwist.cluster.nats import NatsClusterBus
+    from salttwist.cluster.sealed import SealedClusterBus, loadOrCreateClusterKey
 
-    bus = NatsClusterBus(
+    keyDir = config.get("cluster_pki_dir") or os.path.join(config["pki_dir"], "cluster")
+    key, keyPath, made = loadOrCreateClusterKey(keyDir)
+    if made:
+        log.warn(
+            "cluster: made a new cluster key {path}: copy it (mode 0600) to cluster_pki_dir "
+            "on every other master of cluster {id} before starting it",
+            path=keyPath,
+            id=clusterId,
+        )
+    inner = NatsClusterBus(
         reactor,
         broker,
         clusterId,
@@ -97,7 +114,7 @@ def clusterFromConfig(config: dict[str, Any], reactor: Any, master: Any) -> Clus
         maxBytes=config.get("cluster_buffer_bytes", 64 * 1024 * 1024),
         unreachableLimit=float(config.get("cluster_unreachable_limit", 10)),
     )
-    return joinCluster(config, reactor, master, bus)
+    return joinCluster(config, reactor, master, SealedClusterBus(inner, key, clusterId))
 
 
 def joinCluster(

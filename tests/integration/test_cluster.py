@@ -14,13 +14,15 @@ real NATS JetStream broker (issue 23, docs/cluster.md "Broker fan-out"):
     stops by its pid, never the machine's).
 
 Each master has its own C{pki_dir} (its own key pair and publication key);
-the minion's key is accepted on both, as a shared key store would have it.
+the minion's key is accepted on both, as a shared key store would have it;
+the cluster key B made is copied to A, as an admin does.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import Any
 
 from twisted.trial.unittest import TestCase
@@ -57,6 +59,12 @@ class _TwoMasters:
         await self.waitConnected(self.b)
         self.a.writeMasterConfig(cluster_master_id="master-a", **common)
         seedKeyPair(self.a.masterPkiDir, "master", "master-a")
+        # The cluster key B made, copied to A as an admin does.
+        os.makedirs(os.path.join(self.a.masterPkiDir, "cluster"), mode=0o700)
+        shutil.copy2(
+            os.path.join(self.b.masterPkiDir, "cluster", "cluster.key"),
+            os.path.join(self.a.masterPkiDir, "cluster", "cluster.key"),
+        )
         with open(os.path.join(self.b.minionPkiDir("minion1"), "minion.pub"), "rb") as f:
             FilesystemKeyStore(self.a.masterPkiDir).putKey(ACCEPTED, "minion1", f.read())
         await self.a.startMaster()
