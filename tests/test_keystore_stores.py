@@ -382,6 +382,78 @@ class StoreDownAuthTests(MasterTestCase):
         self.assertEqual(len(lines), 1)
 
 
+def _silently(options: dict[str, Any], *statements: str) -> None:
+    """
+    Change the database behind the stores' backs: no notification, as if
+    it were still on its way.
+    """
+    import psycopg
+
+    with psycopg.connect(autocommit=True, **options) as connection, connection.transaction():
+        for statement in statements:
+            connection.execute(statement)  # type: ignore[arg-type]
+
+
+class FreshDecisionTests(SynchronousTestCase):
+    """
+    A decision other than "accepted, the same key" is made on the
+    database's current keys, not on a copy a notification has not reached
+    yet (L{PostgresKeyStore.refresh}, called by L{Authenticator}).
+    """
+
+    def setUp(self) -> None:
+        self.options = temporaryDatabase(self)
+        self.store = _openPostgres(self, self.options)
+        self.pem = crypt.publicKeyToPem(MINION_KEYS["m1"].public_key())
+        self.store.putKey(PENDING, "m1", self.pem)
+        # Accepted elsewhere (autosign in the master), its notification
+        # not yet here.
+        _silently(
+            self.options,
+            "UPDATE salttwist_keys SET state = 'minions' WHERE minion_id = 'm1'",
+            "UPDATE salttwist_key_minions SET version = version + 1 WHERE minion_id = 'm1'",
+        )
+
+    def test_refresh(self) -> None:
+        """
+        L{PostgresKeyStore.refresh} reads the minion's keys into the copy;
+        an unknown id is left alone.
+        """
+        self.assertEqual(self.store.stateOf("m1"), [PENDING])
+        self.store.refresh("m1")
+        self.assertEqual(self.store.stateOf("m1"), [ACCEPTED])
+        self.store.refresh("m9")
+        self.assertEqual(self.store.stateOf("m9"), [])
+
+    def test_authenticateFresh(self) -> None:
+        """
+        A minion whose copy says pending, but whose key was accepted in the
+        database, is accepted.
+        """
+        from salttwist.master.auth import Authenticator
+        from salttwist.master.keys import MasterKeys, PublicationKey
+        from tests.test_master_core import MASTER_KEY, MASTER_PEM, ROOT_KEY
+
+        authenticator = Authenticator(
+            self.store,
+            MasterKeys(MASTER_KEY, MASTER_PEM, ROOT_KEY),
+            PublicationKey,
+            lambda: 4505,
+        )
+        key = MINION_KEYS["m1"]
+        nonce = os.urandom(NONCE_BYTES)
+        challenge = os.urandom(32)
+        load = {
+            "id": "m1",
+            "pub": self.pem,
+            "nonce": nonce,
+            "sig": crypt.sign(key, wire.authRequestMessage(challenge, nonce, "m1", self.pem)),
+        }
+        self.assertEqual(self.store.stateOf("m1"), [PENDING])
+        outcome = authenticator.authenticate(load, challenge, "127.0.0.1:1")
+        self.assertEqual(outcome.reply["ret"], "accepted")
+
+
 class _Keys:
     """
     Minion key pairs for the tests below (PEM of the public halves).

@@ -173,6 +173,16 @@ class Authenticator:
     def _decide(self, minionId: str, pem: bytes, allowNewPending: bool = True) -> AuthOutcome:
         keys = self._keys
         event = {"id": minionId, "pub": pem.decode("ascii")}
+        refresh = getattr(keys, "refresh", None)
+        if refresh is not None and not self._acceptedAsIs(minionId, pem):
+            # A store shared with other processes (PostgreSQL) answers from
+            # a copy that notifications keep up to date within milliseconds:
+            # enough for an accepted minion (the common case, no round
+            # trip; a key deleted meanwhile is cut off by the master's
+            # check), not for a decision that writes or turns a minion
+            # away (a key just accepted by autosign in the master, or
+            # written by another worker, would be missed).
+            refresh(minionId)
         if keys.getKey("minions_rejected", minionId) is not None:
             return AuthOutcome(
                 {"ret": "rejected"},
@@ -224,6 +234,18 @@ class Authenticator:
             ],
             undecided=True,
             pem=pem,
+        )
+
+    def _acceptedAsIs(self, minionId: str, pem: bytes) -> bool:
+        """
+        @return: whether the store holds C{pem} as the accepted key of
+            C{minionId}, and no rejected key.
+        """
+        stored = self._keys.getKey("minions", minionId)
+        return (
+            stored is not None
+            and _sameKey(stored, pem)
+            and self._keys.getKey("minions_rejected", minionId) is None
         )
 
     def _refuseNewId(self, minionId: str, event: dict[str, Any]) -> AuthOutcome | None:

@@ -271,24 +271,48 @@ def _cutSocket(connection: psycopg.Connection[Any]) -> None:
             cut.close()
 
 
+WATCHDOG_TICK = 0.25
+"""
+Seconds between two looks of the watchdog thread at the deadlines it
+guards: a connection is cut at most this late.
+"""
+
+
 class _Watchdog:
     """
     Cuts a connection whose query has not returned within a deadline, by
     shutting its socket down from another thread: the blocked call then
     fails at once with a broken connection (see L{WATCHDOG_GRACE}).
 
+    One thread per process looks at every guarded query each
+    L{WATCHDOG_TICK} (started with the first): guarding a query costs a
+    lock and a L{dict} entry, not a timer thread of its own (a thread per
+    query was a measurable share of a key store's CPU in an auth storm).
+
     @ivar fired: whether it cut the connection.
     """
+
+    _lock = threading.Lock()
+    _guarded: dict[int, _Watchdog] = {}
+    _thread: threading.Thread | None = None
 
     def __init__(self, connection: psycopg.Connection[Any], seconds: float) -> None:
         self.fired = False
         self._connection = connection
-        self._timer = threading.Timer(seconds, self._cut)
-        self._timer.daemon = True
+        self._deadline = time.monotonic() + seconds
 
-    def _cut(self) -> None:
-        self.fired = True
-        _cutSocket(self._connection)
+    @classmethod
+    def _watch(cls) -> None:
+        while True:
+            time.sleep(WATCHDOG_TICK)
+            now = time.monotonic()
+            with cls._lock:
+                late = [w for w in cls._guarded.values() if w._deadline <= now]
+                for watchdog in late:
+                    del cls._guarded[id(watchdog)]
+                    watchdog.fired = True
+            for watchdog in late:
+                _cutSocket(watchdog._connection)
 
     @classmethod
     @contextlib.contextmanager
@@ -297,11 +321,19 @@ class _Watchdog:
         Watch C{connection} for C{seconds} while the block runs.
         """
         watchdog = cls(connection, seconds)
-        watchdog._timer.start()
+        with cls._lock:
+            cls._guarded[id(watchdog)] = watchdog
+            if cls._thread is None:
+                thread = threading.Thread(
+                    target=cls._watch, name="salttwist-keystore-watchdog", daemon=True
+                )
+                thread.start()
+                cls._thread = thread
         try:
             yield watchdog
         finally:
-            watchdog._timer.cancel()
+            with cls._lock:
+                cls._guarded.pop(id(watchdog), None)
 
 
 def migrate(
@@ -985,6 +1017,36 @@ class PostgresKeyStore:
         if self._mirror.apply(minionId, *applied):
             self._changed([minionId])
         return result
+
+    def refresh(self, minionId: str) -> None:
+        """
+        Read the keys of C{minionId} from the database now into the mirror
+        (when newer than what it holds), after every write queued before
+        (on the writer's connection). For a decision that must not rest on
+        a copy a notification has not reached yet: another process may have
+        changed that minion's keys a few milliseconds ago (L{salttwist.master.auth}
+        calls it for every authentication that is not an accepted minion's).
+        Blocks, as a write does.
+
+        @raise InvalidMinionId: if C{minionId} is not valid.
+        @raise KeyStoreUnavailable: if the server cannot be reached.
+        """
+        validateMinionId(minionId)
+
+        def work(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            return connection.execute(
+                "SELECT m.version, k.state, k.pem FROM salttwist_key_minions m"
+                " LEFT JOIN salttwist_keys k USING (minion_id) WHERE m.minion_id = %s",
+                (minionId,),
+            ).fetchall()
+
+        rows = self._write(minionId, work)
+        if not rows:
+            # Never written: the mirror holds nothing for it either.
+            return
+        states = {state: bytes(pem) for _, state, pem in rows if state is not None}
+        if self._mirror.apply(minionId, rows[0][0], states):
+            self._changed([minionId])
 
     # IKeyStore ---------------------------------------------------------------
 
