@@ -43,7 +43,10 @@ GC_THRESHOLDS = {"salttwist-master": MASTER_GC_THRESHOLDS}
 
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=f"Run the {prog} daemon.")
-    addCommonArguments(parser, prog.removeprefix("salttwist-"))
+    # salttwist-api reads the master's config.
+    addCommonArguments(
+        parser, "master" if prog == "salttwist-api" else prog.removeprefix("salttwist-")
+    )
     parser.add_argument(
         "-d",
         "--daemon",
