@@ -876,8 +876,9 @@ class RunHereTests(TestCase):
 
     async def test_retcodeFromThread(self) -> None:
         """
-        C{cmd.retcode} called through C{__salt__} from a thread runs the
-        command in that thread: the reactor starts no process.
+        C{cmd.retcode} and C{cmd.run_all} called through C{__salt__} from
+        a thread run the command in that thread: the reactor starts no
+        process.
         """
         from twisted.internet.threads import deferToThread
 
@@ -891,8 +892,12 @@ class RunHereTests(TestCase):
             opts={"id": "m1"}, grains={}, reactor=self.reactor, functions=loadFunctions()
         )
         retcode = SaltFunctions(context)["cmd.retcode"]
+        runAll = SaltFunctions(context)["cmd.run_all"]
         codes = await deferToThread(
             lambda: [retcode("exit 4", python_shell=True), retcode("true", cwd="/tmp")]
         )
         self.assertEqual(codes, [4, 0])
+        ran = await deferToThread(lambda: runAll("echo o; echo e >&2; exit 2", cwd="/tmp"))
+        ran.pop("pid")
+        self.assertEqual(ran, {"retcode": 2, "stdout": "o", "stderr": "e"})
         self.assertEqual(started, [])

@@ -215,21 +215,38 @@ def retcode(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Def
     return runCommand(context, cmd, **options).addCallback(_withRetcode("retcode"))
 
 
-@needsContext
-@_withOptions()
-def _retcodeHere(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Retcode:
+def _runInThread(context: LoaderContext, cmd: Any, options: dict[str, Any]) -> dict[str, Any]:
     """
-    L{retcode} from a thread (a state run's C{onlyif}/C{unless}): the
+    L{runCommand}'s result for a call from a thread (a state run's): the
     command runs in that thread (L{runCommandHere}), or through the
     reactor, waited for, where it cannot.
     """
     result = runCommandHere(context, cmd, **options)
     if result is None:
         result = blockingCallFromThread(context.reactor, runCommand, context, cmd, **options)
-    return _withRetcode("retcode")(result)
+    return result
+
+
+@needsContext
+@_withOptions()
+def _retcodeHere(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Retcode:
+    """
+    L{retcode} from a thread (a state run's C{onlyif}/C{unless}).
+    """
+    return _withRetcode("retcode")(_runInThread(context, cmd, options))
+
+
+@needsContext
+@_withOptions()
+def _runAllHere(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Retcode:
+    """
+    L{run_all} from a thread (a C{cmd.run} state's command).
+    """
+    return _withRetcode(None)(_runInThread(context, cmd, options))
 
 
 retcode.offReactor = _retcodeHere  # type: ignore[attr-defined]
+run_all.offReactor = _runAllHere  # type: ignore[attr-defined]
 
 
 @onReactor
