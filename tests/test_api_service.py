@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 
-from twisted.internet.testing import StringTransport
+from twisted.internet.testing import MemoryReactor, StringTransport
 from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.server import Site
 
 from salttwist.api.options import ApiOptions
-from salttwist.api.service import apiSite, serverEndpoint
+from salttwist.api.service import ApiService, apiSite, serverEndpoint
 from salttwist.config import loadApiConfig
 from salttwist.daemon import StartupError
 from tests._apifakes import Api
@@ -139,3 +140,31 @@ class ConfigTests(SynchronousTestCase):
         config = loadApiConfig(directory)
         self.assertTrue(config["pidfile"].endswith("/run/api.pid"))
         self.assertTrue(config["log_file"].endswith("/var/log/salttwist/api"))
+
+
+class ServiceTests(SynchronousTestCase):
+    """
+    L{ApiService}'s privileged start.
+    """
+
+    def test_privilegedStart(self) -> None:
+        """
+        Before the eauth service opens the token store, C{cachedir} is made
+        (0700) if the master has not made it yet; the port is bound on
+        C{host}; without C{runAs}, no privileges change.
+        """
+        root = os.path.abspath(self.mktemp())
+        os.makedirs(root)
+        with open(os.path.join(root, "master"), "w") as f:
+            f.write(
+                f"root_dir: {root}\nrest_cherrypy:\n  host: 127.0.0.1\n  port: 8123\n"
+                "  disable_ssl: true\n"
+            )
+        config = loadApiConfig(root)
+        reactor = MemoryReactor()
+        service = ApiService(config, reactor)
+        service.privilegedStartService()
+        self.assertEqual(os.stat(config["cachedir"]).st_mode & 0o777, 0o700)
+        port, factory, backlog, interface = reactor.tcpServers[0]
+        self.assertEqual((port, interface), (8123, "127.0.0.1"))
+        self.assertIsInstance(factory, Site)

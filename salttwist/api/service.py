@@ -27,7 +27,7 @@ from salttwist.api.gateway import MasterGateway
 from salttwist.api.options import ApiOptions
 from salttwist.api.wheel import KeyWheel
 from salttwist.blocking import threadRunner
-from salttwist.daemon import StartupError
+from salttwist.daemon import RunAs, StartupError, dropPrivileges, ensurePrivateDir
 from salttwist.eauth.service import EauthService
 
 __all__ = ["ApiService", "LimitedRequest", "apiSite", "serverEndpoint"]
@@ -175,6 +175,10 @@ class ApiService(MultiService):
     The API: its eauth service and its server.
     """
 
+    #: The user to run as once the port is bound (C{-u}, the C{user}
+    #: option), or L{None}.
+    runAs: RunAs | None = None
+
     def __init__(self, config: dict[str, Any], reactor: Any) -> None:
         """
         @raise StartupError: the options are invalid (the message says
@@ -183,6 +187,7 @@ class ApiService(MultiService):
         super().__init__()
         self.config = config
         self.reactor = reactor
+        self._cachedirMade = False
         try:
             self.options = ApiOptions.fromConfig(config)
         except ValueError as e:
@@ -213,6 +218,26 @@ class ApiService(MultiService):
         self.server = StreamServerEndpointService(endpoint, self.site)
         self.server._raiseSynchronously = True
         self.server.setServiceParent(self)
+
+    def privilegedStartService(self) -> None:
+        """
+        Make C{cachedir} if the master has not yet (the token store lives
+        there), bind the port, then switch to L{runAs} if set, as the
+        master does (L{salttwist.daemon.dropPrivileges}).
+        """
+        self.makeCachedir()
+        super().privilegedStartService()
+        dropPrivileges(self.runAs, self.config)
+
+    def makeCachedir(self) -> None:
+        """
+        Make C{cachedir} (0700; its missing parents 0711 when the API runs
+        as another user, which must reach it) if the master has not yet:
+        the token store lives there.
+        """
+        if not self._cachedirMade:
+            ensurePrivateDir(self.config["cachedir"], searchableParents=bool(self.config["user"]))
+            self._cachedirMade = True
 
     def startService(self) -> None:
         self.context.stats.started = self.reactor.seconds()

@@ -40,5 +40,11 @@ def makeService(options: Options, reactor: Any = None) -> Any:
         service = ApiService(options["config"], reactor)
     except StartupError as e:
         raise SystemExit(f"salttwist-api: {e}") from e
+    service.runAs = options.get("runAs")
+    try:
+        # Now, before twistd daemonizes and sets its owner-only umask.
+        service.makeCachedir()
+    except StartupError as e:
+        raise SystemExit(f"salttwist-api: {e}") from e
     reactor.callWhenRunning(exitCleanlyOnSignals, reactor)
     return service
