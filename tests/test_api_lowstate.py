@@ -42,6 +42,27 @@ class LowstateTests(SynchronousTestCase):
             ("run", "web*", "glob", "test.echo", ["hi", {"a": 1, "__kwarg__": True}]),
         )
 
+    def test_stringKeywords(self) -> None:
+        """
+        A string argument C{name=value} is a keyword argument, its value
+        read as YAML, as Salt's minion reads it (C{curl -d arg='one=1'}).
+        """
+        status, _ = self.api.json(
+            "POST",
+            "/",
+            raw=b"client=local&tgt=db1&fun=test.kwarg&arg=one%3D1&arg=two&arg=a%3D%3Db",
+            token=self.admin,
+            contentType="application/x-www-form-urlencoded",
+        )
+        self.assertEqual(status, 200)
+        self.assertEqual(
+            self.api.master.calls[-1][-1], ["two", "a==b", {"one": 1, "__kwarg__": True}]
+        )
+        self.post({"client": "runner", "fun": "manage.up", "arg": ["tgt=web*"], "timeout": 5})
+        self.assertEqual(
+            self.api.master.calls[-1], ("runner", "manage.up", [{"tgt": "web*", "__kwarg__": True}])
+        )
+
     def test_several(self) -> None:
         """
         Several chunks answer in order.

@@ -24,7 +24,7 @@ import yaml
 
 from salttwist.api.errors import BadRequest, NotAcceptable
 
-__all__ = ["JSON", "YAML", "chooseFormat", "dump", "parseBody"]
+__all__ = ["JSON", "YAML", "chooseFormat", "dump", "parseBody", "yamlArg"]
 
 JSON = "application/json"
 YAML = "application/x-yaml"
@@ -37,7 +37,7 @@ def _mediaType(header: str | None) -> str:
     return (header or "").split(";", 1)[0].strip().lower()
 
 
-def _yamlArg(value: str) -> Any:
+def yamlArg(value: str) -> Any:
     """
     One form value of C{arg} or C{kwarg} read as YAML where that gives a
     scalar, a flow-style list or map (Salt's C{yamlify_arg}); otherwise the
@@ -67,10 +67,10 @@ def _parseForm(text: str) -> dict[str, Any]:
     data: dict[str, Any] = {k: v[0] if len(v) == 1 else v for k, v in fields.items()}
     if "kwarg" in data:
         kwarg = data["kwarg"]
-        data["kwarg"] = [_yamlArg(v) for v in kwarg] if isinstance(kwarg, list) else _yamlArg(kwarg)
+        data["kwarg"] = [yamlArg(v) for v in kwarg] if isinstance(kwarg, list) else yamlArg(kwarg)
     if "arg" in data:
         arg = data["arg"]
-        data["arg"] = [_yamlArg(v) for v in (arg if isinstance(arg, list) else [arg])]
+        data["arg"] = [yamlArg(v) for v in (arg if isinstance(arg, list) else [arg])]
     return data
 
 

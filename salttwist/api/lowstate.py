@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +48,7 @@ from salttwist.api.errors import (
     Unauthorized,
     Unavailable,
 )
+from salttwist.api.formats import yamlArg
 from salttwist.api.options import CLIENTS, MISSING_CLIENTS
 from salttwist.api.resource import ApiCall, ApiResource
 from salttwist.client.base import MasterUnavailable
@@ -68,8 +70,21 @@ __all__ = [
 
 #: Keys of a runner or wheel chunk that are not keyword arguments.
 _RESERVED = frozenset(
-    {"client", "fun", "arg", "kwarg", "token", "eauth", "username", "password", "full_return"}
+    {
+        "client",
+        "fun",
+        "arg",
+        "kwarg",
+        "token",
+        "eauth",
+        "username",
+        "password",
+        "full_return",
+        "timeout",
+    }
 )
+#: A string argument that is a keyword argument (Salt's C{parse_input}).
+_KWARG = re.compile(r"^([^\d\W][\w.-]*)=(?!=)(.*)$")
 _jids = JidGenerator()
 _log = Logger()
 
@@ -88,20 +103,32 @@ def _checkFun(chunk: Mapping[str, Any]) -> Any:
     raise BadRequest(f"the chunk's fun must be a function name, not {fun!r}")
 
 
-def _argList(chunk: Mapping[str, Any]) -> list[Any]:
+def _argList(chunk: Mapping[str, Any], keywords: Mapping[str, Any] | None = None) -> list[Any]:
     """
     The chunk's C{arg} (a single value is a list of one, as Salt makes it)
-    and C{kwarg}, in Salt's wire form.
+    and C{kwarg} (and C{keywords}), in Salt's wire form. A string argument
+    C{name=value} is a keyword argument, its value read as YAML, as Salt's
+    minion and runner client read it (the CLI does the same).
     """
     arg = chunk.get("arg", [])
     if not isinstance(arg, list):
         arg = [arg]
+    positional: list[Any] = []
+    kwargs: dict[str, Any] = dict(keywords or {})
+    for item in arg:
+        match = _KWARG.match(item) if isinstance(item, str) else None
+        if match:
+            kwargs[match.group(1)] = yamlArg(match.group(2))
+        else:
+            positional.append(item)
     kwarg = chunk.get("kwarg")
-    if kwarg is None:
-        return list(arg)
-    if not isinstance(kwarg, Mapping):
-        raise BadRequest(f"the chunk's kwarg must be a mapping, not {type(kwarg).__name__}")
-    return [*arg, {**kwarg, "__kwarg__": True}]
+    if kwarg is not None:
+        if not isinstance(kwarg, Mapping):
+            raise BadRequest(f"the chunk's kwarg must be a mapping, not {type(kwarg).__name__}")
+        kwargs.update(kwarg)
+    if kwargs:
+        positional.append({**kwargs, "__kwarg__": True})
+    return positional
 
 
 def _keywords(chunk: Mapping[str, Any]) -> dict[str, Any]:
@@ -199,10 +226,7 @@ async def _runner(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> 
         raise Forbidden(str(e)) from None
     except ValueError as e:
         raise BadRequest(str(e)) from None
-    arg = list(chunk.get("arg", []) if isinstance(chunk.get("arg", []), list) else [chunk["arg"]])
-    kwargs = _keywords(chunk)
-    if kwargs:
-        arg.append({**kwargs, "__kwarg__": True})
+    arg = _argList(chunk, _keywords(chunk))
     if chunk["client"] == "runner_async":
         return await call.context.master.runnerAsync(fun, arg)
     reply = await call.context.master.runner(fun, arg)
