@@ -136,6 +136,45 @@ class Page:
         self.until(lambda: not self.find("#nav").get_attribute("hidden"), "the navigation")
         self.until(lambda: self.find("#stream-state").text == "Live", "the live event stream")
 
+    def loginWithKeyboard(self, username: str, password: str) -> None:
+        """
+        Log in with the keyboard alone: the page puts the focus in the user
+        name field; Tab moves on to the password, the authentication system
+        and the button, Enter submits.
+        """
+        from selenium.webdriver.common.keys import Keys
+
+        self.driver.get(self.base + "/ui")
+        self.until(
+            lambda: self.driver.switch_to.active_element.get_attribute("id") == "login-username",
+            "the focus in the user name field",
+        )
+        active = self.driver.switch_to.active_element
+        active.send_keys(username, Keys.TAB)
+        self.driver.switch_to.active_element.send_keys(password, Keys.TAB)
+        # The authentication system: a select, chosen by typing; then Tab
+        # to the button and Enter.
+        self.driver.switch_to.active_element.send_keys("file", Keys.TAB)
+        assert self.driver.switch_to.active_element.get_attribute("id") == "login-submit"
+        self.driver.switch_to.active_element.send_keys(Keys.ENTER)
+        self.until(lambda: not self.find("#nav").get_attribute("hidden"), "the navigation")
+        self.until(lambda: self.find("#stream-state").text == "Live", "the live event stream")
+
+    def unlabelled(self) -> list[str]:
+        """
+        @return: the visible form controls and buttons without an
+            accessible name (a label, aria-label or text).
+        """
+        return self.driver.execute_script(
+            """
+            return [...document.querySelectorAll("input, select, textarea, button")]
+              .filter((e) => e.offsetParent !== null)
+              .filter((e) => !(e.labels && e.labels.length) && !e.getAttribute("aria-label")
+                             && !(e.tagName === "BUTTON" && e.textContent.trim()))
+              .map((e) => e.outerHTML);
+            """
+        )
+
     def view(self, name: str) -> None:
         self.find(f'#nav a[data-view="{name}"]').click()
         self.until(lambda: self.find(f"#view-{name}").is_displayed(), f"the {name} view")
@@ -287,6 +326,9 @@ class DashboardTests(TestCase):
                 lambda: page.findAll('#minions-table tr[data-minion="pending1"]'), "the new minion"
             )
             page.shot("minions")
+            for view in ("minions", "keys", "run", "jobs", "events"):
+                page.view(view)
+                assert page.unlabelled() == [], (view, page.unlabelled())
             return jid
 
         jid = await self.inPage(runPing)
@@ -319,11 +361,12 @@ class DashboardTests(TestCase):
 
     async def test_narrowUserSeesOnlyItsOwn(self) -> None:
         """
-        A user allowed only test.* sees its own job's events and returns,
+        A user allowed only test.* (logging in with the keyboard alone)
+        sees its own job's events and returns,
         and nothing of a cmd.run job run meanwhile by someone else, nor the
         keys, nor the bus's other events, on any view.
         """
-        await self.inPage(lambda page: page.login("viewer", "viewer-pw"))
+        await self.inPage(lambda page: page.loginWithKeyboard("viewer", "viewer-pw"))
         result = await self.cluster.salt("minion1", "cmd.run", f"echo {SECRET}")
         self.assertIn(SECRET, result.out, self.cluster.explain(result))
 
