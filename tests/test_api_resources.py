@@ -102,6 +102,33 @@ class JobsTests(SynchronousTestCase):
         self.assertEqual(self.api.json("GET", "/jobs", token=self.api.login("pinger"))[0], 403)
 
 
+class DisabledClientTests(SynchronousTestCase):
+    """
+    The convenience URLs go through Salt's clients, which
+    C{netapi_enable_clients} must name, as in Salt.
+    """
+
+    def test_disabled(self) -> None:
+        """
+        C{/jobs} needs C{runner}, C{/minions} C{local} (C{local_async} to
+        post), C{/keys} C{wheel}.
+        """
+        api = Api(self.mktemp())
+        api.context.enabledClients = ()
+        token = api.login("admin")
+        for method, path, client in (
+            ("GET", "/jobs", "runner"),
+            ("GET", "/minions", "local"),
+            ("POST", "/minions", "local_async"),
+            ("GET", "/keys", "wheel"),
+        ):
+            body = [{"tgt": "*", "fun": "test.ping"}] if method == "POST" else None
+            status, data = api.json(method, path, body, token=token)
+            self.assertEqual(status, 400, path)
+            self.assertIn(f"Client disabled: '{client}'", data["return"])
+        self.assertEqual(api.master.calls, [])
+
+
 class KeysTests(SynchronousTestCase):
     """
     C{/keys}.

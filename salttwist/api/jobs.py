@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from salttwist.api.errors import BadRequest, Forbidden, Unavailable
+from salttwist.api.lowstate import requireClient
 from salttwist.api.resource import ApiCall, ApiResource, requireSession
 from salttwist.client.base import MasterUnavailable
 from salttwist.eauth.engine import AclRefused
@@ -32,6 +33,7 @@ class Jobs(ApiResource):
 
     async def GET(self, call: ApiCall) -> dict[str, Any]:
         session = requireSession(call)
+        requireClient(call, "runner")
         jid = "/".join(call.path)
         if jid and not isJid(jid):
             raise BadRequest(f"{jid!r} is not a job id (20 digits)")

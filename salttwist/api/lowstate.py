@@ -64,6 +64,7 @@ __all__ = [
     "Token",
     "authorizeJob",
     "credentialsSession",
+    "requireClient",
     "runChunk",
     "runLowstate",
 ]
@@ -278,6 +279,21 @@ _RUN = {
 }
 
 
+def requireClient(call: ApiCall, name: str) -> None:
+    """
+    Refuse a call through the client C{name} unless Salt's
+    C{netapi_enable_clients} names it (C{GET /jobs} goes through C{runner},
+    C{GET /minions} through C{local}, as in Salt).
+
+    @raise BadRequest: it does not, with Salt's words.
+    """
+    if name not in call.context.enabledClients:
+        raise BadRequest(
+            f"Client disabled: '{name}'. Add to 'netapi_enable_clients' master config"
+            " option to enable."
+        )
+
+
 async def credentialsSession(call: ApiCall, chunk: Mapping[str, Any]) -> Session:
     """
     The session of a chunk that carries C{username}, C{password} and
@@ -336,11 +352,7 @@ async def runChunk(call: ApiCall, chunk: object, client: str | None = None) -> A
         if name in MISSING_CLIENTS:
             raise BadRequest(f"Client not available in salttwist-api: '{name}'")
         raise BadRequest(f"Invalid client specified: '{name}'")
-    if name not in call.context.enabledClients:
-        raise BadRequest(
-            f"Client disabled: '{name}'. Add to 'netapi_enable_clients' master config"
-            " option to enable."
-        )
+    requireClient(call, name)
     session = call.session
     if "token" in chunk and (session is None or chunk["token"] != session.token):
         session = await call.context.session(chunk["token"])

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from salttwist.api.errors import Forbidden
-from salttwist.api.lowstate import runLowstate
+from salttwist.api.lowstate import requireClient, runLowstate
 from salttwist.api.resource import Answer, ApiCall, ApiResource, requireSession
 from salttwist.eauth.engine import AclRefused
 
@@ -34,6 +34,7 @@ class Minions(ApiResource):
 
     async def GET(self, call: ApiCall) -> dict[str, Any]:
         session = requireSession(call)
+        requireClient(call, "local")
         tgt = "/".join(call.path) or "*"
         try:
             session.authorize("grains.items", (), "local")
