@@ -152,7 +152,8 @@ class PrivateNatsServer:
     its pid) when the test ends.
     """
 
-    def __init__(self, testCase: TestCase) -> None:
+    def __init__(self, testCase: TestCase, jetStream: bool = True) -> None:
+        self._jetStream = jetStream
         binary = shutil.which("nats-server")
         if binary is None:
             unavailable("the nats-server binary is not installed")
@@ -179,15 +180,14 @@ class PrivateNatsServer:
                 "127.0.0.1",
                 "-p",
                 str(self.port),
-                "-js",
-                "-sd",
-                self._storeDir,
+                *(["-js", "-sd", self._storeDir] if self._jetStream else []),
             ],
             env=None,
         )
 
         async def check() -> bool:
             try:
+                # Without JetStream this is answered too (no responders).
                 await jetStreamRequest(self.url, "$JS.API.INFO", {})
             except Exception:
                 return False

@@ -130,6 +130,29 @@ class NatsPartitionTests(_NatsBuses, TestCase):
         await waitUntil(lambda: other.got[JOB] == [b"sent-during-partition"], "the held message")
 
 
+class NoJetStreamTests(_NatsBuses, TestCase):
+    """
+    A broker without JetStream: the master says so when it refuses jobs.
+    """
+
+    async def test_saysWhy(self) -> None:
+        """
+        Jobs are refused past the unreachable limit, the reason naming
+        JetStream.
+        """
+        server = PrivateNatsServer(self, jetStream=False)
+        await server.start()
+        bus = NatsClusterBus(reactor(), server.url, newClusterId(), "a", unreachableLimit=0.5)
+        bus.start()
+        self.addCleanup(bus.stop)
+        why = await waitUntil(
+            lambda: "JetStream" in (bus.whyUnavailable() or "") and bus.whyUnavailable(),
+            "jobs refused naming JetStream",
+        )
+        self.assertIn("JetStream is not enabled", why)
+        self.assertFalse(bus.connected)
+
+
 class ParseTests(SynchronousTestCase):
     """
     Parsing NATS's protocol and the broker's URL.

@@ -45,8 +45,9 @@ JOB_MAX_AGE = 300.0
 #: minions (the jid, the user, the time, the field names), at most.
 _JOB_FIELDS = 512
 #: How many (jid, minion) returns from other masters are remembered to drop
-#: copies.
-SEEN_RETURNS = 100000
+#: copies (a copy comes within seconds: a redelivery after a lost
+#: acknowledgement or a reconnection; the job cache drops later ones).
+SEEN_RETURNS = 20000
 
 
 class ClusterFanout:

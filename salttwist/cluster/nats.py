@@ -55,6 +55,10 @@ REQUEST_TIMEOUT = 5.0
 #: Seconds a new connection may take to be set up (the server's INFO, the
 #: stream and the consumers).
 SETUP_TIMEOUT = 10.0
+#: Seconds before a connection whose set-up failed is dropped (and so
+#: made again), doubling with each failure in a row up to SETUP_RETRY_MAX.
+SETUP_RETRY_FIRST = 0.5
+SETUP_RETRY_MAX = 30.0
 #: Seconds before a publication refused by JetStream is sent again.
 RETRY_DELAY = 1.0
 #: Seconds a delivered durable message may stay unacknowledged before
@@ -144,6 +148,8 @@ class NatsClusterBus:
         self._downSince = reactor.seconds()
         self._lastError = "not connected yet"
         self._dropReason: str | None = None
+        self._setupFailures = 0
+        self._dropLater: Any = None
         self._retry: Any = None
         self._pinger = LoopingCall(self._ping)
         self._pinger.clock = reactor
@@ -191,8 +197,9 @@ class NatsClusterBus:
         """
         if self._pinger.running:
             self._pinger.stop()
-        if self._retry is not None and self._retry.active():
-            self._retry.cancel()
+        for call in (self._retry, self._dropLater):
+            if call is not None and call.active():
+                call.cancel()
         return self._service.stopService()  # type: ignore[no-any-return]
 
     def publish(self, kind: str, payload: bytes) -> Deferred[None]:
@@ -299,6 +306,7 @@ class NatsClusterBus:
             if proto.lost:
                 return
             self._proto = proto
+            self._setupFailures = 0
             limit = proto.info.get("max_payload")
             if isinstance(limit, int) and limit > HEADER_ROOM:
                 self.maxPayload = limit - HEADER_ROOM
@@ -320,6 +328,19 @@ class NatsClusterBus:
                 url=self.url,
                 error=self._lastError,
             )
+            if failure.check(TimeoutError, CancelledError):
+                # No answer: made again at once (ClientService backs off).
+                dropIfOpen()
+                return
+            # The broker answered, with an error (JetStream off, a stream
+            # it refuses): dropped after a delay that doubles with each
+            # such failure in a row, since a connection that succeeds resets
+            # ClientService's own back-off.
+            self._setupFailures += 1
+            delay = min(SETUP_RETRY_MAX, SETUP_RETRY_FIRST * 2 ** (self._setupFailures - 1))
+            self._dropLater = self._clock.callLater(delay, dropIfOpen)
+
+        def dropIfOpen() -> None:
             if not proto.lost:
                 proto.transport.abortConnection()
 
