@@ -102,6 +102,19 @@ class LoginLimiterTests(SynchronousTestCase):
         clock.advance(2)
         self.assertEqual(limiter.attempt("a"), 0)
 
+    def test_successGivesBack(self) -> None:
+        """
+        An attempt that succeeded gives its token back: only refusals
+        count.
+        """
+        limiter = LoginLimiter(Clock(), rate=0.1, burst=2)
+        for _ in range(50):
+            self.assertEqual(limiter.attempt("a"), 0)
+            limiter.succeeded("a")
+        limiter.attempt("a")
+        limiter.attempt("a")
+        self.assertGreater(limiter.attempt("a"), 0)
+
     def test_bounded(self) -> None:
         """
         At most C{maxSources} addresses are remembered, the least recently

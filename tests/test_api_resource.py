@@ -194,6 +194,13 @@ class LoginTests(SynchronousTestCase):
         self.api.clock.advance(5)
         self.assertEqual(self.api.json("POST", "/login", creds)[0], 401)
 
+    def test_rateLimitCountsRefusals(self) -> None:
+        """
+        Logins that succeed are not held back, however many.
+        """
+        for _ in range(30):
+            self.api.login("pinger")
+
     def test_noToken(self) -> None:
         """
         An endpoint that needs a token answers 401 without one, or with a

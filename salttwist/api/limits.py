@@ -2,10 +2,14 @@
 """
 The login rate limit: each source address may try C{login_burst} logins
 at once and C{login_rate} a second on average after that (a token bucket
-per address). Memory is bounded: at most L{MAX_SOURCES} addresses are
-remembered, the least recently seen forgotten first (a forgotten address
-starts again with a full bucket, which an attacker with that many
-addresses has anyway).
+per address). Every attempt takes a token while it is checked; one that
+succeeds gives it back, so only refused logins count, and a client that
+logs in correctly (or many behind one proxy) is never held back.
+
+Memory is bounded: at most L{MAX_SOURCES} addresses are remembered, the
+least recently seen forgotten first (a forgotten address starts again
+with a full bucket, which an attacker with that many addresses has
+anyway).
 """
 
 from __future__ import annotations
@@ -57,3 +61,12 @@ class LoginLimiter:
         while len(self._buckets) > self.maxSources:
             self._buckets.popitem(last=False)
         return wait
+
+    def succeeded(self, source: str) -> None:
+        """
+        An attempt of C{source} that L{attempt} let through succeeded: give
+        its token back.
+        """
+        bucket = self._buckets.get(source)
+        if bucket is not None:
+            self._buckets[source] = (min(float(self.burst), bucket[0] + 1.0), bucket[1])

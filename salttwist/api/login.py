@@ -69,7 +69,7 @@ async def login(call: ApiCall, body: Any) -> Session:
         )
     authenticator = await call.context.getAuthenticator()
     try:
-        return await authenticator.login(
+        session = await authenticator.login(
             creds["eauth"], creds["username"], creds["password"], creds.get("token_expire")
         )
     except AuthenticationFailed as e:
@@ -82,6 +82,8 @@ async def login(call: ApiCall, body: Any) -> Session:
         raise Unauthorized("Could not authenticate using provided credentials") from None
     except ValueError as e:
         raise BadRequest(str(e)) from None
+    limiter.succeeded(call.source)
+    return session
 
 
 class Login(ApiResource):

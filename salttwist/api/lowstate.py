@@ -328,6 +328,7 @@ async def credentialsSession(call: ApiCall, chunk: Mapping[str, Any]) -> Session
             reason=e.reason,
         )
         raise Unauthorized("Could not authenticate using provided credentials") from None
+    limiter.succeeded(call.source)
     now = call.context.clock.seconds()
     perms = Permissions.fromItems(authList, authenticator.externalAuth.nodegroups)
     return Session("", creds["username"], creds["eauth"], now, now, tuple(groups), perms)
