@@ -12,6 +12,7 @@ the endpoint families on the root, one module each:
     /jobs        L{salttwist.api.jobs.Jobs}
     /keys        L{salttwist.api.keys.Keys}
     /stats       L{salttwist.api.stats_resource.Stats} (with C{collect_stats})
+    /openapi.json  L{salttwist.api.openapi.OpenApiDocument}: the API described
 
 To add an endpoint family: write a module with an
 L{salttwist.api.resource.ApiResource} subclass (see that module: C{async
@@ -79,8 +80,9 @@ def mountResources(root: Root, context: ApiContext) -> None:
     from salttwist.api.login import Login, Logout
     from salttwist.api.lowstate import Run, Token
     from salttwist.api.minions import Minions
-    from salttwist.api.stats_resource import Stats
+    from salttwist.api.openapi import OpenApiDocument
     from salttwist.api.static import mountLive
+    from salttwist.api.stats_resource import Stats
 
     root.putChild(b"run", Run(context))
     root.putChild(b"token", Token(context))
@@ -92,6 +94,7 @@ def mountResources(root: Root, context: ApiContext) -> None:
     if context.options.collectStats:
         root.putChild(b"stats", Stats(context))
     mountLive(root, context)  # /events, /hook, /ui
+    root.putChild(b"openapi.json", OpenApiDocument(tls=not context.options.disableSsl))
 
 
 def makeRoot(context: ApiContext) -> Root:
