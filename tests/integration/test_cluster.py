@@ -35,7 +35,8 @@ from tests._nats import (
     requireServer,
     serverUrl,
 )
-from tests.integration.harness import Cluster, seedKeyPair, sleep, waitFor
+from tests._postgres import temporaryDatabase
+from tests.integration.harness import Cluster, runCommand, seedKeyPair, sleep, waitFor
 
 CONNECTED = "cluster: connected to the broker"
 
@@ -115,6 +116,49 @@ class FanOutTests(_TwoMasters, TestCase):
         )
         echo = await self.a.salt("minion1", "test.echo", "across", "--out", "json", "--static")
         self.assertEqual(json.loads(echo.out), {"minion1": "across"}, f"{echo}\n{self.logs()}")
+
+    async def test_sharedJobCache(self) -> None:
+        """
+        With one PostgreSQL job cache for both masters, the job published
+        on A and the return that B accepted are each stored once, and
+        C{jobs.lookup_jid} on A finds the return.
+        """
+        import psycopg
+
+        url = serverUrl()
+        await requireServer(self, url)
+        options = temporaryDatabase(self)
+        await self.startMasters(
+            url,
+            master_job_cache="pgjsonb",
+            **{
+                "returner.pgjsonb.host": options["host"],
+                "returner.pgjsonb.port": int(options["port"]),
+                "returner.pgjsonb.user": options["user"],
+                "returner.pgjsonb.db": options["dbname"],
+            },
+        )
+        ping = await self.ping()
+        self.assertEqual(json.loads(ping.out), {"minion1": True}, f"{ping}\n{self.logs()}")
+        with psycopg.connect(**options) as connection:
+            [(jid, fun)] = connection.execute("SELECT jid, fun FROM salttwist_jobs").fetchall()
+            self.assertEqual(fun, "test.ping")
+            # The return is written by B's job cache a moment after A's CLI
+            # saw it on the bus.
+            await waitFor(
+                lambda: connection.execute("SELECT jid, id FROM salttwist_returns").fetchall(),
+                "the return in the job cache",
+                context=self.logs,
+            )
+            self.assertEqual(
+                connection.execute("SELECT jid, id FROM salttwist_returns").fetchall(),
+                [(jid, "minion1")],
+            )
+        looked = await runCommand(
+            ["salttwist-run", "-c", self.a.masterDir, "jobs.lookup_jid", jid, "--out", "json"],
+            cwd=self.a.baseDir,
+        )
+        self.assertEqual(json.loads(looked.out), {"minion1": True}, f"{looked}\n{self.logs()}")
 
 
 class BrokerRestartTests(_TwoMasters, TestCase):
