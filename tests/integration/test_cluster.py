@@ -4,8 +4,9 @@ Two real masters (the installed wheel's daemons) in one cluster through a
 real NATS JetStream broker (issue 23, docs/cluster.md "Broker fan-out"):
 
   - a minion connected to master B runs a job published through master A's
-    CLI, and A's CLI prints its return (L{FanOutTests}; the machine's NATS
-    server, a cluster id of the test's own);
+    CLI, and A's CLI prints its return, also with one PostgreSQL job cache
+    for both, where the job and the return are stored once (L{FanOutTests};
+    the machine's NATS server, a cluster id of the test's own);
   - the broker restarts during a job: the job published meanwhile reaches
     the minion once the broker is back, and its return reaches A's CLI;
     the broker away past C{cluster_unreachable_limit}: A refuses jobs,
