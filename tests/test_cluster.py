@@ -13,6 +13,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
+from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import TestCase
 
 from salttwist import serial
@@ -325,6 +326,22 @@ class FanoutTests(TestCase):
         a.fanout.bus.publish(JOB, payload)
         a.fanout.bus.publish(JOB, payload)
         self.assertEqual(len(b.publisher.published), 1)
+
+    def test_jidCollisionLogged(self) -> None:
+        """
+        A job from another master whose jid this master already gave
+        another job is not published, and that is logged as an error.
+        """
+        a, b = self.master("a"), self.master("b")
+        b.publisher.jobs.add("20261127000000000009", dict(_load("x"), fun="cmd.run"), [])
+        logged: list[dict[str, Any]] = []
+        globalLogPublisher.addObserver(logged.append)
+        self.addCleanup(globalLogPublisher.removeObserver, logged.append)
+        a.fanout.jobPublished(_load("20261127000000000009"), ["m1"])
+        self.assertEqual(b.publisher.published, [])
+        self.assertTrue(
+            any("has the jid of another job" in e.get("log_format", "") for e in logged)
+        )
 
     def test_staleJobNotPublished(self) -> None:
         """

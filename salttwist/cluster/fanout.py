@@ -177,7 +177,19 @@ class ClusterFanout:
             )
             return
         jid = load.get("jid")
-        if not isinstance(jid, str) or self.publisher.jobs.get(jid) is not None:
+        if not isinstance(jid, str):
+            return
+        known = self.publisher.jobs.get(jid)
+        if known is not None:
+            if any(known.load.get(k) != load.get(k) for k in ("ts", "fun", "user")):
+                # Two masters made the same jid in the same microsecond: the
+                # other master's job is not run here.
+                self.log.error(
+                    "cluster: job {jid} from {origin} has the jid of another job; "
+                    "it is NOT published to this master's minions",
+                    jid=jid,
+                    origin=message.get("origin"),
+                )
             return
         age = self._clock.seconds() - float(load.get("ts") or 0)
         if age > self.jobMaxAge:
