@@ -14,6 +14,7 @@ kept under the test's temporary directory; their folder is printed.
 
 from __future__ import annotations
 
+import json
 import os
 import zipfile
 from collections.abc import Callable
@@ -262,6 +263,24 @@ class DashboardTests(TestCase):
             return False
         return response.code == 200
 
+    async def fireHook(self, path: str, body: dict[str, Any]) -> None:
+        """
+        Log in as the administrator and C{POST /hook/<path>} with C{body}.
+        """
+        headers = {"Content-Type": ["application/json"], "Accept": ["application/json"]}
+        credentials = {"username": "admin", "password": "admin-pw", "eauth": "file"}
+        response = await self.http.post(
+            self.base + "/login", data=json.dumps(credentials).encode(), headers=headers
+        )
+        token = json.loads(await response.content())["return"][0]["token"]
+        response = await self.http.post(
+            f"{self.base}/hook/{path}",
+            data=json.dumps(body).encode(),
+            headers={**headers, "X-Auth-Token": [token]},
+        )
+        answer = json.loads(await response.content())
+        self.assertEqual((response.code, answer), (200, {"success": True}), self.cluster.logs())
+
     async def inPage(self, step: Callable[[Page], Any]) -> Any:
         """
         Run C{step} on the page in a thread; on failure, the daemons' logs
@@ -277,7 +296,8 @@ class DashboardTests(TestCase):
         An administrator logs in, sees the new minion's pending key with its
         fingerprint and accepts it; runs test.ping and sees both minions'
         returns arrive, and the job's events in the event stream; finds the
-        job in the history; runs a state and sees its per-state results.
+        job in the history; sees a webhook's event; runs a state and sees
+        its per-state results.
         """
         watcher = await self.cluster.watchEvents()
         self.cluster.startMinion("pending1")
@@ -333,6 +353,24 @@ class DashboardTests(TestCase):
 
         jid = await self.inPage(runPing)
 
+        await self.fireHook("ci/build/success", {"revision": "aa22"})
+
+        def hookEvent(page: Page) -> None:
+            from selenium.webdriver.common.keys import Keys
+
+            page.view("events")
+            # Emptied by keys (clear() would send no input event); the
+            # events the filter hid come back.
+            page.find("#events-filter").send_keys(Keys.CONTROL, "a", Keys.BACKSPACE)
+            item = '#events-list li[data-tag="salt/netapi/hook/ci/build/success"]'
+            page.until(lambda: page.findAll(item), "the webhook's event")
+            page.find(item + " summary").click()
+            data = page.find(item + " pre").text
+            assert '"revision": "aa22"' in data, data
+            page.shot("hook-event")
+
+        await self.inPage(hookEvent)
+
         def jobHistory(page: Page) -> None:
             page.view("jobs")
             page.until(lambda: page.findAll(f'#jobs-table tr[data-jid="{jid}"]'), "the job")
@@ -363,12 +401,13 @@ class DashboardTests(TestCase):
         """
         A user allowed only test.* (logging in with the keyboard alone)
         sees its own job's events and returns,
-        and nothing of a cmd.run job run meanwhile by someone else, nor the
-        keys, nor the bus's other events, on any view.
+        and nothing of a cmd.run job run meanwhile by someone else, nor of a
+        webhook, nor the keys, nor the bus's other events, on any view.
         """
         await self.inPage(lambda page: page.loginWithKeyboard("viewer", "viewer-pw"))
         result = await self.cluster.salt("minion1", "cmd.run", f"echo {SECRET}")
         self.assertIn(SECRET, result.out, self.cluster.explain(result))
+        await self.fireHook("ci/secret", {"note": SECRET})
 
         def ownJob(page: Page) -> None:
             jid = page.run("minion1", "test.ping")

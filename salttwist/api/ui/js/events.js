@@ -38,7 +38,10 @@ function flush() {
   const list = $("events-list");
   const batch = pending.splice(0);
   for (const [tag, data, when] of batch) {
-    if (filter(tag)) list.prepend(item(tag, data, when));
+    // Kept when filtered out, hidden: clearing the filter shows it again.
+    const li = item(tag, data, when);
+    li.hidden = !filter(tag);
+    list.prepend(li);
   }
   while (list.childElementCount > SHOWN) list.lastElementChild.remove();
   updateStatus();
