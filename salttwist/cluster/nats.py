@@ -188,6 +188,8 @@ class NatsClusterBus:
         """
         See L{IClusterBus.start}.
         """
+        # The unreachable limit counts from the start, not from construction.
+        self._downSince = self._clock.seconds()
         self._service.startService()
         self._pinger.start(self._pingInterval, now=False)
 
