@@ -12,9 +12,13 @@ for each key: reads stay in memory (an auth costs no round trip to the
 master or the database), and what a worker writes (a new pending key)
 reaches the master's store, and every other master's, by the database's
 notifications. A worker's copy may lag the database by the notification
-latency (milliseconds); the master's key check, which runs on every change
-and again a second later, cuts off a minion that authenticated on a copy
-that had not yet seen its key rejected or deleted.
+latency (milliseconds): an accepted minion presenting its accepted key is
+decided from the copy (the master's key check, which runs on every change
+and again a second later, cuts off one that authenticated on a copy that
+had not yet seen its key rejected or deleted); every other decision reads
+that minion's keys from the database first (L{salttwist.master.auth}), so a
+key the master has just autosigned, or another worker has just written, is
+never missed.
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ wait, so L{PostgresKeyStore} keeps a mirror of every key in memory:
 
   - B{reads} (C{getKey}, C{listKeys}, C{stateOf}, C{idClashes}) answer from
     the mirror, never touching the network: they are safe on any thread,
-    the reactor's included.
+    the reactor's included. C{refresh(id)} reads one minion's keys from the
+    database into the mirror, for a decision that must not miss a change
+    whose notification is still on its way (blocking, as a write).
   - B{writes} (C{putKey}, C{moveKey}, C{deleteKey}) run on one dedicated
     thread through one connection and block the calling thread until they
     committed (as L{FilesystemKeyStore}'s writes block on the disk): call
