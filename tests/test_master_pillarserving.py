@@ -311,6 +311,31 @@ class SharedCompileTests(PillarRoomTestCase):
         self.ask("web1", grains={"os": "x"})
         self.assertEqual(len(pool.calls), 3)
 
+    def test_sharedAmongSeveral(self) -> None:
+        """
+        With two compiles of one minion running (different grains), a
+        request joins the one of its own inputs; the first one's end leaves
+        the other one to its waiters; another minion with the same grains
+        never shares a compile.
+        """
+        pool = RecordingPool(size=4)
+        self.room.workers = pool
+        one = self.ask("web1", grains={"os": "x"})
+        two = self.ask("web1", grains={"os": "y"})
+        other = self.ask("db1", grains={"os": "y"})
+        self.assertEqual(len(pool.calls), 3)
+        twoAgain = self.ask("web1", grains={"os": "y"})
+        self.assertEqual(len(pool.calls), 3)
+        pool.calls[0][2].callback([{"result": [serial.dumps({"n": 1}), []]}])
+        self.assertEqual(self.successResultOf(one), {"ret": {"n": 1}})
+        self.assertNoResult(two)
+        self.assertNoResult(twoAgain)
+        pool.calls[1][2].callback([{"result": [serial.dumps({"n": 2}), []]}])
+        self.assertEqual(self.successResultOf(two), {"ret": {"n": 2}})
+        self.assertEqual(self.successResultOf(twoAgain), {"ret": {"n": 2}})
+        self.assertNoResult(other)
+        self.assertEqual(self.room._inFlight.keys(), {"db1"})
+
     def test_batched(self) -> None:
         """
         Compiles that wait for a worker go together in the next task call,

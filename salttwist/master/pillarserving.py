@@ -80,9 +80,9 @@ class PillarRequests:
         self.runBlocking = runBlocking
         self.grainsCache = grainsCache
         self.pillarCache = pillarCache
-        #: The compiles running, by their inputs: the L{Deferred}s waiting
-        #: for each.
-        self._inFlight: dict[str, list[Deferred[bytes]]] = {}
+        #: The compiles running, by minion id: each one's inputs and the
+        #: L{Deferred}s waiting for it.
+        self._inFlight: dict[str, list[_Compile]] = {}
         #: Sends compiles to the workers (L{TaskBatcher}), made on first use.
         self._batcher: TaskBatcher | None = None
         #: How many compiles run for each minion.
@@ -181,12 +181,16 @@ class PillarRequests:
             )
             if cached is not None:
                 return succeed(cached)
-        key = _compileKey(minionId, grains, env, override)
         waiter: Deferred[bytes] = Deferred()
-        waiters = self._inFlight.get(key)
-        if waiters is not None:
-            waiters.append(waiter)
-            return waiter
+        compiles = self._inFlight.get(minionId)
+        if compiles:
+            # Another compile of this minion runs: the same inputs share it
+            # (the inputs are compared only then, most requests find none).
+            same = _Compile(grains, env, override)
+            for running in compiles:
+                if running.key() == same.key():
+                    running.waiters.append(waiter)
+                    return waiter
         running = self._running.get(minionId, 0)
         if running >= MAX_COMPILES_PER_MINION:
             raise ValueError(
@@ -194,15 +198,17 @@ class PillarRequests:
                 "ask again when they are over"
             )
         self._running[minionId] = running + 1
-        self._inFlight[key] = [waiter]
+        compile = _Compile(grains, env, override)
+        compile.waiters.append(waiter)
+        self._inFlight.setdefault(minionId, []).append(compile)
         self.compiles += 1
         generation = self.pillarCache.generation(minionId)
         d = self._compile(minionId, grains, saltenv, pillarenv, override or {})
         d.addCallbacks(
             self._compiled,
             self._compileFailed,
-            callbackArgs=(key, minionId, env, bool(override), generation),
-            errbackArgs=(key, minionId),
+            callbackArgs=(compile, minionId, env, bool(override), generation),
+            errbackArgs=(compile, minionId),
         )
         return waiter
 
@@ -287,7 +293,7 @@ class PillarRequests:
     def _compiled(
         self,
         result: list[Any],
-        key: str,
+        compile: _Compile,
         minionId: str,
         env: PillarEnv,
         overridden: bool,
@@ -300,7 +306,7 @@ class PillarRequests:
             try:
                 pillar = serial.dumps(pillar)
             except serial.SerialError:
-                self._failed(Failure(), key, minionId)
+                self._failed(Failure(), compile, minionId)
                 return
         size = _mapSize(pillar) if isinstance(pillar, bytes) else None
         self.log.debug(
@@ -312,18 +318,32 @@ class PillarRequests:
         for text in errors:
             self.log.error("pillar for minion {id}: {error}", id=minionId, error=text)
         if size is None:
-            self._failed(Failure(TypeError("the compiler returned no mapping")), key, minionId)
+            self._failed(Failure(TypeError("the compiler returned no mapping")), compile, minionId)
             return
         if not overridden and self.pillarCache.generation(minionId) == generation:
             self.pillarCache.storePacked(minionId, pillar, self.clock.seconds(), env)
-        for waiter in self._inFlight.pop(key, []):
+        for waiter in self._finished(compile, minionId):
             waiter.callback(pillar)
 
-    def _compileFailed(self, failure: Failure, key: str, minionId: str) -> None:
-        self._over(minionId)
-        self._failed(failure, key, minionId)
+    def _finished(self, compile: _Compile, minionId: str) -> list[Deferred[bytes]]:
+        """
+        C{compile} is over: no later request joins it.
 
-    def _failed(self, failure: Failure, key: str, minionId: str) -> None:
+        @return: the L{Deferred}s waiting for it.
+        """
+        compiles = self._inFlight.get(minionId, [])
+        if compile in compiles:
+            compiles.remove(compile)
+            if not compiles:
+                del self._inFlight[minionId]
+        waiters, compile.waiters = compile.waiters, []
+        return waiters
+
+    def _compileFailed(self, failure: Failure, compile: _Compile, minionId: str) -> None:
+        self._over(minionId)
+        self._failed(failure, compile, minionId)
+
+    def _failed(self, failure: Failure, compile: _Compile, minionId: str) -> None:
         value = failure.value
         self.log.error(
             "pillar for minion {id} could not be compiled: {type}: {error}",
@@ -331,7 +351,7 @@ class PillarRequests:
             type=getattr(value, "typeName", type(value).__name__),
             error=getattr(value, "message", value),
         )
-        for waiter in self._inFlight.pop(key, []):
+        for waiter in self._finished(compile, minionId):
             waiter.errback(
                 ValueError(
                     f"the master could not compile the pillar of {minionId!r}; see the master's log"
@@ -380,11 +400,30 @@ def _mapSize(packed: bytes) -> int | None:
     return None
 
 
-def _compileKey(
-    minionId: str, grains: dict[str, Any], env: PillarEnv, override: dict[str, Any] | None
-) -> str:
+class _Compile:
     """
-    @return: what makes two compiles the same: the minion, its grains, the
-        environments and the override, as one string.
+    One running compile of a minion's pillar: its inputs and the
+    L{Deferred}s waiting for it.
     """
-    return json.dumps([minionId, grains, list(env), override or {}], sort_keys=True, default=repr)
+
+    def __init__(
+        self, grains: dict[str, Any], env: PillarEnv, override: dict[str, Any] | None
+    ) -> None:
+        self.grains = grains
+        self.env = env
+        self.override = override
+        self.waiters: list[Deferred[bytes]] = []
+        self._key: str | None = None
+
+    def key(self) -> str:
+        """
+        @return: what makes two compiles of one minion the same: its
+            grains, the environments and the override, as one string
+            (made when first asked: only when two requests of the minion
+            meet).
+        """
+        if self._key is None:
+            self._key = json.dumps(
+                [self.grains, list(self.env), self.override or {}], sort_keys=True, default=repr
+            )
+        return self._key
