@@ -462,6 +462,20 @@ class _Keys:
     m1 = crypt.publicKeyToPem(MINION_KEYS["m1"].public_key())
 
 
+class _MemoryReactorFromThreads(MemoryReactorClock):
+    """
+    A memory reactor that also takes calls from other threads (a key
+    store's), keeping them in C{fromThreads}.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fromThreads: list[tuple[Any, tuple[Any, ...]]] = []
+
+    def callFromThread(self, f: Any, *args: Any) -> None:
+        self.fromThreads.append((f, args))
+
+
 class MasterServiceStoreTests(SynchronousTestCase):
     """
     L{MasterService} with C{keys.cache_driver: postgres}.
@@ -470,7 +484,7 @@ class MasterServiceStoreTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.root = tempfile.mkdtemp(prefix="stk-")
         self.addCleanup(shutil.rmtree, self.root, True)
-        self.reactor = MemoryReactorClock()
+        self.reactor = _MemoryReactorFromThreads()
         self.reactor.running = True
 
     def makeService(self, **options: Any) -> MasterService:
@@ -510,10 +524,16 @@ class MasterServiceStoreTests(SynchronousTestCase):
         self.assertIsInstance(store, PostgresKeyStore)
         self.assertIs(service.keyStore, store)
         self.assertIsInstance(list(service)[0], KeyStoreService)
+        # Its threads start with the services, not before (twistd may fork
+        # in between).
+        self.assertEqual(store._threads, [])
         calls: list[object] = []
         self.patch(service.master, "reconcileKeys", lambda *a: calls.append(a))
+        store.start()
         store.waitReady(READY_TIMEOUT)
         self.assertEqual(store.listKeys(ACCEPTED), ["m1"])
+        # The load went to the key watch, through the reactor.
+        self.assertEqual([f for f, _ in self.reactor.fromThreads], [service.keyFeed._flush])
         service._reconcileIfChanged()
         self.assertEqual(len(calls), 1)
         service._reconcileIfChanged()
@@ -586,12 +606,12 @@ class KeyStoreServiceTests(TestCase):
 
     async def test_loadedAndClosed(self) -> None:
         """
-        Once the keys are loaded the service calls back; stopping closes
-        the store (its threads end).
+        Starting the service starts the store; once the keys are loaded
+        the service calls back; stopping closes the store (its threads
+        end).
         """
         options = temporaryDatabase(self)
         store = PostgresKeyStore(options)
-        store.start()
         self.addCleanup(store.close)
         loaded: Deferred[None] = Deferred()
         clock = Clock()
@@ -602,6 +622,7 @@ class KeyStoreServiceTests(TestCase):
 
         service = KeyStoreService(store, "here", Both(), 5.0, lambda: loaded.callback(None))
         service.startService()
+        self.assertEqual(len(store._threads), 2)
         await loaded
         self.assertEqual(clock.getDelayedCalls(), [])
         await service.stopService()

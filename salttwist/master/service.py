@@ -354,9 +354,13 @@ class KeyStoreService(Service):
 
     def startService(self) -> None:
         """
-        Wait for the load (without blocking), warning if it takes long.
+        Start the store's threads (not before: twistd may fork to
+        daemonize after the service tree is built, and threads do not
+        survive a fork), and wait for the load without blocking, warning if
+        it takes long.
         """
         super().startService()
+        self.keyStore.start()
         self._warning = self._reactor.callLater(self._warnAfter, self._notLoaded)
         self.keyStore.whenReady(self._reactor).addCallbacks(self._ready, self._refused)
 
@@ -455,7 +459,9 @@ class MasterService(MultiService):
             #: Which key store (C{keys.cache_driver}), as plain data for
             #: the auth workers, which open one of their own.
             self.keyStoreSpec = keyStoreSpec(config)
-            keyStore = openKeyStore(self.keyStoreSpec, idRules)
+            # A PostgreSQL store's threads start with the services (after
+            # twistd may have forked): KeyStoreService.
+            keyStore = openKeyStore(self.keyStoreSpec, idRules, start=False)
         except KeyStoreSetupError as e:
             raise StartupError(str(e)) from e
         #: The key store (an L{IKeyStore}).

@@ -125,13 +125,20 @@ def describeKeyStore(spec: KeyStoreSpec) -> str:
 
 
 def openKeyStore(
-    spec: KeyStoreSpec, idRules: IdRules = DEFAULT_ID_RULES, readyTimeout: float | None = None
+    spec: KeyStoreSpec,
+    idRules: IdRules = DEFAULT_ID_RULES,
+    readyTimeout: float | None = None,
+    start: bool = True,
 ) -> Any:
     """
     Open the key store C{spec} describes. A PostgreSQL store is started
     (its threads connect and load every key, retrying with back-off); with
     C{readyTimeout}, this blocks until the keys are loaded.
 
+    @param start: start a PostgreSQL store's threads now; L{False} leaves
+        that to the caller (the master starts it with its services: twistd
+        may fork to daemonize after building them, and threads do not
+        survive a fork).
     @param readyTimeout: seconds to wait for the keys to be loaded; L{None}
         returns at once (reads fail until loaded: see
         L{PostgresKeyStore.loaded}).
@@ -159,6 +166,8 @@ def openKeyStore(
     from salttwist.pki.keystore_pg import KeyStoreError, PostgresKeyStore
 
     store = PostgresKeyStore(spec.get("options", {}), idRules, spec.get("write_timeout", 10.0))
+    if not start:
+        return store
     store.start()
     if readyTimeout is not None:
         try:
