@@ -860,6 +860,19 @@ class RunHereTests(TestCase):
             await deferLater(self.reactor, 0.01, lambda: None)
         self.assertIn(state, ("gone", "Z", "X"))
 
+    def test_timeoutAfterOutputClosed(self) -> None:
+        """
+        A command that closed its output but still runs at C{timeout} is
+        killed too (its end is waited for until the timeout, not longer).
+        """
+        command = "exec >/dev/null 2>&1; sleep 30"
+        ret = runCommandHere(self.context, command, timeout=0.3)
+        assert ret is not None
+        self.assertEqual(
+            (ret["retcode"], ret["stdout"]), (1, f"{command} : Timed out after 0.3 seconds")
+        )
+        self.assertEqual(CmdTests.processState(self, ret["pid"]), "gone")  # type: ignore[arg-type]
+
     def test_refusedAsThroughReactor(self) -> None:
         """
         A bad C{cwd} is refused with L{runCommand}'s words; a C{runas}

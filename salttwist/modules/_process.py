@@ -1015,21 +1015,60 @@ def _runHere(
                     else:
                         selector.unregister(fd)
                         close(fd)
+        status = None
+        if not timedOut:
+            # Its output closed, the command may still run (it closed
+            # them itself): wait for its end until the timeout.
+            status = _waitUntil(pid, deadline)
+            timedOut = status is None
         if timedOut:
             for each in [*_descendants(pid), pid]:
                 try:
                     os.kill(each, signal.SIGKILL)
                 except OSError:
                     pass
-        _, status = os.waitpid(pid, 0)
+            os.waitpid(pid, 0)
     finally:
         for fd in list(opened):
             close(fd)
-    if timedOut:
+    if timedOut or status is None:
         return None, pid
     outBytes, errBytes = b"".join(out), b"".join(err)
     both = outBytes if not errBytes else errBytes if not outBytes else b"".join(merged)
     return (pid, os.waitstatus_to_exitcode(status), outBytes, errBytes, both), pid
+
+
+def _waitUntil(pid: int, deadline: float | None) -> int | None:
+    """
+    Reap child C{pid}, waiting at most until C{deadline} (C{time.monotonic}
+    seconds; L{None}: as long as it takes).
+
+    @return: its wait status, or L{None} if it still runs at C{deadline}.
+    """
+    import select
+    import time
+
+    if deadline is None:
+        return os.waitpid(pid, 0)[1]
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return None
+            if pidfd is not None:
+                select.select([pidfd], [], [], wait)
+            else:
+                time.sleep(min(wait, 0.01))
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 #: The longest command a failure line shows; the rest is counted.
