@@ -93,6 +93,7 @@ class ApiTests(TestCase):
         htpasswd = os.path.join(self.cluster.masterDir, "htpasswd")
         with open(htpasswd, "w") as f:
             f.write(f"saltdev:{bcrypt.using(rounds=4).hash('saltdev-pw')}\n")
+            f.write(f"oneop:{bcrypt.using(rounds=4).hash('oneop-pw')}\n")
         self.port = freePort()
         self.cluster.writeMasterConfig(
             rest_cherrypy={
@@ -106,7 +107,8 @@ class ApiTests(TestCase):
                 "file": {
                     "^filename": htpasswd,
                     "^filetype": "htpasswd",
-                    "saltdev": ["test.*", "@jobs", {"@wheel": ["key.list_all"]}],
+                    "saltdev": ["test.*", "grains.items", "@jobs", {"@wheel": ["key.list_all"]}],
+                    "oneop": [{"minion1": ["test.*"]}],
                 }
             },
         )
@@ -217,10 +219,46 @@ class ApiTests(TestCase):
         )
         self.assertEqual(status, 403, data)
 
+        status, data = await self.call("GET", "/minions", token=token)
+        self.assertEqual(status, 200, explain())
+        grains = data["return"][0]
+        self.assertEqual(sorted(grains), list(MINIONS))
+        self.assertEqual(grains["minion2"]["id"], "minion2")
+
         status, data = await self.call("POST", "/logout", token=token)
         self.assertEqual(status, 200)
         status, data = await self.call("GET", "/jobs", token=token)
         self.assertEqual(status, 401)
+
+    async def test_targetRestricted(self) -> None:
+        """
+        A user allowed test.* on minion1 only: a job for every minion is
+        refused (403, naming minion2), one for minion1 runs there only.
+        """
+        status, data = await self.call(
+            "POST", "/login", {"username": "oneop", "password": "oneop-pw", "eauth": "file"}
+        )
+        self.assertEqual(status, 200, self.cluster.logs())
+        token = data["return"][0]["token"]
+        status, data = await self.call(
+            "POST", "/", [{"client": "local", "tgt": "*", "fun": "test.ping"}], token
+        )
+        self.assertEqual(status, 403, data)
+        self.assertIn("minion2", data["return"])
+        status, data = await self.call(
+            "POST",
+            "/",
+            [{"client": "local", "tgt": "minion*", "fun": "test.echo", "arg": ["x"]}],
+            token,
+        )
+        self.assertEqual(status, 403, data)
+        status, data = await self.call(
+            "POST",
+            "/",
+            [{"client": "local", "tgt": "minion1", "fun": "test.echo", "arg": ["x"]}],
+            token,
+        )
+        self.assertEqual((status, data), (200, {"return": [{"minion1": "x"}]}))
 
     async def test_throughput(self) -> None:
         """
