@@ -242,3 +242,18 @@ class LoginTests(SynchronousTestCase):
         self.assertEqual(status, 500)
         self.assertEqual(data["return"], "An unexpected error occurred")
         self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+
+    def test_unexpectedErrorDebug(self) -> None:
+        """
+        With C{debug: True}, a 500 carries the traceback.
+        """
+        api = Api(self.mktemp(), {"disable_ssl": True, "debug": True})
+        token = api.login("admin")
+        api.master.error = RuntimeError("secret detail")
+        status, data = api.json(
+            "POST", "/", [{"client": "local", "tgt": "*", "fun": "test.ping"}], token=token
+        )
+        self.assertEqual(status, 500)
+        self.assertIn("RuntimeError: secret detail", data["return"])
+        self.assertIn("Traceback", data["return"])
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
