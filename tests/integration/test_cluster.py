@@ -12,7 +12,10 @@ real NATS JetStream broker (issue 23, docs/cluster.md "Broker fan-out"):
     the broker away past C{cluster_unreachable_limit}: A refuses jobs,
     saying why, and takes them again once it is back
     (L{BrokerRestartTests}; a private C{nats-server} this test starts and
-    stops by its pid, never the machine's).
+    stops by its pid, never the machine's);
+  - A cut off from the broker by a proxy dropping its traffic refuses jobs,
+    saying why, and takes them again once the partition heals
+    (L{PartitionTests}).
 
 Each master has its own C{pki_dir} (its own key pair and publication key);
 the minion's key is accepted on both, as a shared key store would have it;
@@ -30,6 +33,7 @@ from twisted.trial.unittest import TestCase
 
 from salttwist.pki.keystore import ACCEPTED, FilesystemKeyStore
 from tests._nats import (
+    DropProxy,
     PrivateNatsServer,
     deleteStreamAfter,
     newClusterId,
@@ -47,7 +51,11 @@ class _TwoMasters:
     Masters A (no minion) and B (with C{minion1}) in one cluster.
     """
 
-    async def startMasters(self, url: str, **options: Any) -> None:
+    async def startMasters(self, url: str, urlA: str | None = None, **options: Any) -> None:
+        """
+        Start B, then A, both on broker C{url} (A on C{urlA} if given: the
+        same broker through a proxy).
+        """
         self.clusterId = newClusterId()
         self.url = url
         if url == serverUrl():
@@ -59,6 +67,8 @@ class _TwoMasters:
         self.b.writeMasterConfig(cluster_master_id="master-b", **common)
         await self.b.startReady(["minion1"])
         await self.waitConnected(self.b)
+        if urlA is not None:
+            common["cluster_broker"] = urlA
         self.a.writeMasterConfig(cluster_master_id="master-a", **common)
         seedKeyPair(self.a.masterPkiDir, "master", "master-a")
         # The cluster key B made, copied to A as an admin does.
@@ -90,6 +100,14 @@ class _TwoMasters:
 
     async def ping(self, *args: str) -> Any:
         return await self.a.salt("minion1", "test.ping", "--static", "--out", "json", *args)
+
+    async def refused(self) -> Any:
+        """
+        A ping through A (waiting little for a return that cannot come),
+        if A refused it as unable to reach the broker; else L{None}.
+        """
+        result = await self.ping("-t", "1", "--gather-job-timeout", "1")
+        return result if result.code != 0 and "unreachable" in result.err + result.out else None
 
 
 class FanOutTests(_TwoMasters, TestCase):
@@ -195,15 +213,36 @@ class BrokerRestartTests(_TwoMasters, TestCase):
         await self.startMasters(server.url, cluster_unreachable_limit=1)
         await server.stop()
 
-        async def refused() -> Any:
-            result = await self.ping()
-            return result if result.code != 0 and "unreachable" in result.err + result.out else None
-
-        result = await waitFor(refused, "A refusing jobs", context=self.logs)
+        result = await waitFor(self.refused, "A refusing jobs", timeout=60, context=self.logs)
         self.assertIn("job refused", result.err + result.out, str(result))
         self.assertIn(server.url, result.err + result.out, str(result))
         await server.start()
         await self.waitConnected(self.a, 2)
         await self.waitConnected(self.b, 2)
+        ping = await self.ping()
+        self.assertEqual(json.loads(ping.out), {"minion1": True}, f"{ping}\n{self.logs()}")
+
+
+class PartitionTests(_TwoMasters, TestCase):
+    """
+    Master A reaches the machine's broker through a proxy that can drop
+    every byte without closing anything (a partition).
+    """
+
+    async def test_partition(self) -> None:
+        """
+        Cut off, A refuses jobs and says why (its PINGs go unanswered);
+        healed, it takes them again and the minion on B answers.
+        """
+        url = serverUrl()
+        await requireServer(self, url)
+        proxy = DropProxy(self, int(url.rsplit(":", 1)[1]))
+        await self.startMasters(url, urlA=await proxy.listen(), cluster_unreachable_limit=1)
+        proxy.dropping = True
+
+        result = await waitFor(self.refused, "A refusing jobs", timeout=60, context=self.logs)
+        self.assertIn("stopped answering PINGs", result.err + result.out, str(result))
+        proxy.dropping = False
+        await self.waitConnected(self.a, 2)
         ping = await self.ping()
         self.assertEqual(json.loads(ping.out), {"minion1": True}, f"{ping}\n{self.logs()}")
