@@ -417,13 +417,15 @@ class NatsClusterBus:
         self.outbox.acknowledged(msgId)
 
     def _notPublished(self, failure: Failure, msgId: str) -> None:
-        self.log.warn(
-            "cluster: message {id} not stored yet ({error}); sending it again",
-            id=msgId,
-            error=failure.getErrorMessage(),
-        )
         self.outbox.retry(msgId)
         if self._retry is None or not self._retry.active():
+            # One line per retry, not per message: thousands may be in
+            # flight when the broker goes.
+            self.log.warn(
+                "cluster: {n} messages not stored by the broker yet ({error}); sending them again",
+                n=len(self.outbox),
+                error=failure.getErrorMessage(),
+            )
             self._retry = self._clock.callLater(RETRY_DELAY, self._flush)
 
     # -- delivery ------------------------------------------------------------
