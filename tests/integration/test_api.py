@@ -260,6 +260,25 @@ class ApiTests(TestCase):
         )
         self.assertEqual((status, data), (200, {"return": [{"minion1": "x"}]}))
 
+    async def test_masterRestart(self) -> None:
+        """
+        While the master is down, calls that need it get 503 (the token
+        still works: the API keeps it); once it is back, they work again.
+        """
+        status, data = await self.call(
+            "POST", "/login", {"username": "saltdev", "password": "saltdev-pw", "eauth": "file"}
+        )
+        token = data["return"][0]["token"]
+        chunk = [{"client": "runner", "fun": "jobs.list_jobs"}]
+        self.assertEqual((await self.call("POST", "/", chunk, token))[0], 200)
+        await self.cluster.stopMaster()
+        status, data = await self.call("POST", "/", chunk, token)
+        self.assertEqual(status, 503, data)
+        self.assertIn("Salt Master is not available", data["return"])
+        await self.cluster.startMaster()
+        status, data = await self.call("POST", "/", chunk, token)
+        self.assertEqual(status, 200, self.cluster.logs())
+
     async def test_throughput(self) -> None:
         """
         Print the latency and rate of C{POST /} local C{test.ping} to both
