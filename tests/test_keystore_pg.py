@@ -339,6 +339,18 @@ class WriteTimeoutTests(SynchronousTestCase):
         self.assertIn("did not answer a write within 1 s", str(raised.exception))
         self.assertIn("nothing was written", str(raised.exception))
 
+    def test_oneWatchdogThread(self) -> None:
+        """
+        Guarding writes and the listener's queries takes one thread per
+        process, whatever the number of queries (not a timer thread each).
+        """
+        store = _openStore(self, self.options)
+        for n in range(20):
+            store.putKey(PENDING, f"web{n}", PEM_A)
+        names = [t.name for t in threading.enumerate()]
+        self.assertEqual(names.count("salttwist-keystore-watchdog"), 1)
+        self.assertEqual([name for name in names if "Timer" in name], [])
+
     def test_badTimeout(self) -> None:
         """
         A write timeout that is not a positive number is refused.
