@@ -347,9 +347,10 @@ class WriteTimeoutTests(SynchronousTestCase):
         store = _openStore(self, self.options)
         for n in range(20):
             store.putKey(PENDING, f"web{n}", PEM_A)
-        names = [t.name for t in threading.enumerate()]
+        threads = threading.enumerate()
+        names = [t.name for t in threads]
         self.assertEqual(names.count("salttwist-keystore-watchdog"), 1)
-        self.assertEqual([name for name in names if "Timer" in name], [])
+        self.assertEqual([t for t in threads if isinstance(t, threading.Timer)], [])
 
     def test_badTimeout(self) -> None:
         """
