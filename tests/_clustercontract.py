@@ -202,5 +202,6 @@ class BrokerAwayContract:
         await self.brokerDown()  # type: ignore[attr-defined]
         await self.waitUnreachable(a)  # type: ignore[attr-defined]
         self.assertIn("unreachable", a.whyUnavailable())  # type: ignore[attr-defined]
+        self.assertUnreachableReason(a.whyUnavailable())  # type: ignore[attr-defined]
         await self.brokerUp()  # type: ignore[attr-defined]
         await self.settle(lambda: a.whyUnavailable() is None, "recovery")  # type: ignore[attr-defined]

@@ -61,6 +61,9 @@ class _MemoryBuses:
     async def brokerUp(self) -> None:
         self.broker.up()
 
+    def assertUnreachableReason(self, why: str) -> None:
+        self.assertIn("has been unreachable for 10 s", why)  # type: ignore[attr-defined]
+
     async def waitUnreachable(self, bus: MemoryClusterBus) -> None:
         self.assertIsNone(bus.whyUnavailable())  # type: ignore[attr-defined]
         self.clock.advance(bus.unreachableLimit)

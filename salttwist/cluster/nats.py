@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.internet.defer import CancelledError, Deferred, TimeoutError, maybeDeferred, succeed
 from twisted.internet.endpoints import TCP4ClientEndpoint
+from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.internet.protocol import Factory
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
@@ -90,6 +91,29 @@ def parseBrokerUrl(url: str) -> tuple[str, int]:
     if parts.scheme != "nats" or not parts.hostname or parts.path not in ("", "/"):
         raise ValueError(f"{url!r} is not a nats://host:port URL")
     return parts.hostname, port
+
+
+@implementer(IStreamClientEndpoint)
+class _RecordingEndpoint:
+    """
+    An endpoint that tells the bus why a connection attempt failed (the
+    reason jobs are refused with).
+    """
+
+    def __init__(self, endpoint: Any, bus: NatsClusterBus) -> None:
+        self._endpoint = endpoint
+        self._bus = bus
+
+    def connect(self, factory: Any) -> Deferred[Any]:
+        """
+        Connect, recording a failure.
+        """
+
+        def failed(failure: Failure) -> Failure:
+            self._bus._lastError = f"cannot connect: {failure.getErrorMessage()}"
+            return failure
+
+        return self._endpoint.connect(factory).addErrback(failed)  # type: ignore[no-any-return]
 
 
 class _NatsFactory(Factory):
@@ -155,7 +179,9 @@ class NatsClusterBus:
         self._pinger.clock = reactor
         self._pingInterval = pingInterval
         self._service = ClientService(
-            TCP4ClientEndpoint(reactor, host, port, timeout=REQUEST_TIMEOUT),
+            _RecordingEndpoint(
+                TCP4ClientEndpoint(reactor, host, port, timeout=REQUEST_TIMEOUT), self
+            ),
             _NatsFactory(self),
             retryPolicy=backoffPolicy(initialDelay=0.5, maxDelay=5.0),
             clock=reactor,
