@@ -74,6 +74,14 @@ def publishableTarget(tgt: Any, tgtType: str, nodegroups: dict[str, Any]) -> tup
     return tgt, tgtType
 
 
+class JobNotStored(ValueError):
+    """
+    A job was refused because the job cache could not store it. A
+    L{ValueError}: the master's request channel answers the client with its
+    message.
+    """
+
+
 @implementer(IJobPublisher)
 class JobPublisher:
     """
@@ -232,9 +240,20 @@ class JobPublisher:
 
         @return: the job's load (what is published to the minions).
         """
-        jid = self.jids.next()
-        load = {
-            "jid": jid,
+        load = self._jobLoad(fun, arg, tgt, tgtType, user)
+        if self.jobCache is not None:
+            self._cacheWrite(self.jobCache.storeJob(load["jid"], load, minions))
+        self._recordJob(load, minions)
+        return load
+
+    def _jobLoad(
+        self, fun: str, arg: list[Any], tgt: Any, tgtType: str, user: str
+    ) -> dict[str, Any]:
+        """
+        A new job's load, with its new jid.
+        """
+        return {
+            "jid": self.jids.next(),
             "fun": fun,
             "arg": arg,
             "tgt": tgt,
@@ -242,9 +261,20 @@ class JobPublisher:
             "user": user,
             "ts": self.clock.seconds(),
         }
+
+    def _recordJob(self, load: dict[str, Any], minions: list[str]) -> None:
+        """
+        Record a job in the registry and fire C{salt/job/<jid>/new}.
+        """
+        jid, fun, arg, tgt, tgtType, user = (
+            load["jid"],
+            load["fun"],
+            load["arg"],
+            load["tgt"],
+            load["tgt_type"],
+            load["user"],
+        )
         self.jobs.add(jid, load, minions)
-        if self.jobCache is not None:
-            self._cacheWrite(self.jobCache.storeJob(jid, load, minions))
         self.bus.fire(
             f"salt/job/{jid}/new",
             {
@@ -257,7 +287,6 @@ class JobPublisher:
                 "user": user,
             },
         )
-        return load
 
     def _publishTo(
         self, minions: list[str], fun: str, arg: list[Any], tgt: Any, tgtType: str, user: str
@@ -269,17 +298,50 @@ class JobPublisher:
             # A job the other masters cannot get is refused, saying why
             # (ClusterUnavailable), before it has a jid.
             cluster.checkJobs(fun, arg, tgt, minions)
-        load = self.newJob(minions, fun, arg, tgt, tgtType, user)
+        load = self._jobLoad(fun, arg, tgt, tgtType, user)
+        jobCache = self.jobCache
+        if jobCache is None:
+            return self._publishRecorded(load, minions)
+        # The job's row is committed before any minion gets the job and
+        # before the client learns the jid: a master killed after that
+        # leaves the job in the cache, so the other masters (or this one
+        # restarted) take its returns. The flush lets the row's batch start
+        # at once instead of after the write interval.
+        stored = jobCache.storeJob(load["jid"], load, minions)
+        flush = getattr(jobCache, "flush", None)
+        if flush is not None:
+            flush()
+
+        def notStored(failure: Any) -> Any:
+            self.log.failure(
+                "job {jid} refused: the job cache did not store it", failure, jid=load["jid"]
+            )
+            raise JobNotStored(f"job refused: the job cache could not store it ({failure.value})")
+
+        stored.addCallbacks(lambda _: self._publishRecorded(load, minions), notStored)
+        return stored
+
+    def _publishRecorded(
+        self, load: dict[str, Any], minions: list[str]
+    ) -> Deferred[dict[str, Any]]:
+        """
+        Record a job whose row the job cache holds (if there is one), publish
+        it to this master's minions and to the cluster.
+
+        @return: a L{Deferred} of what the client is answered.
+        """
+        self._recordJob(load, minions)
         jid = load["jid"]
         d = self.publish(load)
         # Which targeted minions could receive it: the client does not wait
         # for the others (Salt reports them as not connected). In a cluster
         # a minion may be on any master: every targeted one is waited for.
-        subscribers = self._subscribers
+        cluster = self.cluster
         if cluster is not None:
             cluster.jobPublished(load, minions)
             connected = list(minions)
         else:
+            subscribers = self._subscribers
             connected = [m for m in minions if m in subscribers]
         return d.addCallback(lambda _: {"jid": jid, "minions": minions, "connected": connected})
 

@@ -1,0 +1,148 @@
+# -*- test-case-name: tests.test_job_durability -*-
+"""
+A published job's row is in the job cache before any minion gets the job
+and before the client learns its jid: a master killed in between would
+otherwise leave returns that the other masters (or the master restarted)
+refuse as "unknown job".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred, fail, succeed
+from zope.interface import implementer
+
+from salttwist.blocking import runSynchronously
+from salttwist.interfaces import IJobCache
+from salttwist.master.core import Master
+from salttwist.transport.reqclient import RequestError
+from tests.test_master_core import MasterTestCase
+
+
+@implementer(IJobCache)
+class HeldJobCache:
+    """
+    An in-memory job cache whose job writes commit only when the test says
+    so (L{commit}), or fail (L{refuse}).
+
+    @ivar jobs: the committed jobs, by jid.
+    @ivar pending: the job writes not committed yet: (jid, minions, Deferred).
+    @ivar flushes: how many times C{flush} was called.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.pending: list[tuple[str, dict[str, Any], list[str], Deferred[None]]] = []
+        self.flushes = 0
+
+    def storeJob(self, jid: str, load: dict[str, Any], minions: Any) -> Deferred[None]:
+        d: Deferred[None] = Deferred()
+        self.pending.append((jid, dict(load), list(minions), d))
+        return d
+
+    def commit(self) -> None:
+        """
+        Commit every job write held.
+        """
+        pending, self.pending = self.pending, []
+        for jid, load, minions, d in pending:
+            self.jobs[jid] = dict(load, minions=minions)
+            d.callback(None)
+
+    def refuse(self) -> None:
+        """
+        Fail every job write held, as a database that is away.
+        """
+        pending, self.pending = self.pending, []
+        for _, _, _, d in pending:
+            d.errback(ConnectionError("the database went away"))
+
+    def flush(self) -> Deferred[None]:
+        self.flushes += 1
+        return succeed(None)
+
+    def storeReturn(self, jid: str, minionId: str, ret: dict[str, Any]) -> Deferred[None]:
+        return succeed(None)
+
+    def getJob(self, jid: str) -> Deferred[dict[str, Any] | None]:
+        return succeed(self.jobs.get(jid))
+
+    def getReturns(self, jid: str) -> Deferred[dict[str, Any]]:
+        return succeed({})
+
+    def listJobs(self, *args: Any, **kwargs: Any) -> Deferred[list[Any]]:
+        return succeed([])
+
+    def prune(self, olderThanSeconds: float) -> Deferred[int]:
+        return fail(NotImplementedError())
+
+
+class DurableJobTests(MasterTestCase):
+    """
+    C{publish} with a job cache waits for the job's row.
+    """
+
+    def makeMaster(self, runBlocking: Any) -> Master:
+        master = super().makeMaster(runSynchronously)
+        self.cache = HeldJobCache()
+        master.jobCache = self.cache
+        return master
+
+    def setUp(self) -> None:
+        """
+        Open a session and pub subscription for C{m1}, and a local client
+        session.
+        """
+        super().setUp()
+        _, _, sessionKey = self.authMinion("m1")
+        _, _, self.received, answer = self.subscribe("m1", sessionKey)
+        self.assertEqual(answer, "subscribed")
+        self.client, _ = self.authClient()
+        self.events.clear()
+
+    def publish(self) -> Deferred[Any]:
+        return self.request(self.client, {"cmd": "publish", "tgt": "m1", "fun": "test.ping"})
+
+    def test_jidAfterTheRowIsStored(self) -> None:
+        """
+        Until the job cache has committed the job's row, the client has no
+        jid, no minion has the job, the job is not in the registry and no
+        C{salt/job/<jid>/new} is fired; the job cache is asked to write at
+        once. Once it has, the job goes out and the client gets its jid,
+        which the cache holds.
+        """
+        d = self.publish()
+        self.assertNoResult(d)
+        [(jid, load, minions, _)] = self.cache.pending
+        self.assertEqual((load["fun"], minions), ("test.ping", ["m1"]))
+        self.assertEqual(self.cache.flushes, 1)
+        self.assertEqual(self.received, [])
+        self.assertIsNone(self.master.jobs.get(jid))
+        self.assertEqual(self.eventsTagged("salt/job/"), [])
+        self.cache.commit()
+        self.net.flush()
+        reply = self.successResultOf(d)
+        self.assertEqual((reply["jid"], reply["minions"]), (jid, ["m1"]))
+        self.assertIn(jid, self.cache.jobs)
+        self.assertEqual(len(self.received), 1)
+        self.assertEqual(
+            [tag for tag, _ in self.eventsTagged("salt/job/")], [f"salt/job/{jid}/new"]
+        )
+
+    def test_notStoredRefused(self) -> None:
+        """
+        A job whose row the job cache could not write is refused, saying
+        so, and never published.
+        """
+        d = self.publish()
+        jid = self.cache.pending[0][0]
+        self.cache.refuse()
+        self.net.flush()
+        message = str(self.failureResultOf(d, RequestError).value)
+        self.assertIn("job refused: the job cache could not store it", message)
+        self.assertIn("the database went away", message)
+        self.assertEqual(self.received, [])
+        self.assertIsNone(self.master.jobs.get(jid))
+        self.assertEqual(self.eventsTagged("salt/job/"), [])
+        self.flushLoggedErrors(ConnectionError)
