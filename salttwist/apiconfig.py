@@ -140,6 +140,8 @@ class ApiOptions:
     @ivar loginRate: logins a source address may try per second, on
         average (salttwist's own option, C{login_rate}).
     @ivar loginBurst: how many it may try at once (C{login_burst}).
+    @ivar logAccessFile: where to log each request (Salt's
+        C{log_access_file}, the common log format); L{None}: nowhere.
     """
 
     port: int = DEFAULT_PORT
@@ -161,6 +163,7 @@ class ApiOptions:
     corsOrigin: str | list[str] | None = None
     loginRate: float = 0.2
     loginBurst: int = 10
+    logAccessFile: str | None = None
 
     @classmethod
     def fromConfig(cls, config: Mapping[str, Any]) -> ApiOptions:
@@ -189,6 +192,7 @@ class ApiOptions:
             corsOrigin=block.get("cors_origin"),
             loginRate=block.get("login_rate", 0.2),
             loginBurst=block.get("login_burst", 10),
+            logAccessFile=block.get("log_access_file"),
         )
 
     def tlsProblem(self) -> str | None:

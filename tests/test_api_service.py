@@ -81,6 +81,49 @@ class BodyLimitTests(SynchronousTestCase):
         self.assertIn(b"missing password, eauth", response)
 
 
+class AccessLogTests(SynchronousTestCase):
+    """
+    Requests are logged to C{log_access_file} only.
+    """
+
+    def request(self, site: object) -> None:
+        channel = site.buildProtocol(None)  # type: ignore[attr-defined]
+        transport = StringTransport()
+        channel.makeConnection(transport)
+        channel.dataReceived(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertTrue(transport.value().startswith(b"HTTP/1.1 200 "))
+        channel.connectionLost(None)
+
+    def test_accessFile(self) -> None:
+        """
+        With C{log_access_file}, each request is a line there.
+        """
+        path = os.path.abspath(self.mktemp())
+        api = Api(self.mktemp(), {"disable_ssl": True, "log_access_file": path})
+        site = apiSite(api.context)
+        site.startFactory()
+        self.request(site)
+        site.stopFactory()
+        with open(path) as f:
+            self.assertIn('"GET / HTTP/1.1" 200', f.read())
+
+    def test_none(self) -> None:
+        """
+        Without it, requests are not logged.
+        """
+        api = Api(self.mktemp())
+        logged: list[object] = []
+        from twisted.python import log
+
+        log.addObserver(logged.append)
+        self.addCleanup(log.removeObserver, logged.append)
+        site = apiSite(api.context)
+        site.startFactory()
+        self.request(site)
+        site.stopFactory()
+        self.assertEqual([e for e in logged if "GET / HTTP" in str(e.get("log_io"))], [])
+
+
 class EndpointTests(SynchronousTestCase):
     """
     L{serverEndpoint}: TLS unless C{disable_ssl}, with clear errors.

@@ -30,7 +30,7 @@ from salttwist.blocking import threadRunner
 from salttwist.daemon import RunAs, StartupError, dropPrivileges, ensurePrivateDir
 from salttwist.eauth.service import EauthService
 
-__all__ = ["ApiService", "LimitedRequest", "apiSite", "serverEndpoint"]
+__all__ = ["ApiService", "ApiSite", "LimitedRequest", "apiSite", "serverEndpoint"]
 
 _log = Logger()
 
@@ -89,11 +89,23 @@ class LimitedRequest(Request):
         transport.loseConnection()
 
 
+class ApiSite(Site):
+    """
+    The API's site: requests are logged to C{log_access_file} when it is
+    set (as Salt's), and not at all otherwise (twisted.web would log each
+    one to the daemon's log).
+    """
+
+    def log(self, request: Request) -> None:
+        if self.logPath is not None:
+            super().log(request)
+
+
 def apiSite(context: ApiContext) -> Site:
     """
     @return: the site serving the API's resource tree, with its body limit.
     """
-    site = Site(makeRoot(context))
+    site = ApiSite(makeRoot(context), logPath=context.options.logAccessFile)
     site.requestFactory = type(
         "LimitedRequest", (LimitedRequest,), {"maxBody": context.options.maxRequestBodySize}
     )
