@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -67,6 +68,8 @@ QUEUE_LIMIT = 1 << 20
 MAX_CLIENTS = 100
 #: Jobs whose start a stream remembers (for their progress events).
 REMEMBERED_JOBS = 4096
+#: Decisions a stream keeps (function, minions) before starting afresh.
+DECISIONS = 8192
 #: The special auth list item that shows the whole bus.
 EVENTS_ITEM = "events"
 
@@ -103,7 +106,18 @@ class EventFilter:
     Which events one token may see (see the module's docstring).
     """
 
-    def __init__(self, perms: Permissions, remember: int = REMEMBERED_JOBS) -> None:
+    def __init__(
+        self,
+        perms: Permissions,
+        remember: int = REMEMBERED_JOBS,
+        decisions: dict[tuple[Any, ...], bool] | None = None,
+    ) -> None:
+        """
+        @param remember: how many job starts to keep (for their returns
+            and progress events).
+        @param decisions: a cache of decisions to share with the other
+            filters of the same permissions (L{DecisionCaches}).
+        """
         self._perms = perms
         self.everything = any(
             isinstance(rule, SpecialRule) and rule.scope == EVENTS_ITEM and rule.functions is None
@@ -113,15 +127,28 @@ class EventFilter:
         # not); runner jobs as "run/<jid>".
         self._jobs: OrderedDict[str, Any] = OrderedDict()
         self._remember = remember
+        self._decisions = decisions if decisions is not None else {}
 
     def _allowed(self, fun: object, minions: list[str], kind: str) -> bool:
-        if not isinstance(fun, (str, list)) or not fun:
+        if isinstance(fun, list) and fun and all(isinstance(f, str) for f in fun):
+            key: tuple[Any, ...] = (kind, tuple(fun), *minions)
+        elif isinstance(fun, str) and fun:
+            key = (kind, fun, *minions)
+        else:
             return False
-        try:
-            self._perms.authorize(fun, minions, kind)
-        except (AclRefused, ValueError):
-            return False
-        return True
+        # The same function on the same minion comes back with every job:
+        # decided once for all the streams of the same permissions.
+        decision = self._decisions.get(key)
+        if decision is None:
+            try:
+                self._perms.authorize(fun, minions, kind)  # type: ignore[arg-type]
+                decision = True
+            except (AclRefused, ValueError):
+                decision = False
+            if len(self._decisions) >= DECISIONS:
+                self._decisions.clear()
+            self._decisions[key] = decision
+        return decision
 
     def _seen(self, jid: str, fun: Any) -> None:
         self._jobs[jid] = fun
@@ -169,6 +196,33 @@ class EventFilter:
                 return True
             return False
         return False
+
+
+class _Decisions(dict):  # type: ignore[type-arg]
+    """
+    A decision cache (a dict that can be weakly referenced).
+    """
+
+
+class DecisionCaches:
+    """
+    One decision cache per set of permissions, shared by the streams that
+    have them, and dropped with the last of them.
+    """
+
+    def __init__(self) -> None:
+        self._caches: weakref.WeakValueDictionary[str, _Decisions] = weakref.WeakValueDictionary()
+
+    def forPerms(self, perms: Permissions) -> dict[tuple[Any, ...], bool]:
+        """
+        @return: the cache of the filters of C{perms}.
+        """
+        key = json.dumps(perms.items, sort_keys=True, default=str)
+        cache = self._caches.get(key)
+        if cache is None:
+            cache = _Decisions()
+            self._caches[key] = cache
+        return cache
 
 
 class EventHub:
@@ -442,6 +496,7 @@ class EventsResource(Resource):
         self._recheck = recheck
         self._allowQueryToken = allowQueryToken
         self._headers = headers
+        self._decisionCaches = DecisionCaches()
 
     def _token(self, request: Any) -> str | None:
         header = request.getHeader(b"X-Auth-Token")
@@ -453,6 +508,19 @@ class EventsResource(Resource):
                 if values:
                     return values[0].decode("utf-8", errors="replace")
         return None
+
+    def render(self, request: Any) -> bytes | int:
+        if request.method != b"GET":
+            # twisted.web would answer 501 and HTML to all but GET, HEAD, POST.
+            if self._headers is not None:
+                self._headers(request)
+            request.setHeader(b"Allow", b"GET")
+            return _jsonError(
+                request,
+                405,
+                f"{request.method.decode('ascii', 'replace')} is not allowed here; use GET",
+            )
+        return super().render(request)
 
     def render_GET(self, request: Any) -> bytes | int:
         if self._headers is not None:
@@ -502,7 +570,7 @@ class EventsResource(Resource):
             return
         stream = EventStream(
             request,
-            EventFilter(session.perms),
+            EventFilter(session.perms, decisions=self._decisionCaches.forPerms(session.perms)),
             self.hub,
             self._clock,
             self._queueLimit,

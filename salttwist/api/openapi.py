@@ -19,7 +19,7 @@ from typing import Any
 
 from twisted.web.resource import Resource
 
-from salttwist.api.resource import securityHeaders
+from salttwist.api.resource import methodNotAllowed, securityHeaders
 
 __all__ = ["DOCUMENT_PATH", "OpenApiDocument"]
 
@@ -44,6 +44,11 @@ class OpenApiDocument(Resource):
             self.body = f.read()
         self.etag = b'"' + hashlib.sha256(self.body).hexdigest()[:32].encode("ascii") + b'"'
         self._tls = tls
+
+    def render(self, request: Any) -> bytes:
+        if request.method not in (b"GET", b"HEAD"):
+            return methodNotAllowed(request, "GET, HEAD", self._tls)
+        return super().render(request)
 
     def render_GET(self, request: Any) -> bytes:
         securityHeaders(request, self._tls)

@@ -39,7 +39,7 @@ from salttwist.api.errors import ApiError, MethodNotAllowed, Unauthorized
 from salttwist.api.formats import JSON, chooseFormat, dump, parseBody
 from salttwist.eauth.authenticator import Session
 
-__all__ = ["Answer", "ApiCall", "ApiResource", "RawAnswer", "TOKEN_HEADER"]
+__all__ = ["Answer", "ApiCall", "ApiResource", "RawAnswer", "TOKEN_HEADER", "methodNotAllowed"]
 
 _log = Logger()
 
@@ -112,6 +112,26 @@ def securityHeaders(request: Request, tls: bool) -> None:
     request.setHeader(b"Referrer-Policy", b"no-referrer")
     if tls:
         request.setHeader(b"Strict-Transport-Security", b"max-age=31536000")
+
+
+def methodNotAllowed(request: Request, allowed: str, tls: bool) -> bytes:
+    """
+    The answer of a plain twisted.web resource of the API (the dashboard,
+    the event stream, the OpenAPI document) to a method it does not take:
+    405 with C{Allow} and the API's JSON error, as an L{ApiResource}
+    answers (twisted.web answers 501 and an HTML page to any method but
+    GET, HEAD and POST).
+
+    @param allowed: the methods it takes, as C{Allow} lists them.
+    @return: the body.
+    """
+    securityHeaders(request, tls)
+    method = request.method.decode("ascii", "replace")
+    error = MethodNotAllowed(f"{method} is not allowed here; use {allowed}")
+    request.setResponseCode(int(error.status))
+    request.setHeader(b"Allow", allowed.encode("ascii"))
+    request.setHeader(b"Content-Type", JSON.encode("ascii"))
+    return dump(error.body(), JSON)
 
 
 def sourceOf(request: Request) -> str:

@@ -18,6 +18,8 @@ from typing import Any
 
 from twisted.web.resource import Resource
 
+from salttwist.api.resource import methodNotAllowed
+
 __all__ = ["CSP", "UI_DIR", "StaticFiles", "mountLive"]
 
 #: The dashboard's folder.
@@ -80,6 +82,11 @@ class StaticFiles(Resource):
         request.setHeader(b"Cross-Origin-Opener-Policy", b"same-origin")
         if self._tls:
             request.setHeader(b"Strict-Transport-Security", b"max-age=31536000")
+
+    def render(self, request: Any) -> bytes:
+        if request.method not in (b"GET", b"HEAD"):
+            return methodNotAllowed(request, "GET, HEAD", self._tls)
+        return super().render(request)
 
     def render_GET(self, request: Any) -> bytes:
         self._headers(request)
