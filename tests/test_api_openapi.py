@@ -14,7 +14,7 @@ from typing import Any
 
 import schemathesis
 from openapi_spec_validator import validate
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
 
 from salttwist.api.openapi import DOCUMENT_PATH
@@ -24,6 +24,13 @@ from tests._apifakes import Api
 DOCS_COPY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs", "openapi.json")
 #: The HTTP methods the document may name.
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+#: A value for each path parameter of the document.
+SAMPLES = {
+    "mid": "web1",
+    "jid": "20240101000000000001",
+    "tag": "build/done",
+    "file": "index.html",
+}
 
 
 def loadDocument() -> dict[str, Any]:
@@ -40,7 +47,7 @@ def answeredMethods(resource: Resource) -> set[str]:
     return {m for m in METHODS if hasattr(resource, f"render_{m}")}
 
 
-class DocumentTests(TestCase):
+class DocumentTests(SynchronousTestCase):
     """
     The document itself.
     """
@@ -127,7 +134,7 @@ class DocumentTests(TestCase):
         )
 
 
-class TreeTests(TestCase):
+class TreeTests(SynchronousTestCase):
     """
     The document and the resource tree the API mounts.
     """
@@ -193,3 +200,26 @@ class TreeTests(TestCase):
         status, headers, _ = self.api.request("POST", "/openapi.json", raw=b"{}")
         self.assertEqual(status, 405)
         self.assertIn("GET", headers["allow"][0])
+
+    def test_undocumentedMethodsRefused(self) -> None:
+        """
+        Every documented path answers a method it does not document with
+        405, C{Allow} and the API's JSON error, the dashboard, the event
+        stream and this document included (twisted.web answered 501 and an
+        HTML page to PUT, DELETE, PATCH, TRACE, OPTIONS there), and
+        C{/minions/<id>} and C{/keys/<id>} refuse POST (they ran it as a
+        POST of C{/minions} or C{/keys}, ignoring the id).
+        """
+        token = self.api.login("pinger")
+        for path, item in self.document["paths"].items():
+            url = re.sub(r"\{(\w+)\}", lambda m: SAMPLES[m.group(1)], path)
+            for method in (*METHODS, "TRACE", "OPTIONS"):
+                if method.lower() in item:
+                    continue
+                status, headers, body = self.api.request(method, url, token=token, raw=b"{}")
+                where = f"{method} {url}"
+                self.assertEqual(status, 405, where)
+                self.assertTrue(headers.get("allow"), where)
+                self.assertEqual(headers["content-type"], ["application/json"], where)
+                self.assertEqual(json.loads(body)["status"], 405, where)
+                self.assertEqual(headers["x-content-type-options"], ["nosniff"], where)

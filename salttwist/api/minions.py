@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from salttwist.api.errors import Forbidden
+from salttwist.api.errors import Forbidden, MethodNotAllowed
 from salttwist.api.lowstate import requireClient, runLowstate
 from salttwist.api.resource import Answer, ApiCall, ApiResource, requireSession
 from salttwist.eauth.engine import AclRefused
@@ -48,6 +48,10 @@ class Minions(ApiResource):
         return {"return": [grainsById]}
 
     async def POST(self, call: ApiCall) -> Answer:
+        if call.path:
+            raise MethodNotAllowed(
+                "POST is not allowed on /minions/<id>; use POST /minions", {"Allow": "GET"}
+            )
         requireSession(call)
         jobs = await runLowstate(call, "local_async")
         links = [{"href": f"/jobs/{job['jid']}"} for job in jobs if job and job.get("jid")]
