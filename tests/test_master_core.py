@@ -55,6 +55,7 @@ INTENDED_HANDLERS = {
     "minionReturn",
     "minionGrains",
     "minionEvent",
+    "minionPing",
     "sessionSubscribe",
     "sessionUnsubscribe",
     "clientPublish",
@@ -410,6 +411,7 @@ class DispatchTests(MasterTestCase):
                 "_return": "minionReturn",
                 "_grains": "minionGrains",
                 "_minion_event": "minionEvent",
+                "_ping": "minionPing",
                 "_subscribe": "sessionSubscribe",
                 "_unsubscribe": "sessionUnsubscribe",
                 **fileAndPillar,
@@ -528,6 +530,21 @@ class DispatchTests(MasterTestCase):
         client, _, _ = self.authMinion("m1")
         for cmd in ("_auth", "clientPublish", "publish", "subscribe", "__class__", None):
             self.assertIn("not available to a minion", self.requestError(client, {"cmd": cmd}))
+
+    def test_minionPing(self) -> None:
+        """
+        C{_ping} in a minion session (C{master_alive_interval}'s check) is
+        answered C{{"ret": True}}, fires nothing and leaves the session up;
+        a local-client session may not send it.
+        """
+        client, _, _ = self.authMinion("m1")
+        self.events.clear()
+        reply = self.successResultOf(self.request(client, {"cmd": "_ping"}))
+        self.assertIs(reply["ret"], True)
+        self.assertEqual(self.events, [])
+        self.assertFalse(client.lost.called)
+        other, _ = self.authClient()
+        self.assertIn("not available to a client", self.requestError(other, {"cmd": "_ping"}))
 
     def test_clientCannotReturn(self) -> None:
         """

@@ -315,7 +315,7 @@ class FakeReqChannel:
     def minionReturn(self, proto: Any, load: Any) -> Any:
         raise AssertionError("not a minion session")
 
-    minionGrains = minionEvent = sessionSubscribe = sessionUnsubscribe = minionReturn
+    minionGrains = minionEvent = minionPing = sessionSubscribe = sessionUnsubscribe = minionReturn
     fileEnvs = fileList = dirList = fileHash = fileHashes = serveFile = fileRecv = minionReturn
     fileHashMany = serveFiles = minionReturn
     minionPillar = masterOpts = minionReturn

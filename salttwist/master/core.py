@@ -277,6 +277,7 @@ class Master:
         self.minionReturn = requests.minionReturn
         self.minionGrains = requests.minionGrains
         self.minionEvent = requests.minionEvent
+        self.minionPing = requests.minionPing
         self.clientRunner = runnerDispatch.clientRunner
         # ... the file server and pillar.
         self.fileEnvs = files.fileEnvs

@@ -293,6 +293,11 @@ class IMinionRequests(Interface):
         C{_minion_event}: a minion fires an event.
         """
 
+    def minionPing(proto, load):
+        """
+        C{_ping}: a minion checks that its master answers; nothing is done.
+        """
+
 
 class IRunnerDispatch(Interface):
     """
@@ -354,6 +359,11 @@ class IReqChannel(Interface):
     def minionEvent(proto, load):
         """
         C{_minion_event} (L{IMinionRequests.minionEvent}).
+        """
+
+    def minionPing(proto, load):
+        """
+        C{_ping} (L{IMinionRequests.minionPing}).
         """
 
     def sessionSubscribe(proto, load):

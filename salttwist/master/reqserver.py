@@ -37,6 +37,7 @@ MINION_FUNCS = {
     "_return": "minionReturn",
     "_grains": "minionGrains",
     "_minion_event": "minionEvent",
+    "_ping": "minionPing",
     "_subscribe": "sessionSubscribe",
     "_unsubscribe": "sessionUnsubscribe",
 }

@@ -218,6 +218,15 @@ class MinionRequests:
         self._checkReturn(jid, minionId)
         return dict(self._acceptReturn(minionId, jid, load), jid=jid)
 
+    def minionPing(self, proto: IMinionSession, load: dict[str, Any]) -> dict[str, Any]:
+        """
+        C{_ping}: a minion with C{master_alive_interval} checks that its
+        master answers on its session. Nothing is done.
+
+        @return: C{{"ret": True}}.
+        """
+        return {"ret": True}
+
     def minionEvent(self, proto: IMinionSession, load: dict[str, Any]) -> dict[str, Any]:
         """
         C{_minion_event}: a minion fires an event on the master's bus
