@@ -3,7 +3,7 @@
 The API's resource tree: L{makeRoot} builds it, L{mountResources} hangs
 the endpoint families on the root, one module each:
 
-    /            L{salttwist.api.lowstate.Root}: GET the welcome, POST lowstate
+    /            L{salttwist.api.lowstate.Lowstate}: GET the welcome, POST lowstate
     /run         L{salttwist.api.lowstate.Run}: chunks with their credentials
     /token       L{salttwist.api.lowstate.Token}
     /login       L{salttwist.api.login.Login}
