@@ -22,6 +22,7 @@ from twisted.web.server import Site
 from salttwist.api.events import (
     HEARTBEAT,
     RECHECK,
+    DecisionCaches,
     EventFilter,
     EventHub,
     EventsResource,
@@ -455,3 +456,39 @@ class EventFilterTests(SynchronousTestCase):
             eventFilter.visible(f"salt/job/{jid}/new", {"fun": "test.ping", "minions": ["m"]})
         self.assertFalse(eventFilter.visible("salt/job/1/prog/m/0", {}))
         self.assertTrue(eventFilter.visible("salt/job/3/prog/m/0", {}))
+
+
+class DecisionCachesTests(SynchronousTestCase):
+    """
+    L{DecisionCaches} shares decisions between the filters of the same
+    permissions only.
+    """
+
+    def test_shared(self) -> None:
+        """
+        Two filters of equal permissions share one cache; a decision made
+        by one is found by the other; other permissions have another.
+        """
+        caches = DecisionCaches()
+        first = caches.forPerms(perms("test.*"))
+        self.assertIs(caches.forPerms(perms("test.*")), first)
+        self.assertIsNot(caches.forPerms(perms("cmd.*")), first)
+        EventFilter(perms("test.*"), decisions=first).visible(
+            "salt/job/1/ret/m1", {"fun": "test.ping"}
+        )
+        self.assertEqual(first, {("local", "test.ping", "m1"): True})
+        self.assertTrue(
+            EventFilter(perms("test.*"), decisions=first).visible(
+                "salt/job/2/ret/m1", {"fun": "test.ping"}
+            )
+        )
+
+    def test_dropped(self) -> None:
+        """
+        A cache no filter holds is dropped.
+        """
+        caches = DecisionCaches()
+        first = caches.forPerms(perms("test.*"))
+        first[("local", "x", "m")] = True
+        del first
+        self.assertEqual(caches.forPerms(perms("test.*")), {})
