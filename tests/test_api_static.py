@@ -109,3 +109,40 @@ class StaticFilesTests(SynchronousTestCase):
                 code = f.read()
             for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
                 self.assertNotIn(sink, code, f"{name} uses {sink}")
+
+
+class MountedTests(SynchronousTestCase):
+    """
+    The API's tree (L{salttwist.api.app.makeRoot}) has C{/ui}, C{/events}
+    and C{/hook} (L{salttwist.api.static.mountLive}).
+    """
+
+    def setUp(self) -> None:
+        from tests._apifakes import Api
+
+        self.api = Api(self.mktemp())
+
+    def test_ui(self) -> None:
+        """
+        C{/ui/} is the dashboard, with its CSP.
+        """
+        status, headers, body = self.api.request("GET", "/ui/")
+        self.assertEqual(status, 200)
+        self.assertEqual(headers["content-security-policy"], [CSP])
+        self.assertIn(b"<title>salttwist dashboard</title>", body)
+
+    def test_events(self) -> None:
+        """
+        C{/events} wants a token, in the header.
+        """
+        self.assertEqual(self.api.json("GET", "/events")[0], 401)
+        token = self.api.login("pinger")
+        self.assertEqual(self.api.json("GET", f"/events?token={token}")[0], 400)
+
+    def test_hook(self) -> None:
+        """
+        C{/hook} wants a token (C{webhook_disable_auth} is off).
+        """
+        status, data = self.api.json("POST", "/hook/x", {})
+        self.assertEqual(status, 401)
+        self.assertEqual(data["status"], 401)
