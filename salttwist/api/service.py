@@ -105,7 +105,7 @@ def apiSite(context: ApiContext) -> Site:
     """
     @return: the site serving the API's resource tree, with its body limit.
     """
-    site = ApiSite(makeRoot(context), logPath=context.options.logAccessFile)
+    site = ApiSite(makeRoot(context), logPath=context.options.logAccessFile, reactor=context.clock)
     site.requestFactory = type(
         "LimitedRequest", (LimitedRequest,), {"maxBody": context.options.maxRequestBodySize}
     )
