@@ -478,6 +478,30 @@ class IncludeTests(SynchronousTestCase):
         self.assertEqual(renderJinja("{{ a }}", {"a": 2}, path="/c"), "2")
         self.assertEqual(renderJinja("{{ a }}!", {"a": 2}, path="/c"), "2!")
 
+    def test_plainTextAsJinjaGivesIt(self) -> None:
+        """
+        A text in which no Jinja syntax can start renders to itself, as
+        Jinja renders it; one with a carriage return or a tag goes through
+        Jinja.
+        """
+        from jinja2 import Environment
+
+        jinja = Environment(keep_trailing_newline=True)
+        texts = [
+            "",
+            "\n",
+            "a: 1\nb:\n  - x}}\n  - '%} #}'\n",
+            "no newline at the end",
+            "ünïcode: ✓\n\n\n",
+            "  indented:\n    - 1\n",
+        ]
+        for text in texts:
+            self.assertEqual(renderJinja(text, {}), jinja.from_string(text).render())
+            self.assertEqual(renderJinja(text, {}, name="x/y.sls"), text)
+        self.assertEqual(renderJinja("a\r\nb\r\n", {}), "a\nb\n")
+        self.assertEqual(renderJinja("a: {{ 1 + 1 }}\n", {}), "a: 2\n")
+        self.assertRaises(RenderError, renderJinja, "a: {{ missing }}\n", {})
+
     def test_importedModuleNotShared(self) -> None:
         """
         What one render does to a module imported without context (its

@@ -547,6 +547,12 @@ def renderJinja(
     mainName = _ANONYMOUS
     if name is not None:
         mainName = confineName(name)
+    if "{" not in text and "\r" not in text:
+        # No tag, expression nor comment can start, and no line end is
+        # Jinja's to change: the text is its own rendering (the pillar's
+        # top file and plain SLS files, for every minion).
+        return text
+    if name is not None:
         context = dict(context)
         tpldir = posixpath.dirname(mainName) or "."
         context.setdefault("tplpath", path)
