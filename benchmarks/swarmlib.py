@@ -552,7 +552,7 @@ class Swarm:
         self.publications = SharedPublications()
         self.pillar = SwarmPillar(pillarMarkKey) if pillarMarkKey else None
         #: The last counts over every minion (L{status}), and when taken.
-        self._scan: tuple[Counter[Any], dict[str, Any] | None] | None = None
+        self._scan: tuple[Counter[Any], dict[str, Any] | None, Counter[str]] | None = None
         self._scanAt = 0.0
         with _fastBuild():
             for index in indexes:
@@ -703,11 +703,13 @@ class Swarm:
         now = time.monotonic()
         if self._scan is None or now - self._scanAt >= SCAN_INTERVAL:
             self._scanAt = now
+            ready = [m for m in self.minions if m.state == "ready"]
             self._scan = (
-                Counter(m.jobber._kid for m in self.minions if m.state == "ready"),
+                Counter(m.jobber._kid for m in ready),
                 self.pillar.status() if self.pillar is not None else None,
+                Counter(f"{m.masters.current.host}:{m.masters.current.port}" for m in ready),
             )
-        kids, pillar = self._scan
+        kids, pillar, byMaster = self._scan
         if pillar is not None and self.pillar is not None:
             pillar = dict(pillar, **self.pillar.counters())
         return {
@@ -723,6 +725,7 @@ class Swarm:
             "attempt_failures": self.attemptFailures,
             "returns": self.returns,
             "kids": {str(kid): n for kid, n in kids.items()},
+            "ready_by_master": dict(byMaster),
             "kid_last_at": {str(kid): t for kid, t in self.kidLastAt.items()},
             "failure_reasons": dict(self.failureReasons.most_common(5)),
             **({"pillar": pillar} if pillar is not None else {}),
@@ -745,6 +748,7 @@ def readStatus(statusDir: str) -> dict[str, Any]:
         "attempt_failures": 0,
         "returns": 0,
         "kids": Counter(),
+        "ready_by_master": Counter(),
         "kid_last_at": {},
         "first_ready_at": None,
         "last_ready_at": None,
@@ -762,6 +766,7 @@ def readStatus(statusDir: str) -> dict[str, Any]:
         for name in ("minions", "ready", "ever_ready", "auths", "attempt_failures", "returns"):
             total[name] += status[name]
         total["kids"].update({int(k): v for k, v in status["kids"].items()})
+        total["ready_by_master"].update(status.get("ready_by_master", {}))
         total["failure_reasons"].update(status.get("failure_reasons", {}))
         for kid, at in status["kid_last_at"].items():
             total["kid_last_at"][int(kid)] = max(total["kid_last_at"].get(int(kid), 0.0), at)
@@ -775,6 +780,7 @@ def readStatus(statusDir: str) -> dict[str, Any]:
         if "pillar" in status:
             _addPillarStatus(total, status["pillar"])
     total["kids"] = dict(total["kids"])
+    total["ready_by_master"] = dict(total["ready_by_master"])
     total["failure_reasons"] = dict(total["failure_reasons"].most_common(5))
     if "pillar" in total:
         for name in ("marks", "failure_reasons"):
@@ -847,6 +853,29 @@ def _masterPort(options: argparse.Namespace) -> int:
         return int(json.load(f)["ret_port"])
 
 
+def _minionOverrides(options: argparse.Namespace) -> dict[str, Any]:
+    """
+    This shard's minion options: C{--option}s, C{--single-connection},
+    and with C{--masters} the list of masters, rotated by the shard's
+    number so the shards' minions start on different masters.
+    """
+    overrides: dict[str, Any] = {}
+    for option in options.option:
+        key, _, value = option.partition("=")
+        try:
+            overrides[key] = json.loads(value)
+        except ValueError:
+            overrides[key] = value
+    if options.single_connection:
+        overrides["single_connection"] = True
+    if options.masters:
+        masters = options.masters.split(",")
+        first = (options.shard or 0) % len(masters)
+        overrides["master"] = masters[first:] + masters[:first]
+        overrides.setdefault("master_type", "failover")
+    return overrides
+
+
 def _runShard(options: argparse.Namespace) -> int:
     """
     Run this process's share of the swarm under the reactor (the
@@ -863,6 +892,7 @@ def _runShard(options: argparse.Namespace) -> int:
     crypt.verify = SharedVerification(crypt.verify)  # type: ignore[assignment]
     indexes = range(options.shard, options.minions, options.shards)
     root = options.root
+    overrides = _minionOverrides(options)
     statusPath = os.path.join(options.status_dir, f"shard-{options.shard}.json")
     swarm = Swarm(
         reactor,
@@ -874,7 +904,7 @@ def _runShard(options: argparse.Namespace) -> int:
         idPrefix=options.id_prefix,
         keysize=options.keysize,
         returnBytes=options.return_bytes,
-        configOverrides={"single_connection": True} if options.single_connection else None,
+        configOverrides=overrides,
         masterPub=_readMasterPub(options.pin_master),
         pillarMarkKey=options.pillar_mark,
     )
@@ -966,6 +996,23 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="With --pillar-mark: every minion refreshes its pillar each time this file changes.",
     )
+    parser.add_argument(
+        "--masters",
+        metavar="HOST:PORT,...",
+        help=(
+            "Minions with this list of masters (master_type failover unless --option says "
+            "otherwise); the list is rotated by each process's number (--procs), so each "
+            "process's minions start on another master. --port or --ports-file still sets "
+            "master_port."
+        ),
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="A minion option for every minion (VALUE read as JSON if it is JSON); repeatable.",
+    )
     parser.add_argument("--shard", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--shards", type=int, default=1, help=argparse.SUPPRESS)
     return parser
@@ -1024,6 +1071,8 @@ def main(argv: list[str] | None = None) -> int:
         *(["--ports-file", options.ports_file] if options.ports_file else []),
         *(["--go-file", options.go_file] if options.go_file else []),
         *(["--single-connection"] if options.single_connection else []),
+        *(["--masters", options.masters] if options.masters else []),
+        *[f"--option={option}" for option in options.option],
         *(["--pin-master", options.pin_master] if options.pin_master else []),
         *(["--pillar-mark", options.pillar_mark] if options.pillar_mark else []),
         *(

@@ -31,6 +31,7 @@ from benchmarks.swarmlib import (
     readKeyPair,
     readStatus,
 )
+from benchmarks.swarmlib import _minionOverrides as minionOverrides
 from benchmarks.swarmlib import _parser as swarmParser
 from benchmarks.swarmlib import main as swarmMain
 from salttwist import crypt, serial, wire
@@ -151,6 +152,61 @@ class StatusTests(SynchronousTestCase):
         self.assertEqual(total["kids"], {1: 1, 2: 2})
         self.assertEqual(total["kid_last_at"], {1: 5.0, 2: 8.0})
         self.assertEqual((total["first_ready_at"], total["last_ready_at"]), (2.0, 4.0))
+
+    def test_readyByMasterSummed(self) -> None:
+        """
+        The ready minions of each master are added up over the shards; a
+        shard file without them (an older swarm) counts none.
+        """
+        directory = self.mktemp()
+        os.makedirs(directory)
+        common = {
+            "pid": 1,
+            "minions": 2,
+            "ready": 2,
+            "ever_ready": 2,
+            "auths": 2,
+            "attempt_failures": 0,
+            "returns": 0,
+            "kids": {},
+            "kid_last_at": {},
+            "first_ready_at": None,
+            "last_ready_at": None,
+        }
+        self.writeShard(directory, 0, ready_by_master={"h:1": 1, "h:2": 1}, **common)
+        self.writeShard(directory, 1, ready_by_master={"h:2": 2}, **common)
+        self.writeShard(directory, 2, **common)
+        self.assertEqual(readStatus(directory)["ready_by_master"], {"h:1": 1, "h:2": 3})
+
+    def test_mastersRotatedPerShard(self) -> None:
+        """
+        With C{--masters}, each process's minions list every master,
+        starting with the one of the process's number, in failover mode;
+        C{--option} values are read as JSON when they are JSON.
+        """
+        options = swarmParser().parse_args(
+            ["--port", "1", "--masters", "h:1,h:2,h:3", "--option", "master_alive_interval=2"]
+            + ["--option", "log_level=debug", "--single-connection"]
+        )
+        lists = []
+        for shard in range(4):
+            options.shard = shard
+            overrides = minionOverrides(options)
+            lists.append(overrides.pop("master"))
+            self.assertEqual(
+                overrides,
+                {
+                    "master_type": "failover",
+                    "master_alive_interval": 2,
+                    "log_level": "debug",
+                    "single_connection": True,
+                },
+            )
+        self.assertEqual(
+            lists,
+            [["h:1", "h:2", "h:3"], ["h:2", "h:3", "h:1"], ["h:3", "h:1", "h:2"]]
+            + [["h:1", "h:2", "h:3"]],
+        )
 
     def test_noShards(self) -> None:
         """
