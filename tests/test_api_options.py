@@ -157,6 +157,29 @@ class FormatsTests(SynchronousTestCase):
         with self.assertRaises(BadRequest):
             parseBody("application/x-yaml", b"!!python/object/apply:os.system ['id']")
 
+    def test_yamlAliases(self) -> None:
+        """
+        YAML aliases are refused (a few lines of them make billions of
+        nodes once written out), in a body and in a form's C{arg}.
+        """
+        bomb = b"a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"
+        with self.assertRaises(BadRequest) as caught:
+            parseBody("application/x-yaml", bomb)
+        self.assertIn("aliases", caught.exception.message)
+        body = parseBody("application/x-www-form-urlencoded", b"arg=%5B%26a+x%2C+%2Aa%5D")
+        self.assertEqual(body["arg"], ["[&a x, *a]"])
+
+    def test_deep(self) -> None:
+        """
+        A body nested deeper than Python recurses is a 400, not a 500.
+        """
+        for media, body in (
+            ("application/json", b"[" * 100000 + b"]" * 100000),
+            ("application/x-yaml", b"[" * 100000 + b"]" * 100000),
+        ):
+            with self.assertRaises(BadRequest):
+                parseBody(media, body)
+
     def test_textPlain(self) -> None:
         """
         C{text/plain} is read as JSON if it is JSON, kept as text if not.

@@ -4,7 +4,7 @@ What the API reads and writes, as Salt's rest_cherrypy does.
 
 Bodies (by C{Content-Type}): JSON (C{application/json}), YAML
 (C{application/x-yaml}, C{text/yaml}; C{yaml.safe_load}: no Python
-objects), form fields (C{application/x-www-form-urlencoded}: a field given
+objects, and no aliases either), form fields (C{application/x-www-form-urlencoded}: a field given
 several times is a list, and C{arg} and C{kwarg} are read as YAML the way
 the command line reads them), and C{text/plain} read as JSON if it is JSON
 and kept as text otherwise. Any other type is refused with 406, as Salt
@@ -37,6 +37,32 @@ def _mediaType(header: str | None) -> str:
     return (header or "").split(";", 1)[0].strip().lower()
 
 
+class _Loader(yaml.SafeLoader):
+    """
+    C{yaml.safe_load}'s loader without aliases: C{*name} refers to an
+    anchored node, and a few kilobytes of nested aliases make a structure
+    of billions of nodes once written out (to the master, to JSON).
+    """
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not accepted", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def safeLoad(text: str) -> Any:
+    """
+    Read YAML as C{yaml.safe_load} does (no Python objects), refusing
+    aliases.
+
+    @raise yaml.YAMLError: it is not valid YAML, or has an alias.
+    """
+    return yaml.load(text, Loader=_Loader)
+
+
 def yamlArg(value: str) -> Any:
     """
     One form value of C{arg} or C{kwarg} read as YAML where that gives a
@@ -48,8 +74,8 @@ def yamlArg(value: str) -> Any:
     if value == "None":
         return None
     try:
-        loaded = yaml.safe_load(value)
-    except yaml.YAMLError:
+        loaded = safeLoad(value)
+    except (yaml.YAMLError, RecursionError):
         return value
     if isinstance(loaded, dict) and not value.startswith("{"):
         return value
@@ -94,17 +120,21 @@ def parseBody(contentType: str | None, body: bytes) -> Any:
             return json.loads(text)
         except ValueError as e:
             raise BadRequest(f"Invalid JSON document: {e}") from None
+        except RecursionError:
+            raise BadRequest("Invalid JSON document: nested too deeply") from None
     if kind in _YAML_TYPES:
         try:
-            return yaml.safe_load(text)
+            return safeLoad(text)
         except yaml.YAMLError as e:
             raise BadRequest(f"Invalid YAML document: {e}") from None
+        except RecursionError:
+            raise BadRequest("Invalid YAML document: nested too deeply") from None
     if kind == "application/x-www-form-urlencoded":
         return _parseForm(text)
     if kind == "text/plain":
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return text
     raise NotAcceptable(
         f"Content type not supported: {kind or 'none given'}; send"
