@@ -20,6 +20,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
+from salttwist import serial
 from salttwist.api.context import ApiContext
 from salttwist.api.hooks import MAX_TAG, Hook, busFirer
 from salttwist.api.options import ApiOptions
@@ -29,6 +30,7 @@ from salttwist.eauth.interfaces import TokenData
 from salttwist.eauth.tokens import MemoryTokenStore
 from salttwist.events import EVENT_PULL_SOCKET
 from salttwist.events.bus import EventPullFactory, LocalEventBus
+from salttwist.serial import SerialError
 
 START = 1_700_000_000.0
 
@@ -175,6 +177,27 @@ class HookTests(SynchronousTestCase):
         self.assertEqual(status, 400)
         self.assertEqual(self.fired, [])
 
+    def test_unserialisableBody(self) -> None:
+        """
+        A body the bus cannot carry (an integer past 64 bits: the firer
+        raises L{SerialError}) is refused with 400, not a 500. Found by
+        schemathesis: POST /hook with a JSON list holding
+        -17057765139009014889478905026874179584.
+        """
+
+        async def fire(tag: str, data: dict[str, Any]) -> bool:
+            serial.dumps(data)
+            return True
+
+        self.fire = fire  # type: ignore[method-assign]
+        status, data = self.post(
+            "/hook/x",
+            b'{"n": 170577651390090148894789050268741795840}',
+            {"Content-Type": "application/json"},
+        )
+        self.assertEqual(status, 400, data)
+        self.assertIn("cannot be put on the bus", data["return"])
+
 
 class BusFirerTests(TestCase):
     """
@@ -215,5 +238,18 @@ class BusFirerTests(TestCase):
 
         async def run() -> None:
             self.assertFalse(await fire("salt/netapi/hook/a", {}))
+
+        return Deferred.fromCoroutine(run())
+
+    def test_unserialisable(self) -> None:
+        """
+        Data the bus cannot carry raises L{SerialError} before any
+        connection is made (nothing listens here: it did answer L{False}).
+        """
+        fire = busFirer(reactor, self.mktemp())
+
+        async def run() -> None:
+            with self.assertRaises(SerialError):
+                await fire("salt/netapi/hook/a", {"post": {"n": 2**70}})
 
         return Deferred.fromCoroutine(run())

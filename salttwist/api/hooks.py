@@ -31,9 +31,11 @@ from typing import Any
 from twisted.internet.endpoints import UNIXClientEndpoint
 from twisted.logger import Logger
 
+from salttwist import serial
 from salttwist.api.errors import BadRequest
 from salttwist.api.resource import Answer, ApiCall, ApiResource
 from salttwist.events import EVENT_PULL_SOCKET
+from salttwist.serial import SerialError
 from salttwist.transport.framing import FrameProtocol, quietFactory
 
 __all__ = ["HOOK_TAG", "Hook", "busFirer", "hookEvent", "hookResource"]
@@ -92,18 +94,22 @@ def busFirer(reactor: Any, sockDir: str, timeout: float = FIRE_TIMEOUT) -> Fire:
     socket (C{master_event_pull.ipc} in C{sockDir}) without blocking.
 
     @return: an async function C{(tag, data) -> bool}: L{True} once the
-        event was written, L{False} when the bus cannot be reached.
+        event was written, L{False} when the bus cannot be reached; it
+        raises L{SerialError} for data the bus cannot carry.
     """
     path = os.path.join(sockDir, EVENT_PULL_SOCKET)
 
     async def fire(tag: str, data: dict[str, Any]) -> bool:
+        # Serialised first: data msgpack cannot carry (an integer past 64
+        # bits) raises SerialError here, before any connection is made.
+        payload = serial.dumps({"tag": tag, "data": data})
         endpoint = UNIXClientEndpoint(reactor, path, timeout=timeout)
         try:
             proto = await endpoint.connect(quietFactory(FrameProtocol))
         except Exception as e:
             _log.warn("webhook: the master's event bus cannot be reached: {error}", error=e)
             return False
-        proto.sendFrame({"tag": tag, "data": data})
+        proto.sendString(payload)
         proto.transport.loseConnection()
         return True
 
@@ -128,7 +134,10 @@ class Hook(ApiResource):
 
     async def POST(self, call: ApiCall) -> Answer:
         tag = hookTag(call.path)
-        fired = await self._fire(tag, hookEvent(call))
+        try:
+            fired = await self._fire(tag, hookEvent(call))
+        except SerialError as e:
+            raise BadRequest(f"the webhook's data cannot be put on the bus ({e})") from None
         return Answer({"success": fired}, status=200 if fired else 503)
 
 
