@@ -12,6 +12,7 @@ importing this module (trial and all) would double the time of these tests.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -24,6 +25,7 @@ from twisted.trial.unittest import TestCase
 
 from salttwist import crypt
 from salttwist.workers import TaskError, WorkerFailed, tasks
+from salttwist.workers.child import WORKER_GC_THRESHOLDS
 from salttwist.workers.pool import WorkerPool
 from tests._fresh import runWorkerChild
 
@@ -76,6 +78,35 @@ class RealWorkerTests(TestCase):
         await pool.stop()
         self.assertEqual(pool.pids(), [])
         self.assertEqual([pid for pid in pids if processExists(pid)], [])
+
+    def test_collectorThresholds(self) -> Deferred[None]:
+        """
+        A task runs with the collector enabled, at the worker's thresholds
+        (L{WORKER_GC_THRESHOLDS}).
+        """
+        directory = os.path.abspath(self.mktemp())
+        os.makedirs(directory)
+        with open(os.path.join(directory, "salttwist_gc_probe.py"), "w") as f:
+            f.write(
+                "import gc\n"
+                "from salttwist.workers.tasks import task\n"
+                "@task\n"
+                "def collector():\n"
+                "    return [gc.isenabled(), list(gc.get_threshold())]\n"
+            )
+        pool = self.makePool(
+            spawnArgs=["salttwist_gc_probe"],
+            env={"PYTHONPATH": os.pathsep.join([directory, *sys.path])},
+        )
+
+        async def test() -> None:
+            await pool.start()
+            self.assertEqual(
+                await pool.run("salttwist_gc_probe.collector"),
+                [True, list(WORKER_GC_THRESHOLDS)],
+            )
+
+        return ensureDeferred(test())
 
     def test_roundTrips(self) -> Deferred[None]:
         """
