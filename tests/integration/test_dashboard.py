@@ -402,7 +402,8 @@ class DashboardTests(TestCase):
         A user allowed only test.* (logging in with the keyboard alone)
         sees its own job's events and returns,
         and nothing of a cmd.run job run meanwhile by someone else, nor of a
-        webhook, nor the keys, nor the bus's other events, on any view.
+        webhook, nor the keys, nor the bus's other events, on any view; its
+        token revoked elsewhere, the page asks for a login again.
         """
         await self.inPage(lambda page: page.loginWithKeyboard("viewer", "viewer-pw"))
         result = await self.cluster.salt("minion1", "cmd.run", f"echo {SECRET}")
@@ -444,6 +445,29 @@ class DashboardTests(TestCase):
             assert not page.findAll("#keys-table tbody tr")
 
         await self.inPage(ownJob)
+
+        # The token revoked elsewhere: the page's next call is refused and
+        # it asks for a login again, saying why.
+        token = await self.inPage(
+            lambda page: page.driver.execute_script(
+                "return sessionStorage.getItem('salttwist.token')"
+            )
+        )
+        response = await self.http.post(
+            self.base + "/logout", data=b"{}", headers={"X-Auth-Token": [token]}
+        )
+        await response.content()
+        self.assertEqual(response.code, 200)
+
+        def loggedOut(page: Page) -> None:
+            # Opening the minions view again calls the API with the token.
+            page.driver.get(page.base + "/ui/#minions")
+            page.until(lambda: page.find("#view-login").is_displayed(), "the login form")
+            assert "session ended" in page.find("#notice").text, page.find("#notice").text
+            assert page.driver.execute_script("return sessionStorage.length") == 0
+            page.shot("viewer-revoked")
+
+        await self.inPage(loggedOut)
 
 
 class PackagedTests(TestCase):

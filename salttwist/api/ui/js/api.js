@@ -34,6 +34,13 @@ export function onUnauthorized(listener) {
   unauthorizedListeners.push(listener);
 }
 
+/** The API refused the token elsewhere (the event stream): forget it. */
+export function expired(message) {
+  if (!currentLogin()) return;
+  forget();
+  unauthorizedListeners.forEach((l) => l(message));
+}
+
 /** The URL of an API path such as "minions" or "jobs/123". */
 export function apiUrl(path) {
   return new URL(path, API_ROOT);

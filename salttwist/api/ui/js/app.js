@@ -81,7 +81,7 @@ function init() {
   });
   api.onUnauthorized((message) => {
     stream.stop();
-    notice(`Your session ended: ${message}. Please log in again.`);
+    notice(`Your session ended: ${String(message).replace(/\.+$/, "")}. Please log in again.`);
     route();
   });
   stream.onState((state) => {

@@ -2,7 +2,7 @@
 // send the X-Auth-Token header, and a token in the URL would end up in
 // logs). One stream for the whole page; views subscribe to it.
 
-import { apiUrl, currentLogin } from "./api.js";
+import { apiUrl, currentLogin, expired } from "./api.js";
 
 const listeners = new Set();
 const stateListeners = new Set();
@@ -54,7 +54,13 @@ function dispatch(block) {
   }
 }
 
+// Reconnecting waits the server's retry hint, doubled after each failed
+// attempt up to this many milliseconds (a master that is down is not
+// asked every 400 ms).
+const MAX_WAIT = 15000;
+
 async function run(signal) {
+  let failures = 0;
   while (!signal.aborted) {
     const login = currentLogin();
     if (!login) break;
@@ -67,10 +73,13 @@ async function run(signal) {
       });
       if (response.status === 401) {
         setState("refused");
+        controller = null;
+        expired("the event stream refused the token");
         return;
       }
       if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
       setState("live");
+      failures = 0;
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = "";
       for (;;) {
@@ -88,7 +97,9 @@ async function run(signal) {
     }
     if (signal.aborted) break;
     setState("reconnecting");
-    await new Promise((resolve) => setTimeout(resolve, Math.max(retry, 400)));
+    const wait = Math.min(MAX_WAIT, Math.max(retry, 400) * 2 ** failures);
+    failures += 1;
+    await new Promise((resolve) => setTimeout(resolve, wait));
   }
   setState("closed");
 }
