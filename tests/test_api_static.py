@@ -6,6 +6,7 @@ memory with a strict Content Security Policy, over a L{StringTransport}.
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 
@@ -67,6 +68,22 @@ class StaticFilesTests(SynchronousTestCase):
         self.assertEqual(status, 200)
         self.assertIn("Content-Type: text/javascript; charset=utf-8", head)
         self.assertIn(b"import", body)
+
+    def test_gzip(self) -> None:
+        """
+        A client that accepts gzip gets the file gzipped; one that refuses
+        it (C{q=0}) or says nothing gets it as it is.
+        """
+        _, _, plain = self.get("/ui/js/app.js")
+        status, head, body = self.get("/ui/js/app.js", "Accept-Encoding: gzip, deflate, br\r\n")
+        self.assertEqual(status, 200)
+        self.assertIn("Content-Encoding: gzip", head)
+        self.assertIn("Vary: Accept-Encoding", head)
+        self.assertEqual(gzip.decompress(body), plain)
+        self.assertLess(len(body), len(plain))
+        _, head, body = self.get("/ui/js/app.js", "Accept-Encoding: gzip;q=0, br\r\n")
+        self.assertNotIn("Content-Encoding", head)
+        self.assertEqual(body, plain)
 
     def test_missing(self) -> None:
         """
