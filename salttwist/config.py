@@ -696,6 +696,23 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "keys.postgres.sslcrl": _Option(None, _checkNonEmptyString),
     "keys.postgres.connect_timeout": _Option(10, _integer(1)),
     "keys.postgres.write_timeout": _Option(10, _checkPositiveNumber),
+    # The grains and pillar caches (issue 23, salttwist.master.minioncache_pg):
+    # localfs (Salt's default: each master its own) or postgres, a database
+    # several masters share, reached with the cache.postgres.* options.
+    "cache": _Option("localfs", _choice("localfs", "postgres")),
+    "cache.postgres.host": _Option("localhost", _checkNonEmptyString),
+    "cache.postgres.port": _Option(5432, _integer(1, 65535)),
+    "cache.postgres.db": _Option("salt", _checkNonEmptyString),
+    "cache.postgres.user": _Option("salt", _checkNonEmptyString),
+    "cache.postgres.pass": _Option(None, _checkString),
+    "cache.postgres.sslmode": _Option(
+        None, _choice("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+    ),
+    "cache.postgres.sslcert": _Option(None, _checkNonEmptyString),
+    "cache.postgres.sslkey": _Option(None, _checkNonEmptyString),
+    "cache.postgres.sslrootcert": _Option(None, _checkNonEmptyString),
+    "cache.postgres.sslcrl": _Option(None, _checkNonEmptyString),
+    "cache.postgres.connect_timeout": _Option(10, _integer(1)),
     "timeout": _Option(5, _checkNumber),
     "publish_session": _Option(86400, _checkNumber),
     "gather_job_timeout": _Option(10, _checkNumber),
