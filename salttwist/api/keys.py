@@ -21,7 +21,7 @@ import tarfile
 from collections.abc import Mapping
 from typing import Any
 
-from salttwist.api.errors import ApiError, BadRequest, MethodNotAllowed
+from salttwist.api.errors import ApiError, BadRequest
 from salttwist.api.lowstate import runChunk
 from salttwist.api.resource import ApiCall, ApiResource, RawAnswer, requireSession
 
@@ -55,6 +55,10 @@ class Keys(ApiResource):
 
     name = "keys"
 
+    def methodsAt(self, path: list[bytes]) -> tuple[str, ...]:
+        # POST /keys only: POST /keys/<id> would ignore the id.
+        return ("GET",) if path else ("GET", "POST")
+
     async def GET(self, call: ApiCall) -> dict[str, Any]:
         requireSession(call)
         mid = "/".join(call.path)
@@ -63,10 +67,6 @@ class Keys(ApiResource):
         return {"return": result["data"]["return"]}
 
     async def POST(self, call: ApiCall) -> RawAnswer:
-        if call.path:
-            raise MethodNotAllowed(
-                "POST is not allowed on /keys/<id>; use POST /keys with mid", {"Allow": "GET"}
-            )
         requireSession(call)
         body = call.body
         if isinstance(body, list) and len(body) == 1:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from salttwist.api.errors import Forbidden, MethodNotAllowed
+from salttwist.api.errors import Forbidden
 from salttwist.api.lowstate import requireClient, runLowstate
 from salttwist.api.resource import Answer, ApiCall, ApiResource, requireSession
 from salttwist.eauth.engine import AclRefused
@@ -31,6 +31,10 @@ class Minions(ApiResource):
     """
 
     name = "minions"
+
+    def methodsAt(self, path: list[bytes]) -> tuple[str, ...]:
+        # POST /minions only: POST /minions/<id> would ignore the id.
+        return ("GET",) if path else ("GET", "POST")
 
     async def GET(self, call: ApiCall) -> dict[str, Any]:
         session = requireSession(call)
@@ -48,10 +52,6 @@ class Minions(ApiResource):
         return {"return": [grainsById]}
 
     async def POST(self, call: ApiCall) -> Answer:
-        if call.path:
-            raise MethodNotAllowed(
-                "POST is not allowed on /minions/<id>; use POST /minions", {"Allow": "GET"}
-            )
         requireSession(call)
         jobs = await runLowstate(call, "local_async")
         links = [{"href": f"/jobs/{job['jid']}"} for job in jobs if job and job.get("jid")]

@@ -207,9 +207,10 @@ class ApiResource(Resource):
             return JSON, e
         try:
             method = request.method.decode("ascii", "replace")
-            handler = getattr(self, method, None) if method.isupper() else None
+            methods = self.methodsAt([segment for segment in request.postpath if segment])
+            handler = getattr(self, method, None) if method in methods else None
             if handler is None:
-                allowed = ", ".join(m for m in ("GET", "POST") if hasattr(self, m))
+                allowed = ", ".join(methods)
                 raise MethodNotAllowed(
                     f"{method} is not allowed here; use {allowed}", {"Allow": allowed}
                 )
@@ -217,6 +218,14 @@ class ApiResource(Resource):
             return media, await handler(call)
         except ApiError as e:
             return media, e
+
+    def methodsAt(self, path: list[bytes]) -> tuple[str, ...]:
+        """
+        The methods this resource answers at C{path} (the segments below
+        it), as C{Allow} lists them; others get a 405. By default, every
+        method it defines, wherever.
+        """
+        return tuple(m for m in ("GET", "POST") if hasattr(self, m))
 
     async def makeCall(self, request: Request) -> ApiCall:
         """
