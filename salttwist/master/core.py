@@ -178,6 +178,7 @@ class Master:
         autosign: IAutosignPolicy | None = None,
         jobCache: IJobCache | None = None,
         workers: Any = None,
+        pillarCache: PillarCache | None = None,
     ) -> None:
         self.config = config
         self.masterKeys = masterKeys
@@ -204,7 +205,7 @@ class Master:
         )
         self.keyWatch = keyWatch = KeyWatch(keyStore, runBlocking, self.grainsCache, accepted)
         #: Each minion's last compiled pillar (pillar targeting).
-        self.pillarCache = PillarCache()
+        self.pillarCache = pillarCache or PillarCache()
         self.jobPublisher = publisher = JobPublisher(
             config,
             bus,

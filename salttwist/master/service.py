@@ -63,6 +63,7 @@ from salttwist.master.jobcacheworker import WorkerJobCache
 from salttwist.master.keys import loadMasterKeys
 from salttwist.master.keywatch import KeyStoreFeed
 from salttwist.master.maintenance import MasterStats, PresenceEvents
+from salttwist.master.minioncache_pg import cachesFromConfig
 from salttwist.master.publisher import PubServerFactory
 from salttwist.master.reqserver import ReqServerFactory
 from salttwist.pki.ids import UnicodeIdsUnavailable, escapeId, idRulesFromConfig
@@ -445,8 +446,20 @@ class MasterService(MultiService):
             )
         self.bus = LocalEventBus()
         runBlocking = runBlocking or threadRunner(reactor)
-        grainsCache = GrainsCache(os.path.join(config["cachedir"], "grains.cache"), runBlocking)
-        grainsCache.load()
+        try:
+            # cache: postgres (the grains and pillar caches every master of
+            # a cluster shares), a child service; None with localfs.
+            sharedCaches = cachesFromConfig(config, reactor)
+        except ValueError as e:
+            raise StartupError(str(e)) from e
+        #: The store of the shared grains and pillar caches, if any.
+        self.minionDataStore = sharedCaches[0] if sharedCaches else None
+        grainsCache: Any = None
+        if sharedCaches is None:
+            grainsCache = GrainsCache(os.path.join(config["cachedir"], "grains.cache"), runBlocking)
+            grainsCache.load()
+        else:
+            grainsCache = sharedCaches[1]
         if jobCache is None:
             jobCache = makeJobCache(config, reactor, useWorkers)
         self.jobCache = jobCache
@@ -495,6 +508,7 @@ class MasterService(MultiService):
             reactor,
             grainsCache,
             jobCache=self.jobCache,
+            pillarCache=sharedCaches[2] if sharedCaches else None,
         )
         try:
             # After loadMasterKeys: the tls transport makes its certificate
@@ -589,6 +603,8 @@ class MasterService(MultiService):
             # First, so it stops last: nothing uses the keys after it.
             self.keyStoreService.setServiceParent(self)
         JobCacheService(self.jobCache).setServiceParent(self)
+        if self.minionDataStore is not None:
+            self.minionDataStore.setServiceParent(self)
         if self.clusterService is not None:
             # Connected before the sockets listen; disconnected after they
             # close and before the job cache does.
