@@ -345,6 +345,7 @@ class LocalClient:
         onPublished: Callable[[str, list[str]], None] | None = None,
         onReturn: Callable[[str, dict[str, Any]], None] | None = None,
         gatherJobTimeout: float = 10.0,
+        user: str | None = None,
     ) -> JobResult:
         """
         Publish one job and gather its returns, as Salt's LocalClient does:
@@ -356,12 +357,15 @@ class LocalClient:
 
         @param onPublished: called with the jid and expected minions.
         @param onReturn: called with each minion's return event as it arrives.
+        @param user: the job's user, when this process runs as the master's
+            user and publishes for someone it authenticated (salttwist-api's
+            eauth users); the master takes it only from such a client.
         @raise MasterUnavailable: if the master cannot be reached.
         @raise RequestError: if the master refused the job (the message says why).
         """
         async with self._channel() as channel:
             reply, gather = await self._publishAndGather(
-                channel, tgt, tgtType, fun, arg, onPublished, onReturn
+                channel, tgt, tgtType, fun, arg, onPublished, onReturn, user
             )
             minions = list(reply.get("minions", []))
             result = JobResult(reply.get("jid", ""), minions)
@@ -444,6 +448,7 @@ class LocalClient:
         arg: list[Any],
         onPublished: Callable[[str, list[str]], None] | None,
         onReturn: Callable[[str, dict[str, Any]], None] | None,
+        user: str | None = None,
     ) -> tuple[dict[str, Any], _Gather | None]:
         """
         Publish one job and start gathering its returns, keeping those that
@@ -455,7 +460,7 @@ class LocalClient:
         collector = channel.collector
         token = collector.publishStarted()
         try:
-            reply = await self._publish(channel, tgt, tgtType, fun, arg)
+            reply = await self._publish(channel, tgt, tgtType, fun, arg, user)
             minions = list(reply.get("minions", []))
             if not minions:
                 return reply, None
@@ -466,7 +471,7 @@ class LocalClient:
             collector.publishEnded(token)
 
     async def publish(
-        self, tgt: Any, fun: str, arg: list[Any], tgtType: str = "glob"
+        self, tgt: Any, fun: str, arg: list[Any], tgtType: str = "glob", user: str | None = None
     ) -> dict[str, Any]:
         """
         Publish one job without waiting for returns (C{salttwist --async}).
@@ -481,17 +486,25 @@ class LocalClient:
         """
         if self.keepConnected:
             async with self._channel() as channel:
-                return await self._publish(channel, tgt, tgtType, fun, arg)
+                return await self._publish(channel, tgt, tgtType, fun, arg, user)
         req = await self._login()
         try:
-            return await sessionRequest(req, publishRequest(tgt, tgtType, fun, arg, currentUser()))
+            return await sessionRequest(
+                req, publishRequest(tgt, tgtType, fun, arg, user or currentUser())
+            )
         finally:
             req.transport.loseConnection()
 
     async def _publish(
-        self, channel: _Channel, tgt: Any, tgtType: str, fun: str, arg: list[Any]
+        self,
+        channel: _Channel,
+        tgt: Any,
+        tgtType: str,
+        fun: str,
+        arg: list[Any],
+        user: str | None = None,
     ) -> dict[str, Any]:
-        return await channel.request(publishRequest(tgt, tgtType, fun, arg, channel.user))
+        return await channel.request(publishRequest(tgt, tgtType, fun, arg, user or channel.user))
 
     async def _findJob(
         self,
@@ -516,9 +529,11 @@ class LocalClient:
             channel.collector.release(reply.get("jid", ""))
         return {m for m, data in gather.returns.items() if data.get("return")}
 
-    async def runner(self, fun: str, arg: list[Any]) -> dict[str, Any]:
+    async def runner(self, fun: str, arg: list[Any], user: str | None = None) -> dict[str, Any]:
         """
         Run the runner function C{fun} in the master (Salt's C{salt-run}).
+
+        @param user: the run's user (see L{run}).
 
         @return: C{{"jid": ..., "return": ...}}.
         @raise MasterUnavailable: if the master cannot be reached.
@@ -526,5 +541,5 @@ class LocalClient:
         """
         async with self._channel() as channel:
             return await channel.request(
-                {"cmd": "runner", "fun": fun, "arg": arg, "user": channel.user}
+                {"cmd": "runner", "fun": fun, "arg": arg, "user": user or channel.user}
             )
