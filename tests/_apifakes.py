@@ -46,6 +46,8 @@ class FakeMaster:
         self.grainsById = grains
         self.keyWheel = keyWheel
         self.calls: list[tuple[Any, ...]] = []
+        #: The user of each job or run, in order.
+        self.users: list[str | None] = []
         self.jid = 20240101000000000000
         self.error: Exception | None = None
 
@@ -56,26 +58,44 @@ class FakeMaster:
         return True if fun == "test.ping" else f"{fun} ran"
 
     def run(
-        self, tgt: Any, tgtType: str, fun: Any, arg: list[Any], timeout: float, full: bool
+        self,
+        tgt: Any,
+        tgtType: str,
+        fun: Any,
+        arg: list[Any],
+        timeout: float,
+        full: bool,
+        user: str,
     ) -> Deferred[Any]:
         self.calls.append(("run", tgt, tgtType, fun, arg))
+        self.users.append(user)
         if self.error is not None:
             return fail(self.error)
         return succeed({m: self._answer(fun) for m in self._targeted(tgt, tgtType)})
 
-    def publish(self, tgt: Any, tgtType: str, fun: Any, arg: list[Any]) -> Deferred[Any]:
+    def publish(self, tgt: Any, tgtType: str, fun: Any, arg: list[Any], user: str) -> Deferred[Any]:
         self.calls.append(("publish", tgt, tgtType, fun, arg))
+        self.users.append(user)
         self.jid += 1
         return succeed({"jid": str(self.jid), "minions": self._targeted(tgt, tgtType)})
 
     def batch(
-        self, tgt: Any, tgtType: str, fun: Any, arg: list[Any], batch: str, timeout: float
+        self,
+        tgt: Any,
+        tgtType: str,
+        fun: Any,
+        arg: list[Any],
+        batch: str,
+        timeout: float,
+        user: str,
     ) -> Deferred[Any]:
         self.calls.append(("batch", tgt, tgtType, fun, arg, batch))
+        self.users.append(user)
         return succeed([{m: self._answer(fun)} for m in self._targeted(tgt, tgtType)])
 
-    def runner(self, fun: str, arg: list[Any]) -> Deferred[Any]:
+    def runner(self, fun: str, arg: list[Any], user: str | None = None) -> Deferred[Any]:
         self.calls.append(("runner", fun, arg))
+        self.users.append(user)
         if fun == "jobs.list_job":
             ret: Any = {
                 "jid": arg[0],
@@ -88,8 +108,9 @@ class FakeMaster:
             ret = f"{fun} ran"
         return succeed({"jid": "20240101000000000099", "return": ret})
 
-    def runnerAsync(self, fun: str, arg: list[Any]) -> Deferred[Any]:
+    def runnerAsync(self, fun: str, arg: list[Any], user: str) -> Deferred[Any]:
         self.calls.append(("runnerAsync", fun, arg))
+        self.users.append(user)
         return succeed({"tag": "salt/run/20240101000000000098", "jid": "20240101000000000098"})
 
     def wheel(self, fun: str, kwargs: dict[str, Any]) -> Deferred[Any]:

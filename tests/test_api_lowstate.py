@@ -160,6 +160,26 @@ class LowstateTests(SynchronousTestCase):
         status, data = self.post("test.ping")
         self.assertEqual((status, data["return"]), (400, "Lowstates must be a list"))
 
+    def test_jobsUser(self) -> None:
+        """
+        Every job and run is the eauth user's: the master records it as
+        the job's user, as Salt does.
+        """
+        token = self.api.login("webop")
+        self.api.json(
+            "POST",
+            "/",
+            [
+                {"client": "local", "tgt": "web1", "fun": "test.ping"},
+                {"client": "local_async", "tgt": "web1", "fun": "test.ping"},
+                {"client": "local_batch", "tgt": "web1", "fun": "test.ping"},
+                {"client": "runner", "fun": "jobs.list_jobs"},
+                {"client": "runner_async", "fun": "jobs.list_jobs"},
+            ],
+            token=token,
+        )
+        self.assertEqual(self.api.master.users, ["webop"] * 5)
+
     def test_badClient(self) -> None:
         """
         An unknown client, a client salttwist-api lacks and a chunk without

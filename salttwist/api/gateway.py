@@ -31,6 +31,20 @@ __all__ = ["MasterGateway"]
 _log = Logger()
 
 
+class _AsUser:
+    """
+    A local client whose jobs are C{user}'s (for L{runBatches}, which
+    calls C{run} only).
+    """
+
+    def __init__(self, client: LocalClient, user: str) -> None:
+        self._client = client
+        self._user = user
+
+    async def run(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._client.run(*args, **kwargs, user=self._user)
+
+
 @implementer(IMasterGateway)
 class MasterGateway:
     """
@@ -60,21 +74,35 @@ class MasterGateway:
         return float(self.config.get("gather_job_timeout", 10))
 
     def run(
-        self, tgt: Any, tgtType: str, fun: Any, arg: list[Any], timeout: float, full: bool
+        self,
+        tgt: Any,
+        tgtType: str,
+        fun: Any,
+        arg: list[Any],
+        timeout: float,
+        full: bool,
+        user: str,
     ) -> Deferred[dict[str, Any]]:
         async def run() -> dict[str, Any]:
             result = await self.client.run(
-                tgt, fun, arg, tgtType, timeout, gatherJobTimeout=self._gatherTimeout()
+                tgt, fun, arg, tgtType, timeout, gatherJobTimeout=self._gatherTimeout(), user=user
             )
             return cmdReturns(result, full)
 
         return Deferred.fromCoroutine(run())
 
-    def publish(self, tgt: Any, tgtType: str, fun: Any, arg: list[Any]) -> Deferred[Any]:
-        return Deferred.fromCoroutine(self.client.publish(tgt, fun, arg, tgtType))
+    def publish(self, tgt: Any, tgtType: str, fun: Any, arg: list[Any], user: str) -> Deferred[Any]:
+        return Deferred.fromCoroutine(self.client.publish(tgt, fun, arg, tgtType, user))
 
     def batch(
-        self, tgt: Any, tgtType: str, fun: Any, arg: list[Any], batch: str, timeout: float
+        self,
+        tgt: Any,
+        tgtType: str,
+        fun: Any,
+        arg: list[Any],
+        batch: str,
+        timeout: float,
+        user: str,
     ) -> Deferred[list[dict[str, Any]]]:
         try:
             spec = parseBatch(batch)
@@ -87,7 +115,7 @@ class MasterGateway:
 
         async def run() -> list[dict[str, Any]]:
             await runBatches(
-                self.client,
+                _AsUser(self.client, user),
                 self.reactor,
                 tgt,
                 fun,
@@ -102,29 +130,30 @@ class MasterGateway:
 
         return Deferred.fromCoroutine(run())
 
-    def runner(self, fun: str, arg: list[Any]) -> Deferred[dict[str, Any]]:
-        return Deferred.fromCoroutine(self.client.runner(fun, arg))
+    def runner(self, fun: str, arg: list[Any], user: str | None = None) -> Deferred[dict[str, Any]]:
+        return Deferred.fromCoroutine(self.client.runner(fun, arg, user))
 
-    def runnerAsync(self, fun: str, arg: list[Any]) -> Deferred[dict[str, Any]]:
+    def runnerAsync(self, fun: str, arg: list[Any], user: str) -> Deferred[dict[str, Any]]:
         """
         Start a runner and answer once the master has given it a jid (its
         C{salt/run/<jid>/new} event), not waiting for its end. The runner's
         return comes as C{salt/run/<jid>/ret} on the bus.
         """
-        return Deferred.fromCoroutine(self._runnerAsync(fun, arg))
+        return Deferred.fromCoroutine(self._runnerAsync(fun, arg, user))
 
-    async def _runnerAsync(self, fun: str, arg: list[Any]) -> dict[str, Any]:
+    async def _runnerAsync(self, fun: str, arg: list[Any], user: str) -> dict[str, Any]:
         started: Deferred[str] = Deferred()
 
         def onEvent(tag: str, data: dict[str, Any]) -> None:
-            # The first new run of this function with these arguments: two
-            # such runs started at once are the same request, whichever
-            # gets which jid.
+            # The first new run of this function with these arguments for
+            # this user: two such runs started at once are the same
+            # request, whichever gets which jid.
             if (
                 not started.called
                 and tag.endswith("/new")
                 and data.get("fun") == fun
                 and data.get("arg") == arg
+                and data.get("user") == user
             ):
                 started.callback(str(data.get("jid", "")))
 
@@ -138,7 +167,7 @@ class MasterGateway:
                 f"cannot reach the master's event bus at {sockPath} ({e})"
             ) from e
         try:
-            running = Deferred.fromCoroutine(self.client.runner(fun, arg))
+            running = Deferred.fromCoroutine(self.client.runner(fun, arg, user))
 
             def failed(failure: Any) -> None:
                 # Refused before it started (an unknown runner): the

@@ -16,12 +16,16 @@ __all__ = ["IMasterGateway"]
 
 class IMasterGateway(Interface):
     """
-    The master, as the API calls it. Every method returns a L{Deferred};
+    The master, as the API calls it. C{user} is the eauth user a job or
+    run is for: the master records it as the job's user (it takes that
+    from the master's own user only). Every method returns a L{Deferred};
     a refusal by the master fails with L{salttwist.transport.errors.RequestError},
     an unreachable master with L{salttwist.client.base.MasterUnavailable}.
     """
 
-    def run(tgt: Any, tgtType: str, fun: Any, arg: list[Any], timeout: float, full: bool) -> Any:
+    def run(
+        tgt: Any, tgtType: str, fun: Any, arg: list[Any], timeout: float, full: bool, user: str
+    ) -> Any:
         """
         Publish a job and gather its returns (Salt's C{LocalClient.cmd}).
 
@@ -32,14 +36,16 @@ class IMasterGateway(Interface):
             return as C{{"ret", "retcode", "jid"}}).
         """
 
-    def publish(tgt: Any, tgtType: str, fun: Any, arg: list[Any]) -> Any:
+    def publish(tgt: Any, tgtType: str, fun: Any, arg: list[Any], user: str) -> Any:
         """
         Publish a job without waiting (Salt's C{LocalClient.run_job}).
 
         @return: a L{Deferred} firing with C{{"jid", "minions"}}.
         """
 
-    def batch(tgt: Any, tgtType: str, fun: Any, arg: list[Any], batch: str, timeout: float) -> Any:
+    def batch(
+        tgt: Any, tgtType: str, fun: Any, arg: list[Any], batch: str, timeout: float, user: str
+    ) -> Any:
         """
         Run a job a batch of minions at a time (Salt's C{cmd_batch}).
 
@@ -47,14 +53,15 @@ class IMasterGateway(Interface):
             one per minion, in the order they returned.
         """
 
-    def runner(fun: str, arg: list[Any]) -> Any:
+    def runner(fun: str, arg: list[Any], user: str | None = None) -> Any:
         """
-        Run a runner function in the master.
+        Run a runner function in the master (as C{user}, else as the API's
+        own user: the API's own look-ups).
 
         @return: a L{Deferred} firing with C{{"jid", "return"}}.
         """
 
-    def runnerAsync(fun: str, arg: list[Any]) -> Any:
+    def runnerAsync(fun: str, arg: list[Any], user: str) -> Any:
         """
         Start a runner function without waiting for its return.
 

@@ -43,7 +43,7 @@ class Jobs(ApiResource):
         except AclRefused as e:
             raise Forbidden(str(e)) from None
         try:
-            reply = await call.context.master.runner(fun, [jid] if jid else [])
+            reply = await call.context.master.runner(fun, [jid] if jid else [], session.name)
         except MasterUnavailable as e:
             raise Unavailable(f"Salt Master is not available. ({e})") from None
         except RequestError as e:

@@ -203,7 +203,7 @@ async def _local(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> A
     if checked == []:
         return {} if client != "local_async" else {"jid": "", "minions": []}
     if client == "local_async":
-        reply = await master.publish(tgt, tgtType, fun, arg)
+        reply = await master.publish(tgt, tgtType, fun, arg, session.name)
         return {"jid": reply.get("jid", ""), "minions": list(reply.get("minions", []))}
     timeout = _timeout(chunk, call.context.config)
     if client == "local_batch":
@@ -213,10 +213,11 @@ async def _local(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> A
         if not isinstance(batch, str) or not batch:
             raise BadRequest(f"the chunk's batch must be a number or a percentage, not {batch!r}")
         try:
-            return await master.batch(tgt, tgtType, fun, arg, batch, timeout)
+            return await master.batch(tgt, tgtType, fun, arg, batch, timeout, session.name)
         except ValueError as e:
             raise BadRequest(str(e)) from None
-    return await master.run(tgt, tgtType, fun, arg, timeout, bool(chunk.get("full_return")))
+    full = bool(chunk.get("full_return"))
+    return await master.run(tgt, tgtType, fun, arg, timeout, full, session.name)
 
 
 async def _runner(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> Any:
@@ -229,8 +230,8 @@ async def _runner(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> 
         raise BadRequest(str(e)) from None
     arg = _argList(chunk, _keywords(chunk))
     if chunk["client"] == "runner_async":
-        return await call.context.master.runnerAsync(fun, arg)
-    reply = await call.context.master.runner(fun, arg)
+        return await call.context.master.runnerAsync(fun, arg, session.name)
+    reply = await call.context.master.runner(fun, arg, session.name)
     return reply.get("return")
 
 

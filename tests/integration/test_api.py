@@ -186,6 +186,7 @@ class ApiTests(TestCase):
         job = await waitFor(returned, "the job's return", context=explain)
         self.assertEqual(job["return"], [{"minion1": "hi"}])
         self.assertEqual(job["info"][0]["Function"], "test.echo")
+        self.assertEqual(job["info"][0]["User"], "saltdev")
 
         status, data = await self.call(
             "POST", "/", [{"client": "runner", "fun": "jobs.list_jobs"}], token
