@@ -20,7 +20,7 @@ from salttwist import crypt, serial, wire
 from salttwist.config import loadMasterConfig, loadMinionConfig
 from salttwist.daemon import StartupError
 from salttwist.master.core import ACK_DELAY, runSynchronously
-from salttwist.master.keys import MasterKeys
+from salttwist.master.keys import MasterKeys, PublicationKey
 from salttwist.minion.core import ACKNOWLEDGEMENT_WAIT, MASTER_PUB_FILE, Minion
 from salttwist.modules.executor import EX_UNAVAILABLE
 from salttwist.pki.keystore import ACCEPTED, PENDING, REJECTED
@@ -1313,6 +1313,36 @@ class RotationTests(MinionTestCase):
         listing.callback(set())
         self.successResultOf(reconciled)
         self.assertIn("m1", self.master.sessions)
+
+    def test_newSessionWithOlderKeyGeneration(self) -> None:
+        """
+        Key generations are per master and per session (docs/cluster.md,
+        "The publication key across masters"): a minion that held
+        generation 4 of its master's key and moves (a failover) to a master
+        whose key is generation 1, another master's or a restarted one's,
+        takes that key from its new session, runs the jobs sealed with it,
+        and takes that master's next rotation (2), although 1 and 2 are
+        not newer than the 4 it held.
+        """
+        minion = self.readyMinion("m1")
+        for _ in range(3):
+            self.master.rotatePublicationKey("test")
+        self.net.flush()
+        self.assertEqual(minion.jobber._kid, 4)
+        self.net.closeAll()
+        self.master.publicationKey = PublicationKey(kid=1)
+        ready = minion.whenReady()
+        self.net.advance(1.0)
+        self.successResultOf(ready)
+        self.assertEqual(minion.jobber._kid, 1)
+        self.publish("test.ping")
+        self.assertEqual(len(self.returns()), 1)
+        self.master.rotatePublicationKey("test")
+        self.net.flush()
+        self.assertEqual(minion.jobber._kid, 2)
+        self.assertFalse(self.logged("dropped a key rotation"))
+        self.publish("test.ping")
+        self.assertEqual(len(self.returns()), 2)
 
     def test_rotationOnlyNewer(self) -> None:
         """
