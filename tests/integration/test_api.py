@@ -13,6 +13,7 @@ import ipaddress
 import json
 import os
 import socket
+import sys
 import time
 from typing import Any
 
@@ -25,6 +26,7 @@ from passlib.hash import bcrypt
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.ssl import Certificate
+from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
 
@@ -90,6 +92,7 @@ class ApiTests(TestCase):
         self.cluster = Cluster(self)
         os.makedirs(self.cluster.masterDir, exist_ok=True)
         crt, key, crtPem = makeCertificate(self.cluster.masterDir)
+        self.crtPath = crt
         htpasswd = os.path.join(self.cluster.masterDir, "htpasswd")
         with open(htpasswd, "w") as f:
             f.write(f"saltdev:{bcrypt.using(rounds=4).hash('saltdev-pw')}\n")
@@ -230,6 +233,53 @@ class ApiTests(TestCase):
         self.assertEqual(status, 200)
         status, data = await self.call("GET", "/jobs", token=token)
         self.assertEqual(status, 401)
+
+    async def pepper(self, *args: str) -> tuple[int, str]:
+        """
+        Run pepper (Salt's command-line client of salt-api) against the API
+        as user saltdev, trusting the test's certificate.
+
+        @return: its exit code and output.
+        """
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": self.cluster.baseDir,
+            "SSL_CERT_FILE": self.crtPath,
+            "SALTAPI_URL": self.base,
+            "SALTAPI_USER": "saltdev",
+            "SALTAPI_PASS": "saltdev-pw",
+            "SALTAPI_EAUTH": "file",
+        }
+        pepper = os.path.join(os.path.dirname(sys.executable), "pepper")
+        out, err, code = await getProcessOutputAndValue(pepper, args, env=env)
+        return code, (out + err).decode("utf-8", "replace")
+
+    async def test_pepper(self) -> None:
+        """
+        pepper works unchanged: local, local_async, runner, wheel, the /run
+        URL with a token from /token, and a refusal.
+        """
+        code, out = await self.pepper("*", "test.echo", "hi")
+        self.assertEqual(code, 0, out)
+        returns = json.loads(out)["return"][0]
+        self.assertEqual({m: r["ret"] for m, r in returns.items()}, {m: "hi" for m in MINIONS})
+        code, out = await self.pepper("--client=local_async", "minion1", "test.ping")
+        self.assertEqual((code, json.loads(out)["return"][0]["minions"]), (0, ["minion1"]), out)
+        code, out = await self.pepper("--client=runner", "jobs.list_jobs")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(
+            {job["Function"] for job in json.loads(out)["return"][0].values()},
+            {"test.echo", "test.ping"},
+        )
+        code, out = await self.pepper("--client=wheel", "key.list_all")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(json.loads(out)["return"][0]["data"]["return"]["minions"], list(MINIONS))
+        code, out = await self.pepper("-r", "minion2", "test.kwarg", "one=1")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(json.loads(out)["return"][0]["minion2"]["ret"], {"one": 1})
+        code, out = await self.pepper("*", "cmd.run", "id")
+        self.assertNotEqual(code, 0)
+        self.assertIn("403", out)
 
     async def test_targetRestricted(self) -> None:
         """
