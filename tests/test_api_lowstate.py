@@ -11,6 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.client.base import MasterUnavailable
 from salttwist.crypt import generatePrivateKey, publicKeyToPem
+from salttwist.serial import SerialError
 from salttwist.transport.errors import RequestError
 from tests._apifakes import Api
 
@@ -110,6 +111,20 @@ class LowstateTests(SynchronousTestCase):
         self.api.master.error = RequestError("invalid target: G@")
         status, data = self.post(chunk)
         self.assertEqual((status, data["return"]), (400, "invalid target: G@"))
+
+    def test_unserialisableChunk(self) -> None:
+        """
+        A chunk the wire cannot carry to the master (an integer past 64
+        bits: the client raises L{SerialError}) is a 400 saying so, not a
+        500. Found by schemathesis's kind of input: POST / with
+        C{{"client": "local_async", "tgt": "*", "fun": "test.echo", "arg":
+        [1180591620717411303424]}} answered 500.
+        """
+        chunk = {"client": "local", "tgt": "*", "fun": "test.echo", "arg": [2**70]}
+        self.api.master.error = SerialError("cannot serialise: Integer value out of range")
+        status, data = self.post(chunk)
+        self.assertEqual(status, 400, data)
+        self.assertIn("cannot be sent to the master", data["return"])
 
     def test_yamlBody(self) -> None:
         """

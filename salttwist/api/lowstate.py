@@ -55,6 +55,7 @@ from salttwist.client.base import MasterUnavailable
 from salttwist.eauth.authenticator import AuthenticationFailed, Session
 from salttwist.eauth.engine import AclRefused, Permissions
 from salttwist.jid import JidGenerator
+from salttwist.serial import SerialError
 from salttwist.transport.errors import RequestError
 
 __all__ = [
@@ -368,6 +369,9 @@ async def runChunk(call: ApiCall, chunk: object, client: str | None = None) -> A
         raise Unavailable(f"Salt Master is not available. ({e})") from None
     except RequestError as e:
         raise BadRequest(str(e)) from None
+    except SerialError as e:
+        # Data the wire cannot carry (an integer past 64 bits).
+        raise BadRequest(f"the chunk cannot be sent to the master ({e})") from None
 
 
 async def runLowstate(call: ApiCall, client: str | None = None) -> list[Any]:
