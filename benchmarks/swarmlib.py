@@ -874,8 +874,15 @@ def _minionOverrides(options: argparse.Namespace) -> dict[str, Any]:
         overrides["single_connection"] = True
     if options.masters:
         masters = options.masters.split(",")
-        first = (options.shard or 0) % len(masters)
-        overrides["master"] = masters[first:] + masters[:first]
+        shard = options.shard or 0
+        first = shard % len(masters)
+        # The next processes with the same first master list the others
+        # the other way round: a master's minions do not all move to the
+        # same one when it dies.
+        others = masters[first + 1 :] + masters[:first]
+        if shard // len(masters) % 2:
+            others.reverse()
+        overrides["master"] = [masters[first], *others]
         overrides.setdefault("master_type", "failover")
     return overrides
 
@@ -1006,8 +1013,9 @@ def _parser() -> argparse.ArgumentParser:
         help=(
             "Minions with this list of masters (master_type failover unless --option says "
             "otherwise); the list is rotated by each process's number (--procs), so each "
-            "process's minions start on another master. --port or --ports-file still sets "
-            "master_port."
+            "process's minions start on another master, and with more processes than masters "
+            "the others are listed the other way round every second turn. --port or "
+            "--ports-file still sets master_port."
         ),
     )
     parser.add_argument(

@@ -181,7 +181,9 @@ class StatusTests(SynchronousTestCase):
     def test_mastersRotatedPerShard(self) -> None:
         """
         With C{--masters}, each process's minions list every master,
-        starting with the one of the process's number, in failover mode;
+        starting with the one of the process's number, the others in turn
+        or, every second round of processes, the other way round, in
+        failover mode;
         C{--option} values are read as JSON when they are JSON.
         """
         options = swarmParser().parse_args(
@@ -189,7 +191,7 @@ class StatusTests(SynchronousTestCase):
             + ["--option", "log_level=debug", "--single-connection"]
         )
         lists = []
-        for shard in range(4):
+        for shard in range(6):
             options.shard = shard
             overrides = minionOverrides(options)
             lists.append(overrides.pop("master"))
@@ -205,7 +207,7 @@ class StatusTests(SynchronousTestCase):
         self.assertEqual(
             lists,
             [["h:1", "h:2", "h:3"], ["h:2", "h:3", "h:1"], ["h:3", "h:1", "h:2"]]
-            + [["h:1", "h:2", "h:3"]],
+            + [["h:1", "h:3", "h:2"], ["h:2", "h:1", "h:3"], ["h:3", "h:2", "h:1"]],
         )
 
     def test_noShards(self) -> None:
