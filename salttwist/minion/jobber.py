@@ -230,8 +230,9 @@ class Jobber:
                 self.log.failure("minion {id}: the return of {jid}", id=self.id, jid=jid)
             return
         d = result
-        job = RunningJob(load, d, self.reactor.seconds())
-        running = self.executor.context.running
+        context = self.executor.context
+        job = RunningJob(load, d, self.reactor.seconds(), processes=context.processes)
+        running = context.running
         running[jid] = job
 
         def ended(result: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ inside the minion process).
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,12 +22,17 @@ class RunningJob:
     @ivar load: the publication's load (jid, fun, arg, tgt, tgt_type, user).
     @ivar deferred: fires with the job's result; cancelling it stops the job.
     @ivar killedBy: the signal name the job was stopped with, if it was.
+    @ivar processes: the minion's
+        L{JobProcesses <salttwist.modules._jobprocesses.JobProcesses>}:
+        the commands the job runs (from the reactor or from a state run's
+        thread), which L{cancel} kills; L{None}: none known.
     """
 
     load: dict[str, Any]
     deferred: Deferred[Any]
     started: float
     killedBy: str | None = field(default=None)
+    processes: Any = field(default=None)
 
     @property
     def fun(self) -> str:
@@ -53,9 +59,14 @@ class RunningJob:
 
     def cancel(self, signalName: str) -> None:
         """
-        Stop the job: its processes are killed, and it returns that it was.
+        Stop the job: the commands it runs get C{signalName} (a name of
+        L{signal.Signals}), with everything they started, as do any it
+        starts from now on; it returns that it was killed.
         """
         self.killedBy = signalName
+        jid = self.load.get("jid")
+        if self.processes is not None and jid is not None:
+            self.processes.kill(str(jid), signal.Signals[signalName])
         self.deferred.cancel()
 
 

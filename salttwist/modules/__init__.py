@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from salttwist.modules._jobprocesses import JobProcesses
+
 #: The modules loaded by L{loadFunctions}, by file name in this package.
 MODULES = (
     "test",
@@ -124,6 +126,10 @@ class LoaderContext:
     #: The id of the job a function marked L{needsJid} runs for (in its own
     #: copy of the context); L{None} otherwise.
     jid: str | None = None
+    #: The process groups of the commands each job runs (one registry per
+    #: minion, shared by every copy of the context): killing a job kills
+    #: them, whether the reactor or a state run's thread started them.
+    processes: JobProcesses = field(default_factory=JobProcesses)
 
 
 @dataclass(frozen=True)

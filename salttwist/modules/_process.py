@@ -27,6 +27,7 @@ from twisted.python import threadable
 from twisted.python.failure import Failure
 
 from salttwist.modules import CommandExecutionError, LoaderContext, SaltInvocationError
+from salttwist.modules._jobprocesses import JobProcesses, killTree
 
 log = Logger(namespace="salttwist.modules.cmd")
 
@@ -153,8 +154,8 @@ def findChdirTool() -> str | None:
 CHDIR_TOOL = ChdirTool()
 
 
-#: glibc's and musl's C{POSIX_SPAWN_SETSIGDEF}.
-_POSIX_SPAWN_SETSIGDEF = 0x04
+#: glibc's and musl's C{POSIX_SPAWN_SETPGROUP} and C{POSIX_SPAWN_SETSIGDEF}.
+_POSIX_SPAWN_SETPGROUP, _POSIX_SPAWN_SETSIGDEF = 0x02, 0x04
 #: The file actions L{ChdirSpawner} builds (its own numbering).
 _ACTION_CLOSE, _ACTION_DUP2 = 0, 1
 #: Bytes reserved for C{posix_spawn_file_actions_t}, C{posix_spawnattr_t}
@@ -197,6 +198,7 @@ class ChdirSpawner:
                 "posix_spawnattr_init",
                 "posix_spawnattr_destroy",
                 "posix_spawnattr_setflags",
+                "posix_spawnattr_setpgroup",
                 "posix_spawnattr_setsigdefault",
                 "sigemptyset",
                 "sigaddset",
@@ -224,13 +226,16 @@ class ChdirSpawner:
         actions: list[tuple[int, ...]],
         defaultSignals: list[int],
         closeFrom: int | None = None,
+        newGroup: bool = True,
     ) -> int:
         """
         Start C{executable} (an absolute path) with C{argv} and
         C{environment} in C{cwd}, after C{actions} (C{(_ACTION_CLOSE, fd)}
         or C{(_ACTION_DUP2, fd, newfd)}) and, if C{closeFrom} is given (see
         L{canCloseFrom}), the closing of every descriptor from C{closeFrom}
-        on, with C{defaultSignals} back to their default disposition.
+        on, with C{defaultSignals} back to their default disposition; with
+        C{newGroup}, as the leader of a process group of its own (its pgid
+        its pid), which L{killTree} kills whole.
 
         @return: the child's pid.
         @raise OSError: the child could not start (no such directory or
@@ -269,14 +274,18 @@ class ChdirSpawner:
                 err = err or libc.posix_spawn_file_actions_addchdir_np(
                     fileActions, os.fsencode(cwd)
                 )
+                flags = 0
                 if defaultSignals:
                     libc.sigemptyset(signals)
                     for number in defaultSignals:
                         libc.sigaddset(signals, number)
                     err = err or libc.posix_spawnattr_setsigdefault(attributes, signals)
-                    err = err or libc.posix_spawnattr_setflags(
-                        attributes, ctypes.c_short(_POSIX_SPAWN_SETSIGDEF)
-                    )
+                    flags |= _POSIX_SPAWN_SETSIGDEF
+                if newGroup:
+                    err = err or libc.posix_spawnattr_setpgroup(attributes, 0)
+                    flags |= _POSIX_SPAWN_SETPGROUP
+                if flags:
+                    err = err or libc.posix_spawnattr_setflags(attributes, ctypes.c_short(flags))
                 err = err or libc.posix_spawn(
                     ctypes.byref(pid), path, fileActions, attributes, argvArray, envArray
                 )
@@ -401,6 +410,48 @@ def _chdirProcessClass() -> Any:
 CHDIR_SPAWNER = ChdirSpawner()
 
 
+_GROUP_PROCESS: Any = None
+
+
+def _groupProcessClass() -> Any:
+    """
+    @return: Twisted's L{Process <twisted.internet.process.Process>},
+        always forked, whose child makes itself the leader of a process
+        group of its own before it becomes its user and C{exec}s: for a
+        command run as another user (C{runas}), which a fork starts anyway,
+        to be killed whole with its job (L{killTree}).
+    """
+    global _GROUP_PROCESS
+    if _GROUP_PROCESS is not None:
+        return _GROUP_PROCESS
+    from twisted.internet import process
+
+    class GroupProcess(process.Process):
+        """
+        A forked process that leads a process group of its own.
+        """
+
+        def _trySpawnInsteadOfFork(self, *args: Any) -> bool:
+            return False
+
+        def _setupChild(self, fdmap: dict[int, int]) -> None:
+            os.setpgid(0, 0)
+            super()._setupChild(fdmap)
+
+    _GROUP_PROCESS = GroupProcess
+    return GroupProcess
+
+
+def _isPosixReactor(reactor: Any) -> bool:
+    """
+    @return: whether C{reactor} is a POSIX reactor of Twisted's (not a
+        test's fake), whose processes L{_groupProcessClass} can start.
+    """
+    from twisted.internet.posixbase import PosixReactorBase
+
+    return isinstance(reactor, PosixReactorBase)
+
+
 def spawnArguments(
     executable: str,
     argv: list[str],
@@ -486,37 +537,6 @@ def _parseEnv(env: Any) -> dict[str, str]:
     return {str(k): "" if v is None else str(v) for k, v in env.items()}
 
 
-def _descendants(pid: int) -> list[int]:
-    """
-    @return: every process below C{pid}, found through C{/proc}.
-    """
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # The command name may contain spaces and parentheses: the fields
-        # after the last ")" are state, then ppid.
-        fields = stat.rpartition(b")")[2].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found: list[int] = []
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
 class _Collector(ProcessProtocol):
     """
     Feed stdin, collect stdout and stderr (apart and interleaved), and fire
@@ -573,17 +593,14 @@ class _Collector(ProcessProtocol):
         self.out, self.err, self.merged = [], [], []
         self.done.callback((self.pid, code, out, err, merged))
 
-    def kill(self) -> None:
+    def kill(self, signum: int = signal.SIGKILL) -> None:
         """
-        Kill the process and everything it started (a shell's children
-        would keep the pipes open), and stop reading.
+        Kill the process and everything it started (its process group, and
+        whatever is below it: a shell's children would keep the pipes
+        open), and stop reading.
         """
-        if self.pid is not None:
-            for pid in [*_descendants(self.pid), self.pid]:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        if self.pid is not None and not self.done.called:
+            killTree(self.pid, signum)
         try:
             self.transport.loseConnection()
         except Exception:  # the process is already gone
@@ -709,7 +726,7 @@ def runCommand(
         success_retcodes,
         stdin_raw_newlines,
     )
-    return _runOnReactor(context.reactor, command)
+    return _runOnReactor(context.reactor, command, context.jid, context.processes)
 
 
 def _prepare(
@@ -836,15 +853,19 @@ def _prepare(
     )
 
 
-def _runOnReactor(reactor: Any, command: _Command) -> Deferred[dict[str, Any]]:
+def _runOnReactor(
+    reactor: Any, command: _Command, jid: str | None, processes: JobProcesses
+) -> Deferred[dict[str, Any]]:
     """
-    Start C{command} through C{reactor}; see L{runCommand}.
+    Start C{command} through C{reactor}; see L{runCommand}. The command
+    leads a process group of its own, noted in C{processes} under job
+    C{jid} while it runs (so that killing the job kills it).
     """
     # Cancelling the job (saltutil.kill_job) kills the process tree.
     done: Deferred = Deferred(lambda _: collector.kill())
     collector = _Collector(command.stdin, done)
     uid, gid, cwd = command.uid, command.gid, command.cwd
-    if uid is None and gid is None and not _isHere(cwd) and CHDIR_SPAWNER.usableWith(reactor):
+    if uid is None and gid is None and CHDIR_SPAWNER.usableWith(reactor):
         try:
             CHDIR_SPAWNER.spawnProcess(
                 reactor, collector, command.executable, command.argv, command.environ, cwd
@@ -853,7 +874,15 @@ def _runOnReactor(reactor: Any, command: _Command) -> Deferred[dict[str, Any]]:
             raise CommandExecutionError(
                 f"Unable to run command '{command.display}' in directory '{cwd}': {e}"
             ) from None
+    elif (uid is not None or gid is not None) and _isPosixReactor(reactor):
+        # A fork anyway (another user to become): its child leads a group.
+        _groupProcessClass()(
+            reactor, command.executable, command.argv, command.environ, cwd, collector, uid, gid
+        )
     else:
+        # A C library without what ChdirSpawner needs, or a test's fake
+        # reactor: Twisted's spawn, without a group of its own (killTree
+        # still finds what the command started through /proc).
         spawnExecutable, spawnArgv, spawnPath = spawnArguments(
             command.executable, command.argv, cwd, uid, gid, CHDIR_TOOL.get(reactor)
         )
@@ -866,6 +895,11 @@ def _runOnReactor(reactor: Any, command: _Command) -> Deferred[dict[str, Any]]:
             uid=uid,
             gid=gid,
         )
+
+    pid = collector.pid
+    if jid is not None and pid is not None:
+        # If the job was killed while the command started, this kills it.
+        processes.add(jid, pid)
 
     timer = None
     if command.timeout is not None:
@@ -883,6 +917,13 @@ def _runOnReactor(reactor: Any, command: _Command) -> Deferred[dict[str, Any]]:
             timer.cancel()
         return command.shape(result, collector.pid)
 
+    if jid is not None and pid is not None:
+
+        def forget(result: Any) -> Any:
+            processes.discard(jid, pid)
+            return result
+
+        done.addBoth(forget)
     return done.addCallback(shape)
 
 
@@ -908,14 +949,17 @@ def runCommandHere(context: LoaderContext, cmd: Any, **options: Any) -> dict[str
     if options.get("runas") or not CHDIR_SPAWNER.available:
         return None
     command = _prepare(context, cmd, **options)
-    return command.shape(*_runHere(command))
+    return command.shape(*_runHere(command, context.jid, context.processes))
 
 
 def _runHere(
-    command: _Command,
+    command: _Command, jid: str | None, processes: JobProcesses
 ) -> tuple[tuple[int, int, bytes, bytes, bytes] | None, int]:
     """
-    Run C{command} in this thread (L{runCommandHere}).
+    Run C{command} in this thread (L{runCommandHere}), as the leader of a
+    process group of its own, noted in C{processes} under job C{jid} while
+    it runs: killing the job kills it (its pipes then close, and this
+    thread reaps it and returns its end).
 
     @return: C{(result, pid)} for L{_Command.shape}: the result L{None} if
         the command timed out.
@@ -927,6 +971,7 @@ def _runHere(
     from twisted.internet import process
 
     opened: list[int] = []
+    pid: int | None = None
 
     def pipe() -> tuple[int, int]:
         r, w = os.pipe()
@@ -974,6 +1019,9 @@ def _runHere(
             raise CommandExecutionError(
                 f"Unable to run command '{command.display}' in directory '{command.cwd}': {e}"
             ) from None
+        if jid is not None:
+            # If the job was killed while the command started, this kills it.
+            processes.add(jid, pid)
         for fd in (inRead, outWrite, errWrite):
             close(fd)
         pending = memoryview(command.stdin or b"")
@@ -1022,13 +1070,11 @@ def _runHere(
             status = _waitUntil(pid, deadline)
             timedOut = status is None
         if timedOut:
-            for each in [*_descendants(pid), pid]:
-                try:
-                    os.kill(each, signal.SIGKILL)
-                except OSError:
-                    pass
+            killTree(pid)
             os.waitpid(pid, 0)
     finally:
+        if jid is not None and pid is not None:
+            processes.discard(jid, pid)
         for fd in list(opened):
             close(fd)
     if timedOut or status is None:

@@ -1,0 +1,266 @@
+# -*- test-case-name: tests.test_modules_jobprocesses -*-
+"""
+Tests for L{salttwist.modules._jobprocesses}: killing a job kills the
+commands it runs, with everything they started, whichever way they were
+started (real processes: C{sh} and C{sleep}).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import select
+import signal
+import subprocess
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
+from twisted.internet.threads import deferToThread
+from twisted.trial.unittest import SkipTest, TestCase
+
+from salttwist.minion.jobs import RunningJob
+from salttwist.modules import LoaderContext
+from salttwist.modules._jobprocesses import KILLED_REMEMBERED, JobProcesses
+from salttwist.modules._process import CHDIR_SPAWNER, runCommand, runCommandHere
+
+JID = "20261127010203123456"
+
+#: A shell leading two C{sleep 300}, each started in the background, whose
+#: pids it writes (one a line) to the file C{$PIDS} names, then waits.
+TWO_SLEEPS = 'sleep 300 & echo $! > "$PIDS"; sleep 300 & echo $! >> "$PIDS"; wait'
+
+
+def gone(pid: int, bound: float = 10.0) -> bool:
+    """
+    Wait, at most C{bound} seconds, for process C{pid} to end.
+
+    @return: whether it ended (a zombie counts: it no longer runs).
+    """
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        select.select([pidfd], [], [], bound)
+    finally:
+        os.close(pidfd)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rpartition(b")")[2].split()[0]
+    except OSError:
+        return True
+    return state in (b"Z", b"X")
+
+
+class RegistryTests(TestCase):
+    """
+    L{JobProcesses} notes the process groups of a job's commands and kills
+    them.
+    """
+
+    def spawnGroup(self) -> tuple[subprocess.Popen[bytes], list[int]]:
+        """
+        @return: a C{sh} leading a process group of its own, with two
+            C{sleep 300} below it, and the pids of those.
+        """
+        pids = os.path.abspath(self.mktemp())
+        shell = subprocess.Popen(
+            ["/bin/sh", "-c", TWO_SLEEPS.replace("wait", "echo; wait")],
+            env={**os.environ, "PIDS": pids},
+            stdout=subprocess.PIPE,
+            process_group=0,
+        )
+        self.addCleanup(self.reap, shell)
+        assert shell.stdout is not None
+        shell.stdout.readline()  # the shell has written both pids
+        with open(pids) as f:
+            sleeps = [int(line) for line in f]
+        return shell, sleeps
+
+    def reap(self, shell: subprocess.Popen[bytes]) -> None:
+        """
+        Kill what is left of C{shell}'s group, and reap it.
+        """
+        try:
+            os.killpg(shell.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        shell.wait()
+        if shell.stdout is not None:
+            shell.stdout.close()
+
+    def test_addAndDiscard(self) -> None:
+        """
+        L{JobProcesses.groups} lists what L{JobProcesses.add} noted and
+        L{JobProcesses.discard} did not forget; a call outside a job
+        (jid L{None}) notes nothing.
+        """
+        processes = JobProcesses()
+        self.assertTrue(processes.add(JID, 101))
+        self.assertTrue(processes.add(JID, 102))
+        self.assertTrue(processes.add(None, 103))
+        self.assertEqual(processes.groups(JID), [101, 102])
+        processes.discard(JID, 101)
+        processes.discard(None, 103)
+        self.assertEqual(processes.groups(JID), [102])
+        processes.discard(JID, 102)
+        self.assertEqual(processes.groups(JID), [])
+        self.assertFalse(processes.killed(JID))
+
+    def test_killKillsTheGroup(self) -> None:
+        """
+        L{JobProcesses.kill} kills the groups of the job's commands whole:
+        the shell and both its background children.
+        """
+        shell, sleeps = self.spawnGroup()
+        processes = JobProcesses()
+        processes.add(JID, shell.pid)
+        processes.add("other", 1)  # another job's: left alone
+        self.assertEqual(processes.kill(JID), [shell.pid])
+        self.assertEqual(shell.wait(), -signal.SIGKILL)
+        for pid in sleeps:
+            self.assertTrue(gone(pid), f"sleep {pid} still runs")
+        self.assertTrue(processes.killed(JID))
+        self.assertEqual(processes.groups(JID), [])
+        self.assertEqual(processes.groups("other"), [1])
+
+    def test_addAfterKill(self) -> None:
+        """
+        A command noted after its job was killed (it started while the kill
+        went on) gets the job's signal at once, and is not noted.
+        """
+        processes = JobProcesses()
+        processes.kill(JID, signal.SIGTERM)
+        shell, sleeps = self.spawnGroup()
+        self.assertFalse(processes.add(JID, shell.pid))
+        self.assertEqual(shell.wait(), -signal.SIGTERM)
+        for pid in sleeps:
+            self.assertTrue(gone(pid), f"sleep {pid} still runs")
+        self.assertEqual(processes.groups(JID), [])
+
+    def test_killedBounded(self) -> None:
+        """
+        Only the last L{KILLED_REMEMBERED} killed jobs are remembered.
+        """
+        processes = JobProcesses()
+        for n in range(KILLED_REMEMBERED + 1):
+            processes.kill(str(n))
+        self.assertFalse(processes.killed("0"))
+        self.assertTrue(processes.killed("1"))
+        self.assertTrue(processes.killed(str(KILLED_REMEMBERED)))
+
+    def test_runningJobCancel(self) -> None:
+        """
+        L{RunningJob.cancel} kills the job's commands with its signal, then
+        cancels its L{Deferred}.
+        """
+        shell, sleeps = self.spawnGroup()
+        processes = JobProcesses()
+        processes.add(JID, shell.pid)
+        d: Deferred[Any] = Deferred()
+        job = RunningJob({"jid": JID, "fun": "state.apply"}, d, 0.0, processes=processes)
+        job.cancel("SIGTERM")
+        self.failureResultOf(d)
+        self.assertEqual(shell.wait(), -signal.SIGTERM)
+        for pid in sleeps:
+            self.assertTrue(gone(pid), f"sleep {pid} still runs")
+        self.assertTrue(processes.killed(JID))
+
+
+class KillRunningCommandTests(TestCase):
+    """
+    Killing a job kills the command it runs now, started in a state run's
+    thread (L{runCommandHere}) or by the reactor (L{runCommand}), with
+    everything it started.
+    """
+
+    timeout = 60
+
+    def setUp(self) -> None:
+        """
+        A job's context (its jid set, as a state run's is) on the real
+        reactor.
+        """
+        from twisted.internet import reactor
+
+        self.reactor = reactor
+        self.context = LoaderContext(opts={"id": "m1"}, grains={}, reactor=reactor, jid=JID)
+        self.pids = os.path.abspath(self.mktemp())
+
+    async def started(self, count: int) -> list[int]:
+        """
+        @return: the C{count} pids the command wrote to C{self.pids}, once
+            it wrote them and its group is noted (polled, within a bound).
+        """
+        for _ in range(500):
+            if self.context.processes.groups(JID) and os.path.exists(self.pids):
+                with open(self.pids) as f:
+                    lines = f.read().split()
+                if len(lines) == count:
+                    return [int(line) for line in lines]
+            await deferLater(self.reactor, 0.01, lambda: None)
+        self.fail("the command did not start")
+
+    async def test_inThreadCommandKilled(self) -> None:
+        """
+        A command run in a state run's thread is killed with its children
+        when the job is killed: the thread gets its end at once.
+        """
+        if not CHDIR_SPAWNER.available:
+            raise SkipTest("no posix_spawn with a change of directory here")
+        d = deferToThread(runCommandHere, self.context, TWO_SLEEPS, env={"PIDS": self.pids})
+        sleeps = await self.started(2)
+        [group] = self.context.processes.groups(JID)
+        self.context.processes.kill(JID)
+        result = await d
+        self.assertEqual(result["retcode"], -signal.SIGKILL)
+        self.assertEqual(result["pid"], group)
+        for pid in [group, *sleeps]:
+            self.assertTrue(gone(pid), f"{pid} still runs")
+        self.assertEqual(self.context.processes.groups(JID), [])
+
+    async def test_inThreadCommandAfterKill(self) -> None:
+        """
+        A command a killed job's thread starts after the kill dies at once.
+        """
+        if not CHDIR_SPAWNER.available:
+            raise SkipTest("no posix_spawn with a change of directory here")
+        self.context.processes.kill(JID)
+        result = await deferToThread(runCommandHere, self.context, "sleep 300")
+        self.assertEqual(result["retcode"], -signal.SIGKILL)
+        self.assertTrue(gone(result["pid"]))
+
+    async def test_reactorCommandKilled(self) -> None:
+        """
+        A command of the job started by the reactor (a C{runas} command of a
+        state run is) is killed with its children too.
+        """
+        d = runCommand(self.context, TWO_SLEEPS, env={"PIDS": self.pids})
+        sleeps = await self.started(2)
+        [group] = self.context.processes.groups(JID)
+        self.context.processes.kill(JID)
+        result = await d
+        self.assertEqual(result["retcode"], -signal.SIGKILL)
+        for pid in [group, *sleeps]:
+            self.assertTrue(gone(pid), f"{pid} still runs")
+        self.assertEqual(self.context.processes.groups(JID), [])
+
+    async def test_orphanedGrandchildKilled(self) -> None:
+        """
+        Cancelling a plain C{cmd.run} job kills a grandchild whose parent
+        already ended (no longer below the command: it is in its group).
+        """
+        context = dataclasses.replace(self.context, jid=None)
+        d = runCommand(
+            context, '(sleep 300 & echo $! > "$PIDS"); sleep 300', env={"PIDS": self.pids}
+        )
+        for _ in range(500):
+            if os.path.exists(self.pids) and open(self.pids).read().strip():
+                break
+            await deferLater(self.reactor, 0.01, lambda: None)
+        with open(self.pids) as f:
+            orphan = int(f.read())
+        d.cancel()
+        self.failureResultOf(d)
+        self.assertTrue(gone(orphan), f"{orphan} still runs")
