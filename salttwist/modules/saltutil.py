@@ -4,9 +4,11 @@ Salt's C{saltutil} module: the jobs a minion is running, and its grains.
 
 Jobs run inside the minion process (on the reactor, in threads or as child
 processes), so a job's C{pid} is the minion's. Killing a job cancels it:
-the processes it spawned are killed with their children, its return says it
-was killed; a job running in a thread cannot be interrupted and only loses
-its return.
+the commands it runs get the signal, each with its process group and
+everything below it (L{salttwist.modules._jobprocesses}), also those a
+state run started in its own thread, and any it starts after the kill;
+its return says it was killed. Python code running in a thread cannot be
+interrupted: a state run stops before its next state.
 """
 
 from __future__ import annotations
@@ -79,8 +81,10 @@ def kill_job(context: LoaderContext, jid: Any) -> str:
 @needsContext
 def term_job(context: LoaderContext, jid: Any) -> str:
     """
-    Stop job C{jid} as L{kill_job} does (its processes are killed, not
-    asked to stop; Salt sends SIGTERM to the job's process).
+    Stop job C{jid} as L{kill_job} does, with SIGTERM: the commands a
+    state job runs get SIGTERM (with their process groups and everything
+    below them); a C{cmd.*} job's command is killed (SIGKILL) as its job is
+    cancelled. Salt sends SIGTERM to the job's process.
 
     CLI Example: C{salttwist '*' saltutil.term_job 20261122010203123456}
     """
