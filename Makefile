@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench bench-salt clean
+.PHONY: install test lint demo bench bench-cluster bench-salt clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,13 @@ demo: $(STAMP)
 # more with e.g. make bench BENCH_ARGS='--sizes 100,1000,5000'.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
+
+# Three clustered masters (NATS JetStream, PostgreSQL keys and job cache)
+# and 10,000 failover swarm minions (as many as benchmarks/.keys holds):
+# fan-out, returns/s into PostgreSQL, failover after kill -9, CPU per
+# return; e.g. make bench-cluster CLUSTER_BENCH_ARGS='-n 5000'.
+bench-cluster: $(STAMP)
+	$(BIN)/python benchmarks/cluster_bench.py $(CLUSTER_BENCH_ARGS)
 
 # Beside Salt 3008.5, which run.py installs into .salt-venv the first time;
 # e.g. make bench-salt VS_SALT_ARGS='--minions 1,20,50'.
