@@ -115,9 +115,14 @@ class _BadValue(Exception):
         C{"must be"}, such as C{"an integer"}.
     """
 
-    def __init__(self, expected: str) -> None:
+    def __init__(self, expected: str, secret: bool = False) -> None:
+        """
+        @param secret: the value may hold a password: the error does not
+            show it.
+        """
         super().__init__(expected)
         self.expected = expected
+        self.secret = secret
 
 
 _Check = Callable[[Any], Any]
@@ -445,9 +450,10 @@ def _checkClusterName(value: Any) -> str:
 
 def _checkBrokerUrl(value: Any) -> str:
     """
-    Check C{cluster_broker}: a C{nats://host[:port]} URL.
+    Check C{cluster_broker}: a C{nats://} or C{tls://} URL, with
+    C{user:password@} or C{token@} if the broker wants credentials.
     """
-    expected = "a nats://host:port URL (NATS with JetStream)"
+    expected = "a nats://[user:password@|token@]host:port or tls://... URL (NATS with JetStream)"
     if not isinstance(value, str):
         raise _BadValue(expected)
     # Imported here: only a config that names a broker pays for urllib.
@@ -457,9 +463,15 @@ def _checkBrokerUrl(value: Any) -> str:
         parts = urlsplit(value)
         parts.port  # noqa: B018 (raises on a bad port)
     except ValueError:
-        raise _BadValue(expected) from None
-    if parts.scheme != "nats" or not parts.hostname or parts.path not in ("", "/"):
-        raise _BadValue(expected)
+        raise _BadValue(expected, secret=True) from None
+    if (
+        parts.scheme not in ("nats", "tls")
+        or not parts.hostname
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
+        raise _BadValue(expected, secret=True)
     return value
 
 
@@ -671,6 +683,9 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "cluster_id": _Option(None, _checkClusterName),
     "cluster_master_id": _Option(None, _checkClusterName),
     "cluster_broker": _Option(None, _checkBrokerUrl),
+    # With a tls:// cluster_broker: a PEM file of the authorities that may
+    # sign the broker's certificate (null: the system's).
+    "cluster_broker_ca": _Option(None, _checkPath),
     # The directory of the key every master of the cluster shares
     # (cluster.key); pki_dir/cluster when null.
     "cluster_pki_dir": _Option(None, _checkPath),
@@ -930,8 +945,9 @@ def _checkValue(source: str, key: str, value: Any, option: _Option) -> Any:
         return option.check(value)
     except _BadValue as e:
         expected = e.expected + (" or null" if option.default is None else "")
+        shown = "the value given (not shown: it may hold a password)" if e.secret else None
         raise ConfigError(
-            f"{source}: option {key!r} must be {expected}, not {_describe(value)}"
+            f"{source}: option {key!r} must be {expected}, not {shown or _describe(value)}"
         ) from None
 
 

@@ -85,16 +85,22 @@ async def waitUntil(condition: Callable[[], Any], what: str, deadline: float = D
         await task.deferLater(clock, 0.05, lambda: None)
 
 
-async def jetStreamRequest(url: str, subject: str, body: dict[str, Any]) -> dict[str, Any]:
+async def jetStreamRequest(
+    url: str, subject: str, body: dict[str, Any], caFile: str | None = None
+) -> dict[str, Any]:
     """
-    Make one JetStream API request on a connection of its own.
+    Make one JetStream API request on a connection of its own (with the
+    URL's credentials, and TLS for C{tls://} checked against C{caFile}).
     """
-    from salttwist.cluster.nats import parseBrokerUrl
+    from salttwist.cluster.nats import brokerAddress, brokerTlsOptions
 
-    host, port = parseBrokerUrl(url)
+    address = brokerAddress(url)
+    tlsOptions = brokerTlsOptions(address, caFile)
     clock = reactor()
-    proto = await TCP4ClientEndpoint(clock, host, port, timeout=5).connect(
-        Factory.forProtocol(lambda: NatsProtocol(clock, "salttwist-test"))
+    proto = await TCP4ClientEndpoint(clock, address.host, address.port, timeout=5).connect(
+        Factory.forProtocol(
+            lambda: NatsProtocol(clock, "salttwist-test", address.credentials, tlsOptions)
+        )
     )
     try:
         await proto.ready.addTimeout(5, clock)
@@ -116,13 +122,15 @@ async def requireServer(testCase: TestCase, url: str) -> None:
         unavailable(f"JetStream is not on at {url}: {answer['error']}")
 
 
-def deleteStreamAfter(testCase: TestCase, url: str, clusterId: str) -> None:
+def deleteStreamAfter(
+    testCase: TestCase, url: str, clusterId: str, caFile: str | None = None
+) -> None:
     """
     Delete the cluster's stream when C{testCase} ends.
     """
 
     async def delete() -> None:
-        await jetStreamRequest(url, f"$JS.API.STREAM.DELETE.SALTTWIST_{clusterId}", {})
+        await jetStreamRequest(url, f"$JS.API.STREAM.DELETE.SALTTWIST_{clusterId}", {}, caFile)
 
     testCase.addCleanup(lambda: Deferred.fromCoroutine(delete()))
 
@@ -152,8 +160,25 @@ class PrivateNatsServer:
     its pid) when the test ends.
     """
 
-    def __init__(self, testCase: TestCase, jetStream: bool = True) -> None:
+    def __init__(
+        self,
+        testCase: TestCase,
+        jetStream: bool = True,
+        extraArgs: tuple[str, ...] = (),
+        scheme: str = "nats",
+        userinfo: str = "",
+        caFile: str | None = None,
+    ) -> None:
+        """
+        @param extraArgs: more C{nats-server} arguments (TLS, credentials).
+        @param scheme: of L{url}; with C{tls}, its host is C{localhost}
+            (the name the test's certificate is for).
+        @param userinfo: C{user:password@} or C{token@} in L{url}.
+        @param caFile: the certificate that signs the server's (C{tls}).
+        """
         self._jetStream = jetStream
+        self._extraArgs = extraArgs
+        self.caFile = caFile
         binary = shutil.which("nats-server")
         if binary is None:
             unavailable("the nats-server binary is not installed")
@@ -161,7 +186,8 @@ class PrivateNatsServer:
         self._storeDir = os.path.abspath(testCase.mktemp())
         os.makedirs(self._storeDir)
         self.port = _freePort()
-        self.url = f"nats://127.0.0.1:{self.port}"
+        host = "localhost" if scheme == "tls" else "127.0.0.1"
+        self.url = f"{scheme}://{userinfo}{host}:{self.port}"
         self._process: Any = None
         self._protocol: _ServerProcess | None = None
         testCase.addCleanup(self.stop)
@@ -181,6 +207,7 @@ class PrivateNatsServer:
                 "-p",
                 str(self.port),
                 *(["-js", "-sd", self._storeDir] if self._jetStream else []),
+                *self._extraArgs,
             ],
             env=None,
         )
@@ -188,7 +215,7 @@ class PrivateNatsServer:
         async def check() -> bool:
             try:
                 # Without JetStream this is answered too (no responders).
-                await jetStreamRequest(self.url, "$JS.API.INFO", {})
+                await jetStreamRequest(self.url, "$JS.API.INFO", {}, self.caFile)
             except Exception:
                 return False
             return True

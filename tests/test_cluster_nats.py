@@ -54,7 +54,12 @@ class _NatsBuses:
             await self.startServer()
         if not hasattr(self, "clusterId"):
             self.clusterId = newClusterId()
-            deleteStreamAfter(self, self.serverUrl, self.clusterId)  # type: ignore[arg-type]
+            deleteStreamAfter(
+                self,  # type: ignore[arg-type]
+                self.serverUrl,
+                self.clusterId,
+                getattr(self, "caFile", None),
+            )
         bus = NatsClusterBus(reactor(), self.url, self.clusterId, memberId, **options)
         bus.got = subscribeAll(bus, subscribe, handlers)  # type: ignore[attr-defined]
         bus.start()

@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.internet.defer import CancelledError, Deferred, TimeoutError, maybeDeferred, succeed
@@ -77,20 +78,116 @@ STREAM_NAME_IN_USE = 10058
 _NS = 1_000_000_000
 
 
-def parseBrokerUrl(url: str) -> tuple[str, int]:
+BROKER_SCHEMES = ("nats", "tls")
+"""
+C{nats://}: plain TCP (TLS if the server requires it is refused: the URL
+must say C{tls://}); C{tls://}: TLS required, the server's certificate
+checked against the URL's host name.
+"""
+
+
+@dataclass(frozen=True)
+class BrokerAddress:
     """
-    @return: the host and port of a C{nats://host[:port]} URL (port 4222
-        by default).
-    @raise ValueError: if C{url} is not one.
+    Where the broker is and how to log in, from a C{cluster_broker} URL.
+
+    @ivar url: the URL with its password or token masked, for messages.
+    @ivar credentials: the C{CONNECT} fields (C{user} and C{pass}, or
+        C{auth_token}); empty without userinfo.
     """
+
+    host: str
+    port: int
+    tls: bool
+    url: str
+    credentials: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+def brokerAddress(url: str) -> BrokerAddress:
+    """
+    Read a C{nats://[user:password@|token@]host[:port]} or C{tls://...}
+    URL (port 4222 by default; user, password and token percent-decoded).
+
+    @raise ValueError: if C{url} is not one; the message never holds the
+        password or token.
+    """
+    expected = "a nats://host:port or tls://host:port URL"
     try:
         parts = urlsplit(url)
         port = parts.port or 4222
     except ValueError as e:
-        raise ValueError(f"{url!r} is not a nats://host:port URL ({e})") from None
-    if parts.scheme != "nats" or not parts.hostname or parts.path not in ("", "/"):
-        raise ValueError(f"{url!r} is not a nats://host:port URL")
-    return parts.hostname, port
+        raise ValueError(f"the broker URL is not {expected} ({e})") from None
+    if parts.scheme not in BROKER_SCHEMES or not parts.hostname or parts.path not in ("", "/"):
+        raise ValueError(f"the broker URL is not {expected}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"the broker URL is not {expected}: it has a query or fragment")
+    credentials: dict[str, str] = {}
+    shown = ""
+    if parts.username is not None:
+        user = unquote(parts.username)
+        if parts.password is not None:
+            credentials = {"user": user, "pass": unquote(parts.password)}
+            shown = f"{user}:***@"
+        else:
+            credentials = {"auth_token": user}
+            shown = "***@"
+        if not all(credentials.values()):
+            raise ValueError("the broker URL has an empty user, password or token")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return BrokerAddress(
+        parts.hostname,
+        port,
+        parts.scheme == "tls",
+        f"{parts.scheme}://{shown}{host}:{port}",
+        credentials,
+    )
+
+
+def parseBrokerUrl(url: str) -> tuple[str, int]:
+    """
+    @return: the host and port of a broker URL (see L{brokerAddress}).
+    @raise ValueError: if C{url} is not one.
+    """
+    address = brokerAddress(url)
+    return address.host, address.port
+
+
+def brokerTlsOptions(address: BrokerAddress, caFile: str | None = None) -> Any:
+    """
+    @param caFile: a PEM file of the certificates that may sign the
+        broker's (L{None}: the system's trusted authorities).
+    @return: the client TLS options for C{address}: its certificate must
+        be valid for its host name, signed by C{caFile}'s or the system's
+        authorities; or L{None} for a C{nats://} address.
+    @raise ValueError: C{caFile} cannot be read or holds no certificate.
+    """
+    if not address.tls:
+        return None
+    from twisted.internet import ssl
+
+    trustRoot: Any = None
+    if caFile is not None:
+        try:
+            with open(caFile, "rb") as f:
+                pem = f.read()
+            trustRoot = ssl.trustRootFromCertificates(
+                [ssl.Certificate.loadPEM(block) for block in _pemCertificates(pem)]
+            )
+        except (OSError, ValueError, ssl.SSL.Error) as e:
+            raise ValueError(f"cluster_broker_ca {caFile}: not a PEM certificate file ({e})") from e
+    return ssl.optionsForClientTLS(address.host, trustRoot=trustRoot)
+
+
+def _loopback(host: str) -> bool:
+    return host == "localhost" or host.startswith("127.") or host == "::1"
+
+
+def _pemCertificates(pem: bytes) -> list[bytes]:
+    end = b"-----END CERTIFICATE-----"
+    blocks = [block.strip() + b"\n" + end + b"\n" for block in pem.split(end) if b"BEGIN" in block]
+    if not blocks:
+        raise ValueError("no certificate in it")
+    return blocks
 
 
 @implementer(IStreamClientEndpoint)
@@ -121,7 +218,10 @@ class _NatsFactory(Factory):
         self._bus = bus
 
     def buildProtocol(self, addr: Any) -> NatsProtocol:
-        proto = NatsProtocol(self._bus._clock, f"salttwist-{self._bus.memberId}")
+        bus = self._bus
+        proto = NatsProtocol(
+            bus._clock, f"salttwist-{bus.memberId}", bus._address.credentials, bus._tlsOptions
+        )
         proto.onLost = self._bus._connectionLost
         self._bus._prepare(proto)
         return proto
@@ -147,18 +247,30 @@ class NatsClusterBus:
         maxBytes: int = 64 * 1024 * 1024,
         unreachableLimit: float = 10.0,
         pingInterval: float = 2.0,
+        caFile: str | None = None,
     ) -> None:
         """
-        @raise ValueError: a bad URL, cluster id or member id.
+        @param url: see L{brokerAddress}.
+        @param caFile: see L{brokerTlsOptions}.
+        @raise ValueError: a bad URL, CA file, cluster id or member id.
         """
-        host, port = parseBrokerUrl(url)
+        self._address = address = brokerAddress(url)
+        self._tlsOptions = brokerTlsOptions(address, caFile)
+        host, port = address.host, address.port
         for what, value in (("cluster id", clusterId), ("member id", memberId)):
             if not NAME.match(value):
                 raise ValueError(
                     f"the {what} {value!r} may hold only letters, digits, '_' and '-' "
                     "(1 to 64 of them)"
                 )
-        self.url = url
+        #: The broker's URL without its password or token (for messages).
+        self.url = address.url
+        if address.credentials and not address.tls and not _loopback(address.host):
+            self.log.warn(
+                "cluster: the credentials of {url} cross the network in the clear: "
+                "use a tls:// URL",
+                url=self.url,
+            )
         self.memberId = memberId
         self._clock = reactor
         self._prefix = f"salttwist.{clusterId}"

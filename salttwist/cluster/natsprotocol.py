@@ -7,6 +7,13 @@ JetStream, whose API is requests to C{$JS.API.*} subjects.
 
 A protocol parses bytes and hands each message to its subscription's
 callback; it keeps no state across connections (the bus does).
+
+Credentials (user and password, or a token) go in the C{CONNECT}. TLS
+follows NATS's order: the server's C{INFO} comes in the clear, then the
+client starts TLS (C{startTLS}) and sends everything else, C{CONNECT}
+included, encrypted. A protocol given TLS options refuses a server that
+does not offer TLS (rather than send credentials and jobs in the clear);
+one without refuses a server that requires it, saying so.
 """
 
 from __future__ import annotations
@@ -70,9 +77,26 @@ class NatsProtocol(Protocol):
 
     log = Logger()
 
-    def __init__(self, clock: Any, name: str) -> None:
+    def __init__(
+        self,
+        clock: Any,
+        name: str,
+        credentials: dict[str, str] | None = None,
+        tlsOptions: Any = None,
+    ) -> None:
+        """
+        @param credentials: C{CONNECT} fields: C{user} and C{pass}, or
+            C{auth_token}; never logged.
+        @param tlsOptions: an C{IOpenSSLClientConnectionCreator} (the
+            server's certificate checked against the broker's host name):
+            TLS is required. L{None}: plain TCP.
+        """
         self._clock = clock
         self._name = name
+        self._credentials = dict(credentials or {})
+        self._tlsOptions = tlsOptions
+        #: Why the connection is being closed by this side, if it is.
+        self.failReason: str | None = None
         self.ready: Deferred[NatsProtocol] = Deferred()
         self.info: dict[str, Any] = {}
         self._buffer = bytearray()
@@ -142,8 +166,9 @@ class NatsProtocol(Protocol):
         elif op == "-ERR":
             self.log.warn("NATS server error: {error}", error=rest)
             if "permissions violation" not in rest.lower():
-                # Every other -ERR closes the connection on the server's side.
-                self._fail(f"the NATS server said {rest}")
+                # Every other -ERR closes the connection on the server's side
+                # (an authorization violation: the credentials were refused).
+                self._fail(f"the NATS server said {rest.strip()}")
         elif op == "+OK":
             pass
         else:
@@ -179,6 +204,21 @@ class NatsProtocol(Protocol):
         self.info = info
         if not first:
             return
+        offered = bool(info.get("tls_required") or info.get("tls_available"))
+        if self._tlsOptions is not None:
+            if not offered:
+                self._fail("the broker does not offer TLS, and a tls:// URL requires it")
+                return
+            self.transport.startTLS(self._tlsOptions)
+        elif info.get("tls_required"):
+            self._fail("the broker requires TLS: give cluster_broker as a tls:// URL")
+            return
+        if info.get("auth_required") and not self._credentials:
+            self._fail(
+                "the broker requires credentials: give them in cluster_broker "
+                "(nats://user:password@host or nats://token@host)"
+            )
+            return
         connect = {
             "verbose": False,
             "pedantic": False,
@@ -189,6 +229,8 @@ class NatsProtocol(Protocol):
             "no_responders": True,
             "echo": False,
             "name": self._name,
+            "tls_required": self._tlsOptions is not None,
+            **self._credentials,
         }
         self.transport.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\n")
         self.transport.write(f"SUB {self._inbox}.* {INBOX_SID}\r\n".encode())
@@ -308,6 +350,8 @@ class NatsProtocol(Protocol):
 
     def _fail(self, why: str) -> None:
         self.log.warn("closing the connection to the NATS server: {why}", why=why)
+        if self.failReason is None:
+            self.failReason = why
         self.transport.abortConnection()
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
@@ -315,7 +359,8 @@ class NatsProtocol(Protocol):
         Fail everything still waiting for the server.
         """
         self.lost = True
-        error = NatsError(f"connection to the NATS server lost: {reason.getErrorMessage()}")
+        why = self.failReason or reason.getErrorMessage()
+        error = NatsError(f"connection to the NATS server lost: {why}")
         requests, self._requests = self._requests, {}
         for d, timeout in requests.values():
             if timeout.active():

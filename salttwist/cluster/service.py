@@ -113,6 +113,7 @@ def clusterFromConfig(config: dict[str, Any], reactor: Any, master: Any) -> Clus
         maxMessages=config.get("cluster_buffer_messages", 10000),
         maxBytes=config.get("cluster_buffer_bytes", 64 * 1024 * 1024),
         unreachableLimit=float(config.get("cluster_unreachable_limit", 10)),
+        caFile=config.get("cluster_broker_ca"),
     )
     return joinCluster(config, reactor, master, SealedClusterBus(inner, key, clusterId))
 
