@@ -105,7 +105,14 @@ class ApiTests(TestCase):
                 "ssl_crt": crt,
                 "ssl_key": key,
             },
-            netapi_enable_clients=["local", "local_async", "runner", "runner_async", "wheel"],
+            netapi_enable_clients=[
+                "local",
+                "local_async",
+                "local_batch",
+                "runner",
+                "runner_async",
+                "wheel",
+            ],
             external_auth={
                 "file": {
                     "^filename": htpasswd,
@@ -170,6 +177,18 @@ class ApiTests(TestCase):
             "POST", "/", [{"client": "local", "tgt": "*", "fun": "test.ping"}], token
         )
         self.assertEqual((status, data), (200, {"return": [{"minion1": True, "minion2": True}]}))
+
+        status, data = await self.call(
+            "POST",
+            "/",
+            [{"client": "local_batch", "tgt": "*", "fun": "test.ping", "batch": 1}],
+            token,
+        )
+        self.assertEqual(status, 200, explain())
+        self.assertEqual(
+            sorted(data["return"], key=lambda r: list(r)),
+            [{"minion1": True}, {"minion2": True}],
+        )
 
         status, data = await self.call(
             "POST",
