@@ -635,7 +635,8 @@ def cachesFromConfig(
     """
     @return: the store and the two caches C{cache: postgres} asks for, or
         L{None} for C{localfs}.
-    @raise ValueError: C{cache: postgres} without a shared key store.
+    @raise ValueError: C{cache: postgres} without a shared key store, or
+        without psycopg.
     """
     if config.get("cache", "localfs") != "postgres":
         return None
@@ -644,5 +645,11 @@ def cachesFromConfig(
             "cache: postgres needs keys.cache_driver: postgres (the masters sharing "
             "grains and pillar must share the minions' keys)"
         )
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise ValueError(
+            "cache: postgres needs psycopg 3: pip install 'salttwist[postgres]'"
+        ) from None
     store = MinionDataStore(connectionOptions(config), reactor)
     return store, PostgresGrainsCache(store), PostgresPillarCache(store)
