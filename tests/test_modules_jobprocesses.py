@@ -20,7 +20,7 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SkipTest, TestCase
 
 from salttwist.minion.jobs import RunningJob
-from salttwist.modules import LoaderContext
+from salttwist.modules import LoaderContext, _process
 from salttwist.modules._jobprocesses import KILLED_REMEMBERED, JobProcesses
 from salttwist.modules._process import CHDIR_SPAWNER, runCommand, runCommandHere
 
@@ -187,6 +187,8 @@ class KillRunningCommandTests(TestCase):
         self.reactor = reactor
         self.context = LoaderContext(opts={"id": "m1"}, grains={}, reactor=reactor, jid=JID)
         self.pids = os.path.abspath(self.mktemp())
+        # As in a daemon (no controlling terminal), whatever runs the tests.
+        self.patch(_process, "NEW_GROUPS", True)
 
     async def started(self, count: int) -> list[int]:
         """
@@ -212,6 +214,8 @@ class KillRunningCommandTests(TestCase):
         d = deferToThread(runCommandHere, self.context, TWO_SLEEPS, env={"PIDS": self.pids})
         sleeps = await self.started(2)
         [group] = self.context.processes.groups(JID)
+        self.assertEqual(os.getpgid(group), group)
+        self.assertEqual([os.getpgid(pid) for pid in sleeps], [group, group])
         self.context.processes.kill(JID)
         result = await d
         self.assertEqual(result["retcode"], -signal.SIGKILL)
@@ -239,6 +243,7 @@ class KillRunningCommandTests(TestCase):
         d = runCommand(self.context, TWO_SLEEPS, env={"PIDS": self.pids})
         sleeps = await self.started(2)
         [group] = self.context.processes.groups(JID)
+        self.assertEqual(os.getpgid(group), group)
         self.context.processes.kill(JID)
         result = await d
         self.assertEqual(result["retcode"], -signal.SIGKILL)
@@ -264,3 +269,78 @@ class KillRunningCommandTests(TestCase):
         d.cancel()
         self.failureResultOf(d)
         self.assertTrue(gone(orphan), f"{orphan} still runs")
+
+    async def test_noGroupInTerminalForeground(self) -> None:
+        """
+        Where the minion runs in the foreground of its terminal
+        (L{_process.newGroups} false), its commands stay in its process
+        group (one reading the terminal is not stopped); a killed job still
+        kills them and what is below them.
+        """
+        self.patch(_process, "NEW_GROUPS", False)
+        d = deferToThread(runCommandHere, self.context, TWO_SLEEPS, env={"PIDS": self.pids})
+        sleeps = await self.started(2)
+        [shell] = self.context.processes.groups(JID)
+        self.assertEqual(os.getpgid(shell), os.getpgrp())
+        self.context.processes.kill(JID)
+        result = await d
+        self.assertEqual(result["retcode"], -signal.SIGKILL)
+        for pid in [shell, *sleeps]:
+            self.assertTrue(gone(pid), f"{pid} still runs")
+
+
+class NewGroupsTests(TestCase):
+    """
+    L{_process.newGroups} keeps commands in the minion's process group only
+    where it runs in the foreground of its terminal.
+    """
+
+    def newGroupsIn(self, inTerminal: bool) -> str:
+        """
+        @return: what L{_process.newGroups} says in a new Python process,
+            run in the foreground of a new terminal (a pty) or without one.
+        """
+        import pty
+        import sys
+
+        code = "from salttwist.modules._process import newGroups; print(newGroups())"
+        if not inTerminal:
+            return subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                start_new_session=True,
+                check=True,
+            ).stdout.strip()
+        pid, terminal = pty.fork()
+        if pid == 0:  # the child: exec at once
+            try:
+                os.execv(sys.executable, [sys.executable, "-c", code])
+            finally:
+                os._exit(127)
+        chunks = []
+        try:
+            while True:
+                try:
+                    data = os.read(terminal, 1024)
+                except OSError:  # EIO: the child closed its side
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+        finally:
+            os.close(terminal)
+            os.waitpid(pid, 0)
+        return b"".join(chunks).decode().strip()
+
+    def test_daemon(self) -> None:
+        """
+        Without a controlling terminal, commands get groups of their own.
+        """
+        self.assertEqual(self.newGroupsIn(False), "True")
+
+    def test_terminalForeground(self) -> None:
+        """
+        In the foreground of its terminal, they do not.
+        """
+        self.assertEqual(self.newGroupsIn(True), "False")

@@ -397,7 +397,7 @@ def _chdirProcessClass() -> Any:
             )
             ignored = ignoredSignals()
             self.pid = self._spawner.spawn(
-                executable, args, environment or {}, path, actions, ignored
+                executable, args, environment or {}, path, actions, ignored, None, newGroups()
             )
             self.status = -1
             return True
@@ -408,6 +408,37 @@ def _chdirProcessClass() -> Any:
 
 #: This process's L{ChdirSpawner}.
 CHDIR_SPAWNER = ChdirSpawner()
+
+
+#: Whether commands start in process groups of their own (L{newGroups});
+#: L{None} until first asked.
+NEW_GROUPS: bool | None = None
+
+
+def newGroups() -> bool:
+    """
+    Whether the commands this process starts lead process groups of their
+    own, which a killed job kills whole (L{killTree}): yes, unless this
+    process runs in the foreground of its controlling terminal (a
+    C{salttwist-call} or a minion typed at a shell), where a command in
+    another group that reads the terminal (C{sudo} asking for a password)
+    would be stopped (C{SIGTTIN}) instead of asking. Decided once per
+    process (L{NEW_GROUPS}).
+    """
+    global NEW_GROUPS
+    if NEW_GROUPS is None:
+        try:
+            terminal = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+        except OSError:  # no controlling terminal: a daemon
+            NEW_GROUPS = True
+        else:
+            try:
+                NEW_GROUPS = os.tcgetpgrp(terminal) != os.getpgrp()
+            except OSError:
+                NEW_GROUPS = True
+            finally:
+                os.close(terminal)
+    return NEW_GROUPS
 
 
 _GROUP_PROCESS: Any = None
@@ -874,7 +905,7 @@ def _runOnReactor(
             raise CommandExecutionError(
                 f"Unable to run command '{command.display}' in directory '{cwd}': {e}"
             ) from None
-    elif (uid is not None or gid is not None) and _isPosixReactor(reactor):
+    elif (uid is not None or gid is not None) and newGroups() and _isPosixReactor(reactor):
         # A fork anyway (another user to become): its child leads a group.
         _groupProcessClass()(
             reactor, command.executable, command.argv, command.environ, cwd, collector, uid, gid
@@ -1014,6 +1045,7 @@ def _runHere(
                 actions,
                 ignored,
                 closeFrom,
+                newGroups(),
             )
         except OSError as e:
             raise CommandExecutionError(
