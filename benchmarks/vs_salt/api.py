@@ -438,11 +438,79 @@ def parseEventsOutput(text: str) -> dict[str, Any]:
     return figures
 
 
+#: How each direct child of C{api_events_bench.py} is told, by its command line.
+_EVENTS_ROLES = (
+    ("clients", "--clients-process"),
+    ("master", "salttwist-master"),
+    ("swarm", "swarm"),  # salttwist-swarm, which runs benchmarks/swarm.py
+    ("api", "apiMain"),
+)
+
+
+def _commandLine(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def eventsRoles(benchPid: int) -> dict[str, int]:
+    """
+    @return: C{{role: pid}} of the daemons C{api_events_bench.py} (pid
+        C{benchPid}) started, by their command lines (see L{_EVENTS_ROLES}).
+    """
+    roles: dict[str, int] = {}
+    for pid, _ in run.processTree(benchPid):
+        info = run._stat(pid)
+        if info is None or info[0] != benchPid:
+            continue
+        line = _commandLine(pid)
+        for role, mark in _EVENTS_ROLES:
+            if mark in line and role not in roles:
+                roles[role] = pid
+                break
+    return roles
+
+
+class TreeSampler:
+    """
+    The CPU seconds and summed RSS of some process trees, sampled: the
+    first, the peak and the last RSS, and the most CPU seen (a process
+    that exits takes its figures with it, so the last sample may hold
+    less).
+    """
+
+    def __init__(self) -> None:
+        self.figures: dict[str, dict[str, float]] = {}
+
+    def sample(self, roles: dict[str, int]) -> None:
+        """
+        Sample every tree of C{roles}.
+        """
+        for role, pid in roles.items():
+            pids = [p for p, _ in run.processTree(pid)]
+            if not pids:
+                continue
+            rss = round(sum(run._statusKb(p, "VmRSS:") for p in pids) / 1024, 1)
+            cpu = round(run.treeCpu([pid]), 2)
+            node = self.figures.setdefault(
+                role, {"tree_rss_first_mb": rss, "tree_rss_peak_mb": rss, "processes": 0}
+            )
+            node["tree_rss_peak_mb"] = max(node["tree_rss_peak_mb"], rss)
+            node["tree_rss_last_mb"] = rss
+            node["tree_cpu_s"] = max(node.get("tree_cpu_s", 0.0), cpu)
+            node["processes"] = max(node["processes"], len(pids))
+
+
 def measureEvents(
     options: argparse.Namespace, python: str, env: dict[str, str], quiet: run.QuietWait
 ) -> dict[str, Any]:
     """
-    Run C{api_events_bench.py} once the machine is quiet.
+    Run C{api_events_bench.py} once the machine is quiet, sampling its
+    daemons' process trees every 0.5 s (C{trees}: master, API, swarm and
+    clients, each its first and peak RSS and the CPU seconds of the whole
+    run).
     """
     phase = run.Phase.whenQuiet(quiet)
     argv = [
@@ -452,14 +520,30 @@ def measureEvents(
         *("--rounds", str(options.event_rounds)),
     ]
     started = time.monotonic()
-    result = run.timed(argv, env, options.events_timeout)
-    figures = parseEventsOutput(result["out"])
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        bench = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+        sampler = TreeSampler()
+        try:
+            while bench.poll() is None:
+                if time.monotonic() - started > options.events_timeout:
+                    raise RuntimeError(f"api_events_bench.py ran over {options.events_timeout} s")
+                sampler.sample(eventsRoles(bench.pid))
+                time.sleep(0.5)
+        finally:
+            if bench.poll() is None:
+                bench.terminate()
+                bench.wait(30)
+        out.seek(0)
+        err.seek(0)
+        text, errors = out.read(), err.read()
+    figures = parseEventsOutput(text)
     figures.update(
         {
+            "trees": sampler.figures,
             "wall_s": round(time.monotonic() - started, 1),
-            "code": result["code"],
-            "output": result["out"][-3000:],
-            "stderr": result["err"][-2000:],
+            "code": bench.returncode,
+            "output": text[-3000:],
+            "stderr": errors[-2000:],
             **phase.end(),
         }
     )
@@ -552,6 +636,12 @@ def table(results: dict[str, Any]) -> str:
                 f"{d['rss_after_mib']} MiB (before / with clients / after), peak "
                 f"{d['rss_peak_mib']} MiB"
             )
+        for name, t in (events.get("trees") or {}).items():
+            lines.append(
+                f"  {name} process tree ({t['processes']:g} processes, sampled every 0.5 s): "
+                f"CPU {t.get('tree_cpu_s')} s over the run; RSS first {t['tree_rss_first_mb']} "
+                f"MB, peak {t['tree_rss_peak_mb']} MB, last {t.get('tree_rss_last_mb')} MB"
+            )
     failures = []
     for name, node in (("salt", salt), ("salttwist", twist)):
         if node.get("error"):
@@ -582,8 +672,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--phases", default=",".join(PHASES), help=f"default {','.join(PHASES)}")
     p.add_argument("--minions", type=int, default=20)
     p.add_argument("--clients", type=int, default=10)
-    p.add_argument("--requests", type=int, default=1000, help="a round's requests, all clients")
-    p.add_argument("--max-seconds", type=float, default=60.0, help="a round's longest")
+    p.add_argument("--requests", type=int, default=2000, help="a round's requests, all clients")
+    p.add_argument("--max-seconds", type=float, default=45.0, help="a round's longest")
     p.add_argument("--repeats", type=int, default=3, help="rounds of the ping phase")
     p.add_argument("--sse-clients", type=int, default=100)
     p.add_argument("--swarm-minions", type=int, default=1000)
@@ -639,8 +729,8 @@ def main(argv: list[str] | None = None) -> int:
             "bcrypt user, passlib's default cost) with ['.*'].",
             "Load: api_load.py, one process outside both systems (Python threads, "
             "http.client, a kept HTTPS connection each), each client logged in once and "
-            "sent 2 untimed requests first; a request counts only if every minion returned "
-            "True. requests_per_s = good requests / the round's wall seconds.",
+            "sent 1 untimed request first (all at once); a request counts only if every "
+            "minion returned True. requests_per_s = good requests / the round's wall seconds.",
             "CPU: user + system seconds of each process tree from /proc over the timed part "
             "(reaped children included), divided by the good requests.",
             "events: benchmarks/api_events_bench.py (salttwist only, plain HTTP), its "

@@ -6,7 +6,8 @@ C{POST /} with C{[{"client": "local", "tgt": "*", "fun": "test.ping"}]}
 again and again until C{--requests} were sent by all together or
 C{--max-seconds} have passed.
 
-Each client logs in and sends C{--warmup} untimed requests, then the
+Each client logs in and sends C{--warmup} untimed requests (all clients
+at once), then the
 process prints C{ready} and waits for a line on its standard input (the
 driver reads the daemons' CPU meanwhile); the timed part starts then, and
 ends with one line of JSON: every latency, the wall seconds, the failed
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=1000, help="all clients together")
     p.add_argument("--max-seconds", type=float, default=60.0)
     p.add_argument("--expect", type=int, required=True, help="minions that must return True")
-    p.add_argument("--warmup", type=int, default=2, help="untimed requests per client")
+    p.add_argument("--warmup", type=int, default=1, help="untimed requests per client")
     p.add_argument("--timeout", type=float, default=120.0, help="socket timeout")
     options = p.parse_args(argv)
     context = ssl.create_default_context(cafile=options.cafile)
@@ -186,13 +187,25 @@ def main(argv: list[str] | None = None) -> int:
         Client("127.0.0.1", options.port, context, options.timeout) for _ in range(options.clients)
     ]
     warmupProblems: list[str] = []
-    for client in clients:
-        client.login(options.username, options.password, options.eauth)
-    for client in clients:
-        for _ in range(options.warmup):
-            problem = judge(*client.request("/", LOWSTATE), options.expect)
-            if problem is not None:
-                warmupProblems.append(problem)
+
+    def warmUp(client: Client) -> None:
+        try:
+            client.login(options.username, options.password, options.eauth)
+            for _ in range(options.warmup):
+                problem = judge(*client.request("/", LOWSTATE), options.expect)
+                if problem is not None:
+                    warmupProblems.append(problem)
+        except Exception as e:
+            warmupProblems.append(f"{type(e).__name__}: {e}")
+
+    warming = [threading.Thread(target=warmUp, args=(client,)) for client in clients]
+    for thread in warming:
+        thread.start()
+    for thread in warming:
+        thread.join()
+    if any(not client.token for client in clients):
+        sys.stderr.write(f"login failed: {warmupProblems[:3]}\n")
+        return 1
     print("ready", flush=True)
     sys.stdin.readline()
     load = Load(options.requests, options.max_seconds)
