@@ -156,7 +156,7 @@ class ApiSchemaTests(TestCase):
             "--seed",
             str(SEED),
             "--phases",
-            "examples,coverage,fuzzing",
+            "examples,coverage,fuzzing,stateful",
             # One worker: Python 3.11's ast.parse, which hypothesis calls to
             # describe strategies, is not safe in threads (SystemError: AST
             # constructor recursion depth mismatch).
