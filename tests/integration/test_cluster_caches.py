@@ -4,7 +4,10 @@ Two real masters (the installed wheel's daemons) in one cluster, their keys
 and their grains and pillar caches in one PostgreSQL database (C{cache:
 postgres}, issue 23), the fan-out through the machine's NATS server: master
 A targets by grain (C{-G}, C{G@} in a compound) a minion connected to
-master B only, and A's C{cache.grains} runner shows its grains.
+master B only, and A's C{cache.grains} runner shows its grains; A targets
+it by pillar (C{-I}) once B compiled its pillar, each master compiling from
+a C{pillar_roots} tree on its own disk (the same files), as without a
+shared filesystem.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from tests._postgres import temporaryDatabase
 from tests.integration.harness import Cluster, runCommand, seedKeyPair, waitFor
 
 CONNECTED = "cluster: connected to the broker"
+PILLAR = {"top.sls": "base:\n  '*':\n    - role\n", "role.sls": "role: db\n"}
 
 
 def _databaseOptions(options: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +81,14 @@ class SharedGrainsTests(TestCase):
         self.b = Cluster(self)
         common = {"cluster_id": clusterId, "cluster_broker": url, **_databaseOptions(options)}
         for name, cluster in (("master-a", self.a), ("master-b", self.b)):
-            cluster.writeMasterConfig(cluster_master_id=name, **common)
+            pillarRoot = os.path.join(cluster.baseDir, "srv", "pillar")
+            os.makedirs(pillarRoot)
+            for file, text in PILLAR.items():
+                with open(os.path.join(pillarRoot, file), "w") as f:
+                    f.write(text)
+            cluster.writeMasterConfig(
+                cluster_master_id=name, pillar_roots={"base": [pillarRoot]}, **common
+            )
             seedKeyPair(cluster.masterPkiDir, "master", "master")
         pem = seedKeyPair(self.b.minionPkiDir("minion1"), "minion", "minion1")
         store.putKey(ACCEPTED, "minion1", pem)
@@ -112,3 +123,15 @@ class SharedGrainsTests(TestCase):
             self.assertEqual(json.loads(ping.out), {"minion1": True}, f"{ping}\n{self.logs()}")
         nobody = await self.a.salt("-G", "id:nobody", "test.ping", "--static", "--out", "json")
         self.assertNotIn("minion1", nobody.out)
+
+        # The pillar B compiled for minion1 (it asks for it at start, and
+        # pillar.get makes sure) is A's to target with.
+        role = await self.b.salt("minion1", "pillar.get", "role", "--static", "--out", "json")
+        self.assertEqual(json.loads(role.out), {"minion1": "db"}, f"{role}\n{self.logs()}")
+
+        async def pillarTarget() -> Any:
+            result = await self.a.salt("-I", "role:db", "test.ping", "--static", "--out", "json")
+            return result if result.code == 0 and "minion1" in result.out else None
+
+        ping = await waitFor(pillarTarget, "A's -I role:db reaching minion1", context=self.logs)
+        self.assertEqual(json.loads(ping.out), {"minion1": True})
