@@ -147,6 +147,33 @@ class Shared:
         }
 
 
+#: What salt-api with C{rest_cherrypy} and the htpasswd C{file} eauth needs
+#: in Salt's virtualenv (Salt does not depend on them): CherryPy, passlib
+#: (C{libpass}, the maintained fork salttwist uses) and bcrypt.
+SALT_API_PACKAGES = ("cherrypy", "libpass==1.9.4", "bcrypt==5.0.0")
+
+
+def ensureSaltApi(venv: str, install: bool = True) -> str | None:
+    """
+    Make sure Salt's virtualenv C{venv} can run salt-api here, installing
+    L{SALT_API_PACKAGES} into it with its pip when they are missing.
+
+    @return: L{None} when it can, else why not.
+    """
+    python = os.path.join(venv, "bin", "python")
+    probe = [python, "-c", "import cherrypy, bcrypt, passlib.apache"]
+    if subprocess.run(probe, capture_output=True).returncode == 0:
+        return None
+    if not install:
+        return f"{venv} lacks {', '.join(SALT_API_PACKAGES)} (and --no-install-salt)"
+    print(f"installing {', '.join(SALT_API_PACKAGES)} into {venv}", flush=True)
+    argv = [python, "-m", "pip", "install", "-q", *SALT_API_PACKAGES]
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        return f"{' '.join(argv)} failed: {result.stdout.decode(errors='replace')[-2000:]}"
+    return None
+
+
 class ApiSalt(run.Salt):
     """
     Salt with salt-api (C{rest_cherrypy}).
@@ -718,6 +745,12 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
         return 2
     systems: dict[str, Any] = picked
+    if "salt" in systems and "ping" in options.phases:
+        problem = ensureSaltApi(options.salt_venv, install=not options.no_install_salt)
+        if problem is not None:
+            sys.stderr.write(f"salt: {problem}\n")
+            shutil.rmtree(root, ignore_errors=True)
+            return 2
     results: dict[str, Any] = {
         **run.resultsHead(options, systems),
         "notes": [
