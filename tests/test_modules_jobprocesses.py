@@ -251,6 +251,37 @@ class KillRunningCommandTests(TestCase):
             self.assertTrue(gone(pid), f"{pid} still runs")
         self.assertEqual(self.context.processes.groups(JID), [])
 
+    async def test_runasCommandKilled(self) -> None:
+        """
+        A C{runas} command (forked: another user to become) leads a group
+        of its own too, and is killed with its children with its job.
+        """
+        import pwd
+        import shutil
+        import tempfile
+
+        if os.geteuid() != 0:
+            raise SkipTest("runas needs root")
+        try:
+            pwd.getpwnam("nobody")
+        except KeyError:
+            raise SkipTest("no user nobody") from None
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory, True)
+        os.chmod(directory, 0o777)
+        self.pids = os.path.join(directory, "pids")
+        d = runCommand(
+            self.context, TWO_SLEEPS, runas="nobody", cwd=directory, env={"PIDS": self.pids}
+        )
+        sleeps = await self.started(2)
+        [group] = self.context.processes.groups(JID)
+        self.assertEqual(os.getpgid(group), group)
+        self.context.processes.kill(JID)
+        result = await d
+        self.assertEqual(result["retcode"], -signal.SIGKILL)
+        for pid in [group, *sleeps]:
+            self.assertTrue(gone(pid), f"{pid} still runs")
+
     async def test_orphanedGrandchildKilled(self) -> None:
         """
         Cancelling a plain C{cmd.run} job kills a grandchild whose parent
