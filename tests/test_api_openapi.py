@@ -225,3 +225,14 @@ class TreeTests(SynchronousTestCase):
                 self.assertEqual(headers["content-type"], ["application/json"], where)
                 self.assertEqual(json.loads(body)["status"], 405, where)
                 self.assertEqual(headers["x-content-type-options"], ["nosniff"], where)
+
+    def test_statsOff(self) -> None:
+        """
+        Without C{collect_stats}, C{GET /stats} is the 404 the document
+        gives it, in the error shape.
+        """
+        api = Api(self.mktemp())
+        self.assertNotIn(b"stats", api.root.children)
+        status, data = api.json("GET", "/stats", token=api.login("pinger"))
+        self.assertEqual((status, data["status"]), (404, 404))
+        self.assertIn("404", self.document["paths"]["/stats"]["get"]["responses"])
