@@ -86,9 +86,10 @@ PILLAR = "pillar"
 
 RECONNECT_INITIAL = 0.5
 RECONNECT_MAX = 30.0
-LOAD_CHUNK = 500
+LOAD_CHUNK = 200
 """
-Rows read and handed to the reactor at a time when loading every row.
+Rows read and handed to the reactor at a time when loading every row (the
+listener waits for the reactor to apply each chunk before the next).
 """
 
 MIGRATIONS: list[Migration] = [
@@ -482,8 +483,27 @@ class MinionDataStore(Service):
                 rows = cursor.fetchmany(LOAD_CHUNK)
                 if not rows:
                     break
-                self._reactor.callFromThread(self._deliver, [tuple(r) for r in rows])
-        self._reactor.callFromThread(self._deliver, [], True)
+                self._handOver([tuple(r) for r in rows])
+        self._handOver([], True)
+
+    def _handOver(self, rows: list[Any], complete: bool = False) -> None:
+        """
+        Give C{rows} to the reactor and wait until it has applied them, so
+        that a load of many rows never queues more than one chunk of work
+        on the reactor (each is decoded there).
+        """
+        done = threading.Event()
+
+        def deliver() -> None:
+            try:
+                self._deliver(rows, complete)
+            finally:
+                done.set()
+
+        self._reactor.callFromThread(deliver)
+        while not done.wait(0.5):
+            if self._stopping.is_set():
+                return
 
     def _listen(self, connection: psycopg.Connection[Any]) -> None:
         while not self._stopping.is_set():
@@ -498,7 +518,7 @@ class MinionDataStore(Service):
             rows = connection.execute(
                 _READ, ([bank for bank, _ in keys], [minionId for _, minionId in keys])
             ).fetchall()
-            self._reactor.callFromThread(self._deliver, [tuple(r) for r in rows])
+            self._handOver([tuple(r) for r in rows])
 
 
 def _logWriteFailure(failure: Any) -> None:
