@@ -18,11 +18,14 @@ from twisted.trial.unittest import TestCase
 
 from salttwist import serial
 from salttwist.cluster.fanout import JOB_MAX_AGE, ClusterFanout
-from salttwist.cluster.interfaces import JOB, ClusterUnavailable
+from salttwist.cluster.interfaces import EVENT, JOB, RETURN, ClusterUnavailable
 from salttwist.cluster.memory import MemoryBroker, MemoryClusterBus
 from salttwist.cluster.outbox import Outbox
 from salttwist.cluster.sealed import (
+    FUTURE_SKEW,
+    MAX_AGES,
     ClusterKeyError,
+    ReplayWindow,
     SealedClusterBus,
     loadOrCreateClusterKey,
 )
@@ -133,6 +136,108 @@ class SealedClusterBusTests(_SealedBuses, ClusterBusContract, TestCase):
         c = await self.makeBus("c")
         await c.publish(JOB, b"good")
         self.assertEqual(b.got[JOB], [b"good"])
+
+
+class SealedReplayTests(_SealedBuses, TestCase):
+    """
+    A sealed message cannot be replayed by whoever reaches the broker: each
+    carries its time and id inside the seal.
+    """
+
+    async def sealedBus(self, memberId: str, now: Any, kind: str) -> SealedClusterBus:
+        inner = MemoryClusterBus(self.broker, memberId, self.clock)
+        bus = SealedClusterBus(inner, KEY, "c1", now=now)
+        bus.got = subscribeAll(bus, (kind,), None)  # type: ignore[attr-defined]
+        bus.start()
+        self.addCleanup(bus.stop)
+        return bus
+
+    async def test_replayedEventDropped(self) -> None:
+        """
+        The sealed bytes of an event, published again, are not handled
+        again (the reactor would have acted on each copy).
+        """
+        now = [1000.0]
+        a = await self.sealedBus("a", lambda: now[0], EVENT)
+        b = await self.sealedBus("b", lambda: now[0], EVENT)
+        captured: list[bytes] = []
+        deliver = self.broker._volatile
+
+        def capture(kind: str, payload: bytes) -> None:
+            captured.append(payload)
+            deliver(kind, payload)
+
+        self.patch(self.broker, "_volatile", capture)
+        await a.publish(EVENT, b"salt/minion/web1/start")
+        [sealed] = captured
+        for _ in range(3):
+            await self.broker._members["a"].publish(EVENT, sealed)
+        self.assertEqual(b.got[EVENT], [b"salt/minion/web1/start"])  # type: ignore[attr-defined]
+        self.assertEqual(len(b.windows[EVENT]), 1)
+
+    async def test_oldAndFutureDropped(self) -> None:
+        """
+        A message older than its kind's window, or dated too far in the
+        future, is dropped; a return may be as old as the broker keeps it.
+        """
+        sent = [1000.0]
+        received = [1000.0]
+        a = await self.sealedBus("a", lambda: sent[0], RETURN)
+        b = await self.sealedBus("b", lambda: received[0], RETURN)
+        received[0] = 1000.0 + MAX_AGES[RETURN] + 1
+        await a.publish(RETURN, b"stale")
+        received[0] = 1000.0 - FUTURE_SKEW - 1
+        await a.publish(RETURN, b"future")
+        received[0] = 1000.0 + 3000
+        await a.publish(RETURN, b"after a master was away")
+        self.assertEqual(b.got[RETURN], [b"after a master was away"])  # type: ignore[attr-defined]
+
+    async def test_failedHandlerNotRemembered(self) -> None:
+        """
+        A message whose handler failed is not remembered, so the broker's
+        redelivery is handled.
+        """
+        a = await self.sealedBus("a", lambda: 1000.0, JOB)
+        inner = MemoryClusterBus(self.broker, "b", self.clock)
+        b = SealedClusterBus(inner, KEY, "c1", now=lambda: 1000.0)
+        calls: list[bytes] = []
+
+        def handler(payload: bytes) -> None:
+            calls.append(payload)
+            if len(calls) == 1:
+                raise RuntimeError("the job cache is away")
+
+        b.subscribe(JOB, handler)
+        b.start()
+        self.addCleanup(b.stop)
+        await a.publish(JOB, b"job")
+        [(_, sealed)] = self.broker.stored[JOB]
+        await self.broker._members["a"].publish(JOB, sealed)
+        await self.broker._members["a"].publish(JOB, sealed)
+        self.assertEqual(calls, [b"job", b"job"])
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+
+
+class ReplayWindowTests(TestCase):
+    """
+    L{ReplayWindow} remembers ids while their messages could be accepted,
+    and no more than its cap.
+    """
+
+    def test_forgetsOnlyWhatAgeDrops(self) -> None:
+        window = ReplayWindow(60.0)
+        window.handled(b"x", 100.0)
+        self.assertIn("handled already", window.why(b"x", 100.0, 150.0) or "")
+        self.assertIn("ago", window.why(b"x", 100.0, 161.0) or "")
+        self.assertEqual(len(window), 0)
+
+    def test_cap(self) -> None:
+        window = ReplayWindow(60.0, cap=2)
+        for msgId in (b"a", b"b", b"c"):
+            window.handled(msgId, 100.0)
+        self.assertEqual(len(window), 2)
+        self.assertTrue(window.overflowed)
+        self.assertIsNone(window.why(b"a", 100.0, 101.0))
 
 
 class SealedBrokerAwayTests(_SealedBuses, BrokerAwayContract, TestCase):

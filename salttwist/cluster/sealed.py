@@ -7,29 +7,54 @@ neither read the jobs and returns that cross it nor forge one.
 Every master of a cluster holds the same 256-bit key, in
 C{cluster_pki_dir/cluster.key} (64 hex digits, mode 0600). Each message is
 sealed with AES-256-GCM under it, bound to the cluster and the message's
-kind; a message that does not open is dropped and logged. A job cannot be
-replayed to run again: a master drops a jid it knows, and a job older than
-C{cluster_job_max_age} (its time is inside the seal).
+kind; a message that does not open is dropped and logged.
+
+Nothing that crosses the broker can be replayed: each sealed message carries
+its sending time and a random id inside the seal (L{ReplayWindow}). A
+message older than its kind's window (L{MAX_AGES}: a minute for an event,
+the broker's retention for a job or a return) or from too far in the future
+is dropped, and so is one whose id was handled within the window. On top
+of that a master drops a jid it knows, and a job older than
+C{cluster_job_max_age}.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import struct
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from twisted.internet.defer import maybeDeferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from salttwist.cluster.interfaces import IClusterBus
+from salttwist.cluster.interfaces import EVENT, JOB, RETURN, IClusterBus
 from salttwist.crypt import newAesKey, writePrivateFile
 from salttwist.symmetric import AES_KEY_BYTES, NONCE_BYTES, TAG_BYTES, AesCipher, CryptError
 
 #: The shared key's file in C{cluster_pki_dir}.
 CLUSTER_KEY_FILE = "cluster.key"
+#: What a sealed message starts with, inside the seal: its sending time
+#: (seconds since the epoch, a double) and a random id.
+_HEADER = struct.Struct("!d12s")
 #: Bytes a seal adds to a message.
-SEAL_BYTES = NONCE_BYTES + TAG_BYTES
+SEAL_BYTES = NONCE_BYTES + TAG_BYTES + _HEADER.size
+#: Seconds a sealed message of each kind is accepted after it was sent: a
+#: best-effort event comes at once or never; a durable job or return may
+#: wait in the broker for its retention (L{salttwist.cluster.nats}'s
+#: C{STREAM_MAX_AGE}, an hour) while a master is away, plus a minute.
+MAX_AGES = {EVENT: 60.0, JOB: 3660.0, RETURN: 3660.0}
+#: Seconds a message may seem to come from the future (the masters' clocks
+#: differ a little).
+FUTURE_SKEW = 60.0
+#: How many message ids each kind's window remembers at most: past it the
+#: oldest are forgotten early (and that is logged once), so memory stays
+#: bounded whatever the traffic.
+REMEMBERED_IDS = 200_000
 
 
 class ClusterKeyError(ValueError):
@@ -71,6 +96,59 @@ def loadOrCreateClusterKey(directory: str) -> tuple[bytes, str, bool]:
     return key, path, False
 
 
+class ReplayWindow:
+    """
+    The ids of the messages of one kind handled lately, to drop a copy
+    replayed by whoever reaches the broker.
+
+    An id is kept while its message could still be accepted (until it is
+    C{maxAge} old): forgetting it later is safe, because by then the age
+    check drops the message.
+    """
+
+    def __init__(self, maxAge: float, cap: int = REMEMBERED_IDS) -> None:
+        self.maxAge = maxAge
+        self.cap = cap
+        self.overflowed = False
+        self._seen: OrderedDict[bytes, float] = OrderedDict()
+
+    def why(self, msgId: bytes, sentAt: float, now: float) -> str | None:
+        """
+        @return: why a message sent at C{sentAt} with C{msgId} must be
+            dropped now, or L{None} to handle it.
+        """
+        self._forget(now)
+        if sentAt < now - self.maxAge:
+            return f"it was sent {now - sentAt:.0f} s ago (the window is {self.maxAge:.0f} s)"
+        if sentAt > now + FUTURE_SKEW:
+            return f"it is dated {sentAt - now:.0f} s in the future"
+        if msgId in self._seen:
+            return "a copy of it was handled already"
+        return None
+
+    def handled(self, msgId: bytes, sentAt: float) -> None:
+        """
+        Remember that the message C{msgId}, sent at C{sentAt}, was handled.
+        """
+        self._seen[msgId] = sentAt
+        while len(self._seen) > self.cap:
+            self._seen.popitem(last=False)
+            self.overflowed = True
+
+    def _forget(self, now: float) -> None:
+        # In the order they were handled: one handled late but sent early
+        # waits behind newer ones, which only keeps it longer.
+        seen, oldest = self._seen, now - self.maxAge
+        while seen:
+            msgId, sentAt = next(iter(seen.items()))
+            if sentAt >= oldest:
+                break
+            del seen[msgId]
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
 @implementer(IClusterBus)
 class SealedClusterBus:
     """
@@ -80,10 +158,23 @@ class SealedClusterBus:
 
     log = Logger()
 
-    def __init__(self, inner: Any, key: bytes, clusterId: str) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        key: bytes,
+        clusterId: str,
+        now: Callable[[], float] = time.time,
+        maxAges: dict[str, float] | None = None,
+    ) -> None:
+        """
+        @param now: the wall clock (the masters compare their times).
+        @param maxAges: the replay window of each kind (L{MAX_AGES}).
+        """
         self._inner = inner
         self._cipher = AesCipher(key)
         self._clusterId = clusterId
+        self._now = now
+        self.windows = {kind: ReplayWindow(age) for kind, age in (maxAges or MAX_AGES).items()}
         self.memberId = inner.memberId
 
     @property
@@ -123,10 +214,16 @@ class SealedClusterBus:
         that does not open is dropped (acknowledged) and logged.
         """
         aad = self._aad(kind)
+        window = self.windows.get(kind)
+        if window is None:
+            # An unknown kind: the inner bus refuses it below.
+            window = ReplayWindow(max(MAX_AGES.values()))
 
         def opened(payload: bytes) -> Any:
             try:
                 plaintext = self._cipher.decrypt(payload, aad)
+                if len(plaintext) < _HEADER.size:
+                    raise CryptError("no header")
             except CryptError:
                 self.log.warn(
                     "cluster: dropped a {kind} message that does not open with this "
@@ -134,7 +231,27 @@ class SealedClusterBus:
                     kind=kind,
                 )
                 return None
-            return handler(plaintext)
+            sentAt, msgId = _HEADER.unpack_from(plaintext)
+            why = window.why(msgId, sentAt, self._now())
+            if why is not None:
+                self.log.warn(
+                    "cluster: dropped a {kind} message: {why} (a replay, or a clock far off)",
+                    kind=kind,
+                    why=why,
+                )
+                return None
+            if window.overflowed:
+                window.overflowed = False
+                self.log.warn(
+                    "cluster: more than {cap} {kind} messages within {age:.0f} s: the oldest "
+                    "ids were forgotten early, so a replay of those would not be seen",
+                    cap=window.cap,
+                    kind=kind,
+                    age=window.maxAge,
+                )
+            d = maybeDeferred(handler, plaintext[_HEADER.size :])
+            d.addCallback(lambda result: (window.handled(msgId, sentAt), result)[1])
+            return d
 
         self._inner.subscribe(kind, opened)
 
@@ -142,7 +259,8 @@ class SealedClusterBus:
         """
         See L{IClusterBus.publish}.
         """
-        return self._inner.publish(kind, self._cipher.encrypt(payload, self._aad(kind)))
+        header = _HEADER.pack(self._now(), os.urandom(12))
+        return self._inner.publish(kind, self._cipher.encrypt(header + payload, self._aad(kind)))
 
     def start(self) -> None:
         """
