@@ -29,9 +29,19 @@ __all__ = [
 
 #: The lowstate clients of Salt's NetapiClient that salttwist-api runs
 #: (Salt's C{netapi_enable_clients} must name each one used).
-CLIENTS = ("local", "local_async", "local_batch", "runner", "runner_async", "wheel")
-#: Salt's clients that salttwist-api does not run (yet).
-MISSING_CLIENTS = ("local_subset", "ssh", "wheel_async")
+CLIENTS = (
+    "local",
+    "local_async",
+    "local_batch",
+    "local_subset",
+    "runner",
+    "runner_async",
+    "wheel",
+    "wheel_async",
+)
+#: Salt's clients that salttwist-api does not run: C{ssh} (salttwist has
+#: no salt-ssh).
+MISSING_CLIENTS = ("ssh",)
 
 #: Salt's default port of rest_cherrypy.
 DEFAULT_PORT = 8000

@@ -50,11 +50,17 @@ class FakeMaster:
         self.users: list[str | None] = []
         self.jid = 20240101000000000000
         self.error: Exception | None = None
+        #: The events fired on the bus, as C{(tag, data)}.
+        self.events: list[tuple[str, dict[str, Any]]] = []
 
     def _targeted(self, tgt: Any, tgtType: str) -> list[str]:
         return checkMinions(sorted(self.grainsById), tgt, tgtType, grainsById=self.grainsById)
 
-    def _answer(self, fun: Any) -> Any:
+    def _answer(self, fun: Any, minion: str = "") -> Any:
+        if fun == "sys.list_functions":
+            # db1 lacks grains.items (for local_subset).
+            functions = ["sys.list_functions", "test.ping", "grains.items"]
+            return functions[:2] if minion == "db1" else functions
         return True if fun == "test.ping" else f"{fun} ran"
 
     def run(
@@ -71,7 +77,7 @@ class FakeMaster:
         self.users.append(user)
         if self.error is not None:
             return fail(self.error)
-        return succeed({m: self._answer(fun) for m in self._targeted(tgt, tgtType)})
+        return succeed({m: self._answer(fun, m) for m in self._targeted(tgt, tgtType)})
 
     def publish(self, tgt: Any, tgtType: str, fun: Any, arg: list[Any], user: str) -> Deferred[Any]:
         self.calls.append(("publish", tgt, tgtType, fun, arg))
@@ -116,6 +122,10 @@ class FakeMaster:
     def wheel(self, fun: str, kwargs: dict[str, Any]) -> Deferred[Any]:
         self.calls.append(("wheel", fun, kwargs))
         return runSynchronously(self.keyWheel.call, fun, kwargs)
+
+    def fire(self, tag: str, data: dict[str, Any]) -> Deferred[bool]:
+        self.events.append((tag, data))
+        return succeed(True)
 
     def grains(self, tgt: Any, tgtType: str) -> Deferred[Any]:
         self.calls.append(("grains", tgt, tgtType))

@@ -168,6 +168,106 @@ class LowstateTests(SynchronousTestCase):
         self.assertTrue(ret["data"]["success"])
         self.assertEqual(ret["data"]["return"]["minions_pre"], ["new1"])
 
+    def test_wheelAsync(self) -> None:
+        """
+        C{wheel_async} answers C{{"tag", "jid"}} at once (Salt's shape); the
+        call runs and its C{new} and C{ret} events go on the bus, the
+        return in C{ret}'s data as C{wheel} answers it.
+        """
+        key = generatePrivateKey(2048)
+        self.api.keyStore.putKey("minions_pre", "new1", publicKeyToPem(key.public_key()))
+        status, data = self.post({"client": "wheel_async", "fun": "key.accept", "match": "new1"})
+        self.assertEqual(status, 200)
+        ret = data["return"][0]
+        self.assertEqual(set(ret), {"tag", "jid"})
+        self.assertEqual(ret["tag"], f"salt/wheel/{ret['jid']}")
+        tags = [tag for tag, _ in self.api.master.events]
+        self.assertEqual(tags, [f"{ret['tag']}/new", f"{ret['tag']}/ret"])
+        new, done = (event for _, event in self.api.master.events)
+        self.assertEqual((new["fun"], new["user"]), ("wheel.key.accept", "admin"))
+        self.assertTrue(done["success"])
+        self.assertEqual(done["return"], {"minions": ["new1"]})
+        self.assertEqual(self.api.keyStore.listKeys("minions"), ["new1"])
+
+    def test_wheelAsyncFailure(self) -> None:
+        """
+        A C{wheel_async} call that fails after it was answered says so in
+        its C{ret} event (C{success} false, the error as the return); an
+        unauthorised one is a 403 before anything runs.
+        """
+        status, _ = self.post({"client": "wheel_async", "fun": "key.nosuch"})
+        self.assertEqual(status, 200)
+        _, done = self.api.master.events[-1]
+        self.assertFalse(done["success"])
+        self.assertIn("key.nosuch", done["return"])
+        token = self.api.login("pinger")
+        status, _ = self.post({"client": "wheel_async", "fun": "key.list_all"}, token=token)
+        self.assertEqual(status, 403)
+        self.assertEqual(len(self.api.master.events), 2)
+
+    def test_subset(self) -> None:
+        """
+        C{local_subset} asks the targeted minions C{sys.list_functions} and
+        runs the function on at most C{subset} of those that have it
+        (Salt's legacy C{sub} too), as a C{list} target.
+        """
+        status, data = self.post(
+            {"client": "local_subset", "tgt": "*", "fun": "grains.items", "subset": 5}
+        )
+        self.assertEqual(status, 200)
+        # db1 has no grains.items.
+        self.assertEqual(data["return"], [{"web1": "grains.items ran", "web2": "grains.items ran"}])
+        discovery, run = self.api.master.calls[-2:]
+        self.assertEqual(discovery[:4], ("run", "*", "glob", "sys.list_functions"))
+        self.assertEqual(run[:4], ("run", ["web1", "web2"], "list", "grains.items"))
+        status, data = self.post(
+            {"client": "local_subset", "tgt": "*", "fun": "test.ping", "sub": 1}
+        )
+        self.assertEqual(status, 200)
+        (picked,) = data["return"]
+        self.assertEqual(len(picked), 1)
+        self.assertIn(next(iter(picked)), {"web1", "web2", "db1"})
+
+    def test_subsetDefaultAndErrors(self) -> None:
+        """
+        C{subset} defaults to 3, as Salt's; a bad one, or several
+        functions, is a 400; a target without minions having the
+        function answers C{{}}.
+        """
+        status, data = self.post({"client": "local_subset", "tgt": "*", "fun": "test.ping"})
+        self.assertEqual(len(data["return"][0]), 3)
+        for subset in (0, "x", True):
+            status, data = self.post(
+                {"client": "local_subset", "tgt": "*", "fun": "test.ping", "subset": subset}
+            )
+            self.assertEqual(status, 400)
+            self.assertIn("subset", data["return"])
+        status, data = self.post(
+            {"client": "local_subset", "tgt": "*", "fun": ["test.ping", "test.echo"]}
+        )
+        self.assertEqual(status, 400)
+        self.assertIn("one function", data["return"])
+        calls = len(self.api.master.calls)
+        status, data = self.post({"client": "local_subset", "tgt": "db1", "fun": "grains.items"})
+        self.assertEqual((status, data["return"]), (200, [{}]))
+        self.assertEqual(len(self.api.master.calls), calls + 1)
+
+    def test_subsetAuthorised(self) -> None:
+        """
+        C{local_subset} is checked by the ACL as C{local} is: a target the
+        user's rules do not cover is refused before anything runs.
+        """
+        token = self.api.login("webop")
+        status, _ = self.post(
+            {"client": "local_subset", "tgt": "db1", "fun": "test.ping"}, token=token
+        )
+        self.assertEqual(status, 403)
+        status, data = self.post(
+            {"client": "local_subset", "tgt": "web*", "fun": "test.ping", "subset": 5}, token=token
+        )
+        self.assertEqual(status, 200)
+        self.assertEqual(set(data["return"][0]), {"web1", "web2"})
+
     def test_notAList(self) -> None:
         """
         A body that is neither a list nor a mapping is a 400.
@@ -202,9 +302,12 @@ class LowstateTests(SynchronousTestCase):
         """
         status, data = self.post({"client": "nope", "fun": "test.ping"})
         self.assertEqual((status, data["return"]), (400, "Invalid client specified: 'nope'"))
-        status, data = self.post({"client": "ssh", "fun": "test.ping"})
+        status, data = self.post({"client": "ssh", "tgt": "*", "fun": "test.ping"})
         self.assertEqual(status, 400)
-        self.assertIn("not available", data["return"])
+        self.assertEqual(
+            data["return"],
+            "Client not available in salttwist-api: 'ssh' (salttwist has no salt-ssh)",
+        )
         status, data = self.post({"client": "local", "fun": "test.ping"})
         self.assertEqual(status, 400)
         self.assertIn("tgt", data["return"])

@@ -16,6 +16,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from salttwist.api.hooks import busFirer
 from salttwist.api.interfaces import IMasterGateway
 from salttwist.api.wheel import KeyWheel
 from salttwist.batching import parseBatch
@@ -63,6 +64,7 @@ class MasterGateway:
         self.client = LocalClient(config, reactor, keepConnected=True)
         self.keyWheel = wheel
         self.runBlocking = runBlocking
+        self._fire = busFirer(reactor, config["sock_dir"])
 
     def close(self) -> None:
         """
@@ -186,6 +188,9 @@ class MasterGateway:
 
     def wheel(self, fun: str, kwargs: dict[str, Any]) -> Deferred[Any]:
         return self.runBlocking(self.keyWheel.call, fun, kwargs)
+
+    def fire(self, tag: str, data: dict[str, Any]) -> Deferred[bool]:
+        return Deferred.fromCoroutine(self._fire(tag, data))
 
     def grains(self, tgt: Any, tgtType: str) -> Deferred[dict[str, Any]]:
         async def grains() -> dict[str, Any]:

@@ -77,6 +77,14 @@ class IMasterGateway(Interface):
         @raise ValueError: the function is unknown or its arguments bad.
         """
 
+    def fire(tag: str, data: dict[str, Any]) -> Any:
+        """
+        Put an event on the master's bus.
+
+        @return: a L{Deferred} firing with L{True} once it was handed to
+            the bus, L{False} when the bus cannot be reached.
+        """
+
     def grains(tgt: Any, tgtType: str) -> Any:
         """
         The minions C{tgt} targets, with the grains the master cached for

@@ -16,13 +16,22 @@ The clients (Salt's C{netapi_enable_clients} must name each one used):
   - C{local_async}: publish -> C{{"jid", "minions"}};
   - C{local_batch}: as C{local}, C{batch} minions at a time -> one
     C{{minion: return}} per minion;
+  - C{local_subset}: as C{local}, on at most C{subset} (default 3; Salt's
+    legacy C{sub} too) minions picked at random among the targeted ones
+    whose C{sys.list_functions} lists C{fun} -> C{{minion: return}};
   - C{runner}: a runner function in the master (C{fun}, C{arg}, C{kwarg},
     and any other key as a keyword argument) -> its return;
   - C{runner_async}: as C{runner}, not waiting for the return ->
     C{{"tag": "salt/run/<jid>", "jid"}};
   - C{wheel}: key management (C{key.list_all}, C{key.accept}, ...) ->
     Salt's C{{"tag", "data": {"fun", "jid", "user", "_stamp", "return",
-    "success"}}}.
+    "success"}}};
+  - C{wheel_async}: as C{wheel}, not waiting -> C{{"tag":
+    "salt/wheel/<jid>", "jid"}}; the call's C{salt/wheel/<jid>/new} and
+    C{salt/wheel/<jid>/ret} events go on the master's bus (C{/events}).
+
+Salt's C{ssh} client is refused with a 400 naming it: salttwist has no
+salt-ssh.
 
 A job for minions is allowed when a rule without a target allows the
 function; when only target-restricted rules do, the API asks the master
@@ -35,10 +44,12 @@ from __future__ import annotations
 
 import datetime
 import math
+import random
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from salttwist.api.errors import (
@@ -85,6 +96,10 @@ _RESERVED = frozenset(
         "timeout",
     }
 )
+#: Salt's default size of a C{local_subset} job.
+DEFAULT_SUBSET = 3
+#: Picks a C{local_subset}'s minions.
+_random = random.SystemRandom()
 #: A string argument that is a keyword argument (Salt's C{parse_input}).
 _KWARG = re.compile(r"^([^\d\W][\w.-]*)=(?!=)(.*)$")
 _jids = JidGenerator()
@@ -218,7 +233,53 @@ async def _local(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> A
         except ValueError as e:
             raise BadRequest(str(e)) from None
     full = bool(chunk.get("full_return"))
+    if client == "local_subset":
+        tgt, tgtType = await _subset(call, session, chunk, tgt, tgtType, fun, timeout)
+        if not tgt:
+            return {}
     return await master.run(tgt, tgtType, fun, arg, timeout, full, session.name)
+
+
+def _subsetSize(chunk: Mapping[str, Any]) -> int:
+    size = chunk.get("subset", chunk.get("sub", DEFAULT_SUBSET))
+    if isinstance(size, str) and size.isdigit():
+        size = int(size)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise BadRequest(f"the chunk's subset must be a positive integer, not {size!r}")
+    return size
+
+
+async def _subset(
+    call: ApiCall,
+    session: Session,
+    chunk: Mapping[str, Any],
+    tgt: Any,
+    tgtType: str,
+    fun: Any,
+    timeout: float,
+) -> tuple[list[str], str]:
+    """
+    The minions of a C{local_subset} chunk (Salt's C{cmd_subset}): the
+    targeted minions are asked C{sys.list_functions} (as the session's
+    user; the API's look-up, not checked against the ACL, as Salt does not
+    check it), and at most C{subset} of those that list C{fun} are picked
+    at random.
+
+    @return: a C{list} target.
+    """
+    if not isinstance(fun, str):
+        raise BadRequest("local_subset runs one function: the chunk's fun must be a string")
+    size = _subsetSize(chunk)
+    functionsById = await call.context.master.run(
+        tgt, tgtType, "sys.list_functions", [], timeout, False, session.name
+    )
+    having = [
+        minion
+        for minion, functions in functionsById.items()
+        if isinstance(functions, (list, tuple, dict)) and fun in functions
+    ]
+    _random.shuffle(having)
+    return sorted(having[:size]), "list"
 
 
 async def _runner(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> Any:
@@ -252,32 +313,60 @@ async def _wheel(call: ApiCall, session: Session, chunk: Mapping[str, Any]) -> A
             arg = [arg]
         kwargs["__positional__"] = list(arg)
     jid = _jids.next()
+    if chunk["client"] == "wheel_async":
+        Deferred.fromCoroutine(_wheelAsync(call, session, fun, kwargs, jid))
+        return {"tag": f"salt/wheel/{jid}", "jid": jid}
     try:
         ret = await call.context.master.wheel(fun, kwargs)
-        success = True
     except ValueError as e:
         raise BadRequest(str(e)) from None
+    return {"tag": f"salt/wheel/{jid}", "data": _wheelData(fun, jid, session, ret, True)}
+
+
+def _wheelData(fun: str, jid: str, session: Session, ret: Any, success: bool) -> dict[str, Any]:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
     return {
-        "tag": f"salt/wheel/{jid}",
-        "data": {
-            "fun": f"wheel.{fun}",
-            "jid": jid,
-            "user": session.name,
-            "_stamp": stamp,
-            "return": ret,
-            "success": success,
-        },
+        "fun": f"wheel.{fun}",
+        "jid": jid,
+        "user": session.name,
+        "_stamp": stamp,
+        "return": ret,
+        "success": success,
     }
+
+
+async def _wheelAsync(
+    call: ApiCall, session: Session, fun: str, kwargs: dict[str, Any], jid: str
+) -> None:
+    """
+    Run a C{wheel_async} call: C{salt/wheel/<jid>/new} on the bus, the
+    call, then C{salt/wheel/<jid>/ret} with its return (or its error, with
+    C{success} false), as Salt's master fires them.
+    """
+    master = call.context.master
+    tag = f"salt/wheel/{jid}"
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    new = {"fun": f"wheel.{fun}", "jid": jid, "user": session.name, "_stamp": stamp}
+    try:
+        await master.fire(f"{tag}/new", new)
+        try:
+            ret, success = await master.wheel(fun, kwargs), True
+        except Exception as e:
+            ret, success = f"{type(e).__name__}: {e}", False
+        await master.fire(f"{tag}/ret", _wheelData(fun, jid, session, ret, success))
+    except Exception:
+        _log.failure("api: wheel_async {fun} ({jid}) failed", fun=fun, jid=jid)
 
 
 _RUN = {
     "local": _local,
     "local_async": _local,
     "local_batch": _local,
+    "local_subset": _local,
     "runner": _runner,
     "runner_async": _runner,
     "wheel": _wheel,
+    "wheel_async": _wheel,
 }
 
 
@@ -352,6 +441,10 @@ async def runChunk(call: ApiCall, chunk: object, client: str | None = None) -> A
         chunk["client"] = client
     name = chunk.get("client")
     if name not in CLIENTS:
+        if name == "ssh":
+            raise BadRequest(
+                "Client not available in salttwist-api: 'ssh' (salttwist has no salt-ssh)"
+            )
         if name in MISSING_CLIENTS:
             raise BadRequest(f"Client not available in salttwist-api: '{name}'")
         raise BadRequest(f"Invalid client specified: '{name}'")
