@@ -91,9 +91,17 @@ class Client:
         self.proto = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40000))
         self.proto.makeConnection(self.transport)
 
-    def get(self, path: str = "/events", token: str | None = "good") -> None:
+    def get(
+        self,
+        path: str = "/events",
+        token: str | None = "good",
+        method: str = "GET",
+        extra: str = "",
+    ) -> None:
         header = f"X-Auth-Token: {token}\r\n" if token else ""
-        self.proto.dataReceived(f"GET {path} HTTP/1.1\r\nHost: api\r\n{header}\r\n".encode())
+        self.proto.dataReceived(
+            f"{method} {path} HTTP/1.1\r\nHost: api\r\n{header}{extra}\r\n".encode()
+        )
 
     def text(self) -> str:
         return self.transport.value().decode()
@@ -143,9 +151,15 @@ class EventsResourceTests(SynchronousTestCase):
             return fail(ValueError("unknown token"))
         return succeed(session)
 
-    def connect(self, token: str | None = "good", path: str = "/events") -> Client:
+    def connect(
+        self,
+        token: str | None = "good",
+        path: str = "/events",
+        method: str = "GET",
+        extra: str = "",
+    ) -> Client:
         client = Client(self.site)
-        client.get(path, token)
+        client.get(path, token, method, extra)
         return client
 
     def test_stream(self) -> None:
@@ -221,6 +235,50 @@ class EventsResourceTests(SynchronousTestCase):
         self.assertEqual(second.status(), 503)
         self.assertIn("Retry-After: 5", second.text())
         self.assertEqual(len(self.hub.streams), 1)
+
+    def test_tooManyForOneToken(self) -> None:
+        """
+        Past C{maxPerToken} streams with one token, that token gets 429 with
+        C{Retry-After}; other tokens still get streams, and a stream that
+        ends frees its place.
+        """
+        self.makeResource(maxPerToken=2)
+        first, _ = self.connect(), self.connect()
+        third = self.connect()
+        self.assertEqual(third.status(), 429)
+        self.assertIn("Retry-After: 5", third.text())
+        self.assertIn("at most 2", third.body()["return"])
+        self.assertIn("retry: 400", self.connect(token="tester").text())
+        self.assertEqual(len(self.hub.streams), 3)
+        first.disconnect()
+        self.assertIn("retry: 400", self.connect().text())
+
+    def test_cors(self) -> None:
+        """
+        With C{cors}, an allowed origin gets the CORS headers on the stream
+        and on errors, and a preflight (C{OPTIONS}) is answered; another
+        origin gets none.
+        """
+        from salttwist.api.resource import corsHeaders
+
+        self.makeResource(cors=lambda request: corsHeaders(request, "https://ui.example"))
+        allowed = "Origin: https://ui.example\r\n"
+        client = self.connect(extra=allowed)
+        self.assertIn("Access-Control-Allow-Origin: https://ui.example", client.text())
+        self.assertIn("retry: 400", client.text())
+        refused = self.connect(token=None, extra=allowed)
+        self.assertEqual(refused.status(), 401)
+        self.assertIn("Access-Control-Allow-Origin: https://ui.example", refused.text())
+        preflight = self.connect(token=None, method="OPTIONS", extra=allowed)
+        self.assertEqual(preflight.status(), 200)
+        self.assertIn("Access-Control-Allow-Methods: GET", preflight.text())
+        self.assertIn("Access-Control-Allow-Headers:", preflight.text())
+        other = self.connect(extra="Origin: https://evil.example\r\n")
+        self.assertNotIn("Access-Control-Allow-Origin", other.text())
+        otherPreflight = self.connect(
+            token=None, method="OPTIONS", extra="Origin: https://evil.example\r\n"
+        )
+        self.assertEqual(otherPreflight.status(), 405)
 
     def test_busUnreachable(self) -> None:
         """

@@ -29,7 +29,9 @@ every L{RECHECK} seconds and the stream ends when it expires or is
 revoked.
 
 Bounds: one subscription to the master's bus is shared by every client
-(L{EventHub}); at most C{maxClients} streams (503 beyond); a client that
+(L{EventHub}); at most C{maxClients} streams (503 beyond), and at most
+C{maxPerToken} of them for one token (429 beyond: one user cannot take
+them all); a client that
 does not read (its transport paused us) has its events queued up to
 C{queueLimit} bytes, then its connection is dropped: a slow client is
 never buffered without bound.
@@ -66,6 +68,8 @@ RECHECK = 30.0
 QUEUE_LIMIT = 1 << 20
 #: Event streams open at once.
 MAX_CLIENTS = 100
+#: Event streams open at once with one token.
+MAX_PER_TOKEN = 10
 #: Jobs whose start a stream remembers (for their progress events).
 REMEMBERED_JOBS = 4096
 #: Decisions a stream keeps (function, minions) before starting afresh.
@@ -332,8 +336,14 @@ class EventStream:
         clock: IReactorTime,
         queueLimit: int = QUEUE_LIMIT,
         heartbeat: float = HEARTBEAT,
+        token: str | None = None,
     ) -> None:
+        """
+        @param token: the token the stream was opened with (its streams
+            are counted).
+        """
         self.request = request
+        self.token = token
         self.filter = eventFilter
         self._hub = hub
         self._clock = clock
@@ -479,18 +489,25 @@ class EventsResource(Resource):
         recheck: float = RECHECK,
         allowQueryToken: bool = False,
         headers: Callable[[Any], None] | None = None,
+        maxPerToken: int = MAX_PER_TOKEN,
+        cors: Callable[[Any], bool] | None = None,
     ) -> None:
         """
         @param sessionFor: the session of a token
             (L{salttwist.eauth.authenticator.Authenticator.session}); fails
             for a token that is unknown, expired or revoked.
         @param headers: sets the API's security headers on a request.
+        @param maxPerToken: streams one token may have open at once.
+        @param cors: sets the CORS headers of a request and says whether
+            its origin is allowed (L{salttwist.api.resource.corsHeaders}).
         """
         super().__init__()
         self._sessionFor = sessionFor
         self.hub = hub
         self._clock = clock
         self.maxClients = maxClients
+        self.maxPerToken = maxPerToken
+        self._cors = cors
         self._queueLimit = queueLimit
         self._heartbeat = heartbeat
         self._recheck = recheck
@@ -510,6 +527,13 @@ class EventsResource(Resource):
         return None
 
     def render(self, request: Any) -> bytes | int:
+        corsAllowed = self._cors is not None and self._cors(request)
+        if request.method == b"OPTIONS" and corsAllowed:
+            from salttwist.api.resource import corsPreflight
+
+            if self._headers is not None:
+                self._headers(request)
+            return corsPreflight(request, "GET")
         if request.method != b"GET":
             # twisted.web would answer 501 and HTML to all but GET, HEAD, POST.
             if self._headers is not None:
@@ -568,6 +592,18 @@ class EventsResource(Resource):
             )
             request.finish()
             return
+        if sum(1 for s in self.hub.streams if s.token == token) >= self.maxPerToken:
+            request.setHeader(b"Retry-After", b"5")
+            request.write(
+                _jsonError(
+                    request,
+                    429,
+                    f"Too many event streams are open with this token (at most"
+                    f" {self.maxPerToken}); close one first.",
+                )
+            )
+            request.finish()
+            return
         stream = EventStream(
             request,
             EventFilter(session.perms, decisions=self._decisionCaches.forPerms(session.perms)),
@@ -575,6 +611,7 @@ class EventsResource(Resource):
             self._clock,
             self._queueLimit,
             self._heartbeat,
+            token,
         )
         try:
             await self.hub.add(stream)
@@ -612,7 +649,7 @@ def eventsResource(context: Any, reactor: Any = None) -> EventsResource:
 
     @param reactor: connects to the bus (default: the global reactor).
     """
-    from salttwist.api.resource import securityHeaders
+    from salttwist.api.resource import corsHeaders, securityHeaders
     from salttwist.events import EVENT_PUB_SOCKET
     from salttwist.events.client import listenEvents
 
@@ -631,4 +668,5 @@ def eventsResource(context: Any, reactor: Any = None) -> EventsResource:
         EventHub(subscribe),
         context.clock,
         headers=lambda request: securityHeaders(request, tls),
+        cors=lambda request: corsHeaders(request, context.options.corsOrigin),
     )

@@ -39,7 +39,16 @@ from salttwist.api.errors import ApiError, MethodNotAllowed, Unauthorized
 from salttwist.api.formats import JSON, chooseFormat, dump, parseBody
 from salttwist.eauth.authenticator import Session
 
-__all__ = ["Answer", "ApiCall", "ApiResource", "RawAnswer", "TOKEN_HEADER", "methodNotAllowed"]
+__all__ = [
+    "Answer",
+    "ApiCall",
+    "ApiResource",
+    "RawAnswer",
+    "TOKEN_HEADER",
+    "corsHeaders",
+    "corsPreflight",
+    "methodNotAllowed",
+]
 
 _log = Logger()
 
@@ -134,6 +143,43 @@ def methodNotAllowed(request: Request, allowed: str, tls: bool) -> bytes:
     return dump(error.body(), JSON)
 
 
+def corsHeaders(request: Request, allowed: str | list[str] | None) -> bool:
+    """
+    Set the CORS headers of an answer when C{allowed} (the
+    C{cors_origin} option: an origin, C{*} or a list) lets the request's
+    C{Origin} in.
+
+    @return: whether it does (a preflight may then be answered).
+    """
+    origin = _header(request, b"Origin")
+    if not allowed or not origin:
+        return False
+    if allowed == "*":
+        request.setHeader(b"Access-Control-Allow-Origin", b"*")
+        return True
+    origins = [allowed] if isinstance(allowed, str) else allowed
+    if origin not in origins:
+        return False
+    request.setHeader(b"Access-Control-Allow-Origin", origin.encode("utf-8"))
+    request.setHeader(b"Vary", b"Origin")
+    request.setHeader(b"Access-Control-Expose-Headers", b"X-Auth-Token")
+    return True
+
+
+def corsPreflight(request: Request, methods: str) -> bytes:
+    """
+    Answer a CORS preflight (C{OPTIONS}) that L{corsHeaders} allowed.
+
+    @param methods: the methods the resource takes.
+    @return: the (empty) body.
+    """
+    request.setHeader(b"Access-Control-Allow-Methods", methods.encode("ascii"))
+    request.setHeader(b"Access-Control-Allow-Headers", _CORS_HEADERS.encode())
+    request.setHeader(b"Access-Control-Max-Age", b"1400")
+    request.setHeader(b"Content-Length", b"0")
+    return b""
+
+
 def sourceOf(request: Request) -> str:
     """
     @return: the client's address (its host), for the login limit and logs.
@@ -168,11 +214,7 @@ class ApiResource(Resource):
         request.setHeader(b"Cache-Control", b"no-store")
         corsAllowed = self._cors(request)
         if request.method == b"OPTIONS" and corsAllowed:
-            request.setHeader(b"Access-Control-Allow-Methods", _CORS_METHODS.encode())
-            request.setHeader(b"Access-Control-Allow-Headers", _CORS_HEADERS.encode())
-            request.setHeader(b"Access-Control-Max-Age", b"1400")
-            request.setHeader(b"Content-Length", b"0")
-            return b""
+            return corsPreflight(request, _CORS_METHODS)
         start = self.context.clock.seconds()
         d = Deferred.fromCoroutine(self._answer(request))
         finished = request.notifyFinish()
@@ -185,20 +227,7 @@ class ApiResource(Resource):
         return NOT_DONE_YET
 
     def _cors(self, request: Request) -> bool:
-        allowed = self.context.options.corsOrigin
-        origin = _header(request, b"Origin")
-        if not allowed or not origin:
-            return False
-        if allowed == "*":
-            request.setHeader(b"Access-Control-Allow-Origin", b"*")
-            return True
-        origins = [allowed] if isinstance(allowed, str) else allowed
-        if origin not in origins:
-            return False
-        request.setHeader(b"Access-Control-Allow-Origin", origin.encode("utf-8"))
-        request.setHeader(b"Vary", b"Origin")
-        request.setHeader(b"Access-Control-Expose-Headers", b"X-Auth-Token")
-        return True
+        return corsHeaders(request, self.context.options.corsOrigin)
 
     async def _answer(self, request: Request) -> tuple[str, Any]:
         try:
