@@ -253,6 +253,19 @@ class EventsResourceTests(SynchronousTestCase):
         first.disconnect()
         self.assertIn("retry: 400", self.connect().text())
 
+    def test_head(self) -> None:
+        """
+        C{HEAD} gets the headers a C{GET} would, after the same checks, and
+        no stream is kept open; without a token it is a 401.
+        """
+        client = self.connect(method="HEAD")
+        self.assertEqual(client.status(), 200)
+        self.assertIn("Content-Type: text/event-stream", client.text())
+        self.assertNotIn("retry:", client.text())
+        self.assertEqual(self.hub.streams, [])
+        self.assertEqual(self.connect(token=None, method="HEAD").status(), 401)
+        self.assertEqual(self.connect(token="nope", method="HEAD").status(), 401)
+
     def test_cors(self) -> None:
         """
         With C{cors}, an allowed origin gets the CORS headers on the stream

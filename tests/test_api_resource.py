@@ -89,7 +89,28 @@ class RootTests(SynchronousTestCase):
         """
         status, headers, body = self.api.request("DELETE", "/login")
         self.assertEqual(status, 405)
-        self.assertEqual(headers["allow"], ["GET, POST"])
+        self.assertEqual(headers["allow"], ["GET, HEAD, POST"])
+        status, headers, _ = self.api.request("HEAD", "/logout")
+        self.assertEqual(status, 405)
+        self.assertEqual(headers["allow"], ["POST"])
+
+    def test_head(self) -> None:
+        """
+        C{HEAD} is answered wherever C{GET} is, as twisted.web does: the
+        status and headers of the C{GET} (its C{Content-Length} too), no
+        body; it needs the same token.
+        """
+        token = self.api.login("admin")
+        for path in ("/", "/minions", "/minions/web1", "/jobs", "/keys", "/login"):
+            get = self.api.request("GET", path, token=token)
+            status, headers, body = self.api.request("HEAD", path, token=token)
+            self.assertEqual(status, get[0], path)
+            self.assertEqual(body, b"", path)
+            self.assertEqual(headers["content-length"], [str(len(get[2]))], path)
+            self.assertEqual(headers["content-type"], get[1]["content-type"], path)
+            self.assertEqual(headers["x-content-type-options"], ["nosniff"], path)
+        status, _, body = self.api.request("HEAD", "/minions")
+        self.assertEqual((status, body), (401, b""))
 
     def test_corsAllowedOrigin(self) -> None:
         """

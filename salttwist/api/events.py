@@ -534,17 +534,24 @@ class EventsResource(Resource):
             if self._headers is not None:
                 self._headers(request)
             return corsPreflight(request, "GET")
-        if request.method != b"GET":
+        if request.method not in (b"GET", b"HEAD"):
             # twisted.web would answer 501 and HTML to all but GET, HEAD, POST.
             if self._headers is not None:
                 self._headers(request)
-            request.setHeader(b"Allow", b"GET")
+            request.setHeader(b"Allow", b"GET, HEAD")
             return _jsonError(
                 request,
                 405,
                 f"{request.method.decode('ascii', 'replace')} is not allowed here; use GET",
             )
         return super().render(request)
+
+    def render_HEAD(self, request: Any) -> bytes | int:
+        """
+        The headers a C{GET} would get, after the same checks (token,
+        bounds), and no stream: the answer ends at once.
+        """
+        return self.render_GET(request)
 
     def render_GET(self, request: Any) -> bytes | int:
         if self._headers is not None:
@@ -628,6 +635,10 @@ class EventsResource(Resource):
         request.setHeader(b"Cache-Control", b"no-cache")
         # nginx buffers responses unless told not to.
         request.setHeader(b"X-Accel-Buffering", b"no")
+        if request.method == b"HEAD":
+            self.hub.remove(stream)
+            request.finish()
+            return
         stream.start()
         stream.endAt(session.expire)
         stream.every(self._recheck, lambda: self._checkToken(stream, token))

@@ -15,6 +15,9 @@ own type)::
         async def GET(self, call: ApiCall) -> dict[str, Any]:
             return {"return": [call.path]}
 
+C{HEAD} is answered wherever C{GET} is: the same status and headers
+(C{Content-Length} included), no body.
+
 It is a leaf: the path segments below it are C{call.path} (C{/widgets/a/b}
 gives C{["a", "b"]}; a trailing slash adds nothing). Errors are raised as
 L{salttwist.api.errors.ApiError}s; anything else is a 500 without details
@@ -48,6 +51,7 @@ __all__ = [
     "corsHeaders",
     "corsPreflight",
     "methodNotAllowed",
+    "withHead",
 ]
 
 _log = Logger()
@@ -180,6 +184,16 @@ def corsPreflight(request: Request, methods: str) -> bytes:
     return b""
 
 
+def withHead(methods: tuple[str, ...]) -> tuple[str, ...]:
+    """
+    @return: C{methods}, with C{HEAD} after C{GET} when it holds C{GET}.
+    """
+    if "GET" not in methods or "HEAD" in methods:
+        return methods
+    at = methods.index("GET") + 1
+    return (*methods[:at], "HEAD", *methods[at:])
+
+
 def sourceOf(request: Request) -> str:
     """
     @return: the client's address (its host), for the login limit and logs.
@@ -237,9 +251,11 @@ class ApiResource(Resource):
         try:
             method = request.method.decode("ascii", "replace")
             methods = self.methodsAt([segment for segment in request.postpath if segment])
-            handler = getattr(self, method, None) if method in methods else None
+            # HEAD is GET without the body (twisted.web writes none).
+            name = "GET" if method == "HEAD" else method
+            handler = getattr(self, name, None) if name in methods else None
             if handler is None:
-                allowed = ", ".join(methods)
+                allowed = ", ".join(withHead(methods))
                 raise MethodNotAllowed(
                     f"{method} is not allowed here; use {allowed}", {"Allow": allowed}
                 )
@@ -251,8 +267,8 @@ class ApiResource(Resource):
     def methodsAt(self, path: list[bytes]) -> tuple[str, ...]:
         """
         The methods this resource answers at C{path} (the segments below
-        it), as C{Allow} lists them; others get a 405. By default, every
-        method it defines, wherever.
+        it); others get a 405 (C{HEAD} goes with C{GET}, see L{withHead}).
+        By default, every method it defines, wherever.
         """
         return tuple(m for m in ("GET", "POST") if hasattr(self, m))
 
