@@ -293,6 +293,8 @@ class DaemonTLSTests(SynchronousTestCase):
         self.assertFalse(masterNeedsTLS({"transport": "tcp", "autosign_url": "http://x/"}))
         self.assertTrue(masterNeedsTLS({"transport": "tcp", "autosign_url": "HTTPS://x/"}))
         self.assertTrue(masterNeedsTLS({"transport": "tls", "autosign_url": None}))
+        self.assertFalse(masterNeedsTLS({"transport": "tcp", "cluster_broker": "nats://h"}))
+        self.assertTrue(masterNeedsTLS({"transport": "tcp", "cluster_broker": "tls://h"}))
 
 
 class DaemonServerOptionsTests(SynchronousTestCase):

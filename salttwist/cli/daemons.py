@@ -237,10 +237,16 @@ def minionNeedsTLS(config: dict[str, Any]) -> bool:
 def masterNeedsTLS(config: dict[str, Any]) -> bool:
     """
     Whether a master with C{config} may need pyOpenSSL: a transport other
-    than C{tcp}, or an C{https} C{autosign_url}.
+    than C{tcp}, an C{https} C{autosign_url}, or a C{tls://}
+    C{cluster_broker}.
     """
     url = config.get("autosign_url") or ""
-    return config["transport"] != "tcp" or url.lower().startswith("https:")
+    broker = config.get("cluster_broker") or ""
+    return (
+        config["transport"] != "tcp"
+        or url.lower().startswith("https:")
+        or broker.lower().startswith("tls:")
+    )
 
 
 def masterMain(argv: list[str] | None = None) -> int:
