@@ -684,8 +684,9 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "cluster_master_id": _Option(None, _checkClusterName),
     "cluster_broker": _Option(None, _checkBrokerUrl),
     # With a tls:// cluster_broker: a PEM file of the authorities that may
-    # sign the broker's certificate (null: the system's).
-    "cluster_broker_ca": _Option(None, _checkPath),
+    # sign the broker's certificate (null: the system's); as the
+    # keys.postgres.sslrootcert file, not prefixed with root_dir.
+    "cluster_broker_ca": _Option(None, _checkNonEmptyString),
     # The directory of the key every master of the cluster shares
     # (cluster.key); pki_dir/cluster when null.
     "cluster_pki_dir": _Option(None, _checkPath),

@@ -170,10 +170,13 @@ def brokerTlsOptions(address: BrokerAddress, caFile: str | None = None) -> Any:
         try:
             with open(caFile, "rb") as f:
                 pem = f.read()
+        except OSError as e:
+            raise ValueError(f"cluster_broker_ca {caFile} cannot be read: {e.strerror}") from e
+        try:
             trustRoot = ssl.trustRootFromCertificates(
                 [ssl.Certificate.loadPEM(block) for block in _pemCertificates(pem)]
             )
-        except (OSError, ValueError, ssl.SSL.Error) as e:
+        except (ValueError, ssl.SSL.Error) as e:
             raise ValueError(f"cluster_broker_ca {caFile}: not a PEM certificate file ({e})") from e
     return ssl.optionsForClientTLS(address.host, trustRoot=trustRoot)
 
