@@ -20,7 +20,7 @@ from salttwist.eauth.authenticator import AuthenticationFailed
 from salttwist.eauth.backends import HtpasswdBackend, PamBackend
 from salttwist.eauth.config import checkExternalAuthConfig
 from salttwist.eauth.interfaces import TokenData
-from salttwist.eauth.service import PRUNE_INTERVAL, EauthService
+from salttwist.eauth.service import PRUNE_INTERVAL, RETRY_FIRST, RETRY_MAX, EauthService
 from salttwist.eauth.tokens import DATABASE_NAME
 
 
@@ -103,6 +103,39 @@ class EauthServiceTests(SynchronousTestCase):
         self.failureResultOf(service.whenReady(), OSError)
         self.assertEqual(len(self.flushLoggedErrors(OSError)), 1)
         self.assertIsNone(service.stopService())
+        # Stopped, it tries no more.
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_openRetried(self) -> None:
+        """
+        A store that cannot be opened is tried again with back-off (doubled
+        up to L{RETRY_MAX}); once it opens, logins work without a restart.
+        """
+        cachedir = self.config["cachedir"]
+        self.config["cachedir"] = os.path.join(cachedir, "later")
+        service = EauthService(
+            self.config, self.clock, runSynchronously, storeRunBlocking=runSynchronously
+        )
+        service.startService()
+        self.failureResultOf(service.whenReady(), OSError)
+        delays = []
+        for _ in range(8):
+            (retry,) = self.clock.getDelayedCalls()
+            delays.append(retry.getTime() - self.clock.seconds())
+            self.clock.advance(delays[-1])
+            self.failureResultOf(service.whenReady(), OSError)
+        self.assertEqual(delays[:3], [RETRY_FIRST, RETRY_FIRST * 2, RETRY_FIRST * 4])
+        self.assertEqual(delays[-1], RETRY_MAX)
+        self.assertEqual(len(self.flushLoggedErrors(OSError)), 1)
+        os.makedirs(self.config["cachedir"])
+        self.clock.advance(RETRY_MAX)
+        auth = self.successResultOf(service.whenReady())
+        self.successResultOf(auth.login("file", "dean", "dean-pw"))
+        # Only the pruner is left.
+        (pruner,) = self.clock.getDelayedCalls()
+        self.assertEqual(pruner.getTime() - self.clock.seconds(), PRUNE_INTERVAL)
+        self.successResultOf(service.stopService())
+        self.assertEqual(self.clock.getDelayedCalls(), [])
 
 
 class RestartTests(TestCase):

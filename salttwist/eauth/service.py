@@ -3,6 +3,13 @@
 External authentication as a service of a master (or the API): it opens
 the token store (C{cachedir/tokens.sqlite}), prunes expired tokens every
 minute, and hands out the L{Authenticator} once the store is open.
+
+A store that cannot be opened (a full disk, a cachedir not yet mounted or
+of the wrong owner) is tried again with back-off (L{RETRY_FIRST} seconds,
+doubled after each failure up to L{RETRY_MAX}) until it opens or the
+service stops; meanwhile L{EauthService.whenReady} fails at once with the
+last error (the API answers 503), and logins work again as soon as a try
+succeeds, without a restart.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from salttwist.eauth.config import ExternalAuth
 from salttwist.eauth.interfaces import IAuthBackend
 from salttwist.eauth.tokens import DATABASE_NAME, SQLiteTokenStore, TokenPruner
 
-__all__ = ["LOGIN_THREADS", "PRUNE_INTERVAL", "EauthService"]
+__all__ = ["LOGIN_THREADS", "PRUNE_INTERVAL", "RETRY_FIRST", "RETRY_MAX", "EauthService"]
 
 _log = Logger()
 
@@ -34,6 +41,10 @@ PRUNE_INTERVAL = 60.0
 #: for seconds (pam_faildelay), so they get threads of their own rather
 #: than the reactor's pool, which the rest of the master needs.
 LOGIN_THREADS = 4
+#: Seconds before the first new try to open a store that could not be opened.
+RETRY_FIRST = 1.0
+#: The longest wait between two tries, in seconds.
+RETRY_MAX = 60.0
 
 
 class EauthService(Service):
@@ -89,11 +100,18 @@ class EauthService(Service):
         self._opening: Deferred[Any] | None = None
         self._failure: Failure | None = None
         self._waiting: list[Deferred[Authenticator]] = []
+        self._retryDelay = RETRY_FIRST
+        self._retry: Any = None
 
     def startService(self) -> None:
         super().startService()
         if self._pool is not None:
             self._pool.start()
+        self._retryDelay = RETRY_FIRST
+        self._open()
+
+    def _open(self) -> None:
+        self._retry = None
         self._opening = SQLiteTokenStore.open(self.path, self.reactor, self.storeRunBlocking)
         self._opening.addCallbacks(self._opened, self._openFailed)
 
@@ -102,6 +120,9 @@ class EauthService(Service):
         if not self.running:
             store.close()
             return
+        if self._failure is not None:
+            _log.info("eauth: the token store {path} is open", path=self.path)
+        self._failure = None
         self._store = store
         self.authenticator = Authenticator.fromConfig(
             self.config, self.backends, store, self.reactor, self.runBlocking
@@ -114,8 +135,29 @@ class EauthService(Service):
 
     def _openFailed(self, failure: Failure) -> None:
         self._opening = None
+        if not self.running:
+            waiting, self._waiting = self._waiting, []
+            for d in waiting:
+                d.errback(failure)
+            return
+        delay = self._retryDelay
+        if self._failure is None:
+            _log.failure(
+                "eauth: cannot open the token store {path}; trying again in {delay} s",
+                failure,
+                path=self.path,
+                delay=delay,
+            )
+        else:
+            _log.warn(
+                "eauth: cannot open the token store {path} ({error}); trying again in {delay} s",
+                path=self.path,
+                error=failure.value,
+                delay=delay,
+            )
         self._failure = failure
-        _log.failure("eauth: cannot open the token store {path}", failure, path=self.path)
+        self._retryDelay = min(delay * 2, RETRY_MAX)
+        self._retry = self.reactor.callLater(delay, self._open)
         waiting, self._waiting = self._waiting, []
         for d in waiting:
             d.errback(failure)
@@ -123,7 +165,8 @@ class EauthService(Service):
     def whenReady(self) -> Deferred[Authenticator]:
         """
         @return: a L{Deferred} firing with the L{Authenticator} once the
-            token store is open, or failing if it cannot be opened.
+            token store is open, or failing with the last error while it
+            cannot be opened (it is tried again meanwhile).
         """
         if self.authenticator is not None:
             return succeed(self.authenticator)
@@ -135,6 +178,10 @@ class EauthService(Service):
 
     def stopService(self) -> Deferred[None] | None:
         super().stopService()
+        if self._retry is not None and self._retry.active():
+            self._retry.cancel()
+        self._retry = None
+        self._failure = None
         if self._pruner is not None:
             self._pruner.stop()
             self._pruner = None
