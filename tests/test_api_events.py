@@ -215,15 +215,10 @@ class EventsResourceTests(SynchronousTestCase):
         client = self.connect(path="/events?token=good")
         self.assertEqual(client.status(), 400)
         self.assertIn("query parameters", client.body()["return"])
-
-    def test_queryTokenAllowed(self) -> None:
-        """
-        With C{allowQueryToken}, C{?token=} authenticates (older
-        C{EventSource} clients).
-        """
-        self.makeResource(allowQueryToken=True)
-        client = self.connect(token=None, path="/events?token=good")
-        self.assertIn("retry: 400", client.text())
+        for path in ("/events?token=good", "/events?salt_token=good"):
+            client = self.connect(token=None, path=path)
+            self.assertEqual(client.status(), 400, path)
+        self.assertEqual(self.hub.streams, [])
 
     def test_tooManyClients(self) -> None:
         """

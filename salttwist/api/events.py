@@ -11,10 +11,9 @@ L{HEARTBEAT} seconds so that proxies keep an idle stream open.
 
 Authentication: the token in the C{X-Auth-Token} header. Salt 3008 refuses
 any query parameter on C{/events} (a token in a URL ends up in access logs
-and C{Referer} headers); so does this resource, unless it is built with
-C{allowQueryToken} (the API's C{events_allow_query_token} option), for
-older C{EventSource} clients that can only send C{?token=}. The dashboard
-reads the stream with C{fetch}, which can send the header.
+and C{Referer} headers), and has no option to accept one again; so does
+this resource. The dashboard reads the stream with C{fetch}, which can send
+the header.
 
 What a token sees (L{EventFilter}): everything with the item C{'@events'}
 in its permissions; otherwise only the events of the jobs it could have
@@ -487,7 +486,6 @@ class EventsResource(Resource):
         queueLimit: int = QUEUE_LIMIT,
         heartbeat: float = HEARTBEAT,
         recheck: float = RECHECK,
-        allowQueryToken: bool = False,
         headers: Callable[[Any], None] | None = None,
         maxPerToken: int = MAX_PER_TOKEN,
         cors: Callable[[Any], bool] | None = None,
@@ -511,7 +509,6 @@ class EventsResource(Resource):
         self._queueLimit = queueLimit
         self._heartbeat = heartbeat
         self._recheck = recheck
-        self._allowQueryToken = allowQueryToken
         self._headers = headers
         self._decisionCaches = DecisionCaches()
 
@@ -519,11 +516,6 @@ class EventsResource(Resource):
         header = request.getHeader(b"X-Auth-Token")
         if header:
             return header.decode("utf-8", errors="replace")
-        if self._allowQueryToken:
-            for name in (b"token", b"salt_token"):
-                values = request.args.get(name)
-                if values:
-                    return values[0].decode("utf-8", errors="replace")
         return None
 
     def render(self, request: Any) -> bytes | int:
@@ -556,7 +548,7 @@ class EventsResource(Resource):
     def render_GET(self, request: Any) -> bytes | int:
         if self._headers is not None:
             self._headers(request)
-        if request.args and not self._allowQueryToken:
+        if request.args:
             return _jsonError(
                 request,
                 400,
