@@ -282,6 +282,22 @@ class KillRunningCommandTests(TestCase):
         for pid in [group, *sleeps]:
             self.assertTrue(gone(pid), f"{pid} still runs")
 
+    async def test_commandsLeadGroups(self) -> None:
+        """
+        Every way a command starts makes it the leader of its own process
+        group: by the reactor in the minion's directory (Python's
+        C{posix_spawnp}) or in another (L{ChdirSpawner}), and in a thread.
+        """
+        command = "cut -d' ' -f5 /proc/$$/stat"  # the shell's process group
+        here = os.getcwd()
+        for cwd in (here, "/"):
+            ret = await runCommand(self.context, command, cwd=cwd)
+            self.assertEqual(int(ret["stdout"]), ret["pid"], cwd)
+        if CHDIR_SPAWNER.available:
+            ret = await deferToThread(runCommandHere, self.context, command, cwd=here)
+            self.assertEqual(int(ret["stdout"]), ret["pid"])
+        self.assertEqual(self.context.processes.groups(JID), [])
+
     async def test_orphanedGrandchildKilled(self) -> None:
         """
         Cancelling a plain C{cmd.run} job kills a grandchild whose parent

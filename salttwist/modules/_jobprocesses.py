@@ -122,7 +122,9 @@ def killTree(leader: int, signum: int = signal.SIGKILL) -> None:
         os.killpg(leader, signum)
     except OSError:  # no such group (any more), or it never was one
         pass
-    for pid in [*below, leader]:
+    # The leader first: a shell whose children died first could end on its
+    # own (retcode 137) instead of being killed.
+    for pid in [leader, *below]:
         try:
             os.kill(pid, signum)
         except OSError:

@@ -368,7 +368,11 @@ def _chdirProcessClass() -> Any:
 
     class ChdirProcess(process.Process):
         """
-        A process started in its directory by a L{ChdirSpawner}.
+        A process started in its directory by a L{ChdirSpawner}; in the
+        minion's own directory by Python's C{os.posix_spawnp} (no change
+        of directory: the same start, without the C{ctypes} calls), as
+        Twisted's own spawn does, with the signals and process group
+        L{ChdirSpawner.spawn} gives.
         """
 
         def __init__(self, *args: Any, spawner: ChdirSpawner, **kwargs: Any) -> None:
@@ -392,13 +396,24 @@ def _chdirProcessClass() -> Any:
                 except OSError:
                     continue
                 fdState.append((fd, closeOnExec))
-            actions = process._getFileActions(
-                fdState, kwargs.get("fdmap") or {}, _ACTION_CLOSE, _ACTION_DUP2
-            )
+            fdmap = kwargs.get("fdmap") or {}
             ignored = ignoredSignals()
-            self.pid = self._spawner.spawn(
-                executable, args, environment or {}, path, actions, ignored, None, newGroups()
-            )
+            if path is None or _isHere(path):
+                self.pid = os.posix_spawnp(
+                    executable,
+                    args,
+                    environment or {},
+                    file_actions=process._getFileActions(
+                        fdState, fdmap, os.POSIX_SPAWN_CLOSE, os.POSIX_SPAWN_DUP2
+                    ),
+                    setsigdef=ignored,
+                    setpgroup=0 if newGroups() else None,
+                )
+            else:
+                actions = process._getFileActions(fdState, fdmap, _ACTION_CLOSE, _ACTION_DUP2)
+                self.pid = self._spawner.spawn(
+                    executable, args, environment or {}, path, actions, ignored, None, newGroups()
+                )
             self.status = -1
             return True
 
