@@ -17,11 +17,13 @@ from typing import Any
 from twisted.internet import reactor, task
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.trial.unittest import TestCase
+from zope.interface.verify import verifyObject
 
 from salttwist import serial
 from salttwist.config import ConfigError, loadMasterConfig
 from salttwist.master.core import runSynchronously
 from salttwist.master.grainscache import MAX_GRAINS_BYTES, GrainsCache
+from salttwist.master.interfaces import IGrainsCache, IPillarCache
 from salttwist.master.minioncache_pg import (
     MinionCacheError,
     MinionDataStore,
@@ -67,6 +69,14 @@ class GrainsCacheContractMixin:
         raise NotImplementedError
 
     @inlineCallbacks
+    def test_interface(self) -> Any:
+        """
+        The cache provides L{IGrainsCache}.
+        """
+        cache = yield self.makeCache()
+        self.assertTrue(verifyObject(IGrainsCache, cache))
+
+    @inlineCallbacks
     def test_updateThenRead(self) -> Any:
         """
         Updated grains are read back from C{grains}; a second update
@@ -110,6 +120,14 @@ class PillarCacheContractMixin:
 
     def makePillarCache(self) -> Any:
         raise NotImplementedError
+
+    @inlineCallbacks
+    def test_pillarInterface(self) -> Any:
+        """
+        The cache provides L{IPillarCache}.
+        """
+        cache = yield self.makePillarCache()
+        self.assertTrue(verifyObject(IPillarCache, cache))
 
     @inlineCallbacks
     def test_storeGetFresh(self) -> Any:

@@ -33,9 +33,11 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from salttwist import serial
 from salttwist.files import atomicWrite
+from salttwist.master.interfaces import IGrainsCache
 from salttwist.pki.ids import InvalidMinionId, validateMinionId
 
 #: The largest grains map kept for one minion, serialised.
@@ -47,6 +49,7 @@ COMPACT_MIN_BYTES = 1024 * 1024
 _LENGTH = struct.Struct(">I")
 
 
+@implementer(IGrainsCache)
 class GrainsCache:
     """
     Minion id -> grains, in memory, written through to the file at

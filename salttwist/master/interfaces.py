@@ -500,3 +500,92 @@ class IReactorMaster(Interface):
         """
         Run a runner (L{IRunnerDispatch.clientRunner}; C{proto} L{None}).
         """
+
+
+class IGrainsCache(Interface):
+    """
+    The grains each minion reported, read by master-side targeting: kept
+    per master (L{salttwist.master.grainscache.GrainsCache}, C{cache:
+    localfs}) or shared by a cluster's masters
+    (L{salttwist.master.minioncache_pg.PostgresGrainsCache}, C{cache:
+    postgres}).
+    """
+
+    grains = Attribute("Minion id -> its grains, in memory (read on the reactor).")
+
+    def load():
+        """
+        Read what is kept (at start, before the reactor runs).
+        """
+
+    def update(minionId, grains):
+        """
+        Record C{grains} for C{minionId}.
+
+        @return: a L{Deferred} firing once kept.
+        @raise ValueError: not a map, or too large.
+        """
+
+    def forget(minionId):
+        """
+        Drop C{minionId}'s grains (its key was deleted).
+
+        @return: a L{Deferred} firing once done.
+        """
+
+
+class IPillarCache(Interface):
+    """
+    Each minion's last compiled pillar, for pillar targeting and
+    C{pillar_cache}: in memory per master
+    (L{salttwist.master.pillarcache.PillarCache}) or shared by a cluster's
+    masters (L{salttwist.master.minioncache_pg.PostgresPillarCache}).
+    """
+
+    pillars = Attribute("Minion id -> its pillar as msgpack bytes (read-only to others).")
+
+    def get(minionId):
+        """
+        @return: C{minionId}'s pillar, or L{None}.
+        """
+
+    def store(minionId, pillar, stamp=None, env=(None, None)):
+        """
+        Keep C{pillar} as C{minionId}'s, compiled at C{stamp} for C{env}.
+        """
+
+    def storePacked(minionId, packed, stamp=None, env=(None, None)):
+        """
+        L{store} a pillar given as its msgpack bytes.
+        """
+
+    def fresh(minionId, env, now, ttl):
+        """
+        @return: the pillar if compiled for C{env} less than C{ttl} seconds
+            before C{now}, else L{None}.
+        """
+
+    def freshPacked(minionId, env, now, ttl):
+        """
+        @return: what L{fresh} gives, as msgpack bytes.
+        """
+
+    def forget(minionId):
+        """
+        Drop C{minionId}'s pillar.
+        """
+
+    def keepOnly(acceptedIds):
+        """
+        Drop the pillar of every minion not in C{acceptedIds}, from memory.
+        """
+
+    def generation(minionId):
+        """
+        @return: how many times C{minionId} was forgotten.
+        """
+
+    def byId():
+        """
+        @return: every pillar by minion id, as a mapping decoded on demand.
+        """

@@ -15,13 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from zope.interface import implementer
+
 from salttwist import serial
+from salttwist.master.interfaces import IPillarCache
 
 #: The saltenv and pillarenv a pillar was compiled for (L{None}: the
 #: configured default).
 PillarEnv = tuple[str | None, str | None]
 
 
+@implementer(IPillarCache)
 class PillarCache:
     """
     Minion id -> its last compiled pillar, with when and for which
