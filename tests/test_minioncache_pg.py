@@ -291,6 +291,31 @@ class PostgresCachesTests(GrainsCacheContractMixin, PillarCacheContractMixin, Te
         self.assertEqual(grainsB.grains["web1"], {"os": "new"})
 
     @inlineCallbacks
+    def test_connectionsCut(self) -> Any:
+        """
+        With every connection of both stores cut by the server (a restart,
+        an admin), a write made meanwhile is tried again on a new
+        connection and reaches the other master, whose listener reconnects
+        and reloads.
+        """
+        import psycopg
+
+        grainsA, _, grainsB, _ = yield self.twoMasters()
+        yield grainsA.update("web1", {"os": "Debian"})
+        yield waitFor(lambda: "web1" in grainsB.grains, "B has web1's grains")
+        with psycopg.connect(**self.options, autocommit=True) as admin:
+            cut = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND application_name = 'salttwist-minioncache'"
+            ).fetchone()
+        self.assertGreaterEqual(cut[0], 3)
+        yield grainsA.update("web2", {"os": "Alpine"})
+        yield waitFor(lambda: "web2" in grainsB.grains, "B has web2's grains")
+        yield waitFor(lambda: grainsB.dataStore.connected, "B's listener back")
+        self.assertEqual(grainsB.grains["web2"], {"os": "Alpine"})
+
+    @inlineCallbacks
     def test_unreachableServer(self) -> Any:
         """
         A write to a server that cannot be reached fails with
