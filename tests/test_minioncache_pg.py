@@ -29,6 +29,7 @@ from salttwist.master.minioncache_pg import (
     MinionDataStore,
     PostgresGrainsCache,
     PostgresPillarCache,
+    _connect,
     cachesFromConfig,
     connectionOptions,
 )
@@ -314,6 +315,15 @@ class PostgresCachesTests(GrainsCacheContractMixin, PillarCacheContractMixin, Te
         yield waitFor(lambda: "web2" in grainsB.grains, "B has web2's grains")
         yield waitFor(lambda: grainsB.dataStore.connected, "B's listener back")
         self.assertEqual(grainsB.grains["web2"], {"os": "Alpine"})
+
+    def test_statementTimeout(self) -> None:
+        """
+        The stores' connections have a C{statement_timeout}, so a stuck
+        statement cannot hold a thread for ever.
+        """
+        with _connect(self.options) as connection:
+            [(value,)] = connection.execute("SHOW statement_timeout").fetchall()
+        self.assertEqual(value, "1min")
 
     @inlineCallbacks
     def test_unreachableServer(self) -> Any:

@@ -86,6 +86,10 @@ PILLAR = "pillar"
 
 RECONNECT_INITIAL = 0.5
 RECONNECT_MAX = 30.0
+STATEMENT_TIMEOUT = 60.0
+"""
+Seconds a statement may take on the server (its C{statement_timeout}).
+"""
 LOAD_CHUNK = 200
 """
 Rows read and handed to the reactor at a time when loading every row (the
@@ -178,11 +182,12 @@ def _connect(options: dict[str, Any]) -> psycopg.Connection[Any]:
         raise MinionCacheError(
             "cache: postgres needs psycopg 3: pip install 'salttwist[postgres]'"
         ) from e
-    return psycopg.connect(
-        autocommit=True,
-        application_name="salttwist-minioncache",
-        **{**CONNECTION_DEFAULTS, **options},
-    )
+    options = {**CONNECTION_DEFAULTS, **options}
+    # A statement waiting on a lock or a stuck server fails rather than
+    # holding the thread (and the writes queued behind it) for ever.
+    setting = f"-c statement_timeout={round(STATEMENT_TIMEOUT * 1000)}"
+    options["options"] = f"{options.get('options', '')} {setting}".strip()
+    return psycopg.connect(autocommit=True, application_name="salttwist-minioncache", **options)
 
 
 class MinionDataStore(Service):
