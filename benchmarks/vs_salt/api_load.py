@@ -3,8 +3,8 @@ The load of C{api.py}: C{--clients} threads in this one process, each
 logging in once to a salt-api (Salt's C{rest_cherrypy} or
 C{salttwist-api}) over HTTPS, keeping its connection, then sending
 C{POST /} with C{[{"client": "local", "tgt": "*", "fun": "test.ping"}]}
-again and again until C{--requests} were sent by all together or
-C{--max-seconds} have passed.
+(and C{"timeout": --job-timeout} when given) again and again until
+C{--requests} were sent by all together or C{--max-seconds} have passed.
 
 Each client logs in and sends C{--warmup} untimed requests (all clients
 at once), then the
@@ -30,8 +30,16 @@ import threading
 import time
 from typing import Any
 
-#: The lowstate every request sends.
-LOWSTATE = [{"client": "local", "tgt": "*", "fun": "test.ping"}]
+
+def lowstate(timeout: float | None) -> list[dict[str, Any]]:
+    """
+    @return: the lowstate every request sends: C{local} C{test.ping} to
+        every minion, with the job's C{timeout} when given.
+    """
+    chunk: dict[str, Any] = {"client": "local", "tgt": "*", "fun": "test.ping"}
+    if timeout is not None:
+        chunk["timeout"] = timeout
+    return [chunk]
 
 
 class Client:
@@ -94,6 +102,17 @@ class Client:
         self.token = body["return"][0]["token"]
 
 
+def returnedTrue(status: int, body: Any) -> int:
+    """
+    @return: how many minions returned C{True} in a 200 answer C{body}.
+    """
+    try:
+        returns = body["return"][0] if status == 200 else {}
+        return sum(1 for value in returns.values() if value is True)
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return 0
+
+
 def judge(status: int, body: Any, expect: int) -> str | None:
     """
     @return: L{None} if C{body} is a 200 answer in which C{expect} minions
@@ -124,6 +143,7 @@ class Load:
         self.latencies: list[float] = []
         self.failures = 0
         self.failureTexts: list[str] = []
+        self.returned = 0
         self.deadline = 0.0
 
     def take(self) -> bool:
@@ -136,11 +156,13 @@ class Load:
             self.sent += 1
             return True
 
-    def record(self, latency: float, problem: str | None) -> None:
+    def record(self, latency: float, problem: str | None, returned: int = 0) -> None:
         """
-        Note one request's latency, or its failure.
+        Note one request's latency, or its failure, and how many minions
+        returned C{True} in it.
         """
         with self.lock:
+            self.returned += returned
             if problem is None:
                 self.latencies.append(latency)
             else:
@@ -149,7 +171,9 @@ class Load:
                     self.failureTexts.append(problem)
 
 
-def runClient(client: Client, load: Load, expect: int, go: threading.Event) -> None:
+def runClient(
+    client: Client, load: Load, expect: int, go: threading.Event, chunks: list[dict[str, Any]]
+) -> None:
     """
     A client's timed loop: wait for C{go}, then send until L{Load.take}
     says no.
@@ -157,12 +181,14 @@ def runClient(client: Client, load: Load, expect: int, go: threading.Event) -> N
     go.wait()
     while load.take():
         started = time.perf_counter()
+        returned = 0
         try:
-            status, body = client.request("/", LOWSTATE)
+            status, body = client.request("/", chunks)
             problem = judge(status, body, expect)
+            returned = returnedTrue(status, body)
         except Exception as e:
             problem = f"{type(e).__name__}: {e}"
-        load.record(time.perf_counter() - started, problem)
+        load.record(time.perf_counter() - started, problem, returned)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,8 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-seconds", type=float, default=60.0)
     p.add_argument("--expect", type=int, required=True, help="minions that must return True")
     p.add_argument("--warmup", type=int, default=1, help="untimed requests per client")
-    p.add_argument("--timeout", type=float, default=120.0, help="socket timeout")
+    p.add_argument("--job-timeout", type=float, default=None, help="the chunk's timeout")
+    p.add_argument("--timeout", type=float, default=None, help="socket timeout")
     options = p.parse_args(argv)
+    chunks = lowstate(options.job_timeout)
+    if options.timeout is None:
+        options.timeout = (options.job_timeout or 30.0) + 120.0
     context = ssl.create_default_context(cafile=options.cafile)
     clients = [
         Client("127.0.0.1", options.port, context, options.timeout) for _ in range(options.clients)
@@ -192,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             client.login(options.username, options.password, options.eauth)
             for _ in range(options.warmup):
-                problem = judge(*client.request("/", LOWSTATE), options.expect)
+                problem = judge(*client.request("/", chunks), options.expect)
                 if problem is not None:
                     warmupProblems.append(problem)
         except Exception as e:
@@ -211,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     load = Load(options.requests, options.max_seconds)
     go = threading.Event()
     threads = [
-        threading.Thread(target=runClient, args=(client, load, options.expect, go))
+        threading.Thread(target=runClient, args=(client, load, options.expect, go, chunks))
         for client in clients
     ]
     for thread in threads:
@@ -229,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sent": load.sent,
                 "latencies_s": load.latencies,
                 "failures": load.failures,
+                "returned_true": load.returned,
                 "failure_texts": load.failureTexts,
                 "warmup_failures": warmupProblems[:5],
             }
