@@ -513,6 +513,22 @@ class EventFilterTests(SynchronousTestCase):
         self.assertTrue(wheel.visible("salt/wheel/3/ret", {"fun": "key.accept"}))
         self.assertFalse(wheel.visible("salt/run/1/new", {"fun": "manage.up"}))
 
+    def test_clientPrefix(self) -> None:
+        """
+        Salt's events name the function with its client's prefix
+        (C{wheel.key.list_all}, as C{wheel_async} fires them;
+        C{runner.manage.up}); the rules are matched without it, and only
+        the event's own client prefix is taken off.
+        """
+        wheel = EventFilter(perms({"@wheel": ["key.list_all"]}))
+        self.assertTrue(wheel.visible("salt/wheel/3/ret", {"fun": "wheel.key.list_all"}))
+        self.assertFalse(wheel.visible("salt/wheel/4/ret", {"fun": "wheel.key.delete"}))
+        self.assertFalse(wheel.visible("salt/wheel/5/ret", {"fun": "runner.key.list_all"}))
+        runner = EventFilter(perms({"@runner": ["manage.*"]}))
+        self.assertTrue(runner.visible("salt/run/1/new", {"fun": "runner.manage.up"}))
+        self.assertTrue(runner.visible("salt/run/1/args", {"type": "state"}))
+        self.assertFalse(runner.visible("salt/run/2/new", {"fun": "wheel.manage.up"}))
+
     def test_remembersBoundedJobs(self) -> None:
         """
         Only the last C{remember} job starts are kept.

@@ -191,6 +191,11 @@ class EventFilter:
             fun = data.get("fun")
             if fun is None and run["kind"] == "run":
                 fun = self._jobs.get("run/" + run["jid"])
+            # Salt's events name the function with its client's prefix
+            # (wheel.key.list_all, runner.jobs.list_jobs); the ACL does not.
+            prefix = "runner." if run["kind"] == "run" else "wheel."
+            if isinstance(fun, str) and fun.startswith(prefix):
+                fun = fun[len(prefix) :]
             if isinstance(fun, str) and self._allowed(
                 fun, [], "runner" if run["kind"] == "run" else "wheel"
             ):

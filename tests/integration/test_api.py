@@ -25,6 +25,7 @@ from cryptography.x509.oid import NameOID
 from passlib.hash import bcrypt
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.protocol import Protocol
 from twisted.internet.ssl import Certificate
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
@@ -109,9 +110,11 @@ class ApiTests(TestCase):
                 "local",
                 "local_async",
                 "local_batch",
+                "local_subset",
                 "runner",
                 "runner_async",
                 "wheel",
+                "wheel_async",
             ],
             external_auth={
                 "file": {
@@ -252,6 +255,64 @@ class ApiTests(TestCase):
         self.assertEqual(status, 200)
         status, data = await self.call("GET", "/jobs", token=token)
         self.assertEqual(status, 401)
+
+    async def test_subsetAndWheelAsync(self) -> None:
+        """
+        Through the real master: C{local_subset} runs on as many minions as
+        C{subset} says (found by their C{sys.list_functions}), and
+        C{wheel_async} answers C{{"tag", "jid"}} at once while its C{ret}
+        event, with the return, reaches C{/events}.
+        """
+        explain = self.cluster.logs
+        status, data = await self.call(
+            "POST", "/login", {"username": "saltdev", "password": "saltdev-pw", "eauth": "file"}
+        )
+        self.assertEqual(status, 200, explain())
+        token = data["return"][0]["token"]
+        status, data = await self.call(
+            "POST",
+            "/",
+            [{"client": "local_subset", "tgt": "*", "fun": "test.ping", "subset": 1}],
+            token,
+        )
+        self.assertEqual(status, 200, explain())
+        (picked,) = data["return"]
+        self.assertEqual(len(picked), 1, data)
+        self.assertIn(next(iter(picked)), MINIONS)
+        self.assertEqual(list(picked.values()), [True])
+
+        received: list[bytes] = []
+
+        class Collect(Protocol):
+            def dataReceived(self, data: bytes) -> None:
+                received.append(data)
+
+        response = await self.http.get(self.base + "/events", headers={"X-Auth-Token": [token]})
+        self.assertEqual(response.code, 200, explain())
+        collect = Collect()
+        response.deliverBody(collect)
+        try:
+            status, data = await self.call(
+                "POST", "/", [{"client": "wheel_async", "fun": "key.list_all"}], token
+            )
+            self.assertEqual(status, 200, explain())
+            started = data["return"][0]
+            self.assertEqual(
+                started, {"tag": f"salt/wheel/{started['jid']}", "jid": started["jid"]}
+            )
+            tag = f"tag: salt/wheel/{started['jid']}/ret\n"
+
+            async def arrived() -> bool:
+                return tag in b"".join(received).decode()
+
+            await waitFor(arrived, "the wheel_async ret event", context=explain)
+            text = b"".join(received).decode()
+            line = text[text.index(tag) + len(tag) :].split("\n", 1)[0]
+            event = json.loads(line.removeprefix("data: "))["data"]
+            self.assertTrue(event["success"])
+            self.assertEqual(event["return"]["minions"], list(MINIONS))
+        finally:
+            collect.transport.stopProducing()
 
     async def pepper(self, *args: str) -> tuple[int, str]:
         """
