@@ -29,6 +29,8 @@ from typing import Any
 #: The values of C{pillar_source_merging_strategy}.
 STRATEGIES = ("smart", "recurse", "overwrite", "aggregate", "none")
 
+_ABSENT = object()
+
 
 def mergeRecurse(a: Mapping[Any, Any], b: Mapping[Any, Any], mergeLists: bool = False) -> dict:
     """
@@ -39,8 +41,11 @@ def mergeRecurse(a: Mapping[Any, Any], b: Mapping[Any, Any], mergeLists: bool = 
     """
     result = dict(a)
     for key, value in b.items():
-        old = result.get(key)
-        if isinstance(old, Mapping) and isinstance(value, Mapping):
+        old = result.get(key, _ABSENT)
+        if old is _ABSENT:
+            # A new key (every key of the first source): nothing to merge.
+            result[key] = value
+        elif isinstance(old, Mapping) and isinstance(value, Mapping):
             result[key] = mergeRecurse(old, value, mergeLists)
         elif mergeLists and isinstance(old, list) and isinstance(value, list):
             result[key] = old + [item for item in value if item not in old]
