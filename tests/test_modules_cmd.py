@@ -326,6 +326,24 @@ class CmdTests(TestCase):
                 str(error), f"Specified cwd '{bad}' either not absolute or does not exist"
             )
 
+    def test_nulRefused(self) -> None:
+        """
+        A NUL byte in the command, an argument, the environment or C{cwd},
+        and an C{=} in a variable's name, are refused naming the problem:
+        the C library would cut the string short and run something else
+        (C{"echo start\\x00; rm -rf x"} ran C{echo start}).
+        """
+        cases = [
+            ((self.context, "echo start\x00; echo tail"), {}, "NUL byte"),
+            ((self.context, ["/bin/echo", "a\x00b"]), {}, "NUL byte"),
+            ((self.context, "true"), {"env": {"A": "x\x00y"}}, "variable A holds a NUL"),
+            ((self.context, "true"), {"env": {"A=B": "c"}}, "bad environment variable name"),
+            ((self.context, "true"), {"cwd": "/tmp\x00/x"}, "cwd holds a NUL"),
+        ]
+        for args, kwargs, message in cases:
+            error = self.assertRaises(SaltInvocationError, cmd.run, *args, **kwargs)
+            self.assertIn(message, str(error))
+
     async def test_defaultCwdIsHome(self) -> None:
         """
         Without C{cwd}, the command runs in the home directory of the user

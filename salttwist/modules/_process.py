@@ -775,6 +775,26 @@ def runCommand(
     return _runOnReactor(context.reactor, command, context.jid, context.processes)
 
 
+def _checkNoNul(argv: list[str], environ: dict[str, str], cwd: Any) -> None:
+    """
+    Refuse what the C library would silently cut short: a NUL byte in an
+    argument, in the environment or in C{cwd}, and an C{=} in a variable's
+    name (as Python's own spawn and Salt's C{subprocess} refuse them).
+
+    @raise SaltInvocationError: naming the problem.
+    """
+    for arg in argv:
+        if "\x00" in arg:
+            raise SaltInvocationError(f"the command holds a NUL byte: {arg!r}")
+    for name, value in environ.items():
+        if "\x00" in name or "=" in name or not name:
+            raise SaltInvocationError(f"bad environment variable name {name!r}")
+        if "\x00" in str(value):
+            raise SaltInvocationError(f"environment variable {name} holds a NUL byte")
+    if cwd and "\x00" in str(cwd):
+        raise SaltInvocationError(f"cwd holds a NUL byte: {str(cwd)!r}")
+
+
 def _prepare(
     context: LoaderContext,
     cmd: Any,
@@ -836,6 +856,8 @@ def _prepare(
             environ.setdefault(name, "C")
     if prepend_path:
         environ["PATH"] = ":".join(p for p in (str(prepend_path), environ.get("PATH")) if p)
+
+    _checkNoNul(argv, environ, cwd)
 
     if not cwd:
         cwd = os.path.expanduser(f"~{runas or ''}")
