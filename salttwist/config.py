@@ -936,6 +936,11 @@ def _checkLayer(
     return checked
 
 
+#: The last part of the names of options that hold a secret (such as
+#: C{keys.postgres.pass}): a bad value of one is not shown in the error.
+_SECRET_NAMES = frozenset({"pass", "password", "passwd", "token", "secret"})
+
+
 def _checkValue(source: str, key: str, value: Any, option: _Option) -> Any:
     """
     Run one option's check, turning a failure into a L{ConfigError}.
@@ -946,7 +951,8 @@ def _checkValue(source: str, key: str, value: Any, option: _Option) -> Any:
         return option.check(value)
     except _BadValue as e:
         expected = e.expected + (" or null" if option.default is None else "")
-        shown = "the value given (not shown: it may hold a password)" if e.secret else None
+        secret = e.secret or key.rsplit(".", 1)[-1] in _SECRET_NAMES
+        shown = "the value given (not shown: it may hold a password)" if secret else None
         raise ConfigError(
             f"{source}: option {key!r} must be {expected}, not {shown or _describe(value)}"
         ) from None

@@ -776,6 +776,17 @@ class AutosignOptionTests(_ConfigDirMixin, SynchronousTestCase):
             message = str(self.assertRaises(ConfigError, loadMasterConfig, configDir))
             self.assertIn("option 'autosign_url' must be an http:// or https:// URL", message)
 
+    def test_passwordNotShown(self) -> None:
+        """
+        A password option given with the wrong type (C{pass: 12345}) is
+        refused without showing the value.
+        """
+        for key in ("keys.postgres.pass", "returner.pgjsonb.pass"):
+            configDir = self.makeConfigDir(master=f"{key}: 918273645\n")
+            message = str(self.assertRaises(ConfigError, loadMasterConfig, configDir))
+            self.assertIn(f"option '{key}' must be a string", message)
+            self.assertNotIn("918273645", message)
+
     def test_badTimeout(self) -> None:
         """
         C{autosign_timeout} must be a number greater than 0.
