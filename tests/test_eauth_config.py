@@ -207,18 +207,16 @@ class MasterConfigTests(SynchronousTestCase):
         self.assertIs(config["permissive_acl"], False)
         self.assertEqual(config["auth.pam.service"], "login")
 
-    def test_notImplementedYet(self) -> None:
+    def test_implemented(self) -> None:
         """
-        Until the API exists, setting external_auth warns that it does
-        nothing yet.
+        salttwist-api uses external_auth: setting it no longer warns that it
+        does nothing.
         """
         self.patch(configModule, "_warned", set())
         observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
         self.load("external_auth:\n  pam:\n    fred: [test.*]\n")
         warnings = [formatEvent(e) for e in observer if e["log_level"] == LogLevel.warn]
-        self.assertEqual(len(warnings), 1)
-        self.assertIn("'external_auth' is accepted but not implemented yet", warnings[0])
-        self.assertIn("salttwist-api", warnings[0])
+        self.assertEqual(warnings, [])
 
     def test_checked(self) -> None:
         """

@@ -328,6 +328,10 @@ class ChdirSpawner:
         return isinstance(reactor, PosixReactorBase)
 
 
+#: The signals a program may handle, in order (not the C library's own).
+_VALID_SIGNALS = sorted(int(n) for n in signal.valid_signals())
+
+
 def ignoredSignals() -> list[int]:
     """
     @return: the signals this process ignores (a child started by
@@ -343,10 +347,13 @@ def ignoredSignals() -> list[int]:
             for line in f:
                 if line.startswith(b"SigIgn:"):
                     mask = int(line.split()[1], 16)
-                    return [n for n in range(1, signal.NSIG) if mask >> (n - 1) & 1]
+                    # Not the C library's own (32 and 33 under glibc, which
+                    # ignores them once threads run): no child may reset
+                    # those, and Python's signal module does not know them.
+                    return [n for n in _VALID_SIGNALS if mask >> (n - 1) & 1]
     except (OSError, ValueError, IndexError):
         pass
-    return [n for n in range(1, signal.NSIG) if signal.getsignal(n) == signal.SIG_IGN]
+    return [n for n in _VALID_SIGNALS if signal.getsignal(n) == signal.SIG_IGN]
 
 
 _CHDIR_PROCESS: Any = None
