@@ -307,3 +307,9 @@ def publicationAad(kid: int) -> bytes:
     The associated data of a publication sealed with publication key C{kid}.
     """
     return b"salttwist-pub:" + kid.to_bytes(8, "big")
+
+
+#: How a master's refusal of a return starts when it could not store the
+#: return (its job cache failed): the minion keeps the return and sends it
+#: again later, where any other refusal is final.
+RETURN_NOT_STORED = "return not stored"

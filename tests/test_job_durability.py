@@ -13,6 +13,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, fail, succeed
 from zope.interface import implementer
 
+from salttwist import wire
 from salttwist.blocking import runSynchronously
 from salttwist.interfaces import IJobCache
 from salttwist.master.core import Master
@@ -35,6 +36,10 @@ class HeldJobCache:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.pending: list[tuple[str, dict[str, Any], list[str], Deferred[None]]] = []
         self.flushes = 0
+        #: Return writes held (when L{holdReturns}): (jid, minion, Deferred).
+        self.pendingReturns: list[tuple[str, str, Deferred[None]]] = []
+        self.holdReturns = False
+        self.returns: dict[tuple[str, str], dict[str, Any]] = {}
 
     def storeJob(self, jid: str, load: dict[str, Any], minions: Any) -> Deferred[None]:
         d: Deferred[None] = Deferred()
@@ -63,7 +68,13 @@ class HeldJobCache:
         return succeed(None)
 
     def storeReturn(self, jid: str, minionId: str, ret: dict[str, Any]) -> Deferred[None]:
-        return succeed(None)
+        if not self.holdReturns:
+            self.returns.setdefault((jid, minionId), ret)
+            return succeed(None)
+        d: Deferred[None] = Deferred()
+        self.pendingReturns.append((jid, minionId, d))
+        d.addCallback(lambda _: self.returns.setdefault((jid, minionId), ret) and None)
+        return d
 
     def getJob(self, jid: str) -> Deferred[dict[str, Any] | None]:
         return succeed(self.jobs.get(jid))
@@ -146,3 +157,71 @@ class DurableJobTests(MasterTestCase):
         self.assertIsNone(self.master.jobs.get(jid))
         self.assertEqual(self.eventsTagged("salt/job/"), [])
         self.flushLoggedErrors(ConnectionError)
+
+
+class DurableReturnTests(MasterTestCase):
+    """
+    A minion's return is acknowledged only once the job cache holds it: a
+    master killed before the write leaves the return with the minion, which
+    sends it again.
+    """
+
+    def makeMaster(self, runBlocking: Any) -> Master:
+        master = super().makeMaster(runSynchronously)
+        self.cache = HeldJobCache()
+        master.jobCache = self.cache
+        return master
+
+    def setUp(self) -> None:
+        """
+        A session for C{m1}, and a job to it committed in the cache.
+        """
+        super().setUp()
+        self.minion, _, sessionKey = self.authMinion("m1")
+        _, _, self.received, answer = self.subscribe("m1", sessionKey)
+        client, _ = self.authClient()
+        d = self.request(client, {"cmd": "publish", "tgt": "m1", "fun": "test.ping"})
+        self.cache.commit()
+        self.net.flush()
+        self.jid = self.successResultOf(d)["jid"]
+        self.cache.holdReturns = True
+
+    def sendReturn(self) -> Deferred[Any]:
+        return self.request(
+            self.minion, {"cmd": "_return", "id": "m1", "jid": self.jid, "return": True}
+        )
+
+    def test_acknowledgedOnceStored(self) -> None:
+        """
+        No acknowledgement while the return's write is pending; one (held
+        back as usual) once it is committed. The event is fired at once.
+        """
+        d = self.sendReturn()
+        self.assertNoResult(d)
+        self.assertEqual(
+            [tag for tag, _ in self.eventsTagged(f"salt/job/{self.jid}/ret/")],
+            [f"salt/job/{self.jid}/ret/m1"],
+        )
+        [(_, _, stored)] = self.cache.pendingReturns
+        stored.callback(None)
+        self.master.clock.advance(1.0)
+        self.net.flush()
+        self.assertIs(self.successResultOf(d)["ret"], True)
+        self.assertIn((self.jid, "m1"), self.cache.returns)
+
+    def test_notStoredSentAgain(self) -> None:
+        """
+        A return whose write failed is refused with C{return not stored}
+        (the minion keeps it) and is not counted as returned: sent again,
+        it is taken and stored.
+        """
+        d = self.sendReturn()
+        [(_, _, stored)] = self.cache.pendingReturns
+        stored.errback(ConnectionError("the database went away"))
+        self.net.flush()
+        message = str(self.failureResultOf(d, RequestError).value)
+        self.assertTrue(message.startswith(wire.RETURN_NOT_STORED), message)
+        self.flushLoggedErrors(ConnectionError)
+        self.cache.holdReturns = False
+        self.assertIs(self.successResultOf(self.sendReturn())["ret"], True)
+        self.assertIn((self.jid, "m1"), self.cache.returns)

@@ -598,6 +598,7 @@ class FailoverTests(FailoverTestCase):
         [ret] = self.returnsOn("B")
         self.assertEqual(ret["jid"], jid)
         self.assertIs(ret["return"], True)
+        self.net.advance(1.0)  # B's acknowledgement, held back as any
         self.assertEqual(os.listdir(directory), [])
         self.assertEqual(list(self.net.jobCache.returns[jid]), ["m1"])
 

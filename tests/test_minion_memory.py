@@ -17,15 +17,17 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from salttwist import serial
+from salttwist import serial, wire
 from salttwist.blocking import runSynchronously
 from salttwist.minion.returns import (
     DEFAULT_REQ_WRITE_BUFFER,
     DEFAULT_RETURNS_MEMORY_MAX,
     FLUSH_RETRY,
+    NOT_STORED_RETRY,
     ReturnDelivery,
 )
 from salttwist.minion.returnsqueue import ReturnsQueue
+from salttwist.transport.errors import RequestError
 from tests._fresh import pythonOutput
 
 #: Runs the C{salttwist-minion} wrapper in a fresh interpreter up to the
@@ -179,6 +181,24 @@ class ReturnsWriteBufferTests(SynchronousTestCase):
         self.clock.advance(FLUSH_RETRY)
         self.assertEqual(len(self.req.requests), 5)
         self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_notStoredSentAgain(self) -> None:
+        """
+        A return the master could not store (C{return not stored}: its job
+        cache failed) is kept and sent again L{NOT_STORED_RETRY} seconds
+        later; another refusal is final.
+        """
+        self.finish(2)
+        self.req.transport.clear()
+        self.req.requests[0][1].errback(RequestError(f"{wire.RETURN_NOT_STORED}: db away"))
+        self.req.requests[1][1].errback(RequestError("return refused: already returned"))
+        self.assertEqual(len(self.req.requests), 2)
+        self.clock.advance(NOT_STORED_RETRY)
+        self.assertEqual([p["jid"] for p, _ in self.req.requests], ["0", "1", "0"])
+        self.req.requests[2][1].callback({"ret": True})
+        self.assertEqual(len(self.delivery.pending), 0)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        self.flushLoggedErrors()
 
     def test_stopCancelsTheRetry(self) -> None:
         """

@@ -229,15 +229,29 @@ class ReqServerProtocol(FrameProtocol):
             return
         if isinstance(result, Deferred):
             self._timed(result, cmd)
+            if cmd in HELD_REPLIES and self.role == "minion":
+                # A return acknowledged once stored: held back as any.
+                result.addCallbacks(
+                    self._answer, self._requestFailed, (rid, cmd), None, (cmd,)
+                ).addCallback(self._sendFailure, rid)
+                return
             result.addErrback(self._requestFailed, cmd)
             result.addCallback(lambda answer: self.sendPayload(dict(answer, rid=rid)))
             return
         if self._master.config.get("master_stats"):
             self._timed(None, cmd)
+        self._answer(result, rid, cmd)
+
+    def _answer(self, result: dict[str, Any], rid: Any, cmd: str) -> None:
         if cmd in HELD_REPLIES and self.role == "minion" and "jid" not in result:
             self.holdPayload(dict(result, rid=rid))
         else:
             self.sendPayload(dict(result, rid=rid))
+
+    def _sendFailure(self, failed: dict[str, Any] | None, rid: Any) -> None:
+        # What _requestFailed made of a failure; None once answered.
+        if failed is not None:
+            self.sendPayload(dict(failed, rid=rid))
 
     def _timed(self, d: Deferred[Any] | None, cmd: str) -> None:
         """

@@ -18,7 +18,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from salttwist import serial
+from salttwist import serial, wire
 from salttwist.interfaces import IEventBus, IJobCache
 from salttwist.jid import isJid
 from salttwist.master.grainscache import GrainsCache
@@ -172,7 +172,7 @@ class MinionRequests:
         if self.jobs.get(jid) is None and self.jobCache is not None:
             return Deferred.fromCoroutine(self._lateReturn(minionId, jid, load))
         self._checkReturn(jid, minionId)
-        return self._acceptReturn(minionId, jid, load)
+        return self._acknowledge(self._acceptReturn(minionId, jid, load), jid, minionId)
 
     def _checkReturn(self, jid: str, minionId: str) -> None:
         problem = self.jobs.checkReturn(jid, minionId)
@@ -189,9 +189,14 @@ class MinionRequests:
                 known = self.jobs.add(jid, job, list(job.get("minions") or []))
                 known.returned.update(returned)
         self._checkReturn(jid, minionId)
-        return self._acceptReturn(minionId, jid, load)
+        stored = self._acceptReturn(minionId, jid, load)
+        if stored is not None:
+            await stored
+        return {"ret": True}
 
-    def _reqReturn(self, minionId: str, load: dict[str, Any]) -> dict[str, Any]:
+    def _reqReturn(
+        self, minionId: str, load: dict[str, Any]
+    ) -> dict[str, Any] | Deferred[dict[str, Any]]:
         """
         A return with jid C{req}, as Salt's master handles it: allocate a
         jid, record the job (C{fun}, C{arg} from C{fun_args}, C{tgt} the
@@ -199,7 +204,7 @@ class MinionRequests:
         job cache, fire C{salt/job/<jid>/new}, then take the return as one
         for that job (C{salt/job/<jid>/ret/<id>}).
 
-        @return: C{{"ret": True, "jid": jid}}.
+        @return: C{{"ret": True, "jid": jid}}, once the return is stored.
         """
         fun, arg = load.get("fun"), load.get("fun_args", [])
         if not isinstance(fun, str) or not FUNCTION_NAME.match(fun):
@@ -216,7 +221,10 @@ class MinionRequests:
         user = f"{claimed}@{minionId}"
         jid = self._publisher.newJob([minionId], fun, arg, minionId, "list", user)["jid"]
         self._checkReturn(jid, minionId)
-        return dict(self._acceptReturn(minionId, jid, load), jid=jid)
+        answer = self._acknowledge(self._acceptReturn(minionId, jid, load), jid, minionId)
+        if isinstance(answer, Deferred):
+            return answer.addCallback(lambda ret: dict(ret, jid=jid))
+        return dict(answer, jid=jid)
 
     def minionPing(self, proto: IMinionSession, load: dict[str, Any]) -> dict[str, Any]:
         """
@@ -280,7 +288,14 @@ class MinionRequests:
             self.cluster.eventFired(tag, event)
         return {"ret": True}
 
-    def _acceptReturn(self, minionId: str, jid: str, load: dict[str, Any]) -> dict[str, Any]:
+    def _acceptReturn(self, minionId: str, jid: str, load: dict[str, Any]) -> Deferred[None] | None:
+        """
+        Take a checked return: fire it on the bus, store it, send it to the
+        cluster.
+
+        @return: the job cache's write (L{None} without a job cache), which
+            the acknowledgement waits for (L{_acknowledge}).
+        """
         cluster = self.cluster
         event = {
             "cmd": "_return",
@@ -293,11 +308,38 @@ class MinionRequests:
             "success": load.get("success", True),
         }
         self.bus.fire(f"salt/job/{jid}/ret/{minionId}", event)
+        stored = None
         if self.jobCache is not None:
-            self._cacheWrite(self.jobCache.storeReturn(jid, minionId, event))
+            stored = self.jobCache.storeReturn(jid, minionId, event)
         if cluster is not None:
             cluster.returnAccepted(event)
-        return {"ret": True}
+        return stored
+
+    def _acknowledge(
+        self, stored: Deferred[None] | None, jid: str, minionId: str
+    ) -> dict[str, Any] | Deferred[dict[str, Any]]:
+        """
+        The answer to a return: only once the job cache holds it, so that a
+        master killed before the write leaves the return with the minion
+        (which sends it again, to this master or another). A failed write is
+        refused with L{wire.RETURN_NOT_STORED}: the minion keeps the return
+        and tries again later.
+        """
+        if stored is None:
+            return {"ret": True}
+
+        def notStored(failure: Any) -> dict[str, Any]:
+            self._cacheWriteFailed(failure)
+            job = self.jobs.get(jid)
+            if job is not None:
+                # The minion sends it again: not a duplicate then.
+                job.returned.discard(minionId)
+            raise ValueError(
+                f"{wire.RETURN_NOT_STORED}: the master's job cache could not store the "
+                f"return of {minionId} for job {jid}; send it again later"
+            )
+
+        return stored.addCallbacks(lambda _: {"ret": True}, notStored)
 
     def minionGrains(self, proto: IMinionSession, load: dict[str, Any]) -> Deferred[dict[str, Any]]:
         """
@@ -307,11 +349,6 @@ class MinionRequests:
         assert proto.minionId is not None
         d = self.grainsCache.update(proto.minionId, load.get("grains"))  # type: ignore[arg-type]
         return d.addCallback(lambda _: {"ret": True})
-
-    def _cacheWrite(self, d: Deferred[None]) -> None:
-        # The job cache batches writes off the reactor; nobody waits for them,
-        # but a failure must be seen.
-        d.addErrback(self._cacheWriteFailed)
 
     def _cacheWriteFailed(self, failure: Any) -> None:
         self.log.failure("job cache write failed", failure)

@@ -22,7 +22,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.logger import Logger
 
-from salttwist import serial
+from salttwist import serial, wire
 from salttwist.minion.connection import MINION_LOG_NAMESPACE
 from salttwist.minion.returnsqueue import ReturnsQueue
 from salttwist.transport.backlog import writeBacklog
@@ -46,6 +46,9 @@ DEFAULT_REQ_WRITE_BUFFER = 16 * 1024 * 1024
 #: Seconds between two looks at a full req connection, when no
 #: acknowledgement comes to say it has room again.
 FLUSH_RETRY = 0.1
+#: Seconds before a return the master could not store (its job cache
+#: failed: L{wire.RETURN_NOT_STORED}) is sent again.
+NOT_STORED_RETRY = 5.0
 #: The most bytes of returns the minion keeps in memory by default
 #: (C{returns_memory_max}): returns waiting to be sent or acknowledged, as a
 #: running total; past it, a new return is kept on disk only and read back
@@ -137,6 +140,9 @@ class ReturnDelivery:
         self.writeLimit = DEFAULT_REQ_WRITE_BUFFER
         #: The delayed call that tries L{flush} again, while one is due.
         self._flushTimer: Any = None
+        #: The delayed call that sends again the returns the master could
+        #: not store, while one is due.
+        self._notStoredTimer: Any = None
         #: The returns of this run the master has not acknowledged yet.
         self.unacknowledged: dict[StoredReturn, dict[str, Any]] = {}
         #: The delayed call that writes the unacknowledged returns that are
@@ -170,9 +176,10 @@ class ReturnDelivery:
         if self._persistTimer is not None and self._persistTimer.active():
             self._persistTimer.cancel()
         self._persistTimer = None
-        if self._flushTimer is not None and self._flushTimer.active():
-            self._flushTimer.cancel()
-        self._flushTimer = None
+        for timer in (self._flushTimer, self._notStoredTimer):
+            if timer is not None and timer.active():
+                timer.cancel()
+        self._flushTimer = self._notStoredTimer = None
 
     def jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> None:
         """
@@ -440,6 +447,10 @@ class ReturnDelivery:
         self._flushTimer = None
         self.flush()
 
+    def _sendAgain(self) -> None:
+        self._notStoredTimer = None
+        self.flush()
+
     def _delivered(self, reply: Any, name: str | StoredReturn | None) -> None:
         if isinstance(name, StoredReturn):
             self.unacknowledged.pop(name, None)
@@ -459,7 +470,22 @@ class ReturnDelivery:
             self.flush()
 
     def _failed(self, failure: Any, name: str | StoredReturn | None, ret: dict[str, Any]) -> None:
-        if failure.check(RequestError):
+        notStored = failure.check(RequestError) and str(failure.value).startswith(
+            wire.RETURN_NOT_STORED
+        )
+        if notStored:
+            # The master could not store it: keep it, and send it again a
+            # little later (to this master, or the next one).
+            self.log.warn(
+                "minion {id}: the master could not store the return for {jid}; "
+                "sending it again in {delay:.0f} s",
+                id=self.id,
+                jid=ret["jid"],
+                delay=NOT_STORED_RETRY,
+            )
+            if self._notStoredTimer is None and not self.stopped:
+                self._notStoredTimer = self.reactor.callLater(NOT_STORED_RETRY, self._sendAgain)
+        elif failure.check(RequestError):
             # Refused (a duplicate of a return the master has, or a job it
             # never sent us): sending it again would not change that.
             self.log.warn(
