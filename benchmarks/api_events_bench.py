@@ -38,6 +38,8 @@ from typing import Any
 import yaml
 from passlib.hash import bcrypt
 
+from salttwist.api.events import MAX_PER_TOKEN
+
 BIN = os.path.dirname(sys.executable)
 
 
@@ -70,14 +72,16 @@ def _waitFor(check: Any, what: str, timeout: float = 120) -> Any:
     raise SystemExit(f"timed out waiting for {what}")
 
 
-def clients(port: int, token: str, count: int, read: bool) -> None:
+def clients(port: int, tokens: list[str], count: int, read: bool) -> None:
     """
-    The client process: C{count} streams; on SIGTERM, print the events each
-    got and how many connections the API closed, as JSON.
+    The client process: C{count} streams, spread over C{tokens} (the API
+    takes at most L{MAX_PER_TOKEN} streams of one token); on SIGTERM, print
+    the events each got and how many connections the API closed, as JSON.
     """
     selector = selectors.DefaultSelector()
     counts = [0] * count
     for index in range(count):
+        token = tokens[index // MAX_PER_TOKEN]
         sock = socket.create_connection(("127.0.0.1", port))
         sock.sendall(f"GET /events HTTP/1.1\r\nHost: api\r\nX-Auth-Token: {token}\r\n\r\n".encode())
         sock.setblocking(False)
@@ -136,8 +140,8 @@ def main() -> None:
     parser.add_argument("--clients-process", nargs=3, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.clients_process:
-        port, token, count = options.clients_process
-        clients(int(port), token, int(count), not options.no_read)
+        port, tokens, count = options.clients_process
+        clients(int(port), tokens.split(","), int(count), not options.no_read)
         return
 
     root = tempfile.mkdtemp(prefix="st-sse-")
@@ -220,6 +224,10 @@ def main() -> None:
                 return None
 
         authToken = _waitFor(token, "salttwist-api")
+        # One token per MAX_PER_TOKEN streams, as clients of several users.
+        streamTokens = [authToken]
+        while len(streamTokens) * MAX_PER_TOKEN < options.clients:
+            streamTokens.append(_waitFor(token, "a login"))
         pids = {"api": api.pid, "master": master.pid}
         before = {name: _usage(pid) for name, pid in pids.items()}
         readFlag = ["--no-read"] if options.no_read else []
@@ -230,7 +238,7 @@ def main() -> None:
                 *readFlag,
                 "--clients-process",
                 str(port),
-                authToken,
+                ",".join(streamTokens),
                 str(options.clients),
             ],
             stdout=subprocess.PIPE,
