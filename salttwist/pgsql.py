@@ -35,6 +35,41 @@ hours.
 Migration = tuple[int, str, tuple[str, ...]]
 
 
+#: Salt's names of the PostgreSQL connection options (after a prefix such
+#: as C{returner.pgjsonb.}) and libpq's parameter for each.
+SALT_OPTION_KEYS = {
+    "host": "host",
+    "port": "port",
+    "db": "dbname",
+    "user": "user",
+    "pass": "password",
+    "sslmode": "sslmode",
+    "sslcert": "sslcert",
+    "sslkey": "sslkey",
+    "sslrootcert": "sslrootcert",
+    "sslcrl": "sslcrl",
+    "connect_timeout": "connect_timeout",
+}
+
+
+def optionsFromConfig(config: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """
+    The libpq connection parameters of C{<prefix>host}, C{<prefix>port},
+    C{<prefix>db}, C{<prefix>user}, C{<prefix>pass}, the C{ssl*} ones and
+    C{<prefix>connect_timeout} (L{SALT_OPTION_KEYS}); unset ones (L{None})
+    are left to libpq (its environment variables and C{~/.pgpass}).
+
+    @param prefix: e.g. C{"returner.pgjsonb."}.
+    @return: keyword arguments for C{psycopg.connect}.
+    """
+    options: dict[str, Any] = {}
+    for salt, libpq in SALT_OPTION_KEYS.items():
+        value = config.get(f"{prefix}{salt}")
+        if value is not None:
+            options[libpq] = value
+    return options
+
+
 def describeServer(options: dict[str, Any]) -> str:
     """
     @return: C{user@host:port/db} for messages (never the password).

@@ -68,6 +68,7 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from salttwist import pgsql
 from salttwist.master.jobcache import PRUNE_INTERVAL, BatchingJobCache, _DatabaseThreadPool
 from salttwist.master.jobcache_pgsql import (
     MIGRATIONS,
@@ -94,21 +95,6 @@ PostgreSQL returner, and an alias.
 # Connection options ------------------------------------------------------------
 
 
-_OPTION_KEYS = {
-    "host": "host",
-    "port": "port",
-    "db": "dbname",
-    "user": "user",
-    "pass": "password",
-    "sslmode": "sslmode",
-    "sslcert": "sslcert",
-    "sslkey": "sslkey",
-    "sslrootcert": "sslrootcert",
-    "sslcrl": "sslcrl",
-    "connect_timeout": "connect_timeout",
-}
-
-
 def connectionOptions(config: dict[str, Any]) -> dict[str, Any]:
     """
     The libpq connection parameters of C{returner.pgjsonb.*}, as Salt's
@@ -119,12 +105,7 @@ def connectionOptions(config: dict[str, Any]) -> dict[str, Any]:
 
     @return: keyword arguments for C{psycopg.connect}.
     """
-    options: dict[str, Any] = {}
-    for salt, libpq in _OPTION_KEYS.items():
-        value = config.get(f"returner.pgjsonb.{salt}")
-        if value is not None:
-            options[libpq] = value
-    return options
+    return pgsql.optionsFromConfig(config, "returner.pgjsonb.")
 
 
 # The reactor side -------------------------------------------------------------

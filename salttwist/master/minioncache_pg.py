@@ -48,7 +48,7 @@ from twisted.application.service import Service
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
-from salttwist import serial
+from salttwist import pgsql, serial
 from salttwist.master.grainscache import MAX_GRAINS_BYTES, GrainsCache
 from salttwist.master.pillarcache import PillarCache, PillarEnv
 from salttwist.pgsql import CONNECTION_DEFAULTS, Migration, applyMigrations, describeServer
@@ -118,19 +118,6 @@ MIGRATIONS: list[Migration] = [
 _MIGRATIONS_TABLE = "salttwist_minion_data_migrations"
 _LOCK_ID = 0x5A17_0003
 
-_OPTION_KEYS = {
-    "host": "host",
-    "port": "port",
-    "db": "dbname",
-    "user": "user",
-    "pass": "password",
-    "sslmode": "sslmode",
-    "sslcert": "sslcert",
-    "sslkey": "sslkey",
-    "sslrootcert": "sslrootcert",
-    "sslcrl": "sslcrl",
-    "connect_timeout": "connect_timeout",
-}
 
 _WRITE = """
 INSERT INTO salttwist_minion_data (bank, id, data, version)
@@ -167,12 +154,7 @@ def connectionOptions(config: dict[str, Any]) -> dict[str, Any]:
 
     @return: keyword arguments for C{psycopg.connect}.
     """
-    options: dict[str, Any] = {}
-    for salt, libpq in _OPTION_KEYS.items():
-        value = config.get(f"cache.postgres.{salt}")
-        if value is not None:
-            options[libpq] = value
-    return options
+    return pgsql.optionsFromConfig(config, "cache.postgres.")
 
 
 def _connect(options: dict[str, Any]) -> psycopg.Connection[Any]:

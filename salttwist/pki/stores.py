@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from salttwist import pgsql
 from salttwist.pki.ids import DEFAULT_ID_RULES, IdRules
 from salttwist.pki.keystore import STATES, FilesystemKeyStore
 
@@ -43,20 +44,6 @@ KEY_CACHE_DRIVERS = (LOCALFS, POSTGRES)
 """
 The values of C{keys.cache_driver}.
 """
-
-_OPTION_KEYS = {
-    "host": "host",
-    "port": "port",
-    "db": "dbname",
-    "user": "user",
-    "pass": "password",
-    "sslmode": "sslmode",
-    "sslcert": "sslcert",
-    "sslkey": "sslkey",
-    "sslrootcert": "sslrootcert",
-    "sslcrl": "sslcrl",
-    "connect_timeout": "connect_timeout",
-}
 
 
 class KeyStoreSetupError(Exception):
@@ -86,12 +73,7 @@ def postgresOptions(config: dict[str, Any]) -> dict[str, Any]:
 
     @return: keyword arguments for C{psycopg.connect}.
     """
-    options: dict[str, Any] = {}
-    for salt, libpq in _OPTION_KEYS.items():
-        value = config.get(f"keys.postgres.{salt}")
-        if value is not None:
-            options[libpq] = value
-    return options
+    return pgsql.optionsFromConfig(config, "keys.postgres.")
 
 
 def keyStoreSpec(config: dict[str, Any]) -> KeyStoreSpec:
