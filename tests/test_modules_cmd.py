@@ -29,7 +29,7 @@ from salttwist.modules import (
     cmd,
     loadFunctions,
 )
-from salttwist.modules._process import runCommand, runCommandHere
+from salttwist.modules._process import commandOptions, runCommand, runCommandHere
 from salttwist.modules.executor import Executor
 
 
@@ -709,17 +709,18 @@ class CmdTests(TestCase):
 
 class CmdSignatureTests(TestCase):
     """
-    The C{cmd} functions take L{runCommand}'s options, defined once there,
-    as parameters of plain functions.
+    The C{cmd} functions take the command options, defined once
+    (L{commandOptions}), as parameters of plain functions.
     """
 
     def test_optionsOfRunCommand(self) -> None:
         """
         Each C{cmd} function takes its own leading parameters and then
-        L{runCommand}'s options, in order, with the same defaults;
+        the command options (L{commandOptions}), in order, with the same defaults;
         C{cmd.shell} has no C{python_shell}.
         """
-        options = list(inspect.signature(runCommand).parameters.values())[2:]
+        options = list(commandOptions())
+        self.assertEqual(options[0].name, "cwd")
         leading = {"script": ["context", "source", "args"], "shell": ["context", "cmd"]}
         for name in ("run", "run_all", "run_stdout", "run_stderr", "retcode", "shell", "script"):
             parameters = list(inspect.signature(getattr(cmd, name)).parameters.values())

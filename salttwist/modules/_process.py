@@ -10,6 +10,7 @@ blocking work to do.
 
 from __future__ import annotations
 
+import inspect
 import os
 import pwd
 import shlex
@@ -731,27 +732,13 @@ class _Command:
         return ret
 
 
-def runCommand(
-    context: LoaderContext,
-    cmd: Any,
-    cwd: str | None = None,
-    stdin: str | None = None,
-    runas: str | None = None,
-    shell: str = DEFAULT_SHELL,
-    python_shell: bool | None = None,
-    env: Any = None,
-    clean_env: bool = False,
-    rstrip: bool = True,
-    output_loglevel: str = "debug",
-    timeout: Any = None,
-    reset_system_locale: bool = True,
-    ignore_retcode: bool = False,
-    prepend_path: str | None = None,
-    success_retcodes: Any = None,
-    stdin_raw_newlines: bool = False,
-) -> Deferred[dict[str, Any]]:
+def runCommand(context: LoaderContext, cmd: Any, **options: Any) -> Deferred[dict[str, Any]]:
     """
     Run C{cmd} as Salt's C{cmd} module does; see L{salttwist.modules.cmd}.
+    C{options} are Salt's (C{cwd}, C{stdin}, C{runas}, C{shell},
+    C{python_shell}, C{env}, C{clean_env}, C{rstrip}, C{output_loglevel},
+    C{timeout}, C{reset_system_locale}, C{ignore_retcode}, C{prepend_path},
+    C{success_retcodes}, C{stdin_raw_newlines}), checked by L{_prepare}.
 
     @return: a L{Deferred} firing with C{{"pid", "retcode", "stdout",
         "stderr", "output"}} (C{output} is stdout and stderr interleaved as
@@ -760,26 +747,18 @@ def runCommand(
     @raise CommandExecutionError: the command cannot be started (bad
         C{cwd}, shell, user, or executable), synchronously.
     """
-    command = _prepare(
-        context,
-        cmd,
-        cwd,
-        stdin,
-        runas,
-        shell,
-        python_shell,
-        env,
-        clean_env,
-        rstrip,
-        output_loglevel,
-        timeout,
-        reset_system_locale,
-        ignore_retcode,
-        prepend_path,
-        success_retcodes,
-        stdin_raw_newlines,
-    )
+    command = _prepare(context, cmd, **options)
     return _runOnReactor(context.reactor, command, context.jid, context.processes)
+
+
+def commandOptions() -> tuple[inspect.Parameter, ...]:
+    """
+    @return: Salt's command options as L{_prepare} takes them (after
+        C{context} and C{cmd}), with their defaults: the one signature that
+        L{runCommand}, L{runCommandHere} and the C{cmd} module's functions
+        share.
+    """
+    return tuple(inspect.signature(_prepare).parameters.values())[2:]
 
 
 def _checkNoNul(argv: list[str], environ: dict[str, str], cwd: Any) -> None:

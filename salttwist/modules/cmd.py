@@ -34,7 +34,7 @@ from salttwist.modules import (
     needsContext,
     onReactor,
 )
-from salttwist.modules._process import inThread, runCommand, runCommandHere
+from salttwist.modules._process import commandOptions, inThread, runCommand, runCommandHere
 
 
 def _withRetcode(key: str | None) -> Any:
@@ -51,9 +51,8 @@ def _withRetcode(key: str | None) -> Any:
 
 
 #: The options every C{cmd} function takes, in order, with their defaults
-#: and types: the parameters of L{runCommand} after C{context} and C{cmd},
-#: the one place they are written out.
-_OPTIONS = tuple(inspect.signature(runCommand).parameters.values())[2:]
+#: and types: L{commandOptions}, the one place they are written out.
+_OPTIONS = commandOptions()
 
 
 def _withOptions(omit: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Any]:
