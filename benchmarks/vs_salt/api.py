@@ -42,7 +42,6 @@ Python.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -699,9 +698,7 @@ def parser() -> argparse.ArgumentParser:
     The command line.
     """
     p = argparse.ArgumentParser(description="salttwist-api beside salt-api (see README.md).")
-    p.add_argument("--salt-venv", default=run.DEFAULT_SALT_VENV)
-    p.add_argument("--no-install-salt", action="store_true")
-    p.add_argument("--salttwist-venv", default=run.DEFAULT_SALTTWIST_VENV)
+    run.addSystemArguments(p)
     p.add_argument("--only", choices=("salt", "salttwist"), help="one system only")
     p.add_argument("--phases", default=",".join(PHASES), help=f"default {','.join(PHASES)}")
     p.add_argument("--minions", type=int, default=20)
@@ -716,16 +713,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--swarm-minions", type=int, default=1000)
     p.add_argument("--event-rounds", type=int, default=5)
     p.add_argument("--events-timeout", type=float, default=900.0)
-    p.add_argument("--ready-timeout", type=float, default=600.0)
-    p.add_argument("--quiet-cores", type=float, default=0.2)
-    p.add_argument("--quiet-per-minion", type=float, default=0.01)
-    p.add_argument("--quiet-window", type=float, default=5.0)
-    p.add_argument("--quiet-timeout", type=float, default=120.0)
-    p.add_argument("--no-bytecode-cache", action="store_true")
-    p.add_argument("--date", default=datetime.date.today().isoformat())
-    p.add_argument("--output", default=None)
-    p.add_argument("--no-save", action="store_true")
-    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    run.addRunArguments(p)
     return p
 
 

@@ -49,7 +49,6 @@ and stops every process it started, by pid.
 from __future__ import annotations
 
 import argparse
-import datetime
 import hashlib
 import json
 import os
@@ -1127,9 +1126,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description="The file server and pillar of salttwist beside Salt (see README.md)."
     )
-    p.add_argument("--salt-venv", default=run.DEFAULT_SALT_VENV)
-    p.add_argument("--no-install-salt", action="store_true")
-    p.add_argument("--salttwist-venv", default=run.DEFAULT_SALTTWIST_VENV)
+    run.addSystemArguments(p)
     p.add_argument("--systems", default="salt,salttwist")
     p.add_argument(
         "--phases",
@@ -1164,16 +1161,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--job-timeout", type=float, default=300.0, help="cp jobs' timeout")
     p.add_argument("--pillar-job-timeout", type=float, default=60.0)
     p.add_argument("--round-seconds", type=float, default=120.0, help="give up a pillar round")
-    p.add_argument("--ready-timeout", type=float, default=600.0)
-    p.add_argument("--quiet-cores", type=float, default=0.2)
-    p.add_argument("--quiet-per-minion", type=float, default=0.01)
-    p.add_argument("--quiet-window", type=float, default=5.0)
-    p.add_argument("--quiet-timeout", type=float, default=120.0)
-    p.add_argument("--no-bytecode-cache", action="store_true")
-    p.add_argument("--date", default=datetime.date.today().isoformat())
-    p.add_argument("--output", default=None)
-    p.add_argument("--no-save", action="store_true")
-    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    run.addRunArguments(p)
     return p
 
 

@@ -1793,6 +1793,35 @@ def resultsHead(options: argparse.Namespace, systems: dict[str, System]) -> dict
     }
 
 
+def addSystemArguments(p: argparse.ArgumentParser) -> None:
+    """
+    Add the options every side-by-side script shares: where the two systems
+    are (C{--salt-venv}, C{--no-install-salt}, C{--salttwist-venv}).
+    """
+    p.add_argument("--salt-venv", default=DEFAULT_SALT_VENV)
+    p.add_argument("--no-install-salt", action="store_true")
+    p.add_argument("--salttwist-venv", default=DEFAULT_SALTTWIST_VENV)
+
+
+def addRunArguments(p: argparse.ArgumentParser) -> None:
+    """
+    Add the options every side-by-side script shares at the end of its
+    command line: start-up and quiet waits (C{--ready-timeout},
+    C{--quiet-*}), C{--no-bytecode-cache}, and the results file
+    (C{--date}, C{--output}, C{--no-save}, C{--keep}).
+    """
+    p.add_argument("--ready-timeout", type=float, default=600.0)
+    p.add_argument("--quiet-cores", type=float, default=0.2)
+    p.add_argument("--quiet-per-minion", type=float, default=0.01)
+    p.add_argument("--quiet-window", type=float, default=5.0)
+    p.add_argument("--quiet-timeout", type=float, default=120.0)
+    p.add_argument("--no-bytecode-cache", action="store_true")
+    p.add_argument("--date", default=datetime.date.today().isoformat())
+    p.add_argument("--output", default=None)
+    p.add_argument("--no-save", action="store_true")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+
+
 def parser() -> argparse.ArgumentParser:
     """
     The command line.

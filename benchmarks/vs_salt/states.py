@@ -551,9 +551,7 @@ def parser() -> argparse.ArgumentParser:
     The command line.
     """
     p = argparse.ArgumentParser(description="The state system beside Salt's (see README.md).")
-    p.add_argument("--salt-venv", default=run.DEFAULT_SALT_VENV)
-    p.add_argument("--no-install-salt", action="store_true")
-    p.add_argument("--salttwist-venv", default=run.DEFAULT_SALTTWIST_VENV)
+    run.addSystemArguments(p)
     p.add_argument("--systems", default="salt,salttwist")
     p.add_argument("--phases", default=",".join(PHASES), help=f"default {','.join(PHASES)}")
     p.add_argument("--files", type=int, default=500, help="file.managed states")
@@ -562,16 +560,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--extra-files", type=int, default=10000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--job-timeout", type=float, default=600.0)
-    p.add_argument("--ready-timeout", type=float, default=600.0)
-    p.add_argument("--quiet-cores", type=float, default=0.2)
-    p.add_argument("--quiet-per-minion", type=float, default=0.01)
-    p.add_argument("--quiet-window", type=float, default=5.0)
-    p.add_argument("--quiet-timeout", type=float, default=120.0)
-    p.add_argument("--no-bytecode-cache", action="store_true")
-    p.add_argument("--date", default=datetime.date.today().isoformat())
-    p.add_argument("--output", default=None)
-    p.add_argument("--no-save", action="store_true")
-    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    run.addRunArguments(p)
     return p
 
 
