@@ -52,6 +52,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import psycopg  # noqa: E402
 import psycopg.conninfo  # noqa: E402
 
+from benchmarks.masterproc import runMaster  # noqa: E402
 from benchmarks.swarmlib import (  # noqa: E402
     DEFAULT_KEYS_DIR,
     minionIdFor,
@@ -61,7 +62,6 @@ from benchmarks.swarmlib import (  # noqa: E402
 )
 from salttwist import crypt  # noqa: E402
 from salttwist.config import loadMasterConfig  # noqa: E402
-from salttwist.master.service import PORTS_FILE  # noqa: E402
 from salttwist.pki.keystore import ACCEPTED  # noqa: E402
 from salttwist.pki.keystore_pg import PostgresKeyStore  # noqa: E402
 
@@ -237,24 +237,7 @@ def startMaster(
     crypt.writePrivateFile(
         os.path.join(config["pki_dir"], "cluster", "cluster.key"), clusterKey.encode()
     )
-    log = open(os.path.join(directory, "output.log"), "wb")  # noqa: SIM115
-    process = subprocess.Popen(
-        [os.path.join(BIN, "salttwist-master"), "-c", directory], stdout=log, stderr=log
-    )
-    path = os.path.join(config["sock_dir"], PORTS_FILE)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with open(path) as f:
-                ports = json.load(f)
-            if ports.get("pid") == process.pid:
-                return process, int(ports["ret_port"])
-        except (OSError, ValueError):
-            pass
-        if process.poll() is not None:
-            raise SystemExit(f"master {directory} exited; see {log.name}")
-        time.sleep(0.05)
-    raise SystemExit(f"master {directory} did not write {path}")
+    return runMaster(directory, config["sock_dir"], 120)
 
 
 # -- phases --------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.masterproc import runMaster  # noqa: E402
 from benchmarks.swarmlib import (  # noqa: E402
     DEFAULT_KEYS_DIR,
     SharedVerification,
@@ -39,9 +39,6 @@ from benchmarks.swarmlib import (  # noqa: E402
 )
 from salttwist import crypt  # noqa: E402
 from salttwist.config import loadMasterConfig  # noqa: E402
-from salttwist.master.service import PORTS_FILE  # noqa: E402
-
-BIN = os.path.dirname(os.path.abspath(sys.executable))
 
 
 def _startMaster(directory: str, privatePem: bytes, publicPem: bytes) -> tuple[Any, int]:
@@ -68,24 +65,7 @@ def _startMaster(directory: str, privatePem: bytes, publicPem: bytes) -> tuple[A
     crypt.writePrivateFile(os.path.join(config["pki_dir"], "master.pem"), privatePem)
     with open(os.path.join(config["pki_dir"], "master.pub"), "wb") as f:
         f.write(publicPem)
-    log = open(os.path.join(directory, "output.log"), "wb")  # noqa: SIM115
-    process = subprocess.Popen(
-        [os.path.join(BIN, "salttwist-master"), "-c", directory], stdout=log, stderr=log
-    )
-    path = os.path.join(config["sock_dir"], PORTS_FILE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with open(path) as f:
-                ports = json.load(f)
-            if ports.get("pid") == process.pid:
-                return process, int(ports["ret_port"])
-        except (OSError, ValueError):
-            pass
-        if process.poll() is not None:
-            raise SystemExit(f"master {directory} exited; see {log.name}")
-        time.sleep(0.05)
-    raise SystemExit(f"master {directory} did not write {path}")
+    return runMaster(directory, config["sock_dir"], 60)
 
 
 def _cpuSeconds(pid: int) -> float:
