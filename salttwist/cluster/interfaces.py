@@ -122,3 +122,18 @@ def tooLarge(size: int, maxPayload: int) -> str | None:
         f"the message takes {size} bytes, more than the broker allows ({maxPayload}; "
         "raise max_payload in the NATS server's configuration)"
     )
+
+
+def checkPublishable(kind: str, payload: bytes, maxPayload: int) -> None:
+    """
+    Check a message before L{IClusterBus.publish} takes it.
+
+    @raise ValueError: C{kind} is not one of L{KINDS}.
+    @raise ClusterUnavailable: C{payload} is larger than C{maxPayload}
+        (L{tooLarge} says why).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown message kind {kind!r}")
+    problem = tooLarge(len(payload), maxPayload)
+    if problem is not None:
+        raise ClusterUnavailable(problem)

@@ -22,9 +22,8 @@ from salttwist.cluster.interfaces import (
     DURABLE_KINDS,
     HEADER_ROOM,
     KINDS,
-    ClusterUnavailable,
     IClusterBus,
-    tooLarge,
+    checkPublishable,
 )
 from salttwist.cluster.outbox import Outbox
 
@@ -140,11 +139,7 @@ class MemoryClusterBus:
         """
         See L{IClusterBus.publish}.
         """
-        if kind not in KINDS:
-            raise ValueError(f"unknown message kind {kind!r}")
-        problem = tooLarge(len(payload), self.maxPayload)
-        if problem is not None:
-            raise ClusterUnavailable(problem)
+        checkPublishable(kind, payload, self.maxPayload)
         if kind not in DURABLE_KINDS:
             if self.connected:
                 self._broker._volatile(kind, payload)

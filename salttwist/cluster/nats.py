@@ -44,6 +44,7 @@ from salttwist.cluster.interfaces import (
     KINDS,
     ClusterUnavailable,
     IClusterBus,
+    checkPublishable,
     tooLarge,
 )
 from salttwist.cluster.natsprotocol import NatsError, NatsProtocol
@@ -349,11 +350,7 @@ class NatsClusterBus:
         """
         See L{IClusterBus.publish}.
         """
-        if kind not in KINDS:
-            raise ValueError(f"unknown message kind {kind!r}")
-        problem = tooLarge(len(payload), self.maxPayload)
-        if problem is not None:
-            raise ClusterUnavailable(problem)
+        checkPublishable(kind, payload, self.maxPayload)
         if kind not in DURABLE_KINDS:
             proto = self._proto
             if proto is not None:
