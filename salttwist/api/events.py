@@ -54,6 +54,7 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
 from salttwist.eauth.engine import AclRefused, Permissions, SpecialRule
+from salttwist.events import jsonPlain
 
 __all__ = ["EventFilter", "EventHub", "EventsResource", "eventsResource", "formatEvent"]
 
@@ -80,19 +81,6 @@ _JOB_TAG = re.compile(r"\Asalt/job/(?P<jid>[^/]+)/(?P<kind>new|ret|prog)(?:/(?P<
 _RUN_TAG = re.compile(r"\Asalt/(?P<kind>run|wheel)/(?P<jid>[^/]+)/(?P<what>[^/]+)")
 
 
-def _plain(value: Any) -> Any:
-    """
-    Event data as JSON can carry it: bytes (values or keys) become text.
-    """
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, dict):
-        return {_plain(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
-
-
 def formatEvent(tag: str, data: dict[str, Any]) -> bytes:
     """
     One event as C{rest_cherrypy} streams it: a C{tag:} line, a C{data:}
@@ -100,7 +88,7 @@ def formatEvent(tag: str, data: dict[str, Any]) -> bytes:
     Line breaks in the tag are escaped (they would end the field).
     """
     safeTag = tag.replace("\r", "\\r").replace("\n", "\\n")
-    body = json.dumps({"tag": tag, "data": _plain(data)}, default=str)
+    body = json.dumps({"tag": tag, "data": jsonPlain(data)}, default=str)
     return f"tag: {safeTag}\ndata: {body}\n\n".encode()
 
 

@@ -33,6 +33,7 @@ from typing import Any
 from salttwist.cli import addCommonArguments
 from salttwist.cli.reactor import runWithReactor
 from salttwist.config import ConfigError, loadMasterConfig, loadMinionConfig
+from salttwist.events import jsonPlain
 
 EX_OK, EX_UNAVAILABLE = 0, 2
 #: Characters that make a C{--tag} a glob rather than a prefix.
@@ -48,19 +49,6 @@ def writeOut(text: str) -> None:
     sys.stdout.flush()
 
 
-def _plain(value: Any) -> Any:
-    """
-    Event data as JSON can print it: bytes, as values or keys, become text.
-    """
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, dict):
-        return {_plain(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
-
-
 def formatEvent(tag: str, data: dict[str, Any], pretty: bool) -> str:
     """
     One event as Salt's C{state.event} prints it: the tag, a tab and the
@@ -68,7 +56,7 @@ def formatEvent(tag: str, data: dict[str, Any], pretty: bool) -> str:
     C{pretty}.
     """
     text = json.dumps(
-        _plain(data), sort_keys=bool(pretty), indent=4 if pretty else None, default=str
+        jsonPlain(data), sort_keys=bool(pretty), indent=4 if pretty else None, default=str
     )
     return f"{tag}\t{text}\n"
 

@@ -5,6 +5,7 @@ The event bus: tagged events published and subscribed over UNIX sockets.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 #: The master's socket for subscribers, in its C{sock_dir}.
 EVENT_PUB_SOCKET = "master_event_pub.ipc"
@@ -29,3 +30,17 @@ def minionEventSockets(sockDir: str, minionId: str) -> tuple[str, str]:
         os.path.join(sockDir, f"minion_event_{idHash}_pub.ipc"),
         os.path.join(sockDir, f"minion_event_{idHash}_pull.ipc"),
     )
+
+
+def jsonPlain(value: Any) -> Any:
+    """
+    Event data as JSON can carry it: bytes, as values or keys, become text
+    (undecodable bytes replaced); lists, tuples and maps are copied.
+    """
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, dict):
+        return {jsonPlain(key): jsonPlain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonPlain(item) for item in value]
+    return value
