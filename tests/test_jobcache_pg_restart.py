@@ -105,11 +105,15 @@ class PrivateServer:
         """
         await deferToThread(self._start)
 
-    async def stop(self) -> None:
+    async def stop(self, mode: str = "fast") -> None:
         """
-        Stop the server (fast: its connections are ended).
+        Stop the server.
+
+        @param mode: C{pg_ctl stop}'s mode: C{fast} (its connections are
+            ended, then it shuts down cleanly) or C{immediate} (it quits at
+            once, as in a crash: the next start recovers from the WAL).
         """
-        await deferToThread(self._stop)
+        await deferToThread(self._stop, mode)
 
     def options(self) -> dict[str, Any]:
         """
