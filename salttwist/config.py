@@ -687,9 +687,22 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     # sign the broker's certificate (null: the system's); as the
     # keys.postgres.sslrootcert file, not prefixed with root_dir.
     "cluster_broker_ca": _Option(None, _checkNonEmptyString),
+    # With a tls:// cluster_broker that asks for client certificates: this
+    # master's certificate (PEM, its chain after it) and its key (PEM,
+    # unencrypted, mode 0600).
+    "cluster_broker_cert": _Option(None, _checkNonEmptyString),
+    "cluster_broker_key": _Option(None, _checkNonEmptyString),
+    # NATS's decentralised logins (one of them, mode 0600): a file holding
+    # an NKEY user seed (SU...), or a .creds file (a user JWT and its seed).
+    "cluster_broker_nkey": _Option(None, _checkNonEmptyString),
+    "cluster_broker_creds": _Option(None, _checkNonEmptyString),
     # The directory of the key every master of the cluster shares
     # (cluster.key); pki_dir/cluster when null.
     "cluster_pki_dir": _Option(None, _checkPath),
+    # Seconds the keys in cluster_pki_dir/cluster.previous_keys are still
+    # accepted (to open messages) after this master first reads them: the
+    # cluster key's rotation (docs/cluster.md).
+    "cluster_previous_keys_grace": _Option(86400, _checkPositiveNumber),
     "cluster_buffer_messages": _Option(10000, _integer(1)),
     "cluster_buffer_bytes": _Option(67108864, _integer(65536)),
     "cluster_unreachable_limit": _Option(10, _checkPositiveNumber),
