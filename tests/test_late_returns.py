@@ -9,16 +9,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock
+from twisted.internet.testing import EventLoggingObserver
+from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
-from salttwist import crypt
+from salttwist import crypt, wire
 from salttwist.blocking import runSynchronously
 from salttwist.config import loadMasterConfig
 from salttwist.events.bus import LocalEventBus
 from salttwist.master.core import Master
+from salttwist.master.jobcache_pgsql import JobCacheUnavailable
 from salttwist.master.keys import MasterKeys
+from salttwist.master.returns import NOT_STORED_LOG_INTERVAL
 from salttwist.pki.keystore import InMemoryKeyStore
 
 MASTER_KEY = crypt.generatePrivateKey()
@@ -33,16 +37,27 @@ class _Cache:
     def __init__(self, returned: dict[str, Any]) -> None:
         self.returned = returned
         self.stored: list[tuple[str, str]] = []
+        #: The operations that fail as with the database server away.
+        self.down: set[str] = set()
+
+    def _away(self) -> Deferred[Any]:
+        return fail(JobCacheUnavailable("cannot connect to the PostgreSQL job cache db:5432/salt"))
 
     def getJob(self, jid: str) -> Deferred[dict[str, Any] | None]:
+        if "getJob" in self.down:
+            return self._away()
         if jid != JID:
             return succeed(None)
         return succeed({"jid": JID, "fun": "test.ping", "minions": ["web1", "web2"]})
 
     def getReturns(self, jid: str) -> Deferred[dict[str, Any]]:
+        if "getReturns" in self.down:
+            return self._away()
         return succeed(dict(self.returned))
 
     def storeReturn(self, jid: str, minionId: str, ret: dict[str, Any]) -> Deferred[None]:
+        if "storeReturn" in self.down:
+            return self._away()
         self.stored.append((jid, minionId))
         return succeed(None)
 
@@ -67,13 +82,14 @@ class LateReturnTests(SynchronousTestCase):
         bus = LocalEventBus()
         bus.subscribe(["salt/job/"], lambda tag, data: self.events.append(tag))
         self.cache = _Cache(returned)
+        self.clock = Clock()
         return Master(
             config,
             MasterKeys(MASTER_KEY, crypt.publicKeyToPem(MASTER_KEY.public_key()), b"k" * 32),
             InMemoryKeyStore(),
             bus,
             runSynchronously,
-            Clock(),
+            self.clock,
             jobCache=self.cache,  # type: ignore[arg-type]
         )
 
@@ -113,3 +129,61 @@ class LateReturnTests(SynchronousTestCase):
         self.failureResultOf(self.ret(master, "db1"), ValueError)
         self.failureResultOf(self.ret(master, "web1", "2" * 20), ValueError)
         self.assertEqual(self.events, [])
+
+    def assertNotStored(self, answer: Deferred[Any]) -> None:
+        """
+        C{answer} is the refusal that makes the minion keep the return and
+        send it again (L{wire.RETURN_NOT_STORED}), naming no database.
+        """
+        message = str(self.failureResultOf(answer, ValueError).value)
+        self.assertTrue(message.startswith(wire.RETURN_NOT_STORED), message)
+        self.assertNotIn("db:5432", message)
+
+    def test_lookupFailsNotStored(self) -> None:
+        """
+        A job cache that cannot look the job up (its server is away), or
+        its returns, refuses the return with C{return not stored}, which
+        the minion keeps and sends again, rather than with an error it
+        would drop the return for; nothing is fired. Sent again once the
+        cache answers, the return is taken and stored.
+        """
+        master = self.makeMaster({})
+        for operation in ("getJob", "getReturns"):
+            self.cache.down = {operation}
+            self.assertNotStored(self.ret(master, "web1"))
+        self.assertEqual(self.events, [])
+        self.cache.down = set()
+        self.assertEqual(self.successResultOf(self.ret(master, "web1")), {"ret": True})
+        self.assertEqual(self.cache.stored, [(JID, "web1")])
+
+    def test_lateWriteFailsNotStored(self) -> None:
+        """
+        A return for a job found in the cache whose write fails is refused
+        with C{return not stored}, and not counted: sent again, it is taken
+        (not refused as a duplicate) and stored.
+        """
+        master = self.makeMaster({})
+        self.cache.down = {"storeReturn"}
+        self.assertNotStored(self.ret(master, "web1"))
+        self.cache.down = set()
+        self.assertEqual(self.successResultOf(self.ret(master, "web1")), {"ret": True})
+        self.assertEqual(self.cache.stored, [(JID, "web1")])
+
+    def test_notStoredLoggedTogether(self) -> None:
+        """
+        Returns answered C{return not stored} are logged one line per
+        L{NOT_STORED_LOG_INTERVAL} at most, counting those since the last
+        line and naming the job cache's error, without a traceback for the
+        job cache's own error.
+        """
+        logged = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        master = self.makeMaster({})
+        self.cache.down = {"getJob"}
+        for _ in range(3):
+            self.assertNotStored(self.ret(master, "web1"))
+        self.clock.advance(NOT_STORED_LOG_INTERVAL)
+        self.assertNotStored(self.ret(master, "web2"))
+        lines = [e for e in logged if "return not stored" in e.get("log_format", "")]
+        self.assertEqual([e["count"] for e in lines], [1, 3])
+        self.assertIn("db:5432/salt", lines[0]["error"])
+        self.assertEqual([e for e in lines if "log_failure" in e], [])

@@ -12,10 +12,11 @@ L{Deferred}.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from salttwist import serial, wire
@@ -23,6 +24,7 @@ from salttwist.interfaces import IEventBus, IJobCache
 from salttwist.jid import isJid
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.interfaces import IJobPublisher, IMinionRequests, IMinionSession
+from salttwist.master.jobcache import JobCacheError
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.publishing import FUNCTION_NAME
 from salttwist.master.ratelimit import EventRateLimiter
@@ -30,6 +32,11 @@ from salttwist.master.ratelimit import EventRateLimiter
 #: The jid a minion puts in a return the master did not publish
 #: (C{salttwist-call}); the master gives it a real jid (Salt's C{req}).
 REQ_JID = "req"
+#: Seconds between two log lines about returns answered "return not
+#: stored" (each line counts those since the last one): while the job
+#: cache's server is away every return is, and a line (or a traceback) for
+#: each would flood the log.
+NOT_STORED_LOG_INTERVAL = 10.0
 #: The longest tag a minion may fire (as the event pull socket's limit).
 MAX_EVENT_TAG = 512
 #: The most bytes a minion event's data may take, serialised (Salt's
@@ -125,6 +132,7 @@ class MinionRequests:
         @param publisher: records the jobs of C{salttwist-call}'s returns.
         """
         self.bus = bus
+        self.clock = clock
         self.jobs = jobs
         self.grainsCache = grainsCache
         self._publisher = publisher
@@ -138,6 +146,10 @@ class MinionRequests:
             config.get("minion_event_rate_burst", 1000),
             clock,
         )
+        #: Returns answered "return not stored" since the last log line
+        #: about them, and when that line was written.
+        self._notStoredCount = 0
+        self._notStoredLoggedAt = float("-inf")
 
     def minionReturn(
         self, proto: IMinionSession, load: dict[str, Any]
@@ -181,18 +193,28 @@ class MinionRequests:
             raise ValueError(f"return refused: {problem}")
 
     async def _lateReturn(self, minionId: str, jid: str, load: dict[str, Any]) -> dict[str, Any]:
+        """
+        A return for a job this master process does not know: look the job
+        and its returns up in the job cache first. A job cache that cannot
+        answer (its server is away) refuses the return with
+        L{wire.RETURN_NOT_STORED}, as a failed write does: the minion keeps
+        it and sends it again (any other refusal makes the minion drop it).
+        """
         assert self.jobCache is not None
-        job = await self.jobCache.getJob(jid)
-        if job is not None and self.jobs.get(jid) is None:
-            returned = await self.jobCache.getReturns(jid)
-            if self.jobs.get(jid) is None:
-                known = self.jobs.add(jid, job, list(job.get("minions") or []))
-                known.returned.update(returned)
+        try:
+            job = await self.jobCache.getJob(jid)
+            if job is not None and self.jobs.get(jid) is None:
+                returned = await self.jobCache.getReturns(jid)
+                if self.jobs.get(jid) is None:
+                    known = self.jobs.add(jid, job, list(job.get("minions") or []))
+                    known.returned.update(returned)
+        except Exception:
+            self._notStored(Failure(), jid, minionId)
         self._checkReturn(jid, minionId)
-        stored = self._acceptReturn(minionId, jid, load)
-        if stored is not None:
-            await stored
-        return {"ret": True}
+        answer = self._acknowledge(self._acceptReturn(minionId, jid, load), jid, minionId)
+        if isinstance(answer, Deferred):
+            return await answer
+        return answer
 
     def _reqReturn(
         self, minionId: str, load: dict[str, Any]
@@ -328,18 +350,41 @@ class MinionRequests:
         if stored is None:
             return {"ret": True}
 
-        def notStored(failure: Any) -> dict[str, Any]:
-            self._cacheWriteFailed(failure)
+        def notStored(failure: Failure) -> dict[str, Any]:
             job = self.jobs.get(jid)
             if job is not None:
                 # The minion sends it again: not a duplicate then.
                 job.returned.discard(minionId)
-            raise ValueError(
-                f"{wire.RETURN_NOT_STORED}: the master's job cache could not store the "
-                f"return of {minionId} for job {jid}; send it again later"
-            )
+            self._notStored(failure, jid, minionId)
 
         return stored.addCallbacks(lambda _: {"ret": True}, notStored)
+
+    def _notStored(self, failure: Failure, jid: str, minionId: str) -> NoReturn:
+        """
+        Refuse a return the job cache could not take (C{failure}) with
+        L{wire.RETURN_NOT_STORED}, which tells the minion to keep it and
+        send it again later. The message does not name the database (the
+        master's log does: a line every L{NOT_STORED_LOG_INTERVAL} seconds
+        at most, counting the returns refused meanwhile; with a traceback
+        for a failure other than the job cache's own L{JobCacheError}).
+        """
+        self._notStoredCount += 1
+        now = self.clock.seconds()
+        if now >= self._notStoredLoggedAt + NOT_STORED_LOG_INTERVAL:
+            count, self._notStoredCount = self._notStoredCount, 0
+            self._notStoredLoggedAt = now
+            message = (
+                "{count} returns answered 'return not stored' (the minions send them "
+                "again) since the last such line: the job cache failed: {error}"
+            )
+            if failure.check(JobCacheError):
+                self.log.error(message, count=count, error=failure.getErrorMessage())
+            else:
+                self.log.failure(message, failure, count=count, error=failure.getErrorMessage())
+        raise ValueError(
+            f"{wire.RETURN_NOT_STORED}: the master's job cache could not store the "
+            f"return of {minionId} for job {jid}; send it again later"
+        ) from failure.value
 
     def minionGrains(self, proto: IMinionSession, load: dict[str, Any]) -> Deferred[dict[str, Any]]:
         """
@@ -349,6 +394,3 @@ class MinionRequests:
         assert proto.minionId is not None
         d = self.grainsCache.update(proto.minionId, load.get("grains"))  # type: ignore[arg-type]
         return d.addCallback(lambda _: {"ret": True})
-
-    def _cacheWriteFailed(self, failure: Any) -> None:
-        self.log.failure("job cache write failed", failure)
