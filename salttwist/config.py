@@ -772,6 +772,9 @@ _MASTER_OPTIONS: dict[str, _Option] = {
     "reactor": _Option([], _checkReactor),
     "reactor_worker_threads": _Option(10, _integer(1)),
     "reactor_worker_hwm": _Option(10000, _integer(1)),
+    # In a cluster: also react to the events other masters forwarded (each
+    # reacts once by default, on the master where its event happened).
+    "reactor_cluster_events": _Option(False, _checkBool),
     "auth_rate_limit": _Option(10, _checkNumber),
     "preauth_timeout": _Option(60, _checkPositiveNumber),
     "max_auth_in_flight": _Option(10000, _integer(1)),
