@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONNECTION_DEFAULTS",
+    "GET_JOB",
+    "GET_RETURNS",
     "MIGRATIONS",
     "PARTITIONS_AHEAD",
     "RECONNECT_INITIAL",
@@ -33,6 +35,7 @@ __all__ = [
     "JobCacheUnavailable",
     "PostgresJobCacheDatabase",
     "describeServer",
+    "listJobsQuery",
     "migrate",
 ]
 
@@ -120,6 +123,16 @@ _INSERT_RETURNS = """
 """
 
 _JOB_COLUMNS = 'jid, fun, arg, tgt, tgt_type, "user", minions, start_time'
+
+GET_JOB = f"SELECT {_JOB_COLUMNS} FROM salttwist_jobs WHERE jid = %s"
+"""
+The SQL of L{PostgresJobCacheDatabase.getJob}.
+"""
+
+GET_RETURNS = 'SELECT id, "return", retcode, success, time FROM salttwist_returns WHERE jid = %s'
+"""
+The SQL of L{PostgresJobCacheDatabase.getReturns}.
+"""
 
 
 class JobCacheUnavailable(JobCacheError):
@@ -478,23 +491,14 @@ class PostgresJobCacheDatabase:
         """
         Read one job.
         """
-        row = self._withConnection(
-            lambda c: c.execute(
-                f"SELECT {_JOB_COLUMNS} FROM salttwist_jobs WHERE jid = %s", (jid,)
-            ).fetchone()
-        )
+        row = self._withConnection(lambda c: c.execute(GET_JOB, (jid,)).fetchone())
         return None if row is None else _jobFromRow(row)
 
     def getReturns(self, jid: str) -> dict[str, dict[str, Any]]:
         """
         Read the returns of one job.
         """
-        rows = self._withConnection(
-            lambda c: c.execute(
-                'SELECT id, "return", retcode, success, time FROM salttwist_returns WHERE jid = %s',
-                (jid,),
-            ).fetchall()
-        )
+        rows = self._withConnection(lambda c: c.execute(GET_RETURNS, (jid,)).fetchall())
         return {
             minionId: {
                 "return": serial.loads(value),
@@ -516,43 +520,7 @@ class PostgresJobCacheDatabase:
         """
         Read the jobs that match every given filter, newest first.
         """
-        # Only fixed SQL fragments are joined here; every value is a
-        # parameter.
-        clauses: list[str] = []
-        params: list[object] = []
-        checks: list[Callable[[tuple[Any, ...]], bool]] = []
-        if functions is not None:
-            likes = [_likePattern(p) for p in functions]
-            if all(not set("*?[").intersection(p) for p in functions):
-                clauses.append("fun = ANY(%s)")
-                params.append(functions)
-            elif all(like is not None for like in likes):
-                clauses.append("fun LIKE ANY(%s)")
-                params.append(likes)
-            else:
-                checks.append(lambda row, f=functions: _anyMatch([row[1]], f))
-        if targets is not None:
-            likes = [_likePattern(p) for p in targets]
-            if all(like is not None for like in likes):
-                clauses.append(
-                    "EXISTS (SELECT 1 FROM unnest(tgt_match) AS t(v) WHERE v LIKE ANY(%s))"
-                )
-                params.append(likes)
-            else:
-                checks.append(lambda row, t=targets: _anyMatch(_strings(serial.loads(row[3])), t))
-        if start is not None:
-            clauses.append("start_time >= %s")
-            params.append(start)
-        if end is not None:
-            clauses.append("start_time <= %s")
-            params.append(end)
-        query = f"SELECT {_JOB_COLUMNS} FROM salttwist_jobs"
-        if clauses:
-            query += " WHERE " + " AND ".join(clauses)
-        query += " ORDER BY start_time DESC, jid DESC"
-        if limit is not None and not checks:
-            query += " LIMIT %s"
-            params.append(limit)
+        query, params, checks = listJobsQuery(functions, targets, start, end, limit)
 
         def work(connection: psycopg.Connection[Any]) -> list[dict[str, Any]]:
             if not checks:
@@ -649,6 +617,56 @@ class PostgresJobCacheDatabase:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def listJobsQuery(
+    functions: list[str] | None,
+    targets: list[str] | None,
+    start: float | None,
+    end: float | None,
+    limit: int | None,
+) -> tuple[str, list[object], list[Callable[[tuple[Any, ...]], bool]]]:
+    """
+    The SQL of L{PostgresJobCacheDatabase.listJobs} (the benchmark explains
+    it too): the query, its parameters, and the checks left to Python (globs
+    with C{[...]}), which the rows it yields, newest first, must pass.
+    """
+    # Only fixed SQL fragments are joined here; every value is a
+    # parameter.
+    clauses: list[str] = []
+    params: list[object] = []
+    checks: list[Callable[[tuple[Any, ...]], bool]] = []
+    if functions is not None:
+        likes = [_likePattern(p) for p in functions]
+        if all(not set("*?[").intersection(p) for p in functions):
+            clauses.append("fun = ANY(%s)")
+            params.append(functions)
+        elif all(like is not None for like in likes):
+            clauses.append("fun LIKE ANY(%s)")
+            params.append(likes)
+        else:
+            checks.append(lambda row, f=functions: _anyMatch([row[1]], f))
+    if targets is not None:
+        likes = [_likePattern(p) for p in targets]
+        if all(like is not None for like in likes):
+            clauses.append("EXISTS (SELECT 1 FROM unnest(tgt_match) AS t(v) WHERE v LIKE ANY(%s))")
+            params.append(likes)
+        else:
+            checks.append(lambda row, t=targets: _anyMatch(_strings(serial.loads(row[3])), t))
+    if start is not None:
+        clauses.append("start_time >= %s")
+        params.append(start)
+    if end is not None:
+        clauses.append("start_time <= %s")
+        params.append(end)
+    query = f"SELECT {_JOB_COLUMNS} FROM salttwist_jobs"
+    if clauses:
+        query += " WHERE " + " AND ".join(clauses)
+    query += " ORDER BY start_time DESC, jid DESC"
+    if limit is not None and not checks:
+        query += " LIMIT %s"
+        params.append(limit)
+    return query, params, checks
 
 
 def _anyMatch(values: list[Any], patterns: list[str]) -> bool:
