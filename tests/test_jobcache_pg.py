@@ -397,6 +397,36 @@ class PostgresJobCacheTests(TestCase):
         await cache.storeJob(jid(1), load(), ["a"])
         self.assertEqual((await cache.getJob(jid(1)))["jid"], jid(1))
 
+    async def test_logsUnavailableAndReconnected(self) -> None:
+        """
+        The cache logs once that its server is unavailable (saying that jobs
+        are refused and returns not stored, and the back-off), however many
+        operations fail, and once that it reconnected, with how many
+        operations failed meanwhile.
+        """
+        good = dict(self.options)
+        times = [0.0]
+        database = PostgresJobCacheDatabase({**good, "port": 1}, monotonic=lambda: times[0])
+        logged = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        cache = PostgresJobCache(good, reactor, clock=self.clock, database=database)
+        self.addCleanup(cache.close)
+        with self.assertRaises(JobCacheUnavailable):
+            await cache.whenOpen()
+        with self.assertRaises(JobCacheUnavailable):
+            await cache.storeJob(jid(1), load(), ["a"])
+        self.flushLoggedErrors(JobCacheUnavailable)
+        self.clock.advance(7)
+        database.options = good
+        times[0] = 1.0
+        await cache.storeJob(jid(1), load(), ["a"])
+        await cache.getJob(jid(1))
+        unavailable = [e for e in logged if "is unavailable" in e.get("log_format", "")]
+        self.assertEqual(len(unavailable), 1)
+        self.assertIn("refused", unavailable[0]["log_format"])
+        self.assertEqual((unavailable[0]["initial"], unavailable[0]["maximum"]), (0.5, 30.0))
+        reconnected = [e for e in logged if "reconnected" in e.get("log_format", "")]
+        self.assertEqual([(e["seconds"], e["failed"]) for e in reconnected], [(7, 2)])
+
     def test_nulInFunRefused(self) -> None:
         """
         A C{fun} holding NUL, which PostgreSQL text cannot hold, fails its

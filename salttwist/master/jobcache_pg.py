@@ -72,6 +72,8 @@ from salttwist import pgsql
 from salttwist.master.jobcache import PRUNE_INTERVAL, BatchingJobCache, _DatabaseThreadPool
 from salttwist.master.jobcache_pgsql import (
     MIGRATIONS,
+    RECONNECT_INITIAL,
+    RECONNECT_MAX,
     JobCacheUnavailable,
     PostgresJobCacheDatabase,
     describeServer,
@@ -143,6 +145,10 @@ class PostgresJobCache(BatchingJobCache):
         """
         self.database = database or PostgresJobCacheDatabase(options)
         self.server = describeServer(options)
+        #: When (C{clock.seconds()}) the server became unavailable, while it
+        #: is, and how many operations failed since.
+        self._unavailableSince: float | None = None
+        self._failedMeanwhile = 0
         super().__init__(
             None,  # type: ignore[arg-type]
             reactor,
@@ -181,9 +187,40 @@ class PostgresJobCache(BatchingJobCache):
         """
         Run the operation on the database thread.
         """
-        return deferToThreadPool(
-            self._reactor, self._pool, getattr(self.database, operation), *args
-        )
+        d = deferToThreadPool(self._reactor, self._pool, getattr(self.database, operation), *args)
+        return d.addBoth(self._watchServer)
+
+    def _watchServer(self, result: object) -> object:
+        """
+        Log when the server becomes unavailable (once, with what that means
+        for jobs and returns) and when it answers again (with how long it
+        was away and how many operations failed meanwhile); C{result}, an
+        operation's, is passed on.
+        """
+        if isinstance(result, Failure) and result.check(JobCacheUnavailable):
+            if self._unavailableSince is None:
+                self._unavailableSince = self._clock.seconds()
+                self._failedMeanwhile = 0
+                self.log.warn(
+                    "the PostgreSQL job cache {server} is unavailable ({error}): new jobs are "
+                    "refused and returns answered 'return not stored' until it is back; "
+                    "reconnecting with back-off ({initial} s doubling to {maximum} s)",
+                    server=self.server,
+                    error=result.getErrorMessage(),
+                    initial=RECONNECT_INITIAL,
+                    maximum=RECONNECT_MAX,
+                )
+            self._failedMeanwhile += 1
+        elif not isinstance(result, Failure) and self._unavailableSince is not None:
+            self.log.info(
+                "reconnected to the PostgreSQL job cache {server}: unavailable for "
+                "{seconds:.1f} s, {failed} operations failed meanwhile",
+                server=self.server,
+                seconds=self._clock.seconds() - self._unavailableSince,
+                failed=self._failedMeanwhile,
+            )
+            self._unavailableSince = None
+        return result
 
     def _stopBackend(self) -> None:
         """
