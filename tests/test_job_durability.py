@@ -11,12 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.testing import EventLoggingObserver
+from twisted.logger import globalLogPublisher
 from zope.interface import implementer
 
 from salttwist import wire
 from salttwist.blocking import runSynchronously
 from salttwist.interfaces import IJobCache
 from salttwist.master.core import Master
+from salttwist.master.jobcache_pgsql import JobCacheUnavailable
 from salttwist.transport.reqclient import RequestError
 from tests.test_master_core import MasterTestCase
 
@@ -55,13 +58,14 @@ class HeldJobCache:
             self.jobs[jid] = dict(load, minions=minions)
             d.callback(None)
 
-    def refuse(self) -> None:
+    def refuse(self, error: Exception | None = None) -> None:
         """
-        Fail every job write held, as a database that is away.
+        Fail every job write held, as a database that is away (with
+        C{error}, by default a L{ConnectionError}).
         """
         pending, self.pending = self.pending, []
         for _, _, _, d in pending:
-            d.errback(ConnectionError("the database went away"))
+            d.errback(error or ConnectionError("the database went away"))
 
     def flush(self) -> Deferred[None]:
         self.flushes += 1
@@ -157,6 +161,23 @@ class DurableJobTests(MasterTestCase):
         self.assertIsNone(self.master.jobs.get(jid))
         self.assertEqual(self.eventsTagged("salt/job/"), [])
         self.flushLoggedErrors(ConnectionError)
+
+    def test_unavailableRefusedInALine(self) -> None:
+        """
+        A job refused because the job cache's server is away (the cache's
+        L{JobCacheError}) is logged in one line naming the cache's error,
+        without a traceback; the client is told the same error.
+        """
+        logged = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        d = self.publish()
+        self.cache.refuse(JobCacheUnavailable("cannot connect to the job cache db:5432/salt"))
+        self.net.flush()
+        message = str(self.failureResultOf(d, RequestError).value)
+        self.assertIn("job refused: the job cache could not store it", message)
+        self.assertIn("db:5432/salt", message)
+        [line] = [e for e in logged if "did not store it" in e.get("log_format", "")]
+        self.assertNotIn("log_failure", line)
+        self.assertIn("db:5432/salt", line["error"])
 
 
 class DurableReturnTests(MasterTestCase):

@@ -34,6 +34,7 @@ from salttwist.jid import JidGenerator
 from salttwist.master.acl import FIND_JOB, AclRefused, Decision, PublisherAcl
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.interfaces import IJobPublisher, IMinionSession, ISessions
+from salttwist.master.jobcache import JobCacheError
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import PublicationKey
 from salttwist.master.keywatch import AcceptedIds
@@ -80,6 +81,55 @@ class JobNotStored(ValueError):
     L{ValueError}: the master's request channel answers the client with its
     message.
     """
+
+
+JID_ATTEMPTS = 100
+"""
+How many jids L{reserveJid} tries for one job before it is refused: each
+one taken means another master made the same jid in the same microsecond.
+"""
+
+_log = Logger(namespace="salttwist.master.core.Master")
+
+
+def reserveJid(
+    jobCache: Any,
+    jids: JidGenerator,
+    load: dict[str, Any],
+    minions: list[str],
+    attempts: int = JID_ATTEMPTS,
+) -> Deferred[str]:
+    """
+    Store a new job's row in a job cache the masters share, under a jid no
+    other job holds: C{jobCache.reserveJob} (see
+    L{salttwist.master.jobcache_pg.PostgresJobCache.reserveJob}) stores it
+    unless the database already holds the jid for another job, made by
+    another master in the same microsecond; then the job takes C{jids}'
+    next jid (larger: its generator made the one taken) and tries again.
+    So two masters never hand out one jid for two jobs. A job another master
+    made (a replay from the broker) is stored with C{storeJob}, never here.
+
+    @param load: the job's load; its C{jid} is replaced by the one taken.
+    @return: a L{Deferred} firing with the jid once the row is committed,
+        failing with L{JobNotStored} after C{attempts} jids taken, or with
+        the job cache's error.
+    """
+
+    async def reserve() -> str:
+        for _ in range(attempts):
+            jid = load["jid"]
+            if await jobCache.reserveJob(jid, load, minions):
+                return str(jid)
+            load["jid"] = jids.next()
+            _log.warn(
+                "jid {jid} is already another job's (another master made it in the same "
+                "microsecond): this job takes {next}",
+                jid=jid,
+                next=load["jid"],
+            )
+        raise JobNotStored(f"job refused: {attempts} jids in a row were other jobs'")
+
+    return Deferred.fromCoroutine(reserve())
 
 
 @implementer(IJobPublisher)
@@ -307,15 +357,24 @@ class JobPublisher:
         # leaves the job in the cache, so the other masters (or this one
         # restarted) take its returns. The flush lets the row's batch start
         # at once instead of after the write interval.
-        stored = jobCache.storeJob(load["jid"], load, minions)
-        flush = getattr(jobCache, "flush", None)
-        if flush is not None:
-            flush()
+        if getattr(jobCache, "reserveJob", None) is not None:
+            # A job cache the masters share: the database gives a jid to
+            # one job only, as two masters may make the same jid.
+            stored = reserveJid(jobCache, self.jids, load, minions)
+        else:
+            stored = jobCache.storeJob(load["jid"], load, minions)
+            flush = getattr(jobCache, "flush", None)
+            if flush is not None:
+                flush()
 
         def notStored(failure: Any) -> Any:
-            self.log.failure(
-                "job {jid} refused: the job cache did not store it", failure, jid=load["jid"]
-            )
+            # The job cache's own error (its server is away) says it all in
+            # a line; anything else gets its traceback.
+            message = "job {jid} refused: the job cache did not store it: {error}"
+            if failure.check(JobCacheError):
+                self.log.error(message, jid=load["jid"], error=failure.getErrorMessage())
+            else:
+                self.log.failure(message, failure, jid=load["jid"], error=failure.getErrorMessage())
             raise JobNotStored(f"job refused: the job cache could not store it ({failure.value})")
 
         stored.addCallbacks(lambda _: self._publishRecorded(load, minions), notStored)
