@@ -86,20 +86,29 @@ async def waitUntil(condition: Callable[[], Any], what: str, deadline: float = D
 
 
 async def jetStreamRequest(
-    url: str, subject: str, body: dict[str, Any], caFile: str | None = None
+    url: str,
+    subject: str,
+    body: dict[str, Any],
+    caFile: str | None = None,
+    tlsOptions: Any = None,
+    **protocolArgs: Any,
 ) -> dict[str, Any]:
     """
     Make one JetStream API request on a connection of its own (with the
-    URL's credentials, and TLS for C{tls://} checked against C{caFile}).
+    URL's credentials, and TLS for C{tls://} checked against C{caFile}, or
+    C{tlsOptions}; C{protocolArgs} go to L{NatsProtocol}: an NKEY).
     """
     from salttwist.cluster.nats import brokerAddress, brokerTlsOptions
 
     address = brokerAddress(url)
-    tlsOptions = brokerTlsOptions(address, caFile)
+    if tlsOptions is None:
+        tlsOptions = brokerTlsOptions(address, caFile)
     clock = reactor()
     proto = await TCP4ClientEndpoint(clock, address.host, address.port, timeout=5).connect(
         Factory.forProtocol(
-            lambda: NatsProtocol(clock, "salttwist-test", address.credentials, tlsOptions)
+            lambda: NatsProtocol(
+                clock, "salttwist-test", address.credentials, tlsOptions, **protocolArgs
+            )
         )
     )
     try:
@@ -168,9 +177,13 @@ class PrivateNatsServer:
         scheme: str = "nats",
         userinfo: str = "",
         caFile: str | None = None,
+        loginArgs: dict[str, Any] | None = None,
     ) -> None:
         """
         @param extraArgs: more C{nats-server} arguments (TLS, credentials).
+        @param loginArgs: how the readiness check logs in, besides the
+            URL's credentials (L{jetStreamRequest}'s C{tlsOptions} and
+            L{NatsProtocol}'s arguments: a client certificate, an NKEY).
         @param scheme: of L{url}; with C{tls}, its host is C{localhost}
             (the name the test's certificate is for).
         @param userinfo: C{user:password@} or C{token@} in L{url}.
@@ -179,6 +192,7 @@ class PrivateNatsServer:
         self._jetStream = jetStream
         self._extraArgs = extraArgs
         self.caFile = caFile
+        self._loginArgs = loginArgs or {}
         binary = shutil.which("nats-server")
         if binary is None:
             unavailable("the nats-server binary is not installed")
@@ -215,7 +229,7 @@ class PrivateNatsServer:
         async def check() -> bool:
             try:
                 # Without JetStream this is answered too (no responders).
-                await jetStreamRequest(self.url, "$JS.API.INFO", {}, self.caFile)
+                await jetStreamRequest(self.url, "$JS.API.INFO", {}, self.caFile, **self._loginArgs)
             except Exception:
                 return False
             return True

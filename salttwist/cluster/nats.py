@@ -47,6 +47,7 @@ from salttwist.cluster.interfaces import (
     checkPublishable,
     tooLarge,
 )
+from salttwist.cluster.natsauth import loadNkeyAuth
 from salttwist.cluster.natsprotocol import NatsError, NatsProtocol
 from salttwist.cluster.outbox import Outbox
 
@@ -153,33 +154,111 @@ def parseBrokerUrl(url: str) -> tuple[str, int]:
     return address.host, address.port
 
 
-def brokerTlsOptions(address: BrokerAddress, caFile: str | None = None) -> Any:
+def brokerTlsOptions(
+    address: BrokerAddress,
+    caFile: str | None = None,
+    certFile: str | None = None,
+    keyFile: str | None = None,
+    runAs: str | None = None,
+) -> Any:
     """
+    Blocking (reads files): call it at start.
+
     @param caFile: a PEM file of the certificates that may sign the
         broker's (L{None}: the system's trusted authorities).
+    @param certFile: a PEM file of this master's client certificate (and
+        the intermediate certificates after it), for a broker that asks
+        for one (C{tls { verify: true }}); with C{keyFile}.
+    @param keyFile: a PEM file of the client certificate's private key,
+        unencrypted; refused if others than its owner may read it.
+    @param runAs: the C{user} option (who may own C{keyFile}).
     @return: the client TLS options for C{address}: its certificate must
         be valid for its host name, signed by C{caFile}'s or the system's
         authorities; or L{None} for a C{nats://} address.
-    @raise ValueError: C{caFile} cannot be read or holds no certificate.
+    @raise ValueError: a file cannot be read or is not what it should be,
+        or C{certFile} or C{keyFile} is given without the other, or
+        without a C{tls://} address.
+    @raise salttwist.daemon.StartupError: C{keyFile} may be read by others.
     """
+    if (certFile is None) != (keyFile is None):
+        raise ValueError("give cluster_broker_cert and cluster_broker_key together")
     if not address.tls:
+        if certFile is not None:
+            raise ValueError("cluster_broker_cert needs TLS: give cluster_broker as a tls:// URL")
         return None
     from twisted.internet import ssl
 
     trustRoot: Any = None
     if caFile is not None:
-        try:
-            with open(caFile, "rb") as f:
-                pem = f.read()
-        except OSError as e:
-            raise ValueError(f"cluster_broker_ca {caFile} cannot be read: {e.strerror}") from e
+        pem = _readFile("cluster_broker_ca", caFile)
         try:
             trustRoot = ssl.trustRootFromCertificates(
                 [ssl.Certificate.loadPEM(block) for block in _pemCertificates(pem)]
             )
         except (ValueError, ssl.SSL.Error) as e:
             raise ValueError(f"cluster_broker_ca {caFile}: not a PEM certificate file ({e})") from e
-    return ssl.optionsForClientTLS(address.host, trustRoot=trustRoot)
+    if certFile is None or keyFile is None:
+        return ssl.optionsForClientTLS(address.host, trustRoot=trustRoot)
+    clientCertificate, chain = _clientCertificate(certFile, keyFile, runAs)
+    return ssl.optionsForClientTLS(
+        address.host,
+        trustRoot=trustRoot,
+        clientCertificate=clientCertificate,
+        extraCertificateOptions={"extraCertChain": chain} if chain else None,
+    )
+
+
+def _readFile(option: str, path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ValueError(f"{option} {path} cannot be read: {e.strerror}") from e
+
+
+def _clientCertificate(certFile: str, keyFile: str, runAs: str | None) -> tuple[Any, list[Any]]:
+    """
+    @return: the client certificate with its key, and the certificates
+        that follow it in C{certFile} (its chain).
+    """
+    from cryptography.hazmat.primitives import serialization
+    from twisted.internet import ssl
+
+    from salttwist.daemon import checkPrivatePath
+
+    checkPrivatePath(keyFile, 0o077, runAs=runAs)
+    certPem = _readFile("cluster_broker_cert", certFile)
+    keyPem = _readFile("cluster_broker_key", keyFile)
+    try:
+        certificates = [ssl.Certificate.loadPEM(block) for block in _pemCertificates(certPem)]
+    except (ValueError, ssl.SSL.Error) as e:
+        raise ValueError(f"cluster_broker_cert {certFile}: not a PEM certificate file ({e})") from e
+    try:
+        key = serialization.load_pem_private_key(keyPem, password=None)
+    except TypeError:
+        raise ValueError(
+            f"cluster_broker_key {keyFile}: the key is encrypted; give it unencrypted (mode 0600)"
+        ) from None
+    except ValueError:
+        # Not the parser's message: it could quote the file.
+        raise ValueError(f"cluster_broker_key {keyFile}: not a PEM private key") from None
+    publicOfKey = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    leaf = certificates[0].original.to_cryptography()
+    publicOfCert = leaf.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    if publicOfKey != publicOfCert:
+        raise ValueError(
+            f"cluster_broker_key {keyFile} is not the key of the certificate in "
+            f"cluster_broker_cert {certFile}"
+        )
+    from OpenSSL import crypto
+
+    keyPair = ssl.KeyPair(crypto.PKey.from_cryptography_key(key))  # type: ignore[arg-type]
+    clientCertificate = ssl.PrivateCertificate.fromCertificateAndKeyPair(certificates[0], keyPair)
+    return clientCertificate, [c.original for c in certificates[1:]]
 
 
 def _loopback(host: str) -> bool:
@@ -224,7 +303,12 @@ class _NatsFactory(Factory):
     def buildProtocol(self, addr: Any) -> NatsProtocol:
         bus = self._bus
         proto = NatsProtocol(
-            bus._clock, f"salttwist-{bus.memberId}", bus._address.credentials, bus._tlsOptions
+            bus._clock,
+            f"salttwist-{bus.memberId}",
+            bus._address.credentials,
+            bus._tlsOptions,
+            bus._nkeyAuth,
+            bus._clientCertificate,
         )
         proto.onLost = self._bus._connectionLost
         self._bus._prepare(proto)
@@ -252,14 +336,43 @@ class NatsClusterBus:
         unreachableLimit: float = 10.0,
         pingInterval: float = 2.0,
         caFile: str | None = None,
+        certFile: str | None = None,
+        keyFile: str | None = None,
+        nkeyFile: str | None = None,
+        credsFile: str | None = None,
+        runAs: str | None = None,
     ) -> None:
         """
+        Blocking (reads the TLS and NKEY files): make it at start.
+
         @param url: see L{brokerAddress}.
         @param caFile: see L{brokerTlsOptions}.
-        @raise ValueError: a bad URL, CA file, cluster id or member id.
+        @param certFile: see L{brokerTlsOptions}.
+        @param keyFile: see L{brokerTlsOptions}.
+        @param nkeyFile: a file holding an NKEY user seed (C{SU...}),
+            C{cluster_broker_nkey}; see L{loadNkeyAuth}.
+        @param credsFile: a C{.creds} file (a user JWT and its seed),
+            C{cluster_broker_creds}.
+        @param runAs: the C{user} option (who may own the private files).
+        @raise ValueError: a bad URL, file, cluster id or member id.
+        @raise salttwist.daemon.StartupError: a private file (the client
+            certificate's key, the seed, the C{.creds}) may be read by
+            others than its owner.
         """
         self._address = address = brokerAddress(url)
-        self._tlsOptions = brokerTlsOptions(address, caFile)
+        self._tlsOptions = brokerTlsOptions(address, caFile, certFile, keyFile, runAs)
+        self._clientCertificate = certFile is not None
+        for path in (nkeyFile, credsFile):
+            if path:
+                from salttwist.daemon import checkPrivatePath
+
+                checkPrivatePath(path, 0o077, runAs=runAs)
+        self._nkeyAuth = loadNkeyAuth(nkeyFile, credsFile)
+        if self._nkeyAuth is not None and address.credentials:
+            raise ValueError(
+                "cluster_broker has a user, password or token, and an NKEY is given too: "
+                "give one way to log in"
+            )
         host, port = address.host, address.port
         for what, value in (("cluster id", clusterId), ("member id", memberId)):
             if not NAME.match(value):

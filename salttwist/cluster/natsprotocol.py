@@ -8,7 +8,9 @@ JetStream, whose API is requests to C{$JS.API.*} subjects.
 A protocol parses bytes and hands each message to its subscription's
 callback; it keeps no state across connections (the bus does).
 
-Credentials (user and password, or a token) go in the C{CONNECT}. TLS
+Credentials (user and password, or a token) go in the C{CONNECT}; so does
+the proof of an NKEY or JWT user (L{salttwist.cluster.natsauth}): the
+server's C{INFO} C{nonce} signed with the user's seed. TLS
 follows NATS's order: the server's C{INFO} comes in the clear, then the
 client starts TLS (C{startTLS}) and sends everything else, C{CONNECT}
 included, encrypted. A protocol given TLS options refuses a server that
@@ -27,6 +29,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+
+from salttwist.cluster.natsauth import NkeyAuth
 
 #: The longest control line accepted from the server.
 MAX_CONTROL_LINE = 4096
@@ -83,6 +87,8 @@ class NatsProtocol(Protocol):
         name: str,
         credentials: dict[str, str] | None = None,
         tlsOptions: Any = None,
+        nkeyAuth: NkeyAuth | None = None,
+        clientCertificate: bool = False,
     ) -> None:
         """
         @param credentials: C{CONNECT} fields: C{user} and C{pass}, or
@@ -90,11 +96,17 @@ class NatsProtocol(Protocol):
         @param tlsOptions: an C{IOpenSSLClientConnectionCreator} (the
             server's certificate checked against the broker's host name):
             TLS is required. L{None}: plain TCP.
+        @param nkeyAuth: the NKEY or JWT user to log in as (the server's
+            C{nonce} is signed with its seed); never logged.
+        @param clientCertificate: C{tlsOptions} present a client
+            certificate (which a server may take as the login).
         """
         self._clock = clock
         self._name = name
         self._credentials = dict(credentials or {})
         self._tlsOptions = tlsOptions
+        self._nkeyAuth = nkeyAuth
+        self._clientCertificate = clientCertificate
         #: Why the connection is being closed by this side, if it is.
         self.failReason: str | None = None
         self.ready: Deferred[NatsProtocol] = Deferred()
@@ -213,12 +225,26 @@ class NatsProtocol(Protocol):
         elif info.get("tls_required"):
             self._fail("the broker requires TLS: give cluster_broker as a tls:// URL")
             return
-        if info.get("auth_required") and not self._credentials:
+        identified = self._credentials or self._nkeyAuth or self._clientCertificate
+        if info.get("auth_required") and not identified:
             self._fail(
                 "the broker requires credentials: give them in cluster_broker "
-                "(nats://user:password@host or nats://token@host)"
+                "(nats://user:password@host or nats://token@host), or give "
+                "cluster_broker_nkey, cluster_broker_creds or cluster_broker_cert"
             )
             return
+        proof: dict[str, str] = {}
+        if self._nkeyAuth is not None:
+            nonce = info.get("nonce")
+            if not isinstance(nonce, str) or not nonce:
+                # A server sends a nonce only when it has NKEY or JWT users:
+                # it would refuse the login, or take us as another user.
+                self._fail(
+                    "the broker sent no nonce to sign: it has no NKEY or JWT users, "
+                    f"so the NKEY of {self._nkeyAuth.source} cannot log in to it"
+                )
+                return
+            proof = self._nkeyAuth.connectFields(nonce)
         connect = {
             "verbose": False,
             "pedantic": False,
@@ -231,6 +257,7 @@ class NatsProtocol(Protocol):
             "name": self._name,
             "tls_required": self._tlsOptions is not None,
             **self._credentials,
+            **proof,
         }
         self.transport.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\n")
         self.transport.write(f"SUB {self._inbox}.* {INBOX_SID}\r\n".encode())

@@ -114,6 +114,11 @@ def clusterFromConfig(config: dict[str, Any], reactor: Any, master: Any) -> Clus
         maxBytes=config.get("cluster_buffer_bytes", 64 * 1024 * 1024),
         unreachableLimit=float(config.get("cluster_unreachable_limit", 10)),
         caFile=config.get("cluster_broker_ca"),
+        certFile=config.get("cluster_broker_cert"),
+        keyFile=config.get("cluster_broker_key"),
+        nkeyFile=config.get("cluster_broker_nkey"),
+        credsFile=config.get("cluster_broker_creds"),
+        runAs=config.get("user"),
     )
     return joinCluster(config, reactor, master, SealedClusterBus(inner, key, clusterId))
 
