@@ -17,7 +17,13 @@ from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import TestCase
 
 from salttwist import serial
-from salttwist.cluster.fanout import JOB_MAX_AGE, ClusterFanout
+from salttwist.cluster.fanout import (
+    CLUSTER_ORIGIN,
+    JOB_MAX_AGE,
+    ClusterFanout,
+    fromCluster,
+    isClusterMasterEvent,
+)
 from salttwist.cluster.interfaces import EVENT, JOB, RETURN, ClusterUnavailable
 from salttwist.cluster.memory import MemoryBroker, MemoryClusterBus
 from salttwist.cluster.outbox import Outbox
@@ -29,6 +35,7 @@ from salttwist.cluster.sealed import (
     SealedClusterBus,
     loadOrCreateClusterKey,
 )
+from salttwist.events.bus import TagFilter
 from salttwist.master.jobs import JobRegistry
 from tests._clustercontract import BrokerAwayContract, ClusterBusContract, subscribeAll
 
@@ -332,14 +339,22 @@ class OutboxTests(TestCase):
 
 class _Bus:
     """
-    A master's event bus: what it fires.
+    A master's event bus: what it fires, delivered to its subscribers as
+    L{LocalEventBus} does (without C{_stamp}, so events compare equal).
     """
 
     def __init__(self) -> None:
         self.fired: list[tuple[str, dict[str, Any]]] = []
+        self._subscriptions: list[tuple[TagFilter, Any]] = []
 
     def fire(self, tag: str, data: dict[str, Any]) -> None:
         self.fired.append((tag, data))
+        for wanted, callback in list(self._subscriptions):
+            if wanted(tag):
+                callback(tag, data)
+
+    def subscribe(self, prefixes: Any, callback: Any, globs: Any = ()) -> None:
+        self._subscriptions.append((TagFilter(prefixes, globs), callback))
 
 
 class _JobCache:
@@ -472,7 +487,10 @@ class FanoutTests(TestCase):
         event = {"cmd": "_return", "id": "m1", "jid": "20261127000000000004", "return": True}
         a.fanout.returnAccepted(event)
         a.fanout.returnAccepted(event)
-        self.assertEqual(b.bus.fired, [("salt/job/20261127000000000004/ret/m1", event)])
+        self.assertEqual(
+            b.bus.fired,
+            [("salt/job/20261127000000000004/ret/m1", {**event, CLUSTER_ORIGIN: "a"})],
+        )
         self.assertEqual(b.jobCache.returns, [("20261127000000000004", "m1")])
         self.assertEqual(a.bus.fired, [])
 
@@ -489,11 +507,112 @@ class FanoutTests(TestCase):
 
     def test_eventFiredOnOtherMasters(self) -> None:
         """
-        A minion's event is fired on the other masters' buses.
+        A minion's event is fired on the other masters' buses, with the
+        master it came from under L{CLUSTER_ORIGIN}.
         """
         a, b = self.master("a"), self.master("b")
         a.fanout.eventFired("myco/deploy", {"id": "m1", "data": {"ok": 1}})
-        self.assertEqual(b.bus.fired, [("myco/deploy", {"id": "m1", "data": {"ok": 1}})])
+        self.assertEqual(
+            b.bus.fired, [("myco/deploy", {"id": "m1", "data": {"ok": 1}, CLUSTER_ORIGIN: "a"})]
+        )
+
+    def test_jobNewMarked(self) -> None:
+        """
+        The C{salt/job/<jid>/new} another master's job fires carries the
+        master it came from.
+        """
+        a, b = self.master("a"), self.master("b")
+        a.fanout.jobPublished(_load("20261127000000000011"), ["m1"])
+        [(tag, data)] = b.bus.fired
+        self.assertEqual((tag, data[CLUSTER_ORIGIN]), ("salt/job/20261127000000000011/new", "a"))
+
+    def test_masterEventsAcrossMasters(self) -> None:
+        """
+        The master events a Salt user watches, fired on one master's bus
+        (by C{salttwist-key}, an authentication, a subscription, the
+        presence timer), are fired once on every other master's bus, with
+        the same tag and data and the master they came from under
+        L{CLUSTER_ORIGIN}; they are not fired again on the first.
+        """
+        a, b, c = self.master("a"), self.master("b"), self.master("c")
+        events = [
+            ("salt/key", {"act": "delete", "id": "m1"}),
+            ("salt/auth", {"act": "accept", "id": "m1", "result": True, "pub": "PEM"}),
+            ("salt/minion/m1/start", {"id": "m1", "cmd": "_minion_event", "data": "started"}),
+            ("minion_start", {"id": "m1", "data": "started"}),
+            ("salt/presence/present", {"present": ["m1"]}),
+            ("salt/presence/change", {"new": ["m1"], "lost": []}),
+        ]
+        for tag, data in events:
+            a.bus.fire(tag, data)
+        for other in (b, c):
+            self.assertEqual(
+                other.bus.fired, [(tag, {**data, CLUSTER_ORIGIN: "a"}) for tag, data in events]
+            )
+        self.assertEqual(a.bus.fired, events)
+
+    def test_otherMasterEventsStay(self) -> None:
+        """
+        Master events that are not for the cluster (runner jobs, the
+        reactor's errors, custom tags, a minion's other events fired by the
+        master) stay on the master that fired them.
+        """
+        a, b = self.master("a"), self.master("b")
+        for tag in (
+            "salt/run/20261127000000000012/new",
+            "salt/reactor/error",
+            "salt/keys",
+            "salt/minion/m1/start/extra",
+            "salt/minion/m1/stop",
+            "myco/custom",
+        ):
+            self.assertFalse(isClusterMasterEvent(tag), tag)
+            a.bus.fire(tag, {"x": 1})
+        self.assertEqual(b.bus.fired, [])
+
+    def test_forwardedNotSentBack(self) -> None:
+        """
+        An event fired for another master (it carries L{CLUSTER_ORIGIN}) is
+        not sent on again: with three masters each sees A's C{salt/key}
+        once, and A never gets it back.
+        """
+        a, b, c = self.master("a"), self.master("b"), self.master("c")
+        a.bus.fire("salt/key", {"act": "accept", "id": "m2"})
+        self.assertEqual(len(b.bus.fired), 1)
+        self.assertEqual(len(c.bus.fired), 1)
+        self.assertEqual(len(a.bus.fired), 1)
+        self.assertTrue(fromCluster(b.bus.fired[0][1]))
+        self.assertFalse(fromCluster(a.bus.fired[0][1]))
+
+    def test_minionStartEventSentOnce(self) -> None:
+        """
+        A minion's own C{salt/minion/<id>/start} (a minion event, which the
+        returns room fires on the bus and then hands to
+        L{ClusterFanout.eventFired}) is sent to the other masters once.
+        """
+        a, b = self.master("a"), self.master("b")
+        event = {"id": "m1", "tag": "salt/minion/m1/start", "data": {}, "cmd": "_minion_event"}
+        a.bus.fire("salt/minion/m1/start", event)
+        a.fanout.eventFired("salt/minion/m1/start", event)
+        self.assertEqual(b.bus.fired, [("salt/minion/m1/start", {**event, CLUSTER_ORIGIN: "a"})])
+
+    def test_masterEventTooLarge(self) -> None:
+        """
+        A master event too large for the broker is logged and not sent;
+        the local bus goes on.
+        """
+        a, b = self.master("a"), self.master("b")
+        logged: list[dict[str, Any]] = []
+        globalLogPublisher.addObserver(logged.append)
+        self.addCleanup(globalLogPublisher.removeObserver, logged.append)
+        a.fanout.bus.maxPayload = 1000
+        a.bus.fire("salt/presence/present", {"present": [f"minion{n}" for n in range(500)]})
+        self.assertEqual(b.bus.fired, [])
+        self.assertTrue(
+            any("is not sent to the other masters" in e.get("log_format", "") for e in logged)
+        )
+        a.bus.fire("salt/key", {"act": "accept", "id": "m1"})
+        self.assertEqual([tag for tag, _ in b.bus.fired], ["salt/key"])
 
     def test_jobsRefusedWhenBrokerAway(self) -> None:
         """

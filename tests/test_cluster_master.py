@@ -17,6 +17,7 @@ from typing import Any
 from twisted.internet.task import Clock
 
 from salttwist import crypt, serial, wire
+from salttwist.cluster.fanout import CLUSTER_ORIGIN
 from salttwist.cluster.memory import MemoryBroker, MemoryClusterBus
 from salttwist.cluster.nats import NatsClusterBus
 from salttwist.cluster.sealed import ClusterKeyError, SealedClusterBus, loadOrCreateClusterKey
@@ -117,6 +118,38 @@ class TwoMastersTests(MasterTestCase):
         )
         [(tag, data)] = [(t, d) for t, d in self.eventsA if t == "myco/done"]
         self.assertEqual((data["id"], data["data"]), ("m1", {"n": 1}))
+
+    def test_startAndAuthEventsAcrossMasters(self) -> None:
+        """
+        C{m1}'s authentication and subscription on B fire C{salt/auth} and
+        C{salt/minion/m1/start} on A's bus too, marked as B's; on B they
+        are B's own (unmarked), and each was fired once on each master.
+        """
+        for tag in ("salt/auth", "salt/minion/m1/start"):
+            onA = [data for t, data in self.eventsA if t == tag]
+            onB = [data for t, data in self.eventsB if t == tag]
+            self.assertEqual([d.get(CLUSTER_ORIGIN) for d in onA], ["b"], tag)
+            self.assertEqual([d.get(CLUSTER_ORIGIN) for d in onB], [None], tag)
+            self.assertEqual(onA[0]["id"], "m1")
+
+    def test_keyEventAcrossMasters(self) -> None:
+        """
+        A C{salt/key} fired on A (C{salttwist-key -d m1} run with A's
+        config) is fired on B's bus, marked as A's. A acts on it (it
+        rotates its publication key); B does not: with a shared key store
+        the store's own notification cuts the minion off on B, and here,
+        with a key store each, B's key for C{m1} stands, so C{m1} stays
+        connected on B and B's publication key is not rotated.
+        """
+        kidA, kidB = self.masterA.publicationKey.kid, self.masterB.publicationKey.kid
+        self.masterA.keyStore.deleteKey(ACCEPTED, "m1")
+        self.masterA.bus.fire("salt/key", {"act": "delete", "id": "m1"})
+        [onB] = [data for tag, data in self.eventsB if tag == "salt/key"]
+        self.assertEqual((onB["act"], onB["id"], onB[CLUSTER_ORIGIN]), ("delete", "m1", "a"))
+        self.assertEqual(self.masterA.publicationKey.kid, kidA + 1)
+        self.assertEqual(self.masterB.publicationKey.kid, kidB)
+        self.assertIn("m1", self.masterB.subscribers)
+        self.assertEqual([tag for tag, _ in self.eventsA if tag == "salt/key"], ["salt/key"])
 
     def test_jobsRefusedWhileBrokerAway(self) -> None:
         """

@@ -19,6 +19,7 @@ from twisted.logger import LogLevel, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist import crypt
+from salttwist.cluster.fanout import CLUSTER_ORIGIN
 from salttwist.config import ConfigError, loadMasterConfig
 from salttwist.events.bus import LocalEventBus
 from salttwist.master.core import Master, runSynchronously
@@ -362,6 +363,30 @@ class MatchingTests(ReactorTestCase):
         self.assertEqual(self.reactedTo(), [])
         self.fire("salt/job/1/new", {"user": "root"})
         self.assertEqual(self.reactedTo(), ["salt/job/1/new"])
+
+    def test_otherMastersEventsIgnored(self) -> None:
+        """
+        An event another master of the cluster forwarded (it carries
+        C{_cluster_origin}: a return, a minion's event, a C{salt/key} or a
+        start that happened there) does not react here, so a reactor on
+        every master acts once per event; this master's own events react.
+        """
+        self.startReactor([{"salt/*": ["echo.sls"]}])
+        self.fire("salt/key", {"act": "pend", "id": "m1", CLUSTER_ORIGIN: "master-b"})
+        self.fire("salt/job/1/ret/m1", {"return": True, CLUSTER_ORIGIN: "master-b"})
+        self.assertEqual(self.reactedTo(), [])
+        self.fire("salt/key", {"act": "pend", "id": "m2"})
+        self.assertEqual(self.reactedTo(), ["salt/key"])
+
+    def test_clusterEventsOption(self) -> None:
+        """
+        With C{clusterEvents} (C{reactor_cluster_events: True}) the other
+        masters' events react too.
+        """
+        self.startReactor([{"salt/*": ["echo.sls"]}], clusterEvents=True)
+        self.fire("salt/key", {"act": "pend", "id": "m1", CLUSTER_ORIGIN: "master-b"})
+        self.fire("salt/key", {"act": "pend", "id": "m2"})
+        self.assertEqual(self.reactedTo(), ["salt/key", "salt/key"])
 
     def test_stopped(self) -> None:
         """
@@ -707,6 +732,7 @@ class WiringTests(SynchronousTestCase):
         self.assertIs(reactor, service.reactorService)
         self.assertIs(reactor.master, service.master)
         self.assertEqual((reactor.workers, reactor.highWaterMark), (3, 10000))
+        self.assertFalse(reactor.clusterEvents)
         service.startService()
         self.assertTrue(reactor.running)
         self.assertEqual(reactor.filesFor("salt/minion/m/start"), ["r.sls"])
@@ -714,6 +740,14 @@ class WiringTests(SynchronousTestCase):
         self.assertFalse(reactor.running)
         self.assertIsNone(self.makeService().reactorService)
         self.assertIsNone(buildReactor({"reactor": []}, service.master))
+
+    def test_clusterEventsOption(self) -> None:
+        """
+        C{reactor_cluster_events: True} makes the reactor react to the
+        other masters' events too.
+        """
+        service = self.makeService(reactor=[{"x": ["r.sls"]}], reactor_cluster_events=True)
+        self.assertTrue(service.reactorService.clusterEvents)
 
 
 class _NullJobCache:

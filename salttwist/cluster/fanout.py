@@ -14,10 +14,26 @@ send (L{ClusterFanout}), over an L{IClusterBus}.
     cache unless the job cache is shared (PostgreSQL), where the master
     that accepted it stored it once.
   - A minion's event is sent best effort and fired on the others' buses.
+  - The master events a Salt user watches (L{isClusterMasterEvent}:
+    C{salt/key}, C{salt/auth}, C{salt/minion/<id>/start}, C{minion_start},
+    C{salt/presence/...}) are taken from this master's own bus as they are
+    fired, whoever fired them (C{salttwist-key} through the pull socket,
+    an authentication, the presence timer), and sent best effort.
 
 Each message names the master it came from; a master ignores its own, and
 drops a job or return it has already handled (a durable message may come
 twice).
+
+Every event a master fires for another master carries that master's
+C{cluster_master_id} under L{CLUSTER_ORIGIN} in its data. The event's tag
+is unchanged, so listeners (C{salttwist-run state.event}, the API's
+C{/events} and its ACL) see and filter it as a local one; what acts on
+events tells the two apart: the reactor acts only on events without the
+key (unless C{reactor_cluster_events}), so a reaction runs once in the
+cluster, on the master where the event happened; the key watch ignores a
+forwarded C{salt/key} (a shared key store tells every master of the change
+itself; separate key stores do not hold the other master's keys). A local
+event that already carries the key is never sent again, so nothing loops.
 """
 
 from __future__ import annotations
@@ -48,6 +64,37 @@ _JOB_FIELDS = 512
 #: copies (a copy comes within seconds: a redelivery after a lost
 #: acknowledgement or a reconnection; the job cache drops later ones).
 SEEN_RETURNS = 20000
+#: The key added to the data of every event a master fires for another
+#: master of its cluster, with that master's C{cluster_master_id} (see the
+#: module's docstring). A local event never carries it.
+CLUSTER_ORIGIN = "_cluster_origin"
+#: The tags (exact) and tag prefixes of the master's own events sent to the
+#: other masters; L{isClusterMasterEvent} says which.
+_MASTER_EVENT_TAGS = frozenset({"salt/key", "salt/auth", "minion_start"})
+_MASTER_EVENT_PREFIXES = ("salt/presence/",)
+
+
+def isClusterMasterEvent(tag: str) -> bool:
+    """
+    @return: whether C{tag} is one of the master's own events the other
+        masters of a cluster fire too: C{salt/key}, C{salt/auth},
+        C{minion_start}, C{salt/minion/<id>/start} and C{salt/presence/...}.
+        The other master events stay on the master that fired them:
+        runner and wheel jobs (C{salt/run/...}, C{salt/wheel/...}), the
+        reactor's errors, C{salt/event/dropped}, custom tags sent with
+        C{event.send}.
+    """
+    if tag in _MASTER_EVENT_TAGS or tag.startswith(_MASTER_EVENT_PREFIXES):
+        return True
+    return tag.startswith("salt/minion/") and tag.endswith("/start") and tag.count("/") == 3
+
+
+def fromCluster(data: Any) -> bool:
+    """
+    @return: whether an event's C{data} was fired for another master of the
+        cluster (it carries L{CLUSTER_ORIGIN}).
+    """
+    return isinstance(data, dict) and data.get(CLUSTER_ORIGIN) is not None
 
 
 class ClusterFanout:
@@ -76,19 +123,28 @@ class ClusterFanout:
         self.eventBus: IEventBus | None = None
         self.jobCache: IJobCache | None = None
         self._seenReturns: OrderedDict[tuple[str, str], None] = OrderedDict()
+        #: The subscription to this master's own events (L{attach}).
+        self._masterEvents: Any = None
         bus.subscribe(JOB, self._jobReceived)
         bus.subscribe(RETURN, self._returnReceived)
         bus.subscribe(EVENT, self._eventReceived)
 
     def attach(self, publisher: Any, eventBus: IEventBus, jobCache: IJobCache | None) -> None:
         """
-        Give the fan-out the master's rooms it acts on.
+        Give the fan-out the master's rooms it acts on, and subscribe to
+        the master events of C{eventBus} that go to the other masters
+        (L{isClusterMasterEvent}).
 
         @param publisher: a L{salttwist.master.publishing.JobPublisher}.
         """
         self.publisher = publisher
         self.eventBus = eventBus
         self.jobCache = jobCache
+        self._masterEvents = eventBus.subscribe(
+            ["salt/key", "salt/auth", "minion_start", *_MASTER_EVENT_PREFIXES],
+            self.masterEventFired,
+            globs=["salt/minion/*/start"],
+        )
 
     # -- outgoing ------------------------------------------------------------
 
@@ -145,9 +201,35 @@ class ClusterFanout:
 
     def eventFired(self, tag: str, data: dict[str, Any]) -> None:
         """
-        Send a minion's event to the other masters (best effort).
+        Send a minion's event to the other masters (best effort). Called
+        just after the event was fired on this master's bus: one whose tag
+        is a master event (a minion's own C{salt/minion/<id>/start}) was
+        sent then, by L{masterEventFired}, and is not sent twice.
         """
+        if self.eventBus is not None and isClusterMasterEvent(tag):
+            return
         self.bus.publish(EVENT, serial.dumps({"origin": self.memberId, "tag": tag, "data": data}))
+
+    def masterEventFired(self, tag: str, data: dict[str, Any]) -> None:
+        """
+        The bus callback for the master events other masters fire too
+        (L{isClusterMasterEvent}): send one fired here to them, best effort.
+        One fired here for another master (it carries L{CLUSTER_ORIGIN}) is
+        not sent back. An event that cannot be sent (too large for the
+        broker) is logged, never raised: the local bus goes on.
+        """
+        if not isClusterMasterEvent(tag) or fromCluster(data):
+            return
+        try:
+            payload = serial.dumps({"origin": self.memberId, "tag": tag, "data": data})
+            self.bus.publish(EVENT, payload).addErrback(self._eventNotSent, tag)
+        except (ClusterUnavailable, serial.SerialError) as e:
+            self.log.warn(
+                "cluster: event {tag} is not sent to the other masters: {why}", tag=tag, why=e
+            )
+
+    def _eventNotSent(self, failure: Any, tag: str) -> None:
+        self.log.failure("cluster: event {tag} was not sent", failure, tag=tag)
 
     def _sendFailed(self, failure: Any, what: str, jid: Any) -> None:
         self.log.failure(
@@ -215,6 +297,7 @@ class ClusterFanout:
                 "arg": load.get("arg"),
                 "minions": minions,
                 "user": load.get("user"),
+                CLUSTER_ORIGIN: _origin(message),
             },
         )
         return self.publisher.publish(load)
@@ -240,7 +323,9 @@ class ClusterFanout:
             if job is not None:
                 job.returned.add(minionId)
         assert self.eventBus is not None
-        self.eventBus.fire(f"salt/job/{jid}/ret/{minionId}", event)
+        self.eventBus.fire(
+            f"salt/job/{jid}/ret/{minionId}", {**event, CLUSTER_ORIGIN: _origin(message)}
+        )
         if self.jobCache is not None and not self.sharedJobCache:
             self.jobCache.storeReturn(jid, minionId, event).addErrback(
                 self._storeFailed, "return", jid
@@ -252,9 +337,19 @@ class ClusterFanout:
             return
         tag, data = message.get("tag"), message.get("data")
         if isinstance(tag, str) and isinstance(data, dict):
-            self.eventBus.fire(tag, data)
+            self.eventBus.fire(tag, {**data, CLUSTER_ORIGIN: _origin(message)})
 
     def _storeFailed(self, failure: Any, what: str, jid: str) -> None:
         self.log.failure(
             "cluster: storing the {what} of job {jid} failed", failure, what=what, jid=jid
         )
+
+
+def _origin(message: dict[str, Any]) -> str:
+    """
+    @return: the member id a message names as its sender, as the
+        L{CLUSTER_ORIGIN} of the events fired for it (C{"?"} if it names
+        none: the key must hold a true value).
+    """
+    origin = message.get("origin")
+    return origin if isinstance(origin, str) and origin else "?"

@@ -40,6 +40,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from salttwist.blocking import RunBlocking, runSynchronously  # noqa: F401 (re-exported)
+from salttwist.cluster.fanout import fromCluster
 from salttwist.daemon import StartupError
 from salttwist.interfaces import (
     IAutosignPolicy,
@@ -309,7 +310,16 @@ class Master:
         A C{salt/key} event: the key watch acts on it, and a deleted or
         rejected key drops that minion's cached pillar (one subscription
         for both).
+
+        A C{salt/key} another master of the cluster fired, and this one
+        fires for its listeners (L{fromCluster}), is not acted on: with a
+        shared key store, the store itself tells every master of the change
+        (L{KeyWatch.storeChanged} cuts the minion off), and acting on the
+        event too would check and rotate twice; with separate key stores,
+        the change was to the other master's keys, not this one's.
         """
+        if fromCluster(data):
+            return
         self.keyWatch.keyEvent(tag, data)
         self.pillarRequests.keyEvent(tag, data)
 

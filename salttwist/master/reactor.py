@@ -65,6 +65,18 @@ How it runs:
     A reaction to a C{salt/reactor/error} event that fails is only logged,
     so a broken error handler cannot feed itself.
 
+In a cluster (C{cluster_id}) every master's bus also carries the other
+masters' events: their minions' returns and events, their C{salt/key},
+C{salt/auth}, starts and presence (L{salttwist.cluster.fanout}), each with
+C{_cluster_origin} in its data. A reactor on every master must not act on
+one event once per master (accept a key three times, run a job three
+times), so it reacts only to events without C{_cluster_origin}: each event
+reacts once in the cluster, on the master where it happened (a minion's
+return on the master it is connected to, C{salttwist-key}'s change on the
+master whose config the command used). With C{reactor_cluster_events:
+True} a master reacts to the other masters' events too: for a reactor
+configured on one master only.
+
 Loops: as in Salt, events whose data carries C{user: Reactor} (the
 C{salt/job/<jid>/new} and C{salt/run/<jid>/...} events of the jobs and
 runners reactions start, which run as user C{Reactor}) do not react. Every
@@ -93,6 +105,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from salttwist import serial
+from salttwist.cluster.fanout import fromCluster
 from salttwist.fileserver.interfaces import FileServerError
 from salttwist.fileserver.paths import SALT_SCHEME, parseSaltUrl
 from salttwist.interfaces import IEventBus
@@ -415,6 +428,7 @@ class Reactor(Service):
         workers: int = 10,
         highWaterMark: int = 10000,
         fileServer: Any = None,
+        clusterEvents: bool = False,
     ) -> None:
         """
         @param master: the master whose bus, runners and publish path are used.
@@ -425,8 +439,12 @@ class Reactor(Service):
         @param fileServer: where C{salt://} reaction files are read (a
             L{salttwist.fileserver.server.FileServer}); by default the
             master's C{fileServer}, looked up at each reaction.
+        @param clusterEvents: C{reactor_cluster_events}: react to the events
+            the other masters of a cluster forwarded too (by default only
+            to this master's own).
         """
         self.master = master
+        self.clusterEvents = clusterEvents
         self.fileServer = fileServer
         self.bus: IEventBus = master.bus
         self.clock = master.clock
@@ -488,6 +506,9 @@ class Reactor(Service):
         work happens here, so the bus is never held up.
         """
         if data.get("user") == REACTOR_USER:
+            return
+        if not self.clusterEvents and fromCluster(data):
+            # Another master's event: its own reactor acts on it.
             return
         for fileSpec in self.filesFor(tag):
             reaction = _Reaction(tag, data, fileSpec)
@@ -686,4 +707,5 @@ def buildReactor(config: dict[str, Any], master: IReactorMaster) -> Reactor | No
         config.get("config_dir") or os.getcwd(),
         workers=config["reactor_worker_threads"],
         highWaterMark=config["reactor_worker_hwm"],
+        clusterEvents=config.get("reactor_cluster_events", False),
     )
