@@ -23,26 +23,21 @@ from tests.integration.harness import Cluster, CommandResult, waitFor
 KEPT = ("minion1", "minion2")
 CUT = "minion3"
 
-CUT_OFF_WITHIN = 1.0
-"""
-Seconds the master may take, after C{salttwist-key} has exited, to cut the
-minion off and hand the other minions a new publication key. The master
-acts on the C{salt/key} event at once (and would notice the change on disk
-within a second without it).
-"""
-
 AUTHENTICATED = "authenticated and subscribed to its master"
 LOST = "lost the connection to the master"
 ROTATED = "publication key rotated"
+#: The reason the master gives for the rotation it makes on a C{salt/key}
+#: event (L{salttwist.master.keywatch.KeyWatch.keyEvent}).
+KEY_EVENT_REASON = "key {id!r} {done}"
 
 
 class TrustTakenBackTests(TestCase):
     """
     C{salttwist-key -d} and C{-r} on a connected minion: the master closes
-    that minion's connections and rotates the publication key within a
-    second; the other minions get the new key over their sessions, without
-    authenticating again, and keep answering jobs; the cut-off minion gets
-    neither the new key nor any job.
+    that minion's connections and rotates the publication key, acting on
+    the command's C{salt/key} event; the other minions get the new key
+    over their sessions, without authenticating again, and keep answering
+    jobs; the cut-off minion gets neither the new key nor any job.
     """
 
     timeout = 90
@@ -79,10 +74,13 @@ class TrustTakenBackTests(TestCase):
     async def takeTrustBack(self, args: Sequence[str], verb: str) -> None:
         """
         With all three minions answering jobs, run C{salttwist-key ARGS}
-        against L{CUT}, and check what every daemon does within
-        L{CUT_OFF_WITHIN} seconds of the command's exit: L{CUT} logs that it
-        lost its connection, each of L{KEPT} logs the new publication key,
-        and L{CUT} does not.
+        against L{CUT}, and check what every daemon does after it: the
+        master rotates the publication key for the reason the command's
+        C{salt/key} event gives (C{key 'minion3' deleted}: it acted on the
+        event, not only on its once-a-second look at the key store, whose
+        rotation says C{cut off minion3}), L{CUT} logs that it lost its
+        connection, each of L{KEPT} logs the new publication key, and
+        L{CUT} does not. How long that took is printed, not checked.
         """
         cluster = self.cluster
         await self.ping((*KEPT, CUT))
@@ -93,20 +91,23 @@ class TrustTakenBackTests(TestCase):
         self.assertEqual(result.code, 0, cluster.explain(result))
         self.assertIn(f"Key for minion {CUT} {verb}.", result.out, str(result))
 
+        master = cluster.master
+        assert master is not None
+        byEvent = f"({KEY_EVENT_REASON.format(id=CUT, done=verb)})"
+
         def cutOffAndRotated() -> bool:
-            return LOST in self.since(CUT) and all(ROTATED in self.since(m) for m in KEPT)
+            return (
+                LOST in self.since(CUT)
+                and all(ROTATED in self.since(m) for m in KEPT)
+                and byEvent in master.output()
+            )
 
         await waitFor(
             cutOffAndRotated,
-            f"{CUT} to be cut off and the others to get a new publication key",
+            f"{CUT} to be cut off and the others to get a new publication key {byEvent}",
             context=cluster.logs,
         )
-        elapsed = time.monotonic() - exited
-        self.assertLess(
-            elapsed,
-            CUT_OFF_WITHIN,
-            f"the master took {elapsed:.2f}s to act on the key change\n{cluster.logs()}",
-        )
+        print(f"\nmaster acted on salttwist-key {verb} {time.monotonic() - exited:.2f}s after it")
         self.assertNotIn(ROTATED, self.since(CUT), cluster.logs())
 
     async def assertOthersUnaffected(self) -> None:
@@ -125,9 +126,10 @@ class TrustTakenBackTests(TestCase):
 
     async def test_deleteConnectedMinion(self) -> None:
         """
-        C{salttwist-key -d minion3 -y} while the minions run jobs: within a
-        second minion3 loses its connection and the other two log the new
-        publication key (minion3 does not). minion3 then authenticates
+        C{salttwist-key -d minion3 -y} while the minions run jobs: the
+        master acts on its event, minion3 loses its connection and the
+        other two log the new publication key (minion3 does not). minion3
+        then authenticates
         again with the key the master no longer knows, which is a new
         pending key. C{salttwist '*' test.ping} gets C{True} from the other
         two, which never authenticated again, and does not list minion3,
