@@ -15,7 +15,9 @@ real NATS JetStream broker (issue 23, docs/cluster.md "Broker fan-out"):
     stops by its pid, never the machine's);
   - A cut off from the broker by a proxy dropping its traffic refuses jobs,
     saying why, and takes them again once the partition heals
-    (L{PartitionTests}).
+    (L{PartitionTests});
+  - C{salttwist-key -d} run with B's config: its C{salt/key} event is
+    printed by C{salttwist-run state.event} on A (L{KeyEventTests}).
 
 Each master has its own C{pki_dir} (its own key pair and publication key);
 the minion's key is accepted on both, as a shared key store would have it;
@@ -178,6 +180,61 @@ class FanOutTests(_TwoMasters, TestCase):
             cwd=self.a.baseDir,
         )
         self.assertEqual(json.loads(looked.out), {"minion1": True}, f"{looked}\n{self.logs()}")
+
+
+class KeyEventTests(_TwoMasters, TestCase):
+    """
+    Master events across the cluster, through the machine's NATS server.
+    """
+
+    async def test_keyDeleteOnOtherMaster(self) -> None:
+        """
+        C{salttwist-key -d minion1} run with B's config fires C{salt/key}
+        on B's bus, and C{salttwist-run state.event} on A prints it, with
+        the data B fired and C{_cluster_origin: master-b}.
+        """
+        url = serverUrl()
+        await requireServer(self, url)
+        await self.startMasters(url)
+        watcher = self.a.spawn(
+            "state.event",
+            [
+                "salttwist-run",
+                "-c",
+                self.a.masterDir,
+                "state.event",
+                "tagmatch=salt/key|salt/job/.*/new",
+            ],
+        )
+
+        # state.event may not be subscribed yet: ping through A until it
+        # prints a job's start, then it sees what follows.
+        async def listening() -> bool:
+            if not watcher.running:
+                self.fail(f"state.event ended\n{watcher.describe()}")
+            if "salt/job/" in watcher.output():
+                return True
+            await self.ping("-t", "2")
+            return "salt/job/" in watcher.output()
+
+        await waitFor(listening, "state.event on A listening", context=self.logs)
+        deleted = await self.b.key("-d", "minion1", "-y")
+        self.assertEqual(deleted.code, 0, f"{deleted}\n{self.logs()}")
+
+        def keyEvents() -> list[dict[str, Any]]:
+            lines = watcher.output().splitlines()
+            return [
+                json.loads(line.partition("\t")[2])
+                for line in lines
+                if line.startswith("salt/key\t")
+            ]
+
+        [event, *_] = await waitFor(keyEvents, "salt/key on A's state.event", context=self.logs)
+        self.assertEqual(
+            (event["act"], event["id"], event["_cluster_origin"]),
+            ("delete", "minion1", "master-b"),
+            watcher.describe(),
+        )
 
 
 class BrokerRestartTests(_TwoMasters, TestCase):
