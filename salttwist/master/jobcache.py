@@ -424,30 +424,42 @@ class BatchingJobCache:
         See L{IJobCache.storeJob}. A job id stored twice keeps the first job.
         """
         try:
-            _checkJid(jid)
-            if not isinstance(load, dict):
-                raise ValueError(f"a job load must be a dict, not {type(load).__name__}")
-            fun = load.get("fun")
-            if not isinstance(fun, str):
-                raise ValueError(f"a job load's fun must be a string, not {fun!r}")
-            if isinstance(minions, (str, bytes)) or not isinstance(minions, Iterable):
-                raise ValueError(f"minions must be a list of minion ids, not {minions!r}")
-            minionList = [_checkMinionId(m) for m in minions]
-            arg = serial.dumps(load.get("arg", []))
-            packedMinions = serial.dumps(minionList)
-            row = (
-                jid,
-                fun,
-                arg,
-                _packValue(load.get("tgt")),
-                _packValue(load.get("tgt_type")),
-                _packValue(load.get("user")),
-                packedMinions,
-                float(self._clock.seconds()),
-            )
+            row, size = self._jobRow(jid, load, minions)
         except ValueError as e:
             return fail(e)
-        return self._write(True, row, len(arg) + len(packedMinions))
+        return self._write(True, row, size)
+
+    def _jobRow(
+        self, jid: str, load: dict[str, Any], minions: Iterable[str]
+    ) -> tuple[tuple[Any, ...], int]:
+        """
+        Check a job's arguments and make its row.
+
+        @return: the row and its serialised size.
+        @raise ValueError: naming what is wrong.
+        """
+        _checkJid(jid)
+        if not isinstance(load, dict):
+            raise ValueError(f"a job load must be a dict, not {type(load).__name__}")
+        fun = load.get("fun")
+        if not isinstance(fun, str):
+            raise ValueError(f"a job load's fun must be a string, not {fun!r}")
+        if isinstance(minions, (str, bytes)) or not isinstance(minions, Iterable):
+            raise ValueError(f"minions must be a list of minion ids, not {minions!r}")
+        minionList = [_checkMinionId(m) for m in minions]
+        arg = serial.dumps(load.get("arg", []))
+        packedMinions = serial.dumps(minionList)
+        row = (
+            jid,
+            fun,
+            arg,
+            _packValue(load.get("tgt")),
+            _packValue(load.get("tgt_type")),
+            _packValue(load.get("user")),
+            packedMinions,
+            float(self._clock.seconds()),
+        )
+        return row, len(arg) + len(packedMinions)
 
     def storeReturn(self, jid: str, minionId: str, ret: dict[str, Any]) -> Deferred[None]:
         """

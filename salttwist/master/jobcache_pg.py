@@ -60,6 +60,7 @@ a server that vanished without closing it in about 30 s.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable
 from typing import Any
 
@@ -174,6 +175,30 @@ class PostgresJobCache(BatchingJobCache):
         if isinstance(load, dict) and isinstance(load.get("fun"), str) and "\x00" in load["fun"]:
             return fail(ValueError(f"a job load's fun must not hold NUL: {load['fun']!r}"))
         return super().storeJob(jid, load, minions)
+
+    def reserveJob(self, jid: str, load: dict[str, Any], minions: Iterable[str]) -> Deferred[bool]:
+        """
+        Store a job this master made under C{jid}, unless that jid is
+        already another job's (another master made it in the same
+        microsecond): the database decides, atomically, before the jid is
+        handed out (see L{salttwist.master.publishing.reserveJid}). A job
+        another master made is stored with L{storeJob} instead.
+
+        The reservation runs at once, alone (not in a write batch), behind
+        the operations already queued, and is idempotent: run again after a
+        lost connection, it finds its own row.
+
+        @return: a L{Deferred} firing with C{True} once the job holds
+            C{jid}, C{False} if another job does (nothing is stored then);
+            failing like L{storeJob}'s.
+        """
+        if isinstance(load, dict) and isinstance(load.get("fun"), str) and "\x00" in load["fun"]:
+            return fail(ValueError(f"a job load's fun must not hold NUL: {load['fun']!r}"))
+        try:
+            row, _ = self._jobRow(jid, load, minions)
+        except ValueError as e:
+            return fail(e)
+        return self._enqueue("reserveJob", row, secrets.token_hex(16))
 
     def _startBackend(self) -> Deferred[None]:
         """

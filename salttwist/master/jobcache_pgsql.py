@@ -99,6 +99,13 @@ MIGRATIONS: list[tuple[int, str, tuple[str, ...]]] = [
             "CREATE INDEX salttwist_jobs_fun ON salttwist_jobs (fun)",
         ),
     ),
+    (
+        3,
+        "the reservation that gave a job its jid",
+        # NULL for a job stored as made elsewhere (storeJob); a nullable
+        # column without a default costs no rewrite.
+        ("ALTER TABLE salttwist_jobs ADD COLUMN reservation text",),
+    ),
 ]
 """
 The schema's migrations: C{(version, description, statements)}, applied in
@@ -110,6 +117,14 @@ _INSERT_JOB = """
         (jid, fun, arg, tgt, tgt_match, tgt_type, "user", minions, start_time)
     VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
     ON CONFLICT DO NOTHING
+"""
+
+_RESERVE_JOB = """
+    INSERT INTO salttwist_jobs
+        (jid, fun, arg, tgt, tgt_match, tgt_type, "user", minions, start_time, reservation)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT DO NOTHING
+    RETURNING jid
 """
 
 _INSERT_RETURNS = """
@@ -468,6 +483,57 @@ class PostgresJobCacheDatabase:
                 self._insert(connection, jobRows, returnColumns)
 
         self._withConnection(work)
+
+    def reserveJob(self, job: tuple[Any, ...], reservation: str) -> bool:
+        """
+        Store a new job under its jid unless another job holds that jid
+        (see L{salttwist.master.jobcache_pg.PostgresJobCache.reserveJob}):
+        the primary key decides, in one statement, so of two masters
+        reserving one jid at once exactly one gets it.
+
+        @param job: the job's row, as L{writeBatch}'s.
+        @param reservation: a token of this reservation; a jid already held
+            under the same token is this job's, stored by an earlier attempt
+            (a connection lost after the commit).
+        @return: whether the job holds the jid.
+        """
+        import psycopg
+
+        jid, fun, arg, tgt, tgtType, user, minions, start = job
+        row = (
+            jid,
+            fun,
+            arg,
+            _toBytes(tgt),
+            _targetStrings(tgt),
+            _toBytes(tgtType),
+            _toBytes(user),
+            minions,
+            start,
+            reservation,
+        )
+        keys = {_partitionKey(jid)}
+
+        def insert(connection: psycopg.Connection[Any]) -> bool:
+            if connection.execute(_RESERVE_JOB, row).fetchone() is not None:
+                return True
+            held = connection.execute(
+                "SELECT reservation FROM salttwist_jobs WHERE jid = %s", (jid,)
+            ).fetchone()
+            return held is not None and held[0] == reservation
+
+        def work(connection: psycopg.Connection[Any]) -> bool:
+            self._ensurePartitions(connection, keys)
+            try:
+                return insert(connection)
+            except psycopg.errors.CheckViolation:
+                # No partition for it: another master dropped one this
+                # connection knew (see writeBatch).
+                self._partitions = self._listPartitions(connection)
+                self._ensurePartitions(connection, keys)
+                return insert(connection)
+
+        return self._withConnection(work)  # type: ignore[no-any-return]
 
     def _insert(
         self,

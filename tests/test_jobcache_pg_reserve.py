@@ -1,0 +1,182 @@
+# -*- test-case-name: tests.test_jobcache_pg_reserve -*-
+"""
+Tests for jids unique across the masters of a cluster that share one
+PostgreSQL job cache: L{PostgresJobCache.reserveJob} and
+L{salttwist.master.publishing.reserveJid}, against a real server.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from twisted.internet import reactor
+from twisted.internet.defer import gatherResults
+from twisted.internet.task import Clock
+from twisted.trial.unittest import TestCase
+
+from salttwist.jid import JidGenerator
+from salttwist.master.jobcache_pg import PostgresJobCache
+from salttwist.master.jobcache_pgsql import PostgresJobCacheDatabase
+from salttwist.master.publishing import JobNotStored, reserveJid
+from tests._postgres import temporaryDatabase
+from tests.test_jobcache_contract import NOW
+
+#: The microsecond both masters' clocks are forced to.
+INSTANT = datetime(2026, 11, 27, 6, 0, 0, 123456)
+
+
+def _load(jid: str) -> dict[str, Any]:
+    """
+    The same job, as two masters could be asked for it at once (a cron on
+    each).
+    """
+    return {
+        "jid": jid,
+        "fun": "test.ping",
+        "arg": [],
+        "tgt": "*",
+        "tgt_type": "glob",
+        "user": "root",
+    }
+
+
+class ReserveJidTests(TestCase):
+    """
+    Two masters (two caches, two jid generators) on one database.
+    """
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(NOW)
+        self.options = temporaryDatabase(self)
+
+    async def _cache(self) -> PostgresJobCache:
+        cache = PostgresJobCache(self.options, reactor, clock=self.clock)
+        self.addCleanup(cache.close)
+        await cache.whenOpen()
+        return cache
+
+    def _count(self, jid: str) -> int:
+        import psycopg
+
+        with psycopg.connect(autocommit=True, **self.options) as connection:
+            row = connection.execute(
+                "SELECT count(*) FROM salttwist_jobs WHERE jid = %s", (jid,)
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    async def test_sameMicrosecondDifferentJids(self) -> None:
+        """
+        Two masters whose generators make the same jid in the same
+        microsecond, reserving at once for two identical jobs: one job gets
+        the jid, the other the next one; both are stored, each with its own
+        minions.
+        """
+        first, second = await self._cache(), await self._cache()
+        jidsA, jidsB = JidGenerator(now=lambda: INSTANT), JidGenerator(now=lambda: INSTANT)
+        loadA, loadB = _load(jidsA.next()), _load(jidsB.next())
+        self.assertEqual(loadA["jid"], loadB["jid"])
+        made = loadA["jid"]
+        taken = await gatherResults(
+            [
+                reserveJid(first, jidsA, loadA, ["web1"]),
+                reserveJid(second, jidsB, loadB, ["web1"]),
+            ]
+        )
+        self.assertEqual(sorted(taken), [made, f"{int(made) + 1:020d}"])
+        self.assertEqual([loadA["jid"], loadB["jid"]], taken)
+        for jid in taken:
+            job = await first.getJob(jid)
+            self.assertIsNotNone(job)
+            self.assertEqual((job["fun"], job["minions"]), ("test.ping", ["web1"]))
+            self.assertEqual(self._count(jid), 1)
+
+    async def test_takenJidNotOverwritten(self) -> None:
+        """
+        A jid another master's job holds is not given to a second job: the
+        reservation answers C{False} and stores nothing; the first job is
+        unchanged.
+        """
+        first, second = await self._cache(), await self._cache()
+        jid = JidGenerator(now=lambda: INSTANT).next()
+        self.assertTrue(await first.reserveJob(jid, _load(jid), ["a"]))
+        other = dict(_load(jid), fun="cmd.run")
+        self.assertFalse(await second.reserveJob(jid, other, ["b"]))
+        job = await second.getJob(jid)
+        self.assertEqual((job["fun"], job["minions"]), ("test.ping", ["a"]))
+        self.assertEqual(self._count(jid), 1)
+
+    async def test_replayStoredOnce(self) -> None:
+        """
+        The job one master reserved, stored again as the other masters
+        receive it from the broker (C{storeJob}), is stored once and is no
+        collision. A new reservation of its jid, even for the same load, is
+        another job's: refused.
+        """
+        first, second = await self._cache(), await self._cache()
+        jids = JidGenerator(now=lambda: INSTANT)
+        load = _load(jids.next())
+        jid = await reserveJid(first, jids, load, ["a"])
+        await second.storeJob(jid, load, ["a"])
+        await first.storeJob(jid, load, ["a"])
+        self.assertEqual(self._count(jid), 1)
+        self.assertEqual((await second.getJob(jid))["minions"], ["a"])
+        self.assertFalse(await first.reserveJob(jid, load, ["a"]))
+
+    def test_reservationRetriedFindsItsOwnRow(self) -> None:
+        """
+        A reservation run again with the same token (the cache runs an
+        operation once more when the connection broke, maybe after the
+        commit) finds the row it stored: the job holds the jid. Another
+        token does not.
+        """
+        database = PostgresJobCacheDatabase(self.options)
+        self.addCleanup(database.close)
+        jid = JidGenerator(now=lambda: INSTANT).next()
+        row = (jid, "test.ping", b"\x90", "*", "glob", "root", b"\x91\xa1a", NOW)
+        self.assertTrue(database.reserveJob(row, "token-1"))
+        self.assertTrue(database.reserveJob(row, "token-1"))
+        self.assertFalse(database.reserveJob(row, "token-2"))
+        self.assertEqual(self._count(jid), 1)
+
+    async def test_jobsStoredElsewhereAreNotReservations(self) -> None:
+        """
+        A jid held by a job stored with C{storeJob} (made by another master,
+        or by a master before this version) is not free for a reservation.
+        """
+        cache = await self._cache()
+        jid = JidGenerator(now=lambda: INSTANT).next()
+        await cache.storeJob(jid, _load(jid), ["a"])
+        self.assertFalse(await cache.reserveJob(jid, _load(jid), ["a"]))
+
+    async def test_refusedAfterAttempts(self) -> None:
+        """
+        When every jid tried is another job's, the job is refused with
+        L{JobNotStored} after C{attempts} of them, and nothing is stored
+        for it.
+        """
+        first, second = await self._cache(), await self._cache()
+        jidsA, jidsB = JidGenerator(now=lambda: INSTANT), JidGenerator(now=lambda: INSTANT)
+        for _ in range(3):
+            load = _load(jidsA.next())
+            self.assertEqual(await reserveJid(first, jidsA, load, ["a"]), load["jid"])
+        load = _load(jidsB.next())
+        error = await self.assertFailure(
+            reserveJid(second, jidsB, load, ["b"], attempts=3), JobNotStored
+        )
+        self.assertIn("3 jids in a row were other jobs'", str(error))
+        self.assertEqual(len(await second.listJobs()), 3)
+
+    async def test_invalidArgumentsFail(self) -> None:
+        """
+        A reservation checks its arguments as C{storeJob} does.
+        """
+        cache = await self._cache()
+        await self.assertFailure(cache.reserveJob("1", _load("1"), ["a"]), ValueError)
+        jid = JidGenerator(now=lambda: INSTANT).next()
+        await self.assertFailure(
+            cache.reserveJob(jid, dict(_load(jid), fun="a\x00b"), ["a"]), ValueError
+        )
+        await self.assertFailure(cache.reserveJob(jid, _load(jid), "a"), ValueError)
