@@ -174,16 +174,46 @@ class ClusterFanout:
         payload = serial.dumps({"origin": self.memberId, "load": load, "minions": minions})
         self._send(JOB, payload, "job", load.get("jid"))
 
-    def returnAccepted(self, event: dict[str, Any]) -> None:
+    def returnMessage(self, event: dict[str, Any]) -> bytes:
+        """
+        The message of a return about to be accepted here, checked first:
+        a return the buffer has no room for now is to be refused with
+        C{return not stored} (the minion keeps it and sends it again a few
+        seconds later), so that a return acknowledged to its minion is
+        never left out of the fan-out for want of room.
+
+        @return: the message, for L{returnAccepted}.
+        @raise ClusterUnavailable: the buffer has no room for it now. A
+            message that could never fit (larger than the broker's
+            C{max_payload} or than the whole buffer) is not refused: it
+            would be sent again forever; L{returnAccepted} keeps it here.
+        """
+        payload = serial.dumps({"origin": self.memberId, "event": event})
+        outbox = getattr(self.bus, "outbox", None)
+        size = len(payload)
+        if (
+            outbox is not None
+            and size <= outbox.maxBytes
+            and tooLarge(size, self.bus.maxPayload) is None
+        ):
+            why = outbox.whyFull(size)
+            if why is not None:
+                raise ClusterUnavailable(why)
+        return payload
+
+    def returnAccepted(self, event: dict[str, Any], payload: bytes | None = None) -> None:
         """
         Send a return accepted here to the other masters.
 
-        A return is never refused for want of room (a minion drops a
-        return its master refused): when the buffer is full it is kept
-        here only (this master's bus and job cache), and that is logged as
-        an error.
+        @param payload: its message from L{returnMessage}, if made.
+
+        A return that finds no room in the buffer after all (one accepted
+        without L{returnMessage}, or too large to ever cross) is kept here
+        only (this master's bus and job cache), and that is logged as an
+        error.
         """
-        payload = serial.dumps({"origin": self.memberId, "event": event})
+        if payload is None:
+            payload = serial.dumps({"origin": self.memberId, "event": event})
         self._send(RETURN, payload, "return", event.get("jid"), event.get("id"))
 
     def _send(self, kind: str, payload: bytes, what: str, jid: Any, minionId: Any = None) -> None:

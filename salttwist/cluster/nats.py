@@ -392,7 +392,7 @@ class NatsClusterBus:
         self._clock = reactor
         self._prefix = f"salttwist.{clusterId}"
         self._stream = f"SALTTWIST_{clusterId}"
-        self.outbox = Outbox(memberId, maxMessages, maxBytes)
+        self.outbox = Outbox(memberId, maxMessages, maxBytes, broker=self.url)
         self.unreachableLimit = unreachableLimit
         #: The broker's limit (its INFO's max_payload) less L{HEADER_ROOM}.
         self.maxPayload = DEFAULT_MAX_PAYLOAD - HEADER_ROOM

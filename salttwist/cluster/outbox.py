@@ -46,8 +46,13 @@ class Outbox:
     them and C{maxBytes} bytes.
     """
 
-    def __init__(self, memberId: str, maxMessages: int, maxBytes: int) -> None:
+    def __init__(self, memberId: str, maxMessages: int, maxBytes: int, broker: str = "") -> None:
+        """
+        @param broker: the broker's URL (without credentials), named when
+            the buffer is full.
+        """
         self._memberId = memberId
+        self._broker = f"the broker {broker}" if broker else "the broker"
         self.maxMessages = maxMessages
         self.maxBytes = maxBytes
         self._pending: OrderedDict[str, Pending] = OrderedDict()
@@ -78,12 +83,12 @@ class Outbox:
         if len(self._pending) >= self.maxMessages:
             return (
                 f"the cluster's outgoing buffer is full ({len(self._pending)} messages "
-                "not yet acknowledged by the broker)"
+                f"not yet acknowledged by {self._broker}, at most {self.maxMessages})"
             )
         if self._bytes + extra > self.maxBytes:
             return (
                 f"the cluster's outgoing buffer is full ({self._bytes} bytes not yet "
-                f"acknowledged by the broker, at most {self.maxBytes})"
+                f"acknowledged by {self._broker}, at most {self.maxBytes})"
             )
         return None
 

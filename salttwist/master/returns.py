@@ -20,6 +20,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from salttwist import serial, wire
+from salttwist.cluster.interfaces import ClusterUnavailable
 from salttwist.interfaces import IEventBus, IJobCache
 from salttwist.jid import isJid
 from salttwist.master.grainscache import GrainsCache
@@ -243,7 +244,9 @@ class MinionRequests:
         user = f"{claimed}@{minionId}"
         jid = self._publisher.newJob([minionId], fun, arg, minionId, "list", user)["jid"]
         self._checkReturn(jid, minionId)
-        answer = self._acknowledge(self._acceptReturn(minionId, jid, load), jid, minionId)
+        answer = self._acknowledge(
+            self._acceptReturn(minionId, jid, load, refuseWhenFull=False), jid, minionId
+        )
         if isinstance(answer, Deferred):
             return answer.addCallback(lambda ret: dict(ret, jid=jid))
         return dict(answer, jid=jid)
@@ -310,11 +313,19 @@ class MinionRequests:
             self.cluster.eventFired(tag, event)
         return {"ret": True}
 
-    def _acceptReturn(self, minionId: str, jid: str, load: dict[str, Any]) -> Deferred[None] | None:
+    def _acceptReturn(
+        self, minionId: str, jid: str, load: dict[str, Any], refuseWhenFull: bool = True
+    ) -> Deferred[None] | None:
         """
         Take a checked return: fire it on the bus, store it, send it to the
         cluster.
 
+        @param refuseWhenFull: refuse the return with
+            L{wire.RETURN_NOT_STORED} (the minion keeps it and sends it
+            again) if the cluster's outgoing buffer has no room for it now
+            (the broker away), before anything is done with it; else it is
+            kept on this master only (a C{req} return: sent again, it would
+            make another job).
         @return: the job cache's write (L{None} without a job cache), which
             the acknowledgement waits for (L{_acknowledge}).
         """
@@ -329,12 +340,26 @@ class MinionRequests:
             "retcode": load.get("retcode", 0),
             "success": load.get("success", True),
         }
+        payload = None
+        if cluster is not None:
+            try:
+                payload = cluster.returnMessage(event)
+            except ClusterUnavailable as e:
+                if refuseWhenFull:
+                    job = self.jobs.get(jid)
+                    if job is not None:
+                        # The minion sends it again: not a duplicate then.
+                        job.returned.discard(minionId)
+                    raise ValueError(
+                        f"{wire.RETURN_NOT_STORED}: the return of {minionId} for job {jid} "
+                        f"cannot be sent to the other masters now: {e}; send it again later"
+                    ) from e
         self.bus.fire(f"salt/job/{jid}/ret/{minionId}", event)
         stored = None
         if self.jobCache is not None:
             stored = self.jobCache.storeReturn(jid, minionId, event)
         if cluster is not None:
-            cluster.returnAccepted(event)
+            cluster.returnAccepted(event, payload)
         return stored
 
     def _acknowledge(
