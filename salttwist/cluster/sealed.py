@@ -16,19 +16,30 @@ the broker's retention for a job or a return) or from too far in the future
 is dropped, and so is one whose id was handled within the window. On top
 of that a master drops a jid it knows, and a job older than
 C{cluster_job_max_age}.
+
+The key rotates without stopping the cluster (L{ClusterKeyring}): a
+sealed message starts with the id of the key that sealed it (L{keyId}: the
+first bytes of a hash of the key), so a master opens it with that key,
+its current one (C{cluster.key}, which seals) or one of its previous ones
+(C{cluster.previous_keys}, accepted for C{cluster_previous_keys_grace}
+seconds after the master first read them). L{ClusterKeyWatcher} reads the
+files again when they change. The format before key ids is not read: all
+the masters of a cluster are upgraded together.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import struct
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from twisted.internet.defer import maybeDeferred
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -38,11 +49,17 @@ from salttwist.symmetric import AES_KEY_BYTES, NONCE_BYTES, TAG_BYTES, AesCipher
 
 #: The shared key's file in C{cluster_pki_dir}.
 CLUSTER_KEY_FILE = "cluster.key"
+#: The file of the keys that still open messages but seal none (one a line).
+PREVIOUS_KEYS_FILE = "cluster.previous_keys"
+#: Bytes of a key's id, in clear at the start of every sealed message.
+KEY_ID_BYTES = 4
 #: What a sealed message starts with, inside the seal: its sending time
 #: (seconds since the epoch, a double) and a random id.
 _HEADER = struct.Struct("!d12s")
 #: Bytes a seal adds to a message.
-SEAL_BYTES = NONCE_BYTES + TAG_BYTES + _HEADER.size
+SEAL_BYTES = KEY_ID_BYTES + NONCE_BYTES + TAG_BYTES + _HEADER.size
+#: Seconds between two looks at the key files (L{ClusterKeyWatcher}).
+KEY_CHECK_INTERVAL = 10.0
 #: Seconds a sealed message of each kind is accepted after it was sent: a
 #: best-effort event comes at once or never; a durable job or return may
 #: wait in the broker for its retention (L{salttwist.cluster.nats}'s
@@ -63,6 +80,61 @@ class ClusterKeyError(ValueError):
     """
 
 
+def keyId(key: bytes) -> bytes:
+    """
+    @return: the id of a cluster key: the first L{KEY_ID_BYTES} bytes of a
+        SHA-256 of it (in its own domain), which tells which key sealed a
+        message and shows in logs, without telling anything of the key.
+    """
+    return hashlib.sha256(b"salttwist cluster key id\0" + key).digest()[:KEY_ID_BYTES]
+
+
+def _checkPrivate(path: str, info: os.stat_result, what: str) -> None:
+    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ClusterKeyError(
+            f"{path}: the {what} may be read by others than its owner "
+            f"(mode {stat.S_IMODE(info.st_mode):o}); chmod 600 it"
+        )
+
+
+def _parseKey(text: bytes) -> bytes | None:
+    try:
+        key = bytes.fromhex(text.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return key if len(key) == AES_KEY_BYTES else None
+
+
+def loadPreviousKeys(directory: str) -> list[bytes]:
+    """
+    Read C{directory}'s L{PREVIOUS_KEYS_FILE}: a key (64 hex digits) a line;
+    blank lines and lines starting with C{#} are skipped. Blocking.
+
+    @return: the keys, none if there is no such file.
+    @raise ClusterKeyError: others than its owner may read it, or a line is
+        not a key (its number is given, never its text).
+    """
+    path = os.path.join(directory, PREVIOUS_KEYS_FILE)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return []
+    _checkPrivate(path, info, "previous cluster keys")
+    keys = []
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith(b"#"):
+                continue
+            key = _parseKey(line)
+            if key is None:
+                raise ClusterKeyError(
+                    f"{path}: line {number} is not a cluster key ({AES_KEY_BYTES * 2} hex digits)"
+                )
+            keys.append(key)
+    return keys
+
+
 def loadOrCreateClusterKey(directory: str) -> tuple[bytes, str, bool]:
     """
     Read the cluster key from C{directory}, making one (and the directory,
@@ -80,20 +152,209 @@ def loadOrCreateClusterKey(directory: str) -> tuple[bytes, str, bool]:
         key = newAesKey()
         writePrivateFile(path, key.hex().encode() + b"\n")
         return key, path, True
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ClusterKeyError(
-            f"{path}: the cluster key may be read by others than its owner "
-            f"(mode {stat.S_IMODE(info.st_mode):o}); chmod 600 it"
-        )
+    _checkPrivate(path, info, "cluster key")
     with open(path, "rb") as f:
-        text = f.read().strip()
-    try:
-        key = bytes.fromhex(text.decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
-        key = b""
-    if len(key) != AES_KEY_BYTES:
+        key = _parseKey(f.read().strip())
+    if key is None:
         raise ClusterKeyError(f"{path}: not a cluster key ({AES_KEY_BYTES * 2} hex digits)")
     return key, path, False
+
+
+class ClusterKeyring:
+    """
+    The cluster keys a master holds: the current one, which seals and
+    opens, and the previous ones, which only open, each for C{grace}
+    seconds after this master first held it (so a key left behind after a
+    rotation stops working by itself).
+
+    @ivar currentId: the current key's L{keyId}.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        current: bytes,
+        previous: Sequence[bytes] = (),
+        grace: float | None = None,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """
+        @param grace: seconds a previous key opens messages (L{None}: until
+            it is taken out).
+        @param now: a clock for the grace (monotonic: a wall clock set back
+            would prolong it).
+        @raise ClusterKeyError: two different keys have the same id.
+        """
+        self.grace = grace
+        self._now = now
+        self._firstHeld: dict[bytes, float] = {}
+        self._expiredLogged: set[bytes] = set()
+        self.update(current, previous)
+
+    def update(self, current: bytes, previous: Sequence[bytes] = ()) -> None:
+        """
+        Hold these keys from now on (the key files were read again). A key
+        held before keeps the time it was first held.
+
+        @raise ClusterKeyError: two different keys have the same id; the
+            keys held are not changed.
+        """
+        byId: dict[bytes, bytes] = {}
+        for key in (current, *previous):
+            kid = keyId(key)
+            if byId.get(kid, key) != key:
+                raise ClusterKeyError(
+                    f"two cluster keys have the same id {kid.hex()}: make a new key"
+                )
+            byId[kid] = key
+        now = self._now()
+        currentId = keyId(current)
+        self.currentId = currentId
+        self._sealer = AesCipher(current)
+        self._openers = {kid: AesCipher(key) for kid, key in byId.items()}
+        self._firstHeld = {kid: self._firstHeld.get(kid, now) for kid in byId}
+        self._expiredLogged &= set(byId)
+
+    @property
+    def previousIds(self) -> list[bytes]:
+        """
+        The ids of the previous keys held (expired or not).
+        """
+        return [kid for kid in self._openers if kid != self.currentId]
+
+    def seal(self, plaintext: bytes, aad: bytes) -> bytes:
+        """
+        @return: the current key's id, then C{plaintext} sealed with it
+            (AES-256-GCM, the id bound to it too).
+        """
+        kid = self.currentId
+        return kid + self._sealer.encrypt(plaintext, aad + kid)
+
+    def open(self, sealed: bytes, aad: bytes) -> bytes:
+        """
+        @return: the plaintext of a message L{seal}ed with a key held.
+        @raise CryptError: saying why it does not open: a key this master
+            does not hold (its id given), a previous key past its grace, or
+            a message that is not sealed with the key its id names.
+        """
+        kid = sealed[:KEY_ID_BYTES]
+        cipher = self._openers.get(kid) if len(kid) == KEY_ID_BYTES else None
+        if cipher is None:
+            raise CryptError(f"it is sealed with a key this master does not hold (id {kid.hex()})")
+        if kid != self.currentId and self.grace is not None:
+            if self._now() - self._firstHeld[kid] > self.grace:
+                raise CryptError(
+                    f"it is sealed with the previous key {kid.hex()}, whose grace "
+                    f"({self.grace:.0f} s) has passed"
+                )
+        return cipher.decrypt(sealed[KEY_ID_BYTES:], aad + kid)
+
+    def expiredIds(self) -> list[bytes]:
+        """
+        @return: the previous keys past their grace, each only once (to log
+            that they can be taken out).
+        """
+        if self.grace is None:
+            return []
+        now, expired = self._now(), []
+        for kid in self.previousIds:
+            if kid not in self._expiredLogged and now - self._firstHeld[kid] > self.grace:
+                self._expiredLogged.add(kid)
+                expired.append(kid)
+        return expired
+
+
+def _fileSignature(path: str) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+class ClusterKeyWatcher:
+    """
+    Reads the key files again when they change (looked at every
+    L{KEY_CHECK_INTERVAL} seconds), so a rotation needs no restart. Files
+    that cannot be read, or do not hold keys, are logged, and the keys held
+    are kept until they are fixed.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        directory: str,
+        keyring: ClusterKeyring,
+        clock: Any,
+        interval: float = KEY_CHECK_INTERVAL,
+    ) -> None:
+        self.directory = directory
+        self.keyring = keyring
+        self._paths = [
+            os.path.join(directory, name) for name in (CLUSTER_KEY_FILE, PREVIOUS_KEYS_FILE)
+        ]
+        self._seen = self._signatures()
+        self._loop = LoopingCall(self.check)
+        self._loop.clock = clock
+        self._interval = interval
+
+    def _signatures(self) -> list[tuple[int, int, int] | None]:
+        return [_fileSignature(path) for path in self._paths]
+
+    def start(self) -> None:
+        """
+        Look at the files every interval.
+        """
+        self._loop.start(self._interval, now=False)
+
+    def stop(self) -> None:
+        """
+        Stop looking.
+        """
+        if self._loop.running:
+            self._loop.stop()
+
+    def check(self) -> None:
+        """
+        Read the files again if they changed since last read; log the
+        previous keys whose grace has passed. Two C{stat}s, and a read of
+        a few hundred bytes when they changed: short enough for the reactor.
+        """
+        for kid in self.keyring.expiredIds():
+            self.log.warn(
+                "cluster: the previous cluster key {id} no longer opens messages (its grace "
+                "has passed): take it out of {path}",
+                id=kid.hex(),
+                path=self._paths[1],
+            )
+        signatures = self._signatures()
+        if signatures == self._seen:
+            return
+        try:
+            if signatures[0] is None:
+                raise ClusterKeyError(f"{self._paths[0]} is gone")
+            current, _, _ = loadOrCreateClusterKey(self.directory)
+            previous = loadPreviousKeys(self.directory)
+            before = self.keyring.currentId
+            self.keyring.update(current, previous)
+        except (ClusterKeyError, OSError) as e:
+            # Not remembered as seen: a file caught half-written is read
+            # again at the next look.
+            self.log.error(
+                "cluster: cannot read the cluster keys again ({error}); keeping the keys held",
+                error=str(e),
+            )
+            return
+        self._seen = signatures
+        self.log.info(
+            "cluster: cluster keys read again: sealing with {current}{changed}, "
+            "also opening {previous}",
+            current=self.keyring.currentId.hex(),
+            changed="" if before == self.keyring.currentId else f" (was {before.hex()})",
+            previous=", ".join(kid.hex() for kid in self.keyring.previousIds) or "no other",
+        )
 
 
 class ReplayWindow:
@@ -161,17 +422,19 @@ class SealedClusterBus:
     def __init__(
         self,
         inner: Any,
-        key: bytes,
+        key: bytes | ClusterKeyring,
         clusterId: str,
         now: Callable[[], float] = time.time,
         maxAges: dict[str, float] | None = None,
     ) -> None:
         """
+        @param key: the cluster key, or the keys (a L{ClusterKeyring}).
         @param now: the wall clock (the masters compare their times).
         @param maxAges: the replay window of each kind (L{MAX_AGES}).
         """
         self._inner = inner
-        self._cipher = AesCipher(key)
+        #: The keys that seal and open.
+        self.keyring = key if isinstance(key, ClusterKeyring) else ClusterKeyring(key)
         self._clusterId = clusterId
         self._now = now
         self.windows = {kind: ReplayWindow(age) for kind, age in (maxAges or MAX_AGES).items()}
@@ -221,14 +484,16 @@ class SealedClusterBus:
 
         def opened(payload: bytes) -> Any:
             try:
-                plaintext = self._cipher.decrypt(payload, aad)
+                plaintext = self.keyring.open(payload, aad)
                 if len(plaintext) < _HEADER.size:
                     raise CryptError("no header")
-            except CryptError:
+            except CryptError as e:
                 self.log.warn(
                     "cluster: dropped a {kind} message that does not open with this "
-                    "master's cluster key (a master with another cluster.key, or a forgery)",
+                    "master's cluster keys ({why}): a master with another cluster.key, "
+                    "or a forgery",
                     kind=kind,
+                    why=str(e) or "not sealed with the key its id names",
                 )
                 return None
             sentAt, msgId = _HEADER.unpack_from(plaintext)
@@ -260,7 +525,7 @@ class SealedClusterBus:
         See L{IClusterBus.publish}.
         """
         header = _HEADER.pack(self._now(), os.urandom(12))
-        return self._inner.publish(kind, self._cipher.encrypt(header + payload, self._aad(kind)))
+        return self._inner.publish(kind, self.keyring.seal(header + payload, self._aad(kind)))
 
     def start(self) -> None:
         """

@@ -50,9 +50,14 @@ class ClusterService(Service):
     Connects a master's L{IClusterBus} while the master runs.
     """
 
-    def __init__(self, bus: IClusterBus, fanout: ClusterFanout) -> None:
+    def __init__(self, bus: IClusterBus, fanout: ClusterFanout, keyWatcher: Any = None) -> None:
+        """
+        @param keyWatcher: a L{salttwist.cluster.sealed.ClusterKeyWatcher}
+            that reads the cluster keys again while the master runs, if any.
+        """
         self.bus = bus
         self.fanout = fanout
+        self.keyWatcher = keyWatcher
 
     def startService(self) -> None:
         """
@@ -60,12 +65,16 @@ class ClusterService(Service):
         """
         super().startService()
         self.bus.start()
+        if self.keyWatcher is not None:
+            self.keyWatcher.start()
 
     def stopService(self) -> Deferred[None]:
         """
         Disconnect.
         """
         super().stopService()
+        if self.keyWatcher is not None:
+            self.keyWatcher.stop()
         return self.bus.stop()  # type: ignore[no-any-return]
 
 
@@ -94,7 +103,13 @@ def clusterFromConfig(config: dict[str, Any], reactor: Any, master: Any) -> Clus
             "broker's URL (nats://host:4222)"
         )
     from salttwist.cluster.nats import NatsClusterBus
-    from salttwist.cluster.sealed import SealedClusterBus, loadOrCreateClusterKey
+    from salttwist.cluster.sealed import (
+        ClusterKeyring,
+        ClusterKeyWatcher,
+        SealedClusterBus,
+        loadOrCreateClusterKey,
+        loadPreviousKeys,
+    )
 
     keyDir = config.get("cluster_pki_dir") or os.path.join(config["pki_dir"], "cluster")
     key, keyPath, made = loadOrCreateClusterKey(keyDir)
@@ -105,6 +120,17 @@ def clusterFromConfig(config: dict[str, Any], reactor: Any, master: Any) -> Clus
             path=keyPath,
             id=clusterId,
         )
+    keyring = ClusterKeyring(
+        key,
+        loadPreviousKeys(keyDir),
+        float(config.get("cluster_previous_keys_grace", 86400)),
+        reactor.seconds,
+    )
+    log.info(
+        "cluster: sealing with the cluster key {current}, also opening {previous}",
+        current=keyring.currentId.hex(),
+        previous=", ".join(kid.hex() for kid in keyring.previousIds) or "no other",
+    )
     inner = NatsClusterBus(
         reactor,
         broker,
@@ -120,17 +146,24 @@ def clusterFromConfig(config: dict[str, Any], reactor: Any, master: Any) -> Clus
         credsFile=config.get("cluster_broker_creds"),
         runAs=config.get("user"),
     )
-    return joinCluster(config, reactor, master, SealedClusterBus(inner, key, clusterId))
+    return joinCluster(
+        config,
+        reactor,
+        master,
+        SealedClusterBus(inner, keyring, clusterId),
+        ClusterKeyWatcher(keyDir, keyring, reactor),
+    )
 
 
 def joinCluster(
-    config: dict[str, Any], clock: Any, master: Any, bus: IClusterBus
+    config: dict[str, Any], clock: Any, master: Any, bus: IClusterBus, keyWatcher: Any = None
 ) -> ClusterService:
     """
     Make the fan-out of C{master} over C{bus} and hand it to the master's
     publishing and returns rooms.
 
     @param master: a L{salttwist.master.core.Master}.
+    @param keyWatcher: see L{ClusterService}.
     @return: the service that connects C{bus} while the master runs.
     """
     shared = config.get("master_job_cache") in SHARED_JOB_CACHES
@@ -138,4 +171,4 @@ def joinCluster(
     fanout.attach(master.jobPublisher, master.bus, master.jobCache)
     master.jobPublisher.cluster = fanout
     master.minionRequests.cluster = fanout
-    return ClusterService(bus, fanout)
+    return ClusterService(bus, fanout, keyWatcher)
