@@ -225,15 +225,19 @@ class MinionFailureTests(IntegrationTestCase):
         A minion killed with SIGKILL is still targeted (its key is accepted):
         C{salttwist} reports it as not connected, without waiting for the
         timeout, and exits non-zero, while the other minion answers C{True}.
+
+        The timeout is an hour: a client that waited for it would run into
+        the test's own timeout. C{[Not connected]} (not C{[No response]},
+        which follows the wait and a C{saltutil.find_job}) says the master
+        told the client at once that the minion was not connected.
         """
         cluster = self.cluster
         await cluster.startReady(MINIONS)
         killed = cluster.minions["minion1"]
         killed.sendSignal("KILL")
         await killed.ended
-        started = time.monotonic()
-        result = await cluster.salt("*", "test.ping", "-t", "30", "--static", "--out", "json")
-        self.assertLess(time.monotonic() - started, 10)
+        result = await cluster.salt("*", "test.ping", "-t", "3600", "--static", "--out", "json")
+        print(f"\nsalttwist with a killed minion: {result.elapsed:.2f}s")
         self.assertNotEqual(result.code, 0, cluster.explain(result))
         self.assertEqual(
             json.loads(result.out), {"minion1": NOT_CONNECTED, "minion2": True}, str(result)
@@ -270,8 +274,10 @@ class MinionFailureTests(IntegrationTestCase):
 
     async def test_sigtermStopsMinion(self) -> None:
         """
-        SIGTERM makes a connected minion close its connections and exit
-        within 2 seconds with exit code 0.
+        SIGTERM makes a connected minion without jobs exit with exit code
+        0, at once: it has no job to wait for (it logs no wait), and it is
+        not killed by the harness's SIGKILL after L{STOP_GRACE}. The time
+        it took is printed.
         """
         cluster = self.cluster
         await cluster.startReady(["minion1"])
@@ -279,10 +285,10 @@ class MinionFailureTests(IntegrationTestCase):
         start = time.monotonic()
         minion.sendSignal("TERM")
         exited = await minion.waitForExit(STOP_GRACE)
-        elapsed = time.monotonic() - start
+        print(f"\nminion stopped {time.monotonic() - start:.2f}s after SIGTERM")
         self.assertTrue(exited, cluster.logs())
-        self.assertLess(elapsed, 2.0, cluster.logs())
         self.assertEqual((minion.exitCode, minion.signal), (0, None), cluster.logs())
+        self.assertNotIn("waiting up to", minion.output(), cluster.logs())
 
 
 class MasterRestartTests(IntegrationTestCase):
@@ -380,14 +386,14 @@ class MasterProcessTests(IntegrationTestCase):
         running, both when no master ever ran in the config dir and when one
         was killed (SIGKILL), leaving its socket files behind.
 
-        "At once" is under 2 seconds on a quiet machine. The bound checked is
-        the time beyond a bare C{salttwist --version}, the interpreter's own
-        start, so that a busy machine does not fail the test, while waiting
-        for the client's 2-second connection timeout still would.
+        "At once" shows in the reason stderr gives: the event bus's socket
+        is missing, or refuses the connection; not a connection timed out.
+        The time beyond a bare C{salttwist --version} is printed.
         """
         cluster = self.cluster
         cluster.writeMasterConfig()
-        for situation in ("never started", "killed"):
+        reasons = {"never started": "No such file or directory", "killed": "Connection refused"}
+        for situation, reason in reasons.items():
             if situation == "killed":
                 master = await cluster.startMaster()
                 master.sendSignal("KILL")
@@ -395,9 +401,11 @@ class MasterProcessTests(IntegrationTestCase):
             baseline = await runCommand(["salttwist", "--version"])
             result = await cluster.salt("*", "test.ping")
             context = f"{situation}:\n{result}\nbaseline:\n{baseline}"
+            print(f"\nmaster {situation}: {result.elapsed - baseline.elapsed:.2f}s over --version")
             self.assertNotEqual(result.code, 0, f"{context}\n{cluster.logs()}")
-            self.assertLess(result.elapsed - baseline.elapsed, 1.5, context)
             self.assertIn("master is not running", result.err, context)
+            self.assertIn(reason, result.err, context)
+            self.assertNotIn("timed out", result.err.lower(), context)
 
     async def test_twistdPlugin(self) -> None:
         """
@@ -445,8 +453,8 @@ class MasterProcessTests(IntegrationTestCase):
         cluster = self.cluster
         path = cluster.writeMasterConfig(publish_port="abc")
         result = await runCommand(["salttwist-master", "-c", cluster.masterDir])
+        print(f"\nsalttwist-master with a bad config exited after {result.elapsed:.2f}s")
         self.assertNotEqual(result.code, 0, str(result))
-        self.assertLess(result.elapsed, 5.0, str(result))
         self.assertIn(path, result.err, str(result))
         self.assertIn("publish_port", result.err, str(result))
 
