@@ -602,6 +602,13 @@ class BatchingJobCache:
         self._openError = failure
         self.log.failure("cannot open the job cache {path}", failure, path=self.path)
 
+    def _automaticPruneAge(self) -> float:
+        """
+        @return: how old, in seconds, the jobs the automatic prune removes
+            are: C{keepJobsHours}.
+        """
+        return self.keepJobsHours * 3600
+
     def _pruneOnce(self) -> Deferred[None]:
         """
         One automatic prune. A failure is logged, not raised, so that the
@@ -616,7 +623,7 @@ class BatchingJobCache:
                     hours=self.keepJobsHours,
                 )
 
-        d = self.prune(self.keepJobsHours * 3600)
+        d = self.prune(self._automaticPruneAge())
         d.addCallback(done)
         d.addErrback(lambda f: self.log.failure("pruning the job cache", f))
         return d

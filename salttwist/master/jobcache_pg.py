@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail
@@ -199,6 +200,22 @@ class PostgresJobCache(BatchingJobCache):
         except ValueError as e:
             return fail(e)
         return self._enqueue("reserveJob", row, secrets.token_hex(16))
+
+    def _automaticPruneAge(self) -> float:
+        """
+        C{keep_jobs} rounded up to the start of the hour of jids it falls
+        in: the automatic prune's cutoff is an hour's boundary, so it drops
+        whole partitions and deletes no row one by one. A cutoff inside an
+        hour made each hourly prune delete the rows of the part of the hour
+        before it (half an hour of returns, on average: 4 s at ten million
+        returns, against 0.3 s for a drop). Jobs are kept up to an hour
+        longer than C{keep_jobs}.
+        """
+        now = float(self._clock.seconds())
+        cutoff = now - self.keepJobsHours * 3600
+        # Jids are local times: the hour's start in local time.
+        hour = datetime.fromtimestamp(max(cutoff, 0)).replace(minute=0, second=0, microsecond=0)
+        return now - hour.timestamp()
 
     def _startBackend(self) -> Deferred[None]:
         """

@@ -106,6 +106,11 @@ MIGRATIONS: list[tuple[int, str, tuple[str, ...]]] = [
         # column without a default costs no rewrite.
         ("ALTER TABLE salttwist_jobs ADD COLUMN reservation text",),
     ),
+    (
+        4,
+        "an index of the targets' strings for listJobs' exact targets",
+        ("CREATE INDEX salttwist_jobs_tgt_match ON salttwist_jobs USING gin (tgt_match)",),
+    ),
 ]
 """
 The schema's migrations: C{(version, description, statements)}, applied in
@@ -557,14 +562,18 @@ class PostgresJobCacheDatabase:
         """
         Read one job.
         """
-        row = self._withConnection(lambda c: c.execute(GET_JOB, (jid,)).fetchone())
+        row = self._withConnection(lambda c: c.execute(GET_JOB, (jid,), binary=True).fetchone())
         return None if row is None else _jobFromRow(row)
 
     def getReturns(self, jid: str) -> dict[str, dict[str, Any]]:
         """
         Read the returns of one job.
         """
-        rows = self._withConnection(lambda c: c.execute(GET_RETURNS, (jid,)).fetchall())
+        # Results in binary: bytea comes as it is, not as hex text to
+        # decode (a third of the time of 10,000 returns).
+        rows = self._withConnection(
+            lambda c: c.execute(GET_RETURNS, (jid,), binary=True).fetchall()
+        )
         return {
             minionId: {
                 "return": serial.loads(value),
@@ -590,12 +599,16 @@ class PostgresJobCacheDatabase:
 
         def work(connection: psycopg.Connection[Any]) -> list[dict[str, Any]]:
             if not checks:
-                return [_jobFromRow(row) for row in connection.execute(query, params)]
+                rows = connection.execute(query, params, binary=True)
+                return [_jobFromRow(row) for row in rows]
             found: list[dict[str, Any]] = []
             if limit == 0:
                 return found
             # Stream the rows newest first and stop at the limit.
-            with connection.transaction(), connection.cursor(name="salttwist_list_jobs") as cursor:
+            with (
+                connection.transaction(),
+                connection.cursor(name="salttwist_list_jobs", binary=True) as cursor,
+            ):
                 cursor.itersize = 500
                 cursor.execute(query, params)
                 for row in cursor:
@@ -627,18 +640,28 @@ class PostgresJobCacheDatabase:
                     break
                 removed += self._dropIfExpired(connection, key, cutoff)
             with connection.transaction():
-                removed += connection.execute(
-                    "DELETE FROM salttwist_returns r USING salttwist_jobs j"
-                    " WHERE r.jid = j.jid AND j.start_time < %s",
-                    (cutoff,),
-                ).rowcount
-                removed += connection.execute(
-                    "DELETE FROM salttwist_jobs WHERE start_time < %s", (cutoff,)
-                ).rowcount
+                # The expired jobs' returns are deleted by their jids, so
+                # that PostgreSQL looks in their partitions only, through
+                # the primary key: a join on jid read every partition of
+                # returns (3.4 s at 10 million returns, for 200 rows).
+                expired = [
+                    jid
+                    for (jid,) in connection.execute(
+                        "DELETE FROM salttwist_jobs WHERE start_time < %s RETURNING jid",
+                        (cutoff,),
+                    )
+                ]
+                removed += len(expired)
+                if expired:
+                    removed += connection.execute(
+                        "DELETE FROM salttwist_returns WHERE jid = ANY(%s)", (expired,)
+                    ).rowcount
+                # The second bound on j.jid says the same, but lets the
+                # jobs' side skip the partitions after the cutoff too.
                 removed += connection.execute(
                     "DELETE FROM salttwist_returns r WHERE r.jid < %s AND NOT EXISTS"
-                    " (SELECT 1 FROM salttwist_jobs j WHERE j.jid = r.jid)",
-                    (cutoffJid,),
+                    " (SELECT 1 FROM salttwist_jobs j WHERE j.jid = r.jid AND j.jid < %s)",
+                    (cutoffJid, cutoffJid),
                 ).rowcount
             self._ensureAhead(connection)
             return removed
@@ -714,7 +737,11 @@ def listJobsQuery(
             checks.append(lambda row, f=functions: _anyMatch([row[1]], f))
     if targets is not None:
         likes = [_likePattern(p) for p in targets]
-        if all(like is not None for like in likes):
+        if all(not set("*?[").intersection(p) for p in targets):
+            # Exact targets (a minion's id): the GIN index of tgt_match.
+            clauses.append("tgt_match && %s::text[]")
+            params.append(targets)
+        elif all(like is not None for like in likes):
             clauses.append("EXISTS (SELECT 1 FROM unnest(tgt_match) AS t(v) WHERE v LIKE ANY(%s))")
             params.append(likes)
         else:
