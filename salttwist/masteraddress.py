@@ -3,15 +3,18 @@
 Where a master listens for its minions: one entry of a minion's C{master}
 option read as Salt's C{prep_ip_port} reads it. Shared by the minion daemon
 (L{salttwist.minion.masters}) and C{salttwist-call}
-(L{salttwist.client.transient}), so it lives below both.
+(L{salttwist.client.transient}), so it lives below both; and the order in
+which both try the masters of a list (L{masterOrder}).
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MasterAddress", "configuredMasters", "parseMasterAddress"]
+__all__ = ["MasterAddress", "configuredMasters", "masterOrder", "parseMasterAddress"]
 
 
 @dataclass(frozen=True)
@@ -68,3 +71,28 @@ def configuredMasters(config: dict[str, Any]) -> list[MasterAddress]:
     names = [entries] if isinstance(entries, str) else list(entries)
     port = int(config["master_port"])
     return [parseMasterAddress(name, port) for name in names]
+
+
+def masterOrder(
+    config: dict[str, Any],
+    shuffle: Callable[[list[MasterAddress]], None] = random.shuffle,
+) -> list[MasterAddress]:
+    """
+    The masters of a minion's C{master} option in the order they are
+    tried: as listed, or shuffled with C{random_master}; with
+    C{master_type: failover} and C{master_failback} too, the first stays
+    first (the one to fail back to) and the others are shuffled, as Salt
+    does.
+
+    @param shuffle: shuffles a list in place.
+    @raise ValueError: an entry cannot be read (L{parseMasterAddress}).
+    """
+    order = configuredMasters(config)
+    if config.get("random_master") and len(order) > 1:
+        if config.get("master_type") == "failover" and config.get("master_failback"):
+            rest = order[1:]
+            shuffle(rest)
+            order[1:] = rest
+        else:
+            shuffle(order)
+    return order

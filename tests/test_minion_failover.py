@@ -895,7 +895,8 @@ class OwnKeysTests(FailoverTestCase):
 class TransientCallerTests(FailoverTestCase):
     """
     C{salttwist-call}'s transient session (L{MasterCaller}) reads C{master}
-    as the daemon does, and uses its first master.
+    as the daemon does, and tries its first master first (the others:
+    L{tests.test_call_masters}).
     """
 
     def makeCaller(self, master: list[str]) -> MasterCaller:

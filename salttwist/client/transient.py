@@ -12,25 +12,44 @@ connected, and it cannot subscribe to publications.
 
 Nothing here creates a key: the caller uses the key the minion daemon made
 in C{pki_dir}, and the master must have accepted it.
+
+With a list of masters (C{master: [...]}) the caller tries them in turn
+until one opens the session (L{salttwist.masteraddress.masterOrder}: as
+listed, or shuffled with C{random_master}; with C{master_type: failover}
+and C{master_failback} the first stays first). That is Salt's failover
+order, and for a plain list (Salt's multi-master) the first master that
+answers. A master that cannot be reached, does not answer within
+C{timeout} seconds at a step, refuses the minion's key (pending, rejected,
+denied) or presents a key the minion has not pinned for it is left for
+the next; if none opens the session the error names every master tried
+and why. Each master's key is checked as the daemon checks it
+(L{salttwist.pki.masterpins.PinnedMasterCredentials}: the pin of that
+master alone, else the shared C{minion_master.pub}; a key matching no pin
+is never trusted). Once the session is open the whole call uses that
+master: a master lost during the call is not replaced.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred, DeferredLock
+from twisted.internet.defer import CancelledError, Deferred, DeferredLock
+from twisted.internet.defer import TimeoutError as AnswerTimeout
+from twisted.internet.error import TimeoutError as ConnectTimeout
 from twisted.logger import Logger
 
 from salttwist import crypt, serial
-from salttwist.masteraddress import configuredMasters
+from salttwist.masteraddress import MasterAddress, masterOrder
 from salttwist.pki.credentials import (
     AuthRefused,
     MasterIdentityError,
     MinionCredentials,
     authenticate,
 )
+from salttwist.pki.masterpins import PinnedMasterCredentials
 from salttwist.transport.reqclient import ReqClientProtocol, RequestError, reqClientFactory
 
 #: Seconds the caller waits for each step (connecting, each answer).
@@ -39,6 +58,8 @@ CALL_TIMEOUT = 10.0
 REQ_JID = "req"
 
 ConnectTCP = Callable[[str, int, Any], Deferred]
+#: What a step that took longer than the caller's timeout fails with.
+_TIMEOUTS = (AnswerTimeout, ConnectTimeout, CancelledError)
 
 
 class CallerError(Exception):
@@ -66,7 +87,14 @@ class MasterCaller:
         runBlocking: Callable[..., Deferred],
         connectTCP: ConnectTCP | None = None,
         timeout: float = CALL_TIMEOUT,
+        shuffle: Callable[[list[MasterAddress]], None] = random.shuffle,
     ) -> None:
+        """
+        @param timeout: seconds each step may take (connecting, each
+            answer) before the master is left for the next.
+        @param shuffle: shuffles the list of masters in place
+            (C{random_master}).
+        """
         self.config = config
         self.id = minionId
         self.reactor = reactor
@@ -76,6 +104,9 @@ class MasterCaller:
         #: minion daemon connects).
         self.connectTCP = connectTCP
         self.timeout = timeout
+        self._shuffle = shuffle
+        #: The master the session is open with, once it is.
+        self.master: MasterAddress | None = None
         self.jid: str | None = None
         self._lock = DeferredLock()
         self._req: ReqClientProtocol | None = None
@@ -127,21 +158,75 @@ class MasterCaller:
         return connect
 
     async def _open(self) -> ReqClientProtocol:
+        """
+        Open the session with the first master of the list that takes it
+        (see the module's docstring).
+
+        @raise CallerError: no master took it; with several, the message
+            names each one tried and why it was left.
+        """
         credentials = await self.runBlocking(self._loadCredentials)
         try:
-            # The first master of the list (host or host:port, as the
-            # minion daemon reads it); a failover minion's others are not
-            # tried.
-            first = configuredMasters(self.config)[0]
+            masters = masterOrder(self.config, self._shuffle)
         except ValueError as e:
             raise CallerError(str(e)) from e
-        host, port = first.host, first.port
         if self.connectTCP is None:
             self.connectTCP = self._transportConnector()
+        # As the daemon: a key pinned per master with a failover list (and
+        # with any list here, where any of its masters may answer); the one
+        # pinned key of minion_master.pub with a single master.
+        perMaster = len(masters) > 1 or self.config.get("master_type") == "failover"
+        left: list[str] = []
+        for address in masters:
+            forMaster = credentials
+            if perMaster:
+                forMaster = PinnedMasterCredentials(
+                    credentials.id,
+                    credentials.privateKey,
+                    credentials.publicPem,
+                    self.config["pki_dir"],
+                    address,
+                    credentials.masterFinger,
+                )
+            try:
+                req = await self._openWith(address, forMaster)
+            except CallerError as e:
+                self.close()
+                if len(masters) == 1:
+                    raise
+                self.log.info(
+                    "salttwist-call: master {master} left ({why}); trying the next",
+                    master=str(address),
+                    why=e,
+                )
+                left.append(f"{address}: {e}")
+                continue
+            self.master = address
+            return req
+        raise CallerError(
+            f"none of the {len(masters)} masters took the session; tried " + "; ".join(left)
+        )
+
+    async def _openWith(
+        self, address: MasterAddress, credentials: MinionCredentials
+    ) -> ReqClientProtocol:
+        """
+        Connect to the master at C{address} and authenticate there.
+
+        @raise CallerError: it cannot be reached, did not answer within
+            C{timeout} seconds, refused the key, or could not be trusted.
+        """
+        host, port = address.host, address.port
+        assert self.connectTCP is not None
         try:
             req = await self._answer(
                 self.connectTCP(host, port, reqClientFactory(self.config["max_frame_bytes"]))
             )
+        except _TIMEOUTS as e:
+            raise CallerError(
+                f"cannot reach the master at {host}:{port} (no connection within "
+                f"{self.timeout:g} s)"
+            ) from e
         except Exception as e:
             raise CallerError(f"cannot reach the master at {host}:{port} ({e})") from e
         self._req = req
@@ -155,6 +240,10 @@ class MasterCaller:
             raise CallerError(str(e)) from e
         except crypt.CryptError as e:
             raise CallerError(f"the master's answer did not verify: {e}") from e
+        except _TIMEOUTS as e:
+            raise CallerError(
+                f"the master at {address} did not answer within {self.timeout:g} s"
+            ) from e
         except Exception as e:
             raise CallerError(f"authentication with the master failed ({e})") from e
         req.startSession(accepted.sessionKey)
