@@ -1036,7 +1036,8 @@ def _severalMasters(value: Any, config: Mapping[str, Any]) -> str | None:
     if isinstance(value, list) and len(value) > 1 and config.get("master_type") != "failover":
         return (
             "multi-master with a session to each is not supported (set master_type: "
-            f"failover): only the first, {value[0]!r}, is used"
+            f"failover): only the first, {value[0]!r}, is used (salttwist-call tries "
+            "each in turn)"
         )
     return None
 
