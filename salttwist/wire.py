@@ -313,3 +313,9 @@ def publicationAad(kid: int) -> bytes:
 #: return (its job cache failed): the minion keeps the return and sends it
 #: again later, where any other refusal is final.
 RETURN_NOT_STORED = "return not stored"
+#: How a master's refusal of a new job starts when the refusal says nothing
+#: of the job itself and may pass (its job cache could not store the job,
+#: its cluster's broker is away or the buffer full): a client waiting for
+#: an earlier job's returns whose C{saltutil.find_job} is refused so keeps
+#: waiting, where any other refusal (an ACL's) is final.
+JOB_REFUSED = "job refused:"

@@ -15,6 +15,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist.client.local import JobResult, LocalClient, MasterUnavailable
+from salttwist.transport.errors import RequestError
 
 JID = "20261122000000000001"
 FIND_JID = "20261122000000000002"
@@ -39,7 +40,7 @@ class _FakeReq:
     Answers publish requests from a script and records them.
     """
 
-    def __init__(self, replies: list[dict[str, Any]]) -> None:
+    def __init__(self, replies: list[dict[str, Any] | Exception]) -> None:
         self.replies = replies
         self.requests: list[dict[str, Any]] = []
         self.transport = _Transport()
@@ -47,7 +48,11 @@ class _FakeReq:
 
     def request(self, payload: dict[str, Any]) -> Deferred[dict[str, Any]]:
         self.requests.append(payload)
-        return succeed(self.replies.pop(0))
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            # The master refused the request.
+            return fail(reply)
+        return succeed(reply)
 
 
 class GatherTests(SynchronousTestCase):
@@ -64,9 +69,10 @@ class GatherTests(SynchronousTestCase):
         self.events = _FakeEvents()
         self.onEvent: Any = None
 
-    def script(self, *replies: dict[str, Any]) -> _FakeReq:
+    def script(self, *replies: dict[str, Any] | Exception) -> _FakeReq:
         """
-        Make the master answer the client's publish requests with C{replies}.
+        Make the master answer the client's publish requests with C{replies}
+        (an exception: the master refused that request).
         """
         req = _FakeReq(list(replies))
 
@@ -144,6 +150,43 @@ class GatherTests(SynchronousTestCase):
         result = self.successResultOf(d)
         self.assertEqual(list(result.returns), ["a"])
         self.assertEqual(result.missing, [])
+
+    def test_findJobRefusedKeepsWaiting(self) -> None:
+        """
+        A C{saltutil.find_job} the master refuses for a reason that may pass
+        (C{job refused:}, its job cache's server away) says nothing of the
+        minion: the client waits another timeout, asks again, and takes
+        the return when it comes.
+        """
+        req = self.script(
+            {"jid": JID, "minions": ["a"], "connected": ["a"]},
+            RequestError("job refused: the job cache could not store it (db away)"),
+            {"jid": FIND_JID, "minions": ["a"], "connected": ["a"]},
+        )
+        d = self.startJob(timeout=5)
+        self.clock.advance(5)
+        self.assertNoResult(d)
+        self.assertEqual(len(req.requests), 2)
+        self.clock.advance(5)
+        self.assertEqual(req.requests[2]["fun"], "saltutil.find_job")
+        self.ret(FIND_JID, "a", {"jid": JID, "fun": "test.sleep"})
+        self.clock.advance(1)
+        self.ret(JID, "a", True)
+        result = self.successResultOf(d)
+        self.assertEqual((list(result.returns), result.missing), (["a"], []))
+
+    def test_findJobOtherRefusalFails(self) -> None:
+        """
+        Any other refusal of C{saltutil.find_job} (the ACL's) ends the
+        wait with that error, as before.
+        """
+        self.script(
+            {"jid": JID, "minions": ["a"], "connected": ["a"]},
+            RequestError("Authorization error occurred: user bob may not run find_job"),
+        )
+        d = self.startJob(timeout=5)
+        self.clock.advance(5)
+        self.assertIn("Authorization error", str(self.failureResultOf(d, RequestError).value))
 
     def test_findJobEmptyGivesUp(self) -> None:
         """

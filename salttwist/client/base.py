@@ -20,6 +20,7 @@ from salttwist import wire
 from salttwist.files import PORTS_FILE, readRuntimeFile
 from salttwist.rootkey import ROOT_KEY_FILE, readRootKey, readUserKey, userKeyFile
 from salttwist.symmetric import deriveKey, hmacSha256
+from salttwist.transport.errors import RequestError
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -109,7 +110,10 @@ async def gatherReturns(
     @param waitFor: C{(minions, seconds)}: waits until all of C{minions}
         returned (L{True}) or C{seconds} passed (L{False}).
     @param findJob: asks the silent minions whether they still run the
-        job; gives those that do.
+        job; gives those that do. If the master refuses that new job for a
+        reason that may pass (L{wire.JOB_REFUSED}: its job cache's server or
+        its broker is away), nothing is known of the minions: they are all
+        waited for another C{timeout}, then asked again.
     @param lost: whether the connection the returns come on was lost.
     """
     waiting = connected
@@ -118,7 +122,12 @@ async def gatherReturns(
             break
         if lost():
             break
-        stillRunning = await findJob(sorted(waiting - returns.keys()))
+        try:
+            stillRunning = await findJob(sorted(waiting - returns.keys()))
+        except RequestError as e:
+            if not str(e).startswith(wire.JOB_REFUSED):
+                raise
+            continue
         if not stillRunning:
             break
         waiting = stillRunning
