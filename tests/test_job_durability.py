@@ -18,6 +18,7 @@ from zope.interface import implementer
 from salttwist import wire
 from salttwist.blocking import runSynchronously
 from salttwist.interfaces import IJobCache
+from salttwist.master import returns
 from salttwist.master.core import Master
 from salttwist.master.jobcache_pgsql import JobCacheUnavailable
 from salttwist.transport.reqclient import RequestError
@@ -229,6 +230,44 @@ class DurableReturnTests(MasterTestCase):
         self.net.flush()
         self.assertIs(self.successResultOf(d)["ret"], True)
         self.assertIn((self.jid, "m1"), self.cache.returns)
+
+    def test_notStoredFiredOnce(self) -> None:
+        """
+        A return whose write failed was fired on the bus when it came: the
+        copy the minion sends again is stored, not fired a second time;
+        a third copy is refused as a duplicate.
+        """
+        d = self.sendReturn()
+        [(_, _, stored)] = self.cache.pendingReturns
+        stored.errback(ConnectionError("the database went away"))
+        self.net.flush()
+        self.failureResultOf(d, RequestError)
+        self.flushLoggedErrors(ConnectionError)
+        self.cache.holdReturns = False
+        self.assertIs(self.successResultOf(self.sendReturn())["ret"], True)
+        self.assertIn((self.jid, "m1"), self.cache.returns)
+        self.assertEqual(
+            [tag for tag, _ in self.eventsTagged(f"salt/job/{self.jid}/ret/")],
+            [f"salt/job/{self.jid}/ret/m1"],
+        )
+        self.failureResultOf(self.sendReturn(), RequestError)
+        self.assertEqual(self.master.minionRequests._firedNotStored, {})
+
+    def test_firedNotStoredBounded(self) -> None:
+        """
+        At most L{MAX_FIRED_NOT_STORED} returns are remembered as fired but
+        not stored: past that the oldest is forgotten.
+        """
+        self.patch(returns, "MAX_FIRED_NOT_STORED", 2)
+        requests = self.master.minionRequests
+        requests._firedNotStored = {("j1", "a"): None, ("j2", "b"): None}
+        d = self.sendReturn()
+        [(_, _, stored)] = self.cache.pendingReturns
+        stored.errback(ConnectionError("the database went away"))
+        self.net.flush()
+        self.failureResultOf(d, RequestError)
+        self.flushLoggedErrors(ConnectionError)
+        self.assertEqual(list(requests._firedNotStored), [("j2", "b"), (self.jid, "m1")])
 
     def test_notStoredSentAgain(self) -> None:
         """

@@ -38,6 +38,11 @@ REQ_JID = "req"
 #: cache's server is away every return is, and a line (or a traceback) for
 #: each would flood the log.
 NOT_STORED_LOG_INTERVAL = 10.0
+#: The most returns remembered as fired (on the bus and to the other
+#: masters) but not stored, so that the copy the minion sends again is only
+#: stored (L{MinionRequests._acceptReturn}); past it the oldest are
+#: forgotten, and their copies fired once more.
+MAX_FIRED_NOT_STORED = 100000
 #: The longest tag a minion may fire (as the event pull socket's limit).
 MAX_EVENT_TAG = 512
 #: The most bytes a minion event's data may take, serialised (Salt's
@@ -151,6 +156,9 @@ class MinionRequests:
         #: about them, and when that line was written.
         self._notStoredCount = 0
         self._notStoredLoggedAt = float("-inf")
+        #: The (jid, minion) of returns fired but not stored (their write
+        #: failed), oldest first: at most L{MAX_FIRED_NOT_STORED}.
+        self._firedNotStored: dict[tuple[str, str], None] = {}
 
     def minionReturn(
         self, proto: IMinionSession, load: dict[str, Any]
@@ -340,6 +348,12 @@ class MinionRequests:
             "retcode": load.get("retcode", 0),
             "success": load.get("success", True),
         }
+        if self._firedNotStored and (jid, minionId) in self._firedNotStored:
+            # Sent again after its write failed: the bus and the other
+            # masters had it the first time (a reactor must not act twice).
+            if self.jobCache is None:
+                return None
+            return self.jobCache.storeReturn(jid, minionId, event)
         payload = None
         if cluster is not None:
             try:
@@ -370,9 +384,15 @@ class MinionRequests:
         master killed before the write leaves the return with the minion
         (which sends it again, to this master or another). A failed write is
         refused with L{wire.RETURN_NOT_STORED}: the minion keeps the return
-        and tries again later.
+        and tries again later; the return, already fired, is remembered so
+        that its copy is stored without being fired again.
         """
         if stored is None:
+            return {"ret": True}
+
+        def storedNow(_: object) -> dict[str, Any]:
+            if self._firedNotStored:
+                self._firedNotStored.pop((jid, minionId), None)
             return {"ret": True}
 
         def notStored(failure: Failure) -> dict[str, Any]:
@@ -380,9 +400,13 @@ class MinionRequests:
             if job is not None:
                 # The minion sends it again: not a duplicate then.
                 job.returned.discard(minionId)
+            fired = self._firedNotStored
+            if len(fired) >= MAX_FIRED_NOT_STORED:
+                del fired[next(iter(fired))]
+            fired[jid, minionId] = None
             self._notStored(failure, jid, minionId)
 
-        return stored.addCallbacks(lambda _: {"ret": True}, notStored)
+        return stored.addCallbacks(storedNow, notStored)
 
     def _notStored(self, failure: Failure, jid: str, minionId: str) -> NoReturn:
         """
