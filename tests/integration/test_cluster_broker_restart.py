@@ -97,7 +97,7 @@ class BrokerRestartDuringReturnsTests(TestCase):
     def logs(self) -> str:
         return f"== master A ==\n{self.a.logs()}\n== master B ==\n{self.b.logs()}"
 
-    async def startMasters(self, url: str, shared: bool) -> None:
+    async def startMasters(self, url: str, shared: bool, **options: Any) -> None:
         """
         Start B, then A (with the cluster key B made, as an admin copies
         it), on broker C{url}, every swarm minion's key accepted on both.
@@ -105,12 +105,14 @@ class BrokerRestartDuringReturnsTests(TestCase):
         @param shared: one PostgreSQL database (of the test's own) for
             both masters' keys and job cache; else each master has its own
             key directory and SQLite job cache.
+        @param options: more options for both masters.
         """
         common: dict[str, Any] = {
             "cluster_id": newClusterId(),
             "cluster_broker": url,
             # The broker is away for DOWN seconds: jobs are still taken.
             "cluster_unreachable_limit": 60,
+            **options,
         }
         ensureKeys(DEFAULT_KEYS_DIR, MINIONS)
         self.database: dict[str, Any] | None = None
@@ -222,16 +224,33 @@ class BrokerRestartDuringReturnsTests(TestCase):
             connection.close()
         return rows, minions
 
-    async def restartDuringReturns(self, shared: bool, signum: int) -> None:
+    async def refusedOnB(self) -> Any:
+        """
+        A ping through B, if B refused it; else L{None}.
+        """
+        result = await self.b.salt(
+            minionIdFor(PREFIX, 0), "test.ping", "-t", "1", "--gather-job-timeout", "1"
+        )
+        return result if result.code != 0 and "job refused" in result.err + result.out else None
+
+    async def restartDuringReturns(
+        self, shared: bool, signum: int, bound: int | None = None
+    ) -> None:
         """
         The test: see the module's docstring.
 
         @param shared: see L{startMasters}.
         @param signum: how the broker is stopped.
+        @param bound: C{cluster_buffer_messages} for both masters, smaller
+            than the returns that come while the broker is down: once B's
+            buffer is full, B refuses new jobs, naming the broker, and
+            answers returns C{return not stored} (the minions send them
+            again); L{None}: the default bound.
         """
         broker = _Broker(self)
         await broker.start()
-        await self.startMasters(broker.url, shared)
+        options = {} if bound is None else {"cluster_buffer_messages": bound}
+        await self.startMasters(broker.url, shared, **options)
         swarm = self.startSwarm()
         await waitFor(
             lambda: sum(m.returns.req is not None for m in swarm.minions) == MINIONS,
@@ -244,11 +263,9 @@ class BrokerRestartDuringReturnsTests(TestCase):
         watcherA = await self.a.watchEvents()
 
         def returnsOnA() -> Counter[str]:
-            return Counter(
-                tag.rsplit("/", 1)[1]
-                for tag in watcherA.tags
-                if tag.startswith("salt/job/") and "/ret/" in tag
-            )
+            # The job's returns (not those of B's pings, with a bound).
+            prefix = f"salt/job/{jid}/ret/"
+            return Counter(tag[len(prefix) :] for tag in watcherA.tags if tag.startswith(prefix))
 
         began = time.monotonic()
         cli: Deferred[Any] = Deferred.fromCoroutine(
@@ -270,7 +287,21 @@ class BrokerRestartDuringReturnsTests(TestCase):
         returnedBefore = swarm.returns
         onABefore = len(returnsOnA())
         await broker.kill(signum)
-        await sleep(DOWN)
+        downAt = time.monotonic()
+        refusal = ""
+        if bound is not None:
+            # B's buffer fills with the returns it takes meanwhile.
+            result = await waitFor(
+                self.refusedOnB, "B refusing jobs", timeout=60, context=self.logs
+            )
+            refusal = (result.err + result.out).strip()
+            self.assertIn(
+                "job refused: the cluster's outgoing buffer is full ("
+                f"{bound} messages not yet acknowledged by the broker {broker.url}, "
+                f"at most {bound})",
+                refusal,
+            )
+        await sleep(max(0.0, DOWN - (time.monotonic() - downAt)))
         returnedDown = swarm.returns
         storedOnB = self.storedReturns(self.b, jid)[0]
         onADown = len(returnsOnA())
@@ -334,6 +365,7 @@ class BrokerRestartDuringReturnsTests(TestCase):
             f" reconnected (after, s): A {after['A'][-1:]}, B {after['B'][-1:]},"
             f" both {reconnectedAt - restartedAt:.1f}s after the start;"
             f"\n  every return on A's bus {allOnA - restartedAt:.1f}s after the start\n"
+            + (f"  bound {bound}: {refusal}\n" if bound is not None else "")
         )
 
     async def test_sqliteSigterm(self) -> None:
@@ -359,3 +391,11 @@ class BrokerRestartDuringReturnsTests(TestCase):
         One PostgreSQL job cache for both; the broker stopped by SIGTERM.
         """
         await self.restartDuringReturns(True, signal.SIGTERM)
+
+    async def test_sqliteBufferFull(self) -> None:
+        """
+        Each master its own SQLite job cache and a buffer of 40 messages;
+        the broker killed by SIGKILL: past the bound B refuses jobs and
+        returns, and every return still reaches A once.
+        """
+        await self.restartDuringReturns(False, signal.SIGKILL, bound=40)
