@@ -293,6 +293,10 @@ class ConnectTests(SynchronousTestCase):
     """
 
     def connect(self, auth: NkeyAuth | None, info: dict[str, Any]) -> tuple[NatsProtocol, Any]:
+        """
+        @return: a protocol logging in with C{auth} that got C{info}, and
+            the C{CONNECT} it sent (L{None} if none).
+        """
         proto = NatsProtocol(Clock(), "salttwist-m", nkeyAuth=auth)
         transport = StringTransport()
         proto.makeConnection(transport)
@@ -368,6 +372,10 @@ class MutualTls:
     """
 
     async def startMutualTls(self) -> None:
+        """
+        Start the server; C{self.server}, the certificates, the client's key
+        and the NKEY user's seed (file) are set.
+        """
         testCase: Any = self
         self.serverCert, serverKey = makeCertificate(os.path.abspath(testCase.mktemp()))
         self.clientCert, self.clientKey = makeCertificate(

@@ -154,6 +154,10 @@ class RotationBusTests(TestCase):
         self.observer = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
 
     def member(self, memberId: str, keyring: ClusterKeyring) -> SealedClusterBus:
+        """
+        @return: a started member sealing with C{keyring}, collecting the
+            jobs and events it gets.
+        """
         inner = MemoryClusterBus(self.broker, memberId, self.clock)
         bus = SealedClusterBus(inner, keyring, "c1", now=lambda: 1000.0)
         bus.got = subscribeAll(bus, (JOB, EVENT), None)  # type: ignore[attr-defined]
@@ -288,6 +292,9 @@ class KeyFilesTests(SynchronousTestCase):
         os.remove(self.keyPath)
         clock.advance(10)
         self.assertEqual(keyring.currentId, keyId(NEW))
+        # Not made afresh: a new key would cut this master off the others.
+        self.assertFalse(os.path.exists(self.keyPath))
+        self.assertIn("is gone; keeping the keys held", " ".join(warnings(observer)))
 
     def test_watcherLogsExpiredKeys(self) -> None:
         """

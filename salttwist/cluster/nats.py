@@ -12,6 +12,10 @@ after a lost acknowledgement) and stays in the L{Outbox} until JetStream
 acknowledged storing it. Best-effort kinds are plain NATS messages on
 C{salttwist.<cluster_id>.<kind>}.
 
+The broker may want a login (L{brokerAddress}'s user and password or token,
+an NKEY or a C{.creds} file: L{salttwist.cluster.natsauth}) and TLS, with a
+client certificate (L{brokerTlsOptions}).
+
 The connection is a L{ClientService} (reconnection with jittered back-off);
 a C{PING} every C{pingInterval} seconds that is not answered twice in a row
 drops it, so a broker that stops answering (a partition) is noticed even
@@ -50,6 +54,7 @@ from salttwist.cluster.interfaces import (
 from salttwist.cluster.natsauth import loadNkeyAuth
 from salttwist.cluster.natsprotocol import NatsError, NatsProtocol
 from salttwist.cluster.outbox import Outbox
+from salttwist.daemon import checkPrivatePath
 
 #: What a cluster id and a member id may hold (they are parts of subject,
 #: stream and consumer names).
@@ -224,8 +229,6 @@ def _clientCertificate(certFile: str, keyFile: str, runAs: str | None) -> tuple[
     from cryptography.hazmat.primitives import serialization
     from twisted.internet import ssl
 
-    from salttwist.daemon import checkPrivatePath
-
     checkPrivatePath(keyFile, 0o077, runAs=runAs)
     certPem = _readFile("cluster_broker_cert", certFile)
     keyPem = _readFile("cluster_broker_key", keyFile)
@@ -364,8 +367,6 @@ class NatsClusterBus:
         self._clientCertificate = certFile is not None
         for path in (nkeyFile, credsFile):
             if path:
-                from salttwist.daemon import checkPrivatePath
-
                 checkPrivatePath(path, 0o077, runAs=runAs)
         self._nkeyAuth = loadNkeyAuth(nkeyFile, credsFile)
         if self._nkeyAuth is not None and address.credentials:

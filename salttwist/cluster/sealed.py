@@ -146,18 +146,28 @@ def loadOrCreateClusterKey(directory: str) -> tuple[bytes, str, bool]:
     """
     path = os.path.join(directory, CLUSTER_KEY_FILE)
     try:
-        info = os.stat(path)
+        return readClusterKey(path), path, False
     except FileNotFoundError:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         key = newAesKey()
         writePrivateFile(path, key.hex().encode() + b"\n")
         return key, path, True
+
+
+def readClusterKey(path: str) -> bytes:
+    """
+    Read a cluster key file (never making one).
+
+    @raise FileNotFoundError: there is none.
+    @raise ClusterKeyError: see L{loadOrCreateClusterKey}.
+    """
+    info = os.stat(path)
     _checkPrivate(path, info, "cluster key")
     with open(path, "rb") as f:
         key = _parseKey(f.read().strip())
     if key is None:
         raise ClusterKeyError(f"{path}: not a cluster key ({AES_KEY_BYTES * 2} hex digits)")
-    return key, path, False
+    return key
 
 
 class ClusterKeyring:
@@ -333,12 +343,14 @@ class ClusterKeyWatcher:
         if signatures == self._seen:
             return
         try:
-            if signatures[0] is None:
-                raise ClusterKeyError(f"{self._paths[0]} is gone")
-            current, _, _ = loadOrCreateClusterKey(self.directory)
+            # Never made afresh here: a new key would cut this master off.
+            current = readClusterKey(self._paths[0])
             previous = loadPreviousKeys(self.directory)
             before = self.keyring.currentId
             self.keyring.update(current, previous)
+        except FileNotFoundError:
+            self.log.error("cluster: {path} is gone; keeping the keys held", path=self._paths[0])
+            return
         except (ClusterKeyError, OSError) as e:
             # Not remembered as seen: a file caught half-written is read
             # again at the next look.

@@ -74,6 +74,9 @@ class KeyRotationTests(_TwoMasters, TestCase):
     timeout = 240
 
     def keyDir(self, cluster: Cluster) -> str:
+        """
+        @return: C{cluster}'s master's C{cluster_pki_dir}.
+        """
         return os.path.join(cluster.masterPkiDir, "cluster")
 
     async def logged(self, cluster: Cluster, text: str) -> None:
@@ -91,6 +94,9 @@ class KeyRotationTests(_TwoMasters, TestCase):
         )
 
     async def pingOk(self, step: str) -> None:
+        """
+        Ping C{minion1} on B through A, failing with C{step} named.
+        """
         ping = await self.ping()
         self.assertEqual(ping.code, 0, f"{step}: {ping}\n{self.logs()}")
         self.assertEqual(json.loads(ping.out), {"minion1": True}, f"{step}: {ping}\n{self.logs()}")
