@@ -8,9 +8,13 @@ Without C{--local}, the return is also sent to the master of the minion
 config, as Salt's C{salt-call} does: the command authenticates with the
 minion's own key in a transient session (which does not disturb the running
 minion daemon) and sends the return with jid C{req}; the master records it
-in its job cache under a jid of its own. If that
-fails (no key, key not accepted, master down) a warning goes to standard
-error and the local result is printed all the same. C{event.send} uses the
+in its job cache under a jid of its own. With a
+list of masters (C{master: [...]}, plain or C{master_type: failover}) the
+first master that takes the session is used, in the daemon's order
+(C{random_master} shuffles it), each master's key checked against its pin
+(L{salttwist.client.transient}). If that fails (no key, key not accepted,
+every master down) a warning goes to standard error, naming each master
+tried and why, and the local result is printed all the same. C{event.send} uses the
 same session, and so do the minion's pillar (C{_pillar}, fetched before the
 function runs, as Salt's C{salt-call} compiles it) and its C{salt://} files.
 With C{--local} (or C{file_client: local} in the minion config) no master is

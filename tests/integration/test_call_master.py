@@ -3,7 +3,8 @@
 Integration tests of C{salttwist-call} without C{--local}: a real master and
 minion daemon on 127.0.0.1, and the real C{salttwist-call}, C{salttwist} and
 C{salttwist-run} commands. The call runs beside the minion daemon of the
-same id, with the same key.
+same id, with the same key. And a call whose config lists two masters, the
+first of them down (L{CallMastersTests}).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import json
 import os
 from typing import Any
 
+import yaml
 from twisted.trial.unittest import TestCase
 
 from salttwist.events.client import listenEvents
 from salttwist.master.service import EVENT_PUB_SOCKET
-from tests.integration.harness import Cluster, CommandResult, runCommand, waitFor
+from tests.integration.harness import Cluster, CommandResult, runCommand, seedKeyPair, waitFor
 
 MINION = "minion1"
 
@@ -130,3 +132,94 @@ class CallMasterTests(TestCase):
         self.assertEqual(refused.code, 1, str(refused))
         self.assertIn("tags under salt/ are the master's", refused.out)
         self.assertEqual([tag for tag, _ in self.events if tag == forged], [])
+
+
+class CallMastersTests(TestCase):
+    """
+    C{salttwist-call} with C{master: [A, B]}: master A was started and
+    stopped (its port refuses connections), master B runs with C{minion1}
+    connected; both masters share one key pair, as a cluster's do.
+    """
+
+    timeout = 120
+
+    async def setUp(self) -> None:
+        """
+        Start B and C{minion1}; start A with B's key pair, then stop it.
+        """
+        self.b = Cluster(self)
+        await self.b.startReady((MINION,))
+        assert self.b.ports is not None
+        self.portB = self.b.ports["ret_port"]
+        self.a = Cluster(self)
+        self.a.writeMasterConfig()
+        seedKeyPair(self.a.masterPkiDir, "master", "master")
+        await self.a.startMaster()
+        assert self.a.ports is not None
+        self.portA = self.a.ports["ret_port"]
+        await self.a.stopMaster()
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        proto = await listenEvents(
+            _reactor(),
+            os.path.join(self.b.sockDir, EVENT_PUB_SOCKET),
+            ["salt/job/"],
+            lambda tag, data: self.events.append((tag, data)),
+        )
+        self.addCleanup(lambda: proto.lost)
+        self.addCleanup(proto.transport.loseConnection)
+
+    def logs(self) -> str:
+        return f"== master A ==\n{self.a.logs()}\n== master B ==\n{self.b.logs()}"
+
+    async def call(self, *args: str, **options: Any) -> CommandResult:
+        """
+        Run C{salttwist-call ARGS} with C{minion1}'s id and key and a config
+        listing A then B (the running daemon read its own config at start).
+        """
+        directory = self.b.minionDir(MINION)
+        config = {
+            "root_dir": directory,
+            "id": MINION,
+            "master": [f"127.0.0.1:{self.portA}", f"127.0.0.1:{self.portB}"],
+            "log_level": "info",
+            **options,
+        }
+        with open(os.path.join(directory, "minion"), "w") as f:
+            yaml.safe_dump(config, f)
+        return await runCommand(["salttwist-call", "-c", directory, *args], cwd=self.b.baseDir)
+
+    async def test_firstMasterDown(self) -> None:
+        """
+        With C{master_type: failover}, and with a plain list (Salt's
+        multi-master), the call leaves A and sends its return to B, which
+        fires it on its bus: no warning. With B stopped too, the local
+        result is still printed and the warning names both masters and why
+        each was left.
+        """
+        for options in ({"master_type": "failover"}, {}):
+            call = await self.call("test.echo", "across", **options)
+            self.assertEqual(
+                (call.code, call.out, call.err),
+                (0, "local:\n    across\n", ""),
+                f"{options}: {call}\n{self.logs()}",
+            )
+
+        def returns() -> list[dict[str, Any]]:
+            return [data for tag, data in self.events if tag.endswith(f"/ret/{MINION}")]
+
+        await waitFor(lambda: len(returns()) == 2, "both returns on B's bus", context=self.logs)
+        self.assertEqual([data["return"] for data in returns()], ["across", "across"])
+
+        await self.b.stopMaster()
+        call = await self.call("test.echo", "alone", master_type="failover")
+        self.assertEqual((call.code, call.out), (0, "local:\n    alone\n"), str(call))
+        self.assertIn(
+            "Warning: the result was not sent to the master: none of the 2 masters took the "
+            f"session; tried 127.0.0.1:{self.portA}: cannot reach the master at "
+            f"127.0.0.1:{self.portA}",
+            call.err,
+        )
+        self.assertIn(
+            f"; 127.0.0.1:{self.portB}: cannot reach the master at 127.0.0.1:{self.portB}",
+            call.err,
+        )
