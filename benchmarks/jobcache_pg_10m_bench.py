@@ -469,14 +469,22 @@ async def measureAll(
             lambda i: jobsRunners.list_jobs(context),
             repeat=3,
         )
-        # Writes into the full table: a new job of 1,000 minions and its
-        # returns, handed over at once, committed (flush).
-        writeJids = []
+        # The plans of the slow reads, before anything is pruned.
+        explainSlow(connection, timings, args.slow, report)
+        # Writes into the full table: a new job's reservation; a new job of
+        # 1,000 minions and its returns, handed over at once, committed.
+        await timings.measure(
+            "reserveJob (a new job's row, committed)",
+            lambda i: cache.reserveJob(
+                f"{int(_jidAt(time.time())) + i:020d}",
+                {"fun": "test.ping", "arg": [], "tgt": "web*", "tgt_type": "glob", "user": "root"},
+                [_minionId(n) for n in range(100)],
+            ),
+            size=lambda held: int(held),
+        )
 
         async def storeBatch(i: int) -> list[None]:
-            jid = _jidAt(time.time())
-            jid = f"{int(jid) + i:020d}"
-            writeJids.append(jid)
+            jid = f"{int(_jidAt(time.time())) + 1000 + i:020d}"
             minions = [_minionId(n) for n in range(1000)]
             await cache.storeJob(
                 jid,
@@ -491,71 +499,104 @@ async def measureAll(
             return [await d for d in stores]
 
         await timings.measure("storeJob + 1,000 storeReturn, committed", storeBatch, repeat=10)
-        # The hourly keep_jobs prune: each prune moves the cutoff one hour
-        # later, as the master's hourly prune does.
-        prunes = []
-        offset = 0.5
+        # The hourly keep_jobs prune, each one an hour later than the last.
+        # First with an exact cutoff in the middle of an hour (IJobCache.prune
+        # as a caller asks it): the hour before it is dropped, the half hour
+        # before the cutoff deleted row by row.
+        prunes: list[int] = []
 
-        async def pruneOnce(i: int) -> int:
-            keep = (args.hours - i - offset) * hour
-            removed = await cache.prune(keep)
+        async def pruneMidHour(i: int) -> int:
+            removed = await cache.prune((args.hours - i - 0.5) * hour)
             prunes.append(removed)
             return removed
 
         await timings.measure(
-            "prune (keep_jobs, cutoff mid-hour: drop 1 hour + DELETEs)",
-            pruneOnce,
+            "prune, exact cutoff mid-hour (drops 1 hour, deletes 1/2 hour)",
+            pruneMidHour,
+            repeat=5,
+            size=lambda n: n,
+        )
+        # What the DELETEs cost at the next cutoff, rolled back.
+        report["prune_sql"] = explainPrune(connection, time.time() - (args.hours - 5.5) * hour)
+        # Then as the master's automatic prune: keep_jobs rounded up to the
+        # hour's start (PostgresJobCache._automaticPruneAge): drops only.
+
+        async def pruneAutomatic(i: int) -> int:
+            cache.keepJobsHours = args.hours - 6 - i
+            removed = await cache.prune(cache._automaticPruneAge())
+            prunes.append(removed)
+            return removed
+
+        await timings.measure(
+            "automatic prune (keep_jobs, cutoff on the hour: drops 1 hour)",
+            pruneAutomatic,
             repeat=5,
             size=lambda n: n,
         )
         report["prunes_removed"] = prunes
-        # What the DELETEs cost once the rows before the cutoff are gone
-        # (the same cutoff again: they delete nothing).
-        report["prune_sql"] = explainPrune(
-            connection, time.time() - (args.hours - 4 - offset) * hour
-        )
-        await timings.measure(
-            "prune (keep_jobs, cutoff on the hour)",
-            lambda i: cache.prune((args.hours - 6 - i) * hour + time.time() % hour),
-            repeat=3,
-            size=lambda n: n,
-        )
     finally:
         await cache.close()
     report["results"] = timings.results
-    slow = [r for r in timings.results if r["median_ms"] > args.slow and "sql" in r]
-    report["explain"] = {}
-    for entry in slow:
-        sql, params = entry["sql"]
-        plan = explain(connection, sql, params)
-        report["explain"][entry["query"]] = plan
-        print(f"\nEXPLAIN (ANALYZE, BUFFERS) of {entry['query']}:\n{plan}", flush=True)
     for r in timings.results:
         r.pop("sql", None)
 
 
+def explainSlow(
+    options: dict[str, Any], timings: Timings, slow: float, report: dict[str, Any]
+) -> None:
+    """
+    Explain the SQL of every query measured so far whose median is above
+    C{slow} ms.
+    """
+    report.setdefault("explain", {})
+    for entry in timings.results:
+        if entry["median_ms"] <= slow or "sql" not in entry:
+            continue
+        sql, params = entry["sql"]
+        plan = explain(options, sql, params)
+        report["explain"][entry["query"]] = plan
+        print(f"\nEXPLAIN (ANALYZE, BUFFERS) of {entry['query']}:\n{plan}", flush=True)
+
+
 def explainPrune(options: dict[str, Any], cutoff: float) -> dict[str, str]:
     """
-    @return: the plans of the prune's C{DELETE}s at C{cutoff} (rolled back).
+    @return: the plans of the prune's C{DELETE}s at C{cutoff} (in one
+        transaction, rolled back), as L{PostgresJobCacheDatabase.prune}
+        runs them.
     """
     cutoffJid = _jidAt(cutoff)
-    statements = {
-        "delete returns of expired jobs": (
-            "DELETE FROM salttwist_returns r USING salttwist_jobs j"
-            " WHERE r.jid = j.jid AND j.start_time < %s",
-            (cutoff,),
-        ),
-        "delete expired jobs": ("DELETE FROM salttwist_jobs WHERE start_time < %s", (cutoff,)),
-        "delete orphan returns": (
-            "DELETE FROM salttwist_returns r WHERE r.jid < %s AND NOT EXISTS"
-            " (SELECT 1 FROM salttwist_jobs j WHERE j.jid = r.jid)",
-            (cutoffJid,),
-        ),
-    }
     plans = {}
-    for label, (sql, params) in statements.items():
-        plans[label] = explain(options, sql, params)
-        print(f"\nEXPLAIN (ANALYZE, BUFFERS) of prune: {label}:\n{plans[label]}", flush=True)
+    with psycopg.connect(**options) as connection:
+
+        def explainOne(label: str, sql: str, params: Any) -> None:
+            rows = connection.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params).fetchall()
+            plans[label] = "\n".join(r[0] for r in rows)
+            print(f"\nEXPLAIN (ANALYZE, BUFFERS) of prune: {label}:\n{plans[label]}", flush=True)
+
+        expired = [
+            jid
+            for (jid,) in connection.execute(
+                "SELECT jid FROM salttwist_jobs WHERE start_time < %s", (cutoff,)
+            )
+        ]
+        plans["expired jobs"] = str(len(expired))
+        explainOne(
+            "delete expired jobs",
+            "DELETE FROM salttwist_jobs WHERE start_time < %s RETURNING jid",
+            (cutoff,),
+        )
+        explainOne(
+            "delete their returns",
+            "DELETE FROM salttwist_returns WHERE jid = ANY(%s)",
+            (expired,),
+        )
+        explainOne(
+            "delete orphan returns",
+            "DELETE FROM salttwist_returns r WHERE r.jid < %s AND NOT EXISTS"
+            " (SELECT 1 FROM salttwist_jobs j WHERE j.jid = r.jid AND j.jid < %s)",
+            (cutoffJid, cutoffJid),
+        )
+        connection.rollback()
     return plans
 
 

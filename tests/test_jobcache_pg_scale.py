@@ -146,3 +146,48 @@ class PostgresJobCacheScaleTests(TestCase):
         self.assertEqual((params, checks), ([["web1"], 10], []))
         indexes = {n for (n,) in self._query("SELECT indexname FROM pg_indexes")}
         self.assertIn("salttwist_jobs_tgt_match", indexes)
+
+    async def test_classGlobsInSql(self) -> None:
+        """
+        Globs with simple character classes (C{[ab]*}, C{web[0-9]?}, C{[!a-c]*})
+        are matched in SQL as regular expressions and list exactly the jobs
+        L{fnmatch.fnmatchcase} matches; classes PostgreSQL reads otherwise
+        (C{[z-a]}, C{[]a]}, C{[a\\b]}) are still matched in Python.
+        """
+        import fnmatch
+
+        cache = await self._cache()
+        jobs = [
+            ("test.ping", "web1"),
+            ("cmd.run", ["app2", "db1"]),
+            ("state.apply", "web12.x"),
+            ("test.echo", "]a"),
+            ("grains.items", "b-1"),
+            ("pkg.install", "a\\b"),
+        ]
+        for n, (fun, tgt) in enumerate(jobs):
+            await cache.storeJob(f"20240101000000{n:06d}", load(fun, tgt), [])
+            self.clock.advance(1)
+        for pattern in ("[ab]*", "web[0-9]?", "[!a-c]*", "*[0-9]", "[-b]-1", "[]a]*", "[a\\\\b]*"):
+            expected = sorted(
+                f"20240101000000{n:06d}"
+                for n, (fun, tgt) in enumerate(jobs)
+                if any(
+                    fnmatch.fnmatchcase(t, pattern)
+                    for t in (tgt if isinstance(tgt, list) else [tgt])
+                )
+            )
+            listed = sorted(j["jid"] for j in await cache.listJobs(searchTarget=[pattern]))
+            self.assertEqual(listed, expected, pattern)
+        for pattern in ("test.[pe]*", "[!t]*"):
+            expected = sorted(
+                f"20240101000000{n:06d}"
+                for n, (fun, _) in enumerate(jobs)
+                if fnmatch.fnmatchcase(fun, pattern)
+            )
+            listed = sorted(j["jid"] for j in await cache.listJobs(searchFunction=[pattern]))
+            self.assertEqual(listed, expected, pattern)
+        _, _, checks = listJobsQuery(["test.[pe]*"], ["web[0-9]?", "[!a-c]*"], None, None, 5)
+        self.assertEqual(checks, [])
+        _, _, checks = listJobsQuery(None, ["[z-a]"], None, None, 5)
+        self.assertEqual(len(checks), 1)
