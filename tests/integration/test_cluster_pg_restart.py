@@ -24,10 +24,12 @@ come in, then started again. Checked each time:
     naming the job cache and its server (no traceback), and the masters
     answer returns "return not stored", which the minions send again;
   - once it is back, every (jid, minion) return is in the job cache exactly
-    once, the CLI that published the job (on B: with A's minions' returns
-    through the broker) reports every minion's C{True}, a new job is
-    taken, and each master has logged the lost connection and the
-    reconnection.
+    once and was fired once on each master's bus, the CLI that published
+    the job (on B: with A's minions' returns through the broker) reports
+    every minion's C{True}, a new job is taken, and each master has logged
+    the lost connection and the reconnection. The CLI's timeout is
+    shorter than the job, so its C{saltutil.find_job} (a new job) is
+    refused while the server is down: it keeps waiting.
 
 The timeline is printed, never asserted.
 """
@@ -39,6 +41,8 @@ import os
 import shutil
 import sys
 import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from twisted.internet.defer import Deferred, gatherResults
@@ -52,17 +56,22 @@ from benchmarks.swarmlib import (
     Swarm,
     ensureKeys,
     minionIdFor,
+    readKeyPair,
 )
 from salttwist import crypt
-from tests._installed import installedCopy
+from salttwist.pki.keystore import ACCEPTED
+from salttwist.pki.keystore_pg import PostgresKeyStore
+from tests._installed import CHECKOUT, installedCopy
 from tests._nats import deleteStreamAfter, newClusterId, requireServer, serverUrl
 from tests.integration.harness import Cluster, seedKeyPair, sleep, waitFor
-from tests.integration.test_cluster_faults import acceptInDatabase
 from tests.test_jobcache_pg_restart import PrivateServer
 
-#: How many simulated minions. Their key pairs are cached in
-#: C{benchmarks/.keys} (the first run makes them).
+#: How many simulated minions.
 MINIONS = int(os.environ.get("SALTTWIST_PG_RESTART_MINIONS", "300"))
+#: Where their key pairs are cached: the checkout's C{benchmarks/.keys}
+#: (the first run makes them, about 10 s per 300 on 2 cores), not the
+#: trial's working directory, which each run starts empty.
+KEYS_DIR = os.path.join(CHECKOUT, DEFAULT_KEYS_DIR)
 #: How long the job sleeps: long enough for the server to be down before
 #: the first return comes.
 SLEEP = 4
@@ -77,6 +86,27 @@ NOT_STORED_WARNING = "the master could not store the return"
 #: stored: the job cache's back-off (doubling from 0.5 s) and the minions'
 #: 5 s between two sends.
 RECOVERY = 90.0
+
+
+def acceptKeys(database: dict[str, Any], count: int) -> None:
+    """
+    Accept the keys of swarm minions C{0..count-1} in the PostgreSQL key
+    store of C{database} (C{psycopg.connect} keywords), from many threads
+    at once so that the store commits them in batches. Blocking.
+    """
+    store = PostgresKeyStore(database)
+    store.start()
+    try:
+        store.waitReady(30)
+
+        def accept(index: int) -> None:
+            _, public = readKeyPair(KEYS_DIR, index)
+            store.putKey(ACCEPTED, minionIdFor(PREFIX, index), public)
+
+        with ThreadPoolExecutor(32) as pool:
+            list(pool.map(accept, range(count)))
+    finally:
+        store.close()
 
 
 class PostgresRestartedDuringJobTests(TestCase):
@@ -119,8 +149,10 @@ class PostgresRestartedDuringJobTests(TestCase):
             **{f"keys.postgres.{k}": v for k, v in postgres.items()},
             **{f"returner.pgjsonb.{k}": v for k, v in postgres.items()},
         }
-        ensureKeys(DEFAULT_KEYS_DIR, MINIONS)
-        acceptInDatabase(database, PREFIX, MINIONS)
+        made = time.monotonic()
+        ensureKeys(KEYS_DIR, MINIONS)
+        acceptKeys(database, MINIONS)
+        accepted = time.monotonic()
         self.a, self.b = Cluster(self), Cluster(self)
         for name, cluster in (("b", self.b), ("a", self.a)):
             cluster.writeMasterConfig(cluster_master_id=f"master-{name}", **common)
@@ -140,6 +172,7 @@ class PostgresRestartedDuringJobTests(TestCase):
                 "the master's connection to the broker",
                 context=self.logs,
             )
+        self.setupTimes = (made, accepted)
 
     def startSwarm(self) -> None:
         """
@@ -154,7 +187,7 @@ class PostgresRestartedDuringJobTests(TestCase):
             Swarm(
                 reactor,
                 os.path.join(self.a.baseDir, f"swarm{share}"),
-                DEFAULT_KEYS_DIR,
+                KEYS_DIR,
                 list(range(share, MINIONS, 2)),
                 "127.0.0.1",
                 cluster.ports["ret_port"],
@@ -239,9 +272,13 @@ class PostgresRestartedDuringJobTests(TestCase):
         def notStoredWarnings() -> list[str]:
             return [e["jid"] for e in logged if NOT_STORED_WARNING in e.get("log_format", "")]
 
+        # A timeout shorter than the job: the CLI asks the silent minions
+        # with saltutil.find_job, a new job, while the server is down.
         cli: Deferred[Any] = Deferred.fromCoroutine(
-            through.salt("*", "test.sleep", str(SLEEP), "--out", "json", "--static", "-t", "120")
+            through.salt("*", "test.sleep", str(SLEEP), "--out", "json", "--static", "-t", "2")
         )
+        cliDone: list[float] = []
+        cli.addCallback(lambda result: cliDone.append(time.monotonic()) or result)
         jid = await waitFor(
             lambda: self.newJid(known), "the job in the job cache", context=self.logs
         )
@@ -289,7 +326,6 @@ class PostgresRestartedDuringJobTests(TestCase):
         allStored = time.monotonic()
         self.assertEqual(self.storedReturns(jid), (MINIONS, MINIONS))
         result = await cli
-        cliDone = time.monotonic()
         self.assertEqual(result.code, 0, f"{result}\n{self.logs()}")
         self.assertEqual(
             json.loads(result.out),
@@ -300,6 +336,22 @@ class PostgresRestartedDuringJobTests(TestCase):
         # "return not stored", and sent again.
         self.assertGreater(refusedReturns, 0, self.logs())
         resent = notStoredWarnings().count(jid)
+
+        # Each return was fired once on each master's bus (B's or A's
+        # through the broker): not again when its copy was stored.
+        prefix = f"salt/job/{jid}/ret/"
+        for name, watcher in self.watchers.items():
+            await waitFor(
+                lambda watcher=watcher: (
+                    len({t for t in watcher.tags if t.startswith(prefix)}) == MINIONS
+                ),
+                f"every return on {name}'s bus",
+                context=self.logs,
+            )
+            fired = Counter(t for t in watcher.tags if t.startswith(prefix))
+            self.assertEqual(
+                [tag for tag, count in fired.items() if count != 1], [], f"on {name}'s bus"
+            )
 
         # Jobs are taken again.
         ping = await through.salt("*", "test.ping", "--out", "json", "--static", "-t", "30")
@@ -323,8 +375,8 @@ class PostgresRestartedDuringJobTests(TestCase):
             f" {stopped - stopping:.2f}s; a new job refused {refusedAfter:.2f}s after it;"
             f" last return {finished - stopped:.1f}s after it; down {starting - stopping:.1f}s;"
             f"\n    start {started - starting:.2f}s; all {MINIONS} returns stored"
-            f" {allStored - started:.1f}s after it, the CLI complete {cliDone - started:.1f}s"
-            f" after it; {refusedReturns} returns answered 'return not stored' while down,"
+            f" {allStored - started:.1f}s after it; the CLI complete {cliDone[0] - stopped:.1f}s"
+            f" after the stop; {refusedReturns} returns answered 'return not stored' while down,"
             f" {resent} in all; masters {self.rss()}"
         )
 
@@ -352,9 +404,12 @@ class PostgresRestartedDuringJobTests(TestCase):
             ),
         )
         ready = time.monotonic()
+        self.watchers = {"A": await self.a.watchEvents(), "B": await self.b.watchEvents()}
         known: set[str] = set()
+        made, accepted = self.setupTimes
         lines = [
-            f"\n  server, keys and masters up in {mastersUp - began:.1f}s,"
+            f"\n  server made in {made - began:.1f}s, keys accepted in {accepted - made:.1f}s,"
+            f" masters up {mastersUp - accepted:.1f}s later,"
             f" {MINIONS} minions ready {ready - mastersUp:.1f}s later"
         ]
         lines.append(await self.restartDuringJob("fast", self.a, known))
