@@ -309,6 +309,14 @@ class BrokerRestartDuringReturnsTests(TestCase):
         await broker.start()
         await self.waitConnected(2)
         reconnectedAt = time.monotonic()
+        # What B stored while the broker was down reaches A first.
+        await waitFor(
+            lambda: len(returnsOnA()) >= storedOnB,
+            "the returns B stored while the broker was down, on A's bus",
+            timeout=60,
+            context=lambda: f"{len(returnsOnA())} on A's bus\n{self.logs()}",
+        )
+        backlogOnA = time.monotonic()
         await waitFor(
             lambda: len(returnsOnA()) >= MINIONS,
             "every return on A's bus",
@@ -364,7 +372,10 @@ class BrokerRestartDuringReturnsTests(TestCase):
             f"\n  retries (s): A {retries['A']}, B {retries['B']};"
             f" reconnected (after, s): A {after['A'][-1:]}, B {after['B'][-1:]},"
             f" both {reconnectedAt - restartedAt:.1f}s after the start;"
-            f"\n  every return on A's bus {allOnA - restartedAt:.1f}s after the start\n"
+            f"\n  the {storedOnB} returns B stored by then on A's bus"
+            f" {backlogOnA - reconnectedAt:.2f}s after both reconnected;"
+            f" every return on A's bus {allOnA - restartedAt:.1f}s after the start,"
+            f" {allOnA - began:.1f}s after the CLI started\n"
             + (f"  bound {bound}: {refusal}\n" if bound is not None else "")
         )
 
