@@ -8,6 +8,7 @@ L{MemoryReactorClock}.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,13 @@ from salttwist.config import loadMasterConfig, loadMinionConfig
 from salttwist.daemon import StartupError
 from salttwist.master.core import ACK_DELAY, runSynchronously
 from salttwist.master.keys import MasterKeys, PublicationKey
-from salttwist.minion.core import ACKNOWLEDGEMENT_WAIT, MASTER_PUB_FILE, Minion
+from salttwist.minion.core import (
+    ACKNOWLEDGEMENT_WAIT,
+    KILL_GRACE,
+    MASTER_PUB_FILE,
+    STOP_GRACE,
+    Minion,
+)
 from salttwist.modules.executor import EX_UNAVAILABLE
 from salttwist.pki.keystore import ACCEPTED, PENDING, REJECTED
 from salttwist.transport.reqclient import ReqClientProtocol
@@ -1426,6 +1433,114 @@ class RunningJobTests(MinionTestCase):
         ret = self.returns()[-1]
         self.assertEqual(ret["retcode"], 1)
         self.assertIn("not supported", ret["return"])
+
+
+class FakeJobProcesses:
+    """
+    Stands for a minion's L{JobProcesses
+    <salttwist.modules._jobprocesses.JobProcesses>} whose jobs each run one
+    command, process group C{4242}: records the signals it would send.
+
+    @ivar onTerm: called with the jid when C{SIGTERM} is sent (the command
+        ending on it), unless L{None} (the command ignores it).
+    """
+
+    def __init__(self, onTerm: Callable[[str], None] | None = None) -> None:
+        self.sent: list[tuple[str, str]] = []
+        self.onTerm = onTerm
+
+    def kill(self, jid: str, signum: int) -> list[int]:
+        name = signal.Signals(signum).name
+        self.sent.append((jid, name))
+        if name == "SIGTERM" and self.onTerm is not None:
+            self.onTerm(jid)
+        return [4242]
+
+
+class StoppingMinionJobTests(MinionTestCase):
+    """
+    A minion told to stop (L{Minion.shutdown}, on SIGTERM) gives its
+    running jobs C{STOP_GRACE} seconds, then sends their commands
+    C{SIGTERM}, then C{SIGKILL} to those still running L{KILL_GRACE}
+    seconds later; the reactor only ever holds timers.
+    """
+
+    def startJob(self, minion: Minion, processes: FakeJobProcesses) -> str:
+        """
+        Publish a long job and make it look like one running a command.
+
+        @return: its jid.
+        """
+        jid = self.publish("test.sleep", [1000])
+        job = minion.executor.context.running[jid]
+        job.processes = processes
+        return jid
+
+    def test_commandIgnoringTermIsKilled(self) -> None:
+        """
+        A job whose command ignores C{SIGTERM} gets C{SIGTERM} after
+        C{STOP_GRACE}, C{SIGKILL} L{KILL_GRACE} seconds later, and not
+        before; its return says it was killed with C{SIGKILL}; the minion
+        then stops.
+        """
+        minion = self.readyMinion()
+        processes = FakeJobProcesses()
+        jid = self.startJob(minion, processes)
+        done = minion.shutdown()
+        self.net.advance(STOP_GRACE - 0.01)
+        self.assertEqual(processes.sent, [])
+        self.net.advance(0.01)
+        self.assertEqual(processes.sent, [(jid, "SIGTERM")])
+        self.assertIn(jid, minion.executor.context.running)
+        self.net.advance(KILL_GRACE - 0.01)
+        self.assertEqual(processes.sent, [(jid, "SIGTERM")])
+        self.assertNoResult(done)
+        self.net.advance(0.01)
+        self.assertEqual(processes.sent, [(jid, "SIGTERM"), (jid, "SIGKILL")])
+        self.assertNotIn(jid, minion.executor.context.running)
+        self.net.flush()
+        self.net.advance(ACKNOWLEDGEMENT_WAIT)
+        self.successResultOf(done)
+        self.assertEqual(minion.state, "stopped")
+        [ret] = [r for r in self.returns() if r["jid"] == jid]
+        self.assertEqual(ret["return"], "The job was killed with SIGKILL")
+
+    def test_commandEndingOnTermIsNotKilled(self) -> None:
+        """
+        A job whose command ends on C{SIGTERM} returns that it was stopped
+        with C{SIGTERM}; no C{SIGKILL} follows, and no timer is left.
+        """
+        minion = self.readyMinion()
+        running = minion.executor.context.running
+        processes = FakeJobProcesses(onTerm=lambda jid: running[jid].deferred.cancel())
+        jid = self.startJob(minion, processes)
+        done = minion.shutdown()
+        self.net.advance(STOP_GRACE)
+        self.assertEqual(processes.sent, [(jid, "SIGTERM")])
+        self.assertNotIn(jid, running)
+        self.net.flush()
+        self.net.advance(ACKNOWLEDGEMENT_WAIT)
+        self.successResultOf(done)
+        self.net.advance(KILL_GRACE)
+        self.assertEqual(processes.sent, [(jid, "SIGTERM")])
+        [ret] = [r for r in self.returns() if r["jid"] == jid]
+        self.assertEqual(ret["return"], "The job was killed with SIGTERM")
+
+    def test_jobWithoutCommandCancelledOnTerm(self) -> None:
+        """
+        A job running no command (C{test.sleep}) has nothing to send
+        C{SIGTERM} to: it is stopped once C{STOP_GRACE} is over.
+        """
+        minion = self.readyMinion()
+        jid = self.publish("test.sleep", [1000])
+        done = minion.shutdown()
+        self.net.advance(STOP_GRACE)
+        self.assertNotIn(jid, minion.executor.context.running)
+        self.net.flush()
+        self.net.advance(ACKNOWLEDGEMENT_WAIT)
+        self.successResultOf(done)
+        [ret] = [r for r in self.returns() if r["jid"] == jid]
+        self.assertEqual(ret["return"], "The job was killed with SIGTERM")
 
 
 class TargetingTests(MinionTestCase):

@@ -109,6 +109,30 @@ class CmdTests(TestCase):
             await deferLater(self.reactor, 0.02, lambda: None)
         self.assertRaises(ProcessLookupError, os.kill, child, 0)
 
+    async def test_jobCommandNotedUnderItsJid(self) -> None:
+        """
+        A C{cmd.run} job's command is noted under the job's jid while it
+        runs (so that C{saltutil.term_job} reaches it): C{SIGTERM} sent to
+        the job's commands runs the shell's C{trap}, and the job ends with
+        the command.
+        """
+        jid = "20261127010203123456"
+        pidFile = os.path.abspath(self.mktemp())
+        os.makedirs(os.path.dirname(pidFile), exist_ok=True)
+        command = f"trap 'exit 3' TERM; echo $$ > {pidFile}; sleep 300 & wait"
+        d = self.executor.run("cmd.run", [command], jid)
+        for _ in range(500):
+            if os.path.exists(pidFile) and open(pidFile).read().strip():
+                break
+            await deferLater(self.reactor, 0.01, lambda: None)
+        with open(pidFile) as f:
+            shell = int(f.read())
+        self.assertEqual(self.context.processes.groups(jid), [shell])
+        self.context.processes.kill(jid, signal.SIGTERM)
+        result = await d
+        self.assertEqual((result["retcode"], result["success"]), (3, False))
+        self.assertEqual(self.context.processes.groups(jid), [])
+
     async def test_runSuccess(self) -> None:
         """
         A command exiting 0 is a successful job.

@@ -20,7 +20,7 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SkipTest, TestCase
 
 from salttwist.minion.jobs import RunningJob
-from salttwist.modules import LoaderContext, _process
+from salttwist.modules import LoaderContext, _process, saltutil
 from salttwist.modules._jobprocesses import KILLED_REMEMBERED, JobProcesses
 from salttwist.modules._process import CHDIR_SPAWNER, runCommand, runCommandHere
 
@@ -59,14 +59,19 @@ class RegistryTests(TestCase):
     them.
     """
 
-    def spawnGroup(self) -> tuple[subprocess.Popen[bytes], list[int]]:
+    def spawnGroup(self, ignoreTerm: bool = False) -> tuple[subprocess.Popen[bytes], list[int]]:
         """
+        @param ignoreTerm: whether the shell and its sleeps ignore
+            C{SIGTERM}.
         @return: a C{sh} leading a process group of its own, with two
             C{sleep 300} below it, and the pids of those.
         """
         pids = os.path.abspath(self.mktemp())
+        script = TWO_SLEEPS.replace("wait", "echo; wait")
+        if ignoreTerm:
+            script = f"trap '' TERM; {script}"
         shell = subprocess.Popen(
-            ["/bin/sh", "-c", TWO_SLEEPS.replace("wait", "echo; wait")],
+            ["/bin/sh", "-c", script],
             env={**os.environ, "PIDS": pids},
             stdout=subprocess.PIPE,
             process_group=0,
@@ -131,10 +136,42 @@ class RegistryTests(TestCase):
         went on) gets the job's signal at once, and is not noted.
         """
         processes = JobProcesses()
+        processes.kill(JID, signal.SIGKILL)
+        shell, sleeps = self.spawnGroup()
+        self.assertFalse(processes.add(JID, shell.pid))
+        self.assertEqual(shell.wait(), -signal.SIGKILL)
+        for pid in sleeps:
+            self.assertTrue(gone(pid), f"sleep {pid} still runs")
+        self.assertEqual(processes.groups(JID), [])
+
+    def test_addAfterTerm(self) -> None:
+        """
+        A command noted after its job got C{SIGTERM} gets C{SIGTERM} at
+        once, and stays noted, so that a C{SIGKILL} after it reaches it.
+        """
+        processes = JobProcesses()
         processes.kill(JID, signal.SIGTERM)
         shell, sleeps = self.spawnGroup()
         self.assertFalse(processes.add(JID, shell.pid))
         self.assertEqual(shell.wait(), -signal.SIGTERM)
+        for pid in sleeps:
+            self.assertTrue(gone(pid), f"sleep {pid} still runs")
+        self.assertEqual(processes.groups(JID), [shell.pid])
+
+    def test_termKeepsGroupsForKill(self) -> None:
+        """
+        L{JobProcesses.kill} with C{SIGTERM} signals the job's groups and
+        keeps them noted: a command that ignores C{SIGTERM} still runs,
+        and the C{SIGKILL} after it kills it and forgets the groups.
+        """
+        shell, sleeps = self.spawnGroup(ignoreTerm=True)
+        processes = JobProcesses()
+        processes.add(JID, shell.pid)
+        self.assertEqual(processes.kill(JID, signal.SIGTERM), [shell.pid])
+        self.assertEqual(processes.groups(JID), [shell.pid])
+        self.assertIsNone(shell.poll())
+        self.assertEqual(processes.kill(JID, signal.SIGKILL), [shell.pid])
+        self.assertEqual(shell.wait(), -signal.SIGKILL)
         for pid in sleeps:
             self.assertTrue(gone(pid), f"sleep {pid} still runs")
         self.assertEqual(processes.groups(JID), [])
@@ -152,7 +189,7 @@ class RegistryTests(TestCase):
 
     def test_runningJobCancel(self) -> None:
         """
-        L{RunningJob.cancel} kills the job's commands with its signal, then
+        L{RunningJob.cancel} with C{SIGKILL} kills the job's commands, then
         cancels its L{Deferred}.
         """
         shell, sleeps = self.spawnGroup()
@@ -160,12 +197,44 @@ class RegistryTests(TestCase):
         processes.add(JID, shell.pid)
         d: Deferred[Any] = Deferred()
         job = RunningJob({"jid": JID, "fun": "state.apply"}, d, 0.0, processes=processes)
-        job.cancel("SIGTERM")
+        job.cancel("SIGKILL")
         self.failureResultOf(d)
+        self.assertEqual(shell.wait(), -signal.SIGKILL)
+        for pid in sleeps:
+            self.assertTrue(gone(pid), f"sleep {pid} still runs")
+        self.assertTrue(processes.killed(JID))
+        self.assertEqual(job.killedBy, "SIGKILL")
+
+    def test_runningJobTerm(self) -> None:
+        """
+        L{RunningJob.cancel} with C{SIGTERM} sends C{SIGTERM} to the job's
+        commands and leaves its L{Deferred} to fire when they end (they may
+        clean up first): the job is marked stopped by C{SIGTERM}.
+        """
+        shell, sleeps = self.spawnGroup()
+        processes = JobProcesses()
+        processes.add(JID, shell.pid)
+        d: Deferred[Any] = Deferred()
+        job = RunningJob({"jid": JID, "fun": "cmd.run"}, d, 0.0, processes=processes)
+        job.cancel("SIGTERM")
+        self.assertNoResult(d)
         self.assertEqual(shell.wait(), -signal.SIGTERM)
         for pid in sleeps:
             self.assertTrue(gone(pid), f"sleep {pid} still runs")
         self.assertTrue(processes.killed(JID))
+        self.assertEqual(job.killedBy, "SIGTERM")
+
+    def test_runningJobTermWithoutCommand(self) -> None:
+        """
+        A job running no command (Python code) has no process to send
+        C{SIGTERM} to: L{RunningJob.cancel} cancels it at once.
+        """
+        processes = JobProcesses()
+        d: Deferred[Any] = Deferred()
+        job = RunningJob({"jid": JID, "fun": "test.sleep"}, d, 0.0, processes=processes)
+        job.cancel("SIGTERM")
+        self.failureResultOf(d)
+        self.assertEqual(job.killedBy, "SIGTERM")
 
 
 class KillRunningCommandTests(TestCase):
@@ -250,6 +319,57 @@ class KillRunningCommandTests(TestCase):
         for pid in [group, *sleeps]:
             self.assertTrue(gone(pid), f"{pid} still runs")
         self.assertEqual(self.context.processes.groups(JID), [])
+
+    async def termJob(self, d: Deferred[Any]) -> tuple[str, Any]:
+        """
+        Note C{d} as the running job C{JID} of the context, as the minion
+        does, and stop it with C{saltutil.term_job}.
+
+        @return: what C{term_job} answered, and what C{d} gave.
+        """
+        job = RunningJob({"jid": JID, "fun": "cmd.run"}, d, 0.0, processes=self.context.processes)
+        self.context.running[JID] = job
+        answer = saltutil.term_job(self.context, JID)
+        return answer, await d
+
+    async def test_termJobSendsTerm(self) -> None:
+        """
+        C{saltutil.term_job} on a C{cmd.run} job sends C{SIGTERM}, not
+        C{SIGKILL}, to its command's process group: the shell's C{trap} on
+        C{TERM} runs (it writes a marker and exits 3), and the job ends
+        with the command.
+        """
+        marker = os.path.abspath(self.mktemp())
+        script = f"trap 'echo term > {marker}; exit 3' TERM; sleep 300 & echo $! > \"$PIDS\"; wait"
+        d = runCommand(self.context, script, env={"PIDS": self.pids})
+        [sleep] = await self.started(1)
+        [group] = self.context.processes.groups(JID)
+        answer, result = await self.termJob(d)
+        self.assertEqual(answer, f"Signal 15 sent to job {JID} at pid {os.getpid()}")
+        self.assertEqual(result["retcode"], 3)
+        with open(marker) as f:
+            self.assertEqual(f.read(), "term\n")
+        for pid in (group, sleep):
+            self.assertTrue(gone(pid), f"{pid} still runs")
+
+    async def test_termJobIgnoredThenKillJob(self) -> None:
+        """
+        A command that ignores C{SIGTERM} outlives C{saltutil.term_job}
+        (as in Salt); C{saltutil.kill_job} after it kills it.
+        """
+        script = "trap '' TERM; sleep 300 & echo $! > \"$PIDS\"; wait"
+        d = runCommand(self.context, script, env={"PIDS": self.pids})
+        [sleep] = await self.started(1)
+        job = RunningJob({"jid": JID, "fun": "cmd.run"}, d, 0.0, processes=self.context.processes)
+        self.context.running[JID] = job
+        saltutil.term_job(self.context, JID)
+        self.assertNoResult(d)
+        self.assertFalse(gone(sleep, bound=0.2), "the command did not ignore SIGTERM")
+        self.assertEqual(
+            saltutil.kill_job(self.context, JID), f"Signal 9 sent to job {JID} at pid {os.getpid()}"
+        )
+        self.failureResultOf(d)
+        self.assertTrue(gone(sleep), f"{sleep} still runs")
 
     async def test_runasCommandKilled(self) -> None:
         """

@@ -45,7 +45,7 @@ from salttwist.minion.connection import (
     ReconnectPolicy,
     newConnectionMachine,
 )
-from salttwist.minion.jobber import Jobber
+from salttwist.minion.jobber import KILL_GRACE, Jobber
 from salttwist.minion.masters import MasterAddress, MasterList, PinnedMasterCredentials
 from salttwist.minion.pillar import MinionPillar
 from salttwist.minion.pubclient import PubClientProtocol
@@ -70,6 +70,7 @@ __all__ = [
     "MASTER_CONNECTED",
     "MASTER_DISCONNECTED",
     "MASTER_FAILBACK",
+    "KILL_GRACE",
     "Minion",
     "PERSIST_AFTER",
     "STOP_GRACE",
@@ -84,7 +85,8 @@ SUBSCRIBE_GRACE = 2.0
 ANSWER_TIMEOUT = 30.0
 
 #: Seconds a stopping minion (SIGTERM) gives its running jobs before it
-#: kills them; see L{Minion.shutdown}.
+#: sends them SIGTERM (then SIGKILL after L{KILL_GRACE}); see
+#: L{Minion.shutdown}.
 STOP_GRACE = 5.0
 
 #: Seconds at most a stopping minion waits for the master to acknowledge
@@ -274,11 +276,13 @@ class Minion:
             self._service.stopService()
         self.returns.acknowledgementsSettled()
 
-    def shutdown(self, grace: float = STOP_GRACE) -> Deferred[None]:
+    def shutdown(self, grace: float = STOP_GRACE, killGrace: float = KILL_GRACE) -> Deferred[None]:
         """
         Stop for good, as on SIGTERM: take no new job; give the running ones
-        C{grace} seconds, then kill those still running (their process
-        trees), whose return then says so; then L{stop}. The returns sent
+        C{grace} seconds, then send C{SIGTERM} to those still running (their
+        commands' process trees) and C{SIGKILL} to those still running
+        C{killGrace} seconds later (a command that ignores C{SIGTERM}); the
+        return of a job stopped so says so; then L{stop}. The returns sent
         get up to L{ACKNOWLEDGEMENT_WAIT} seconds to be acknowledged; the
         result fires once every return the master has not acknowledged is
         on disk: the req channel stays up until then, so a return the master
@@ -287,7 +291,7 @@ class Minion:
         stored once).
         """
         self.jobber.stopping = self.returns.stopping = True
-        idle = self.jobber.whenIdle(grace, self.jobber.killRunning)
+        idle = self.jobber.whenIdle(grace, killGrace)
         if idle is None:
             return self._saveAfterAcknowledgements()
         self.log.info(

@@ -27,6 +27,13 @@ from salttwist.modules.executor import Executor
 from salttwist.targeting import TargetError, matchMinion
 from salttwist.transport.reqclient import ReqClientProtocol
 
+#: Seconds a stopping minion gives the commands of its jobs between
+#: C{SIGTERM} and C{SIGKILL} (Salt's process manager waits likewise before
+#: it kills the children that ignored its C{SIGTERM}; Salt has no option
+#: for it). Salt's C{saltutil.term_job} has no such follow-up: the job's
+#: commands get C{SIGTERM} only.
+KILL_GRACE = 3.0
+
 
 class Jobber:
     """
@@ -107,36 +114,59 @@ class Jobber:
 
     # -- running and stopping ------------------------------------------------------
 
-    def whenIdle(self, grace: float, kill: Callable[[], None]) -> Deferred[Any] | None:
+    def whenIdle(self, grace: float, killGrace: float = KILL_GRACE) -> Deferred[Any] | None:
         """
+        Let the running jobs end, as a stopping minion does: those still
+        running after C{grace} seconds get C{SIGTERM} (L{terminateRunning}),
+        and those still running C{killGrace} seconds after that get
+        C{SIGKILL} (L{killRunning}). Only timers: nothing waits on the
+        reactor.
+
         @return: L{None} if no job runs, else a L{Deferred} firing once every
-            running job ended; C{kill} is called if they have not after
-            C{grace} seconds.
+            running job ended.
         """
         if not self.inFlight:
             return None
-        timer = self.reactor.callLater(grace, kill)
+        timers = [
+            self.reactor.callLater(grace, self.terminateRunning),
+            self.reactor.callLater(grace + killGrace, self.killRunning),
+        ]
 
         def finished(result: object) -> object:
-            if timer.active():
-                timer.cancel()
+            for timer in timers:
+                if timer.active():
+                    timer.cancel()
             return result
 
         return DeferredList(list(self.inFlight)).addCallback(finished)
 
+    def terminateRunning(self) -> None:
+        """
+        Send C{SIGTERM} to every running job (to the process groups of the
+        commands it runs; a job running no command is cancelled), as a
+        stopping minion does once the grace is over.
+        """
+        self._stopRunning("SIGTERM", "the minion stops")
+
     def killRunning(self) -> None:
         """
-        Kill every running job (their process trees), as a stopping minion
-        does once the grace is over.
+        Kill every job still running (C{SIGKILL} to its commands' process
+        groups, and the job cancelled), as a stopping minion does
+        L{KILL_GRACE} seconds after L{terminateRunning}.
         """
+        self._stopRunning("SIGKILL", "still running after SIGTERM; the minion stops")
+
+    def _stopRunning(self, signalName: str, why: str) -> None:
         for job in list(self.executor.context.running.values()):
             self.log.warn(
-                "minion {id}: killing job {jid} ({fun}): the minion stops",
+                "minion {id}: sending {signal} to job {jid} ({fun}): {why}",
                 id=self.id,
+                signal=signalName,
                 jid=job.load.get("jid"),
                 fun=job.fun,
+                why=why,
             )
-            job.cancel("SIGTERM")
+            job.cancel(signalName)
 
     # -- publications ------------------------------------------------------------
 

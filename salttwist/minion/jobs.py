@@ -62,12 +62,23 @@ class RunningJob:
         Stop the job: the commands it runs get C{signalName} (a name of
         L{signal.Signals}), with everything they started, as do any it
         starts from now on; it returns that it was killed.
+
+        C{SIGKILL} also cancels the job's L{Deferred} at once. Another
+        signal (C{SIGTERM}: C{saltutil.term_job}, or a stopping minion)
+        leaves a job that runs commands to end when they do, as a process
+        that got it may first clean up (a shell's C{trap}), or ignore it
+        (then only C{SIGKILL} ends the job, as in Salt); a job running no
+        command (Python code: C{test.sleep}, a state run between two
+        commands) has no process to signal, and is cancelled at once.
         """
         self.killedBy = signalName
+        signum = signal.Signals[signalName]
         jid = self.load.get("jid")
+        groups: list[int] = []
         if self.processes is not None and jid is not None:
-            self.processes.kill(str(jid), signal.Signals[signalName])
-        self.deferred.cancel()
+            groups = self.processes.kill(str(jid), signum)
+        if signum == signal.SIGKILL or not groups:
+            self.deferred.cancel()
 
 
 #: How many killed jobs a minion remembers (L{remember}).

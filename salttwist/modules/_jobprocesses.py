@@ -51,14 +51,16 @@ class JobProcesses:
         C{group} (L{None}: a call outside a job, nothing noted).
 
         @return: C{False} if the job was already killed: the group has then
-            been sent the job's signal here, and is not noted.
+            been sent the job's signal here (and is noted only if that was
+            not C{SIGKILL}, see L{kill}).
         """
         if jid is None:
             return True
         with self._lock:
             signum = self._killed.get(jid)
-            if signum is None:
+            if signum != signal.SIGKILL:
                 self._groups.setdefault(jid, set()).add(group)
+            if signum is None:
                 return True
         killTree(group, signum)
         return False
@@ -82,6 +84,12 @@ class JobProcesses:
         Send C{signum} to every command job C{jid} runs, with everything
         they started, and to any it starts from now on (L{add}).
 
+        After C{SIGKILL} the job's commands are forgotten (they are dead);
+        after another signal, which a command may catch or ignore, they
+        stay noted until they end (L{discard}), so that a C{SIGKILL} after
+        it (C{saltutil.kill_job} after C{term_job}, a stopping minion's
+        second step) still reaches them.
+
         @return: the process groups signalled.
         """
         with self._lock:
@@ -89,7 +97,10 @@ class JobProcesses:
             self._killed[jid] = signum
             while len(self._killed) > KILLED_REMEMBERED:
                 del self._killed[next(iter(self._killed))]
-            groups = sorted(self._groups.pop(jid, ()))
+            if signum == signal.SIGKILL:
+                groups = sorted(self._groups.pop(jid, ()))
+            else:
+                groups = sorted(self._groups.get(jid, ()))
         for group in groups:
             killTree(group, signum)
         return groups

@@ -32,6 +32,7 @@ from salttwist.modules import (
     Retcode,
     SaltInvocationError,
     needsContext,
+    needsJid,
     onReactor,
 )
 from salttwist.modules._process import commandOptions, inThread, runCommand, runCommandHere
@@ -110,7 +111,7 @@ def _withOptions(omit: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], A
 
 
 @onReactor
-@needsContext
+@needsJid
 @_withOptions()
 def run(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
@@ -154,7 +155,7 @@ def run(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferre
 
 
 @onReactor
-@needsContext
+@needsJid
 @_withOptions()
 def run_all(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
@@ -170,7 +171,7 @@ def run_all(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Def
 
 
 @onReactor
-@needsContext
+@needsJid
 @_withOptions()
 def run_stdout(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
@@ -185,7 +186,7 @@ def run_stdout(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> 
 
 
 @onReactor
-@needsContext
+@needsJid
 @_withOptions()
 def run_stderr(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
@@ -200,7 +201,7 @@ def run_stderr(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> 
 
 
 @onReactor
-@needsContext
+@needsJid
 @_withOptions()
 def retcode(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
@@ -249,7 +250,7 @@ run_all.offReactor = _runAllHere  # type: ignore[attr-defined]
 
 
 @onReactor
-@needsContext
+@needsJid
 @_withOptions(omit=("python_shell",))
 def shell(context: LoaderContext, cmd: Any, *, options: dict[str, Any]) -> Deferred:
     """
@@ -301,7 +302,7 @@ def _stageScript(source: str, runas: str | None) -> tuple[str, str]:
 
 
 @onReactor
-@needsContext
+@needsJid
 @_withOptions()
 def script(
     context: LoaderContext, source: str, args: str | None = None, *, options: dict[str, Any]

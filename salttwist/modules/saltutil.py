@@ -3,12 +3,16 @@
 Salt's C{saltutil} module: the jobs a minion is running, and its grains.
 
 Jobs run inside the minion process (on the reactor, in threads or as child
-processes), so a job's C{pid} is the minion's. Killing a job cancels it:
-the commands it runs get the signal, each with its process group and
-everything below it (L{salttwist.modules._jobprocesses}), also those a
-state run started in its own thread, and any it starts after the kill;
-its return says it was killed. Python code running in a thread cannot be
-interrupted: a state run stops before its next state.
+processes), so a job's C{pid} is the minion's. Stopping a job sends the
+signal to the commands it runs, each with its process group and everything
+below it (L{salttwist.modules._jobprocesses}), also those a state run
+started in its own thread, and any it starts after; its return says it was
+killed, and with which signal. C{SIGKILL} (C{kill_job}) also cancels the
+job at once; after C{SIGTERM} (C{term_job}) a job running a command ends
+when the command does (it may clean up first, or ignore the signal, as in
+Salt), and a job running no command is cancelled at once. Python code
+running in a thread cannot be interrupted: a state run stops before its
+next state.
 """
 
 from __future__ import annotations
@@ -81,10 +85,12 @@ def kill_job(context: LoaderContext, jid: Any) -> str:
 @needsContext
 def term_job(context: LoaderContext, jid: Any) -> str:
     """
-    Stop job C{jid} as L{kill_job} does, with SIGTERM: the commands a
-    state job runs get SIGTERM (with their process groups and everything
-    below them); a C{cmd.*} job's command is killed (SIGKILL) as its job is
-    cancelled. Salt sends SIGTERM to the job's process.
+    Send SIGTERM to job C{jid}, as Salt does to the job's process: the
+    commands it runs get SIGTERM (with their process groups and everything
+    below them), and the job ends when they do (a command may trap the
+    signal and clean up first, or ignore it: then use L{kill_job}); a job
+    running no command is cancelled at once. Its return says it was killed
+    with SIGTERM.
 
     CLI Example: C{salttwist '*' saltutil.term_job 20261122010203123456}
     """
@@ -96,7 +102,7 @@ def term_job(context: LoaderContext, jid: Any) -> str:
 def signal_job(context: LoaderContext, jid: Any, sig: Any) -> str:
     """
     Send C{sig} to job C{jid}. Only SIGTERM and SIGKILL (by name or number)
-    are supported: both stop the job as L{kill_job} does.
+    are supported: they stop the job as L{term_job} and L{kill_job} do.
 
     CLI Example: C{salttwist '*' saltutil.signal_job 20261122010203123456 15}
     """

@@ -1,11 +1,13 @@
 # -*- test-case-name: tests.integration.test_sigterm_job -*-
 """
 SIGTERM while a job runs, on real daemons: the minion takes no new job,
-gives running jobs L{salttwist.minion.core.STOP_GRACE} seconds (then kills
-them, their return saying so), keeps every return on disk until the master
-has it, and exits 0; after a restart each return reaches the job cache
-exactly once. The master, stopped by SIGTERM with a return just
+gives running jobs L{salttwist.minion.core.STOP_GRACE} seconds, then sends
+their commands SIGTERM and, L{salttwist.minion.core.KILL_GRACE} seconds
+later, SIGKILL (their return saying so), keeps every return on disk until
+the master has it, and exits 0; after a restart each return reaches the job
+cache exactly once. The master, stopped by SIGTERM with a return just
 acknowledged, exits 0 with that return in its job cache.
+C{saltutil.term_job} sends a job's command SIGTERM, which it may trap.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import sqlite3
 import time
 
 from salttwist.master.service import JOB_CACHE_FILE
-from salttwist.minion.core import STOP_GRACE
+from salttwist.minion.core import KILL_GRACE, STOP_GRACE
 from tests.integration.harness import runCommand, waitFor
 from tests.integration.test_end_to_end import IntegrationTestCase
+from tests.integration.test_killjob import running
 
 JID = re.compile(r"\b(\d{20})\b")
 
@@ -151,6 +154,71 @@ class SigtermTests(IntegrationTestCase):
             lambda: self.lookup(jid), f"the return of {jid}", context=self.cluster.logs
         )
         self.assertIn("killed", str(found), found)
+        self.assertEqual(len(self.storedReturns(jid)), 1)
+
+    def outFile(self, name: str) -> str:
+        """
+        @return: the path of C{name} in a directory for the commands' files.
+        """
+        directory = os.path.join(self.cluster.baseDir, "out")
+        os.makedirs(directory, exist_ok=True)
+        return os.path.join(directory, name)
+
+    async def startShell(self, script: str) -> tuple[str, int]:
+        """
+        Publish C{cmd.run} of C{script}, after which the shell starts a
+        background C{sleep 300}, writes its pid and waits for it.
+
+        @return: the jid, and the pid of the C{sleep} once written.
+        """
+        pidFile = self.outFile("sleep.pid")
+        jid = await self.publish("cmd.run", f"{script}; sleep 300 & echo $! > {pidFile}; wait")
+
+        def written() -> int | None:
+            try:
+                with open(pidFile) as f:
+                    return int(f.read())
+            except (OSError, ValueError):
+                return None
+
+        sleep = await waitFor(written, "the job's command to start", context=self.cluster.logs)
+        self.addCleanup(lambda: running(sleep) and os.kill(sleep, 9))
+        return jid, sleep
+
+    async def test_termJobSendsTerm(self) -> None:
+        """
+        C{saltutil.term_job} on a C{cmd.run} job sends its command SIGTERM,
+        not SIGKILL: the shell's C{trap} on C{TERM} runs and writes its
+        marker, the command's C{sleep} is gone, and the job returns that it
+        was killed with SIGTERM.
+        """
+        marker = self.outFile("term")
+        jid, sleep = await self.startShell(f"trap 'echo term > {marker}; exit 3' TERM")
+        result = await self.cluster.salt("minion1", "saltutil.term_job", jid, "--out", "json")
+        self.assertEqual(result.code, 0, self.cluster.explain(result))
+        self.assertIn("Signal 15 sent", result.out, self.cluster.explain(result))
+        await waitFor(lambda: self.lookup(jid), f"the return of {jid}", context=self.cluster.logs)
+        self.assertEqual(await self.lookup(jid), {"minion1": "The job was killed with SIGTERM"})
+        with open(marker) as f:
+            self.assertEqual(f.read(), "term\n")
+        await waitFor(lambda: not running(sleep), f"sleep {sleep} to end")
+
+    async def test_stopKillsCommandIgnoringTerm(self) -> None:
+        """
+        A job whose command ignores SIGTERM when the minion stops gets
+        SIGKILL after the grace and L{KILL_GRACE}: the minion exits 0, the
+        command's C{sleep} is gone, and the return, delivered after the
+        restart, says the job was killed with SIGKILL.
+        """
+        jid, sleep = await self.startShell("trap '' TERM")
+        await self.terminateMinion(STOP_GRACE + KILL_GRACE + 10)
+        self.assertIn("sending SIGKILL to job", self.cluster.minions["minion1"].output())
+        await waitFor(lambda: not running(sleep), f"sleep {sleep} to end")
+        self.cluster.startMinion("minion1")
+        found = await waitFor(
+            lambda: self.lookup(jid), f"the return of {jid}", context=self.cluster.logs
+        )
+        self.assertEqual(found, {"minion1": "The job was killed with SIGKILL"})
         self.assertEqual(len(self.storedReturns(jid)), 1)
 
     async def test_masterKeepsAcknowledgedReturn(self) -> None:
