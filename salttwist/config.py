@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from salttwist.configdir import CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, defaultConfigDir
+
 __all__ = [
     "CONFIG_DIR_ENV",
     "ConfigError",
@@ -35,20 +37,6 @@ __all__ = [
     "loadMasterConfig",
     "loadMinionConfig",
 ]
-
-#: The config directory of the daemons and commands without C{-c}.
-DEFAULT_CONFIG_DIR = "/etc/salttwist"
-#: The environment variable that overrides L{DEFAULT_CONFIG_DIR} (Salt's
-#: C{SALT_CONFIG_DIR}); C{-c} overrides both.
-CONFIG_DIR_ENV = "SALTTWIST_CONFIG_DIR"
-
-
-def defaultConfigDir() -> str:
-    """
-    @return: the config directory used without C{-c}: C{$SALTTWIST_CONFIG_DIR}
-        when set, else L{DEFAULT_CONFIG_DIR}.
-    """
-    return os.environ.get(CONFIG_DIR_ENV) or DEFAULT_CONFIG_DIR
 
 
 #: The warnings this process has logged, as (format, fields) keys: see

@@ -8,7 +8,7 @@ import sys
 
 import salttwist
 from salttwist._startup import deferStartupImports
-from salttwist.config import CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, defaultConfigDir
+from salttwist.configdir import CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, defaultConfigDir
 
 __all__ = ["CONFIG_DIR_ENV", "DEFAULT_CONFIG_DIR", "addCommonArguments", "defaultConfigDir"]
 

@@ -40,6 +40,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# The light part (what a command's parser needs) lives in its own module,
+# so that a command imports this one only to print state returns.
+from salttwist.cli.stateargs import (
+    HIGHSTATE_FUNCTIONS,
+    STATE_OUTPUT_CHOICES,
+    addStateOutputArguments,
+    highstateFunction,
+)
+
 __all__ = [
     "HIGHSTATE_FUNCTIONS",
     "STATE_OUTPUT_CHOICES",
@@ -51,33 +60,6 @@ __all__ = [
     "highstateFunction",
     "stateOptionsFrom",
 ]
-
-#: The execution functions whose returns Salt prints with this outputter
-#: (the C{__outputter__} of Salt's C{state} module) and the runners whose
-#: returns are state returns (C{state.orchestrate} and its aliases). The
-#: C{show_*} functions print with C{nested}, as in Salt.
-HIGHSTATE_FUNCTIONS: frozenset[str] = frozenset(
-    {
-        "state.apply",
-        "state.sls",
-        "state.sls_id",
-        "state.highstate",
-        "state.single",
-        "state.top",
-        "state.test",
-        "state.pkg",
-        "state.template",
-        "state.template_str",
-        "state.request",
-        "state.check_request",
-        "state.run_request",
-        "state.orchestrate",
-        "state.orch",
-        "state.orchestrate_single",
-        "state.orchestrate_high",
-        "state.orchestrate_show_sls",
-    }
-)
 
 #: The names of a state entry that holds another run's returns
 #: (orchestration steps): its changes are shown with this outputter.
@@ -96,15 +78,6 @@ _ORDER_MISSING = (
     "The State execution failed to record the order in which all states were "
     "executed. The state return missing data is:"
 )
-
-
-def highstateFunction(fun: str) -> bool:
-    """
-    @param fun: an execution function or runner name, e.g. C{state.apply}.
-    @return: whether Salt prints its return with the C{highstate}
-        outputter when no C{--out} is given.
-    """
-    return fun in HIGHSTATE_FUNCTIONS
 
 
 class NotHighstateData(Exception):
@@ -717,75 +690,6 @@ def _comment(ret: Mapping[str, Any]) -> str:
 
 
 # The command line ---------------------------------------------------------
-
-#: The values C{--state-output} takes: Salt's modes and their C{_id} forms.
-STATE_OUTPUT_CHOICES: tuple[str, ...] = (
-    "full",
-    "terse",
-    "mixed",
-    "changes",
-    "filter",
-    "full_id",
-    "terse_id",
-    "mixed_id",
-    "changes_id",
-    "filter_id",
-)
-
-
-def _stateVerbose(text: str) -> bool:
-    """
-    Read C{--state-verbose}: C{True} or C{False}, in any case.
-
-    @param text: the value given.
-    @return: the boolean.
-    @raise argparse.ArgumentTypeError: for anything else.
-    """
-    import argparse
-
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    raise argparse.ArgumentTypeError(f"expected True or False, not {text!r}")
-
-
-def addStateOutputArguments(parser: Any, outputDiff: bool = True) -> None:
-    """
-    Add Salt's options of the C{highstate} outputter to a command line:
-    C{--state-output}/C{--state_output}, C{--state-verbose}/C{--state_verbose}
-    and (for C{salt} and C{salt-call}) C{--output-diff}.
-
-    @param parser: an C{argparse.ArgumentParser}.
-    @param outputDiff: whether to add C{--output-diff}.
-    """
-    parser.add_argument(
-        "--state-output",
-        "--state_output",
-        dest="state_output",
-        choices=STATE_OUTPUT_CHOICES,
-        default=None,
-        metavar="MODE",
-        help="Override the configured state_output value for minion output. "
-        "One of full, terse, mixed, changes or filter, or one of them with _id.",
-    )
-    parser.add_argument(
-        "--state-verbose",
-        "--state_verbose",
-        dest="state_verbose",
-        type=_stateVerbose,
-        default=None,
-        metavar="{True,False}",
-        help="Override the configured state_verbose value for minion output: "
-        "False hides the states that succeeded without changes.",
-    )
-    if outputDiff:
-        parser.add_argument(
-            "--output-diff",
-            dest="state_output_diff",
-            action="store_true",
-            default=False,
-            help="Report only those states that have changed.",
-        )
 
 
 def stateOptionsFrom(

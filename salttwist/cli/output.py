@@ -27,16 +27,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import pprint
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from salttwist.cli.nested import NestDisplay, colorTable, decodeBytes, nestedLines
 
 if TYPE_CHECKING:
+    import yaml
+
     from salttwist.cli.highstate import HighstateOptions
 
 __all__ = [
@@ -111,14 +110,6 @@ def _json(data: object, color: bool, indent: int | None, retcode: int) -> str:
     return json.dumps(_jsonable(data), indent=jsonIndent, ensure_ascii=False, default=repr)
 
 
-class _SafeOrderedDumper(yaml.SafeDumper):
-    """
-    Salt's C{SafeOrderedDumper}: a safe dumper that writes ordered and default
-    dicts as plain maps (keeping the order of an L{OrderedDict}) and writes
-    C{NULL} for types YAML cannot represent instead of failing.
-    """
-
-
 def _representOrderedDict(dumper: yaml.SafeDumper, data: OrderedDict[Any, Any]) -> yaml.Node:
     """
     Write an L{OrderedDict} as a map in its own order.
@@ -148,9 +139,31 @@ def _representUnknown(dumper: yaml.SafeDumper, data: object) -> yaml.Node:
     return dumper.represent_scalar("tag:yaml.org,2002:null", "NULL")
 
 
-_SafeOrderedDumper.add_representer(OrderedDict, _representOrderedDict)
-_SafeOrderedDumper.add_representer(defaultdict, yaml.SafeDumper.represent_dict)
-_SafeOrderedDumper.add_representer(None, _representUnknown)
+#: The dumper L{_yamlDumper} made, once.
+_dumpers: list[type] = []
+
+
+def _yamlDumper() -> type:
+    """
+    Salt's C{SafeOrderedDumper}: a safe dumper that writes ordered and
+    default dicts as plain maps (keeping the order of an L{OrderedDict})
+    and writes C{NULL} for types YAML cannot represent instead of failing.
+    Made on first use, so that a command imports PyYAML only to print YAML
+    (or to read its config).
+
+    @return: the dumper class.
+    """
+    if not _dumpers:
+        import yaml
+
+        class _SafeOrderedDumper(yaml.SafeDumper):
+            pass
+
+        _SafeOrderedDumper.add_representer(OrderedDict, _representOrderedDict)
+        _SafeOrderedDumper.add_representer(defaultdict, yaml.SafeDumper.represent_dict)
+        _SafeOrderedDumper.add_representer(None, _representUnknown)
+        _dumpers.append(_SafeOrderedDumper)
+    return _dumpers[0]
 
 
 def _yaml(data: object, color: bool, indent: int | None, retcode: int) -> str:
@@ -171,7 +184,9 @@ def _yaml(data: object, color: bool, indent: int | None, retcode: int) -> str:
             params["indent"] = indent
         else:
             params.update(default_flow_style=True, indent=0)
-    return yaml.dump(data, Dumper=_SafeOrderedDumper, allow_unicode=True, **params)
+    import yaml
+
+    return yaml.dump(data, Dumper=_yamlDumper(), allow_unicode=True, **params)
 
 
 def _txt(data: object, color: bool, indent: int | None, retcode: int) -> str:
@@ -198,6 +213,8 @@ def _txt(data: object, color: bool, indent: int | None, retcode: int) -> str:
         return "".join(lines)
     if isinstance(data, str):
         return data + "\n"
+    import pprint
+
     return pprint.pformat(data) + "\n"
 
 
@@ -276,7 +293,7 @@ def defaultOutputter(fun: str, out: str | None) -> str:
     """
     if out is not None:
         return out
-    from salttwist.cli.highstate import highstateFunction
+    from salttwist.cli.stateargs import highstateFunction
 
     return "highstate" if highstateFunction(fun) else "nested"
 

@@ -36,12 +36,10 @@ from typing import Any
 from salttwist.args import parseArgs
 from salttwist.cli import addCommonArguments
 from salttwist.cli.event import followEvents, formatEvent  # noqa: F401 (formatEvent re-exported)
-from salttwist.cli.highstate import addStateOutputArguments, stateOptionsFrom
 from salttwist.cli.output import OUTPUTTERS, OutChoice, chosenOutputter, render
 from salttwist.cli.reactor import runWithReactor
 from salttwist.cli.salt import parseCliArgs
-from salttwist.config import ConfigError, loadMasterConfig
-from salttwist.transport.registry import findTransport
+from salttwist.cli.stateargs import addStateOutputArguments
 
 EX_OK, EX_GENERIC, EX_UNAVAILABLE = 0, 1, 2
 EVENT_FUNCTION = "state.event"
@@ -142,7 +140,11 @@ async def runRunner(reactor: Any, options: argparse.Namespace, config: dict[str,
     color = options.force_color or (
         not options.no_color and out in ("nested", "highstate") and sys.stdout.isatty()
     )
-    stateOptions = stateOptionsFrom(options, config, parseCliArgs(options.arg))
+    stateOptions = None
+    if out == "highstate":
+        from salttwist.cli.highstate import stateOptionsFrom
+
+        stateOptions = stateOptionsFrom(options, config, parseCliArgs(options.arg))
     _write(render(out, data, color, options.out_indent, stateOptions=stateOptions))
     return runnerRetcode(reply.get("return"))
 
@@ -287,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     Entry point of C{salttwist-run}.
     """
     options = buildParser().parse_args(argv)
+    # Imported once the command line is read: not for --version or --help.
+    from salttwist.config import ConfigError, loadMasterConfig
+    from salttwist.transport.registry import findTransport
+
     try:
         config = loadMasterConfig(options.config_dir)
         # Looked up before the reactor starts: it needs pyOpenSSL only if

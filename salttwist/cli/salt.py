@@ -27,12 +27,9 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from salttwist import serial
 from salttwist._startup import exitNow, holdGarbageCollection
 from salttwist.cli import addCommonArguments
-from salttwist.cli.highstate import addStateOutputArguments, highstateFunction, stateOptionsFrom
 from salttwist.cli.output import (
     OUTPUTTERS,
     OutChoice,
@@ -42,13 +39,14 @@ from salttwist.cli.output import (
     render,
 )
 from salttwist.cli.reactor import runWithReactor
+from salttwist.cli.stateargs import addStateOutputArguments, highstateFunction
 from salttwist.client.batch import batchSize as batchSize
 from salttwist.client.batch import parseBatch
-from salttwist.config import ConfigError, loadMasterConfig
-from salttwist.transport.registry import findTransport
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
+
+    from salttwist.cli.highstate import HighstateOptions
 
 NO_RESPONSE = "Minion did not return. [No response]"
 NOT_CONNECTED = "Minion did not return. [Not connected]"
@@ -222,6 +220,8 @@ def _yamlify(word: str) -> Any:
         return word
     if word == "None":
         return None
+    import yaml
+
     try:
         value = yaml.safe_load(word)
         # The round trip refuses what the master would refuse too, such as
@@ -254,8 +254,13 @@ class _Printer:
         #: The outputter: --out, else highstate for a state run, else nested.
         self.out = chosenOutputter(options, options.function)
         #: The highstate outputter's options: the master config's, then the
-        #: command line's.
-        self.stateOptions = stateOptionsFrom(options, config or {}, parseCliArgs(options.arg))
+        #: command line's; only for that outputter (whose module is
+        #: imported only then).
+        self.stateOptions: HighstateOptions | None = None
+        if self.out == "highstate":
+            from salttwist.cli.highstate import stateOptionsFrom
+
+            self.stateOptions = stateOptionsFrom(options, config or {}, parseCliArgs(options.arg))
         #: The bar to take off its line around each write to the console.
         self.progress = progress
         if options.out_file:
@@ -985,6 +990,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     options = buildParser().parse_args(argv)
+    # Imported once the command line is read: not for --version or --help.
+    from salttwist.config import ConfigError, loadMasterConfig
+    from salttwist.transport.registry import findTransport
+
     try:
         config = loadMasterConfig(options.config_dir)
         direct = canRunDirect(options, config)
