@@ -191,3 +191,29 @@ class PostgresJobCacheScaleTests(TestCase):
         self.assertEqual(checks, [])
         _, _, checks = listJobsQuery(None, ["[z-a]"], None, None, 5)
         self.assertEqual(len(checks), 1)
+
+    async def test_smallValuesRead(self) -> None:
+        """
+        Returns, retcodes and successes of one msgpack byte (looked up, not
+        unpacked) read back as stored, booleans and C{None} included; empty
+        lists and maps are new objects for each return.
+        """
+        cache = await self._cache()
+        jid = "20240101000000000001"
+        values: list[Any] = [True, False, None, 0, 127, -1, -32, 128, -33, [], {}, "", 1.5]
+        for n, value in enumerate(values):
+            await cache.storeReturn(
+                jid, f"m{n:02d}", {"return": value, "retcode": n - 3, "success": value}
+            )
+        returns = await cache.getReturns(jid)
+        for n, value in enumerate(values):
+            ret = returns[f"m{n:02d}"]
+            self.assertEqual(
+                (ret["return"], type(ret["return"]), ret["retcode"], ret["success"]),
+                # An integer success reads as a boolean (the cache stores
+                # booleans as 1 and 0).
+                (value, type(value), n - 3, bool(value) if type(value) is int else value),
+            )
+        await cache.storeReturn(jid, "other", {"return": [], "retcode": 0, "success": True})
+        returns = await cache.getReturns(jid)
+        self.assertIsNot(returns["other"]["return"], returns["m09"]["return"])

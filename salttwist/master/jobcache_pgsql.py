@@ -274,6 +274,21 @@ def _rangesInOrder(body: str) -> bool:
     return True
 
 
+_SMALL_VALUES: dict[bytes, Any] = {
+    **{bytes([n]): n for n in range(128)},
+    **{bytes([256 + n]): n for n in range(-32, 0)},
+    b"\xc0": None,
+    b"\xc2": False,
+    b"\xc3": True,
+}
+"""
+The one-byte msgpack values that are immutable (fixints, nil, the
+booleans), decoded: most retcodes and successes, and C{test.ping}'s
+returns, are looked up instead of unpacked (10,000 returns of a job: three
+values each).
+"""
+
+
 def _partitionKey(jid: str) -> str:
     """
     @return: the hour of C{jid} (its first 10 digits) that names its
@@ -634,11 +649,14 @@ class PostgresJobCacheDatabase:
         rows = self._withConnection(
             lambda c: c.execute(GET_RETURNS, (jid,), binary=True).fetchall()
         )
+        small = _SMALL_VALUES
         return {
             minionId: {
-                "return": serial.loads(value),
-                "retcode": serial.loads(retcode),
-                "success": _unpackSuccess(serial.loads(success)),
+                "return": small[value] if value in small else serial.loads(value),
+                "retcode": small[retcode] if retcode in small else serial.loads(retcode),
+                "success": _unpackSuccess(
+                    small[success] if success in small else serial.loads(success)
+                ),
                 "time": received,
             }
             for minionId, value, retcode, success, received in rows
