@@ -885,10 +885,14 @@ class StampClockTests(SynchronousTestCase):
 
     def test_matchesDatetime(self) -> None:
         """
-        For the real clock, the stamp parses as ISO 8601 and is within a
-        second of C{datetime.now(UTC)}.
+        For the real clock, the stamp parses as ISO 8601 and lies between
+        C{datetime.now(UTC)} read before and after it (truncated to the
+        microsecond).
         """
         from datetime import UTC
 
+        before = datetime.now(UTC).replace(microsecond=0)
         stamped = datetime.fromisoformat(StampClock()()).replace(tzinfo=UTC)
-        self.assertLess(abs((datetime.now(UTC) - stamped).total_seconds()), 1.0)
+        after = datetime.now(UTC)
+        self.assertLessEqual(before, stamped)
+        self.assertLessEqual(stamped, after)
