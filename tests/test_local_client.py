@@ -14,6 +14,7 @@ from twisted.internet.error import ConnectionLost
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from salttwist.client.base import MAX_REFUSED_FIND_JOBS
 from salttwist.client.local import JobResult, LocalClient, MasterUnavailable
 from salttwist.transport.errors import RequestError
 
@@ -174,6 +175,25 @@ class GatherTests(SynchronousTestCase):
         self.ret(JID, "a", True)
         result = self.successResultOf(d)
         self.assertEqual((list(result.returns), result.missing), (["a"], []))
+
+    def test_findJobRefusedTooOftenFails(self) -> None:
+        """
+        Past L{MAX_REFUSED_FIND_JOBS} refusals in a row, the wait ends with
+        the master's error: the job cache's server or the broker does not
+        come back.
+        """
+        refusal = RequestError("job refused: the cluster's broker has been unreachable for 9 s")
+        req = self.script(
+            {"jid": JID, "minions": ["a"], "connected": ["a"]},
+            *[refusal] * (MAX_REFUSED_FIND_JOBS + 1),
+        )
+        d = self.startJob(timeout=5)
+        for _ in range(MAX_REFUSED_FIND_JOBS):
+            self.clock.advance(5)
+        self.assertNoResult(d)
+        self.clock.advance(5)
+        self.assertIn("unreachable", str(self.failureResultOf(d, RequestError).value))
+        self.assertEqual(len(req.requests), MAX_REFUSED_FIND_JOBS + 2)
 
     def test_findJobOtherRefusalFails(self) -> None:
         """

@@ -85,6 +85,14 @@ class JobResult:
         ]
 
 
+#: How many times in a row a client waiting for a job's returns keeps
+#: waiting (another timeout each) when the master refuses its
+#: C{saltutil.find_job} for a reason that may pass (L{wire.JOB_REFUSED}):
+#: a short restart of the job cache's server or of the broker, not one that
+#: lasts.
+MAX_REFUSED_FIND_JOBS = 3
+
+
 async def gatherReturns(
     result: JobResult,
     connected: set[str],
@@ -113,10 +121,12 @@ async def gatherReturns(
         job; gives those that do. If the master refuses that new job for a
         reason that may pass (L{wire.JOB_REFUSED}: its job cache's server or
         its broker is away), nothing is known of the minions: they are all
-        waited for another C{timeout}, then asked again.
+        waited for another C{timeout}, then asked again, up to
+        L{MAX_REFUSED_FIND_JOBS} refusals in a row; the next one is raised.
     @param lost: whether the connection the returns come on was lost.
     """
     waiting = connected
+    refused = 0
     while waiting - returns.keys():
         if await waitFor(waiting, timeout):
             break
@@ -125,9 +135,11 @@ async def gatherReturns(
         try:
             stillRunning = await findJob(sorted(waiting - returns.keys()))
         except RequestError as e:
-            if not str(e).startswith(wire.JOB_REFUSED):
+            refused += 1
+            if not str(e).startswith(wire.JOB_REFUSED) or refused > MAX_REFUSED_FIND_JOBS:
                 raise
             continue
+        refused = 0
         if not stillRunning:
             break
         waiting = stillRunning
