@@ -629,8 +629,10 @@ dependent:
       - test: failed_state
 """
 
-#: The lines whose times change from run to run.
-_TIMES = re.compile(r"(Started: |Duration: |Total run time: +)[0-9.:]+")
+#: The times, which change from run to run, with the padding before them:
+#: C{Total run time}'s is right-aligned, so its width follows how long the
+#: run took.
+_TIMES = re.compile(r"(Started:|Duration:|Total run time:) +[0-9.:]+")
 
 
 class CallTests(TestCase):
@@ -675,7 +677,7 @@ class CallTests(TestCase):
         self.assertEqual(code, 1, err)
         data, _, _ = await self.call("--out", "json", "state.apply", "web")
         expected = _highstate(json.loads(data))
-        self.assertEqual(_TIMES.sub(r"\1T", out), _TIMES.sub(r"\1T", expected))
+        self.assertEqual(_TIMES.sub(r"\1 T", out), _TIMES.sub(r"\1 T", expected))
         self.assertIn("Failed:    2", out)
         _, _, code = await self.call("--retcode-passthrough", "state.apply", "web")
         self.assertEqual(code, 2)
