@@ -32,6 +32,7 @@ from salttwist.master.jobcache import (
     JobCacheError,
     SQLiteJobCache,
 )
+from salttwist.master.jobcachequeue import MAX_QUEUED_BYTES, MAX_QUEUED_ROWS, JobCacheQueueFull
 from salttwist.serial import SerialError
 
 # 2023-11-14T22:13:20Z: a realistic "now" for the clock.
@@ -840,6 +841,69 @@ class _HeldBackend(BatchingJobCache):
         """
         [d] = [d for _, _, d in self.calls if not d.called]
         d.callback(None)
+
+
+class QueueBoundTests(SynchronousTestCase):
+    """
+    The writes waiting for a batch are bounded in number and bytes: past
+    that a write fails at once with L{JobCacheQueueFull} (a database that
+    hangs does not grow the master without end).
+    """
+
+    def setUp(self) -> None:
+        self.reactor = MemoryReactorClock()
+        self.reactor.advance(NOW)
+        self.cache = _HeldBackend("unused", self.reactor)
+        self.queue = self.cache._operations
+
+    def store(self, minionId: str, value: Any = True) -> Deferred[None]:
+        return self.cache.storeReturn(jid(1), minionId, {"return": value})
+
+    def test_defaults(self) -> None:
+        """
+        By default at most L{MAX_QUEUED_ROWS} writes and
+        L{MAX_QUEUED_BYTES} bytes wait.
+        """
+        self.assertEqual(
+            (self.queue.maxQueuedRows, self.queue.maxQueuedBytes),
+            (MAX_QUEUED_ROWS, MAX_QUEUED_BYTES),
+        )
+
+    def test_rowsBounded(self) -> None:
+        """
+        Past C{maxQueuedRows} writes waiting (the batch being written is
+        not counted), a write fails at once saying so; once the batch ends
+        and the waiting writes start, writes are taken again.
+        """
+        self.queue.maxQueuedRows = 3
+        inFlight = self.store("m0")
+        waiting = [self.store(f"m{i}") for i in range(1, 4)]
+        refused = self.store("m4")
+        message = str(self.failureResultOf(refused, JobCacheQueueFull).value)
+        self.assertIn("3 writes", message)
+        self.assertEqual(self.cache.batches(), [(0, 1)])
+        self.cache.finish()
+        self.successResultOf(inFlight)
+        self.reactor.advance(WRITE_INTERVAL)
+        self.assertEqual(self.cache.batches(), [(0, 1), (0, 3)])
+        self.assertEqual((self.queue.queuedRows, self.queue.queuedBytes), (0, 0))
+        taken = self.store("m4")
+        self.cache.finish()
+        for d in waiting:
+            self.successResultOf(d)
+        self.assertNoResult(taken)
+
+    def test_bytesBounded(self) -> None:
+        """
+        Past C{maxQueuedBytes} waiting, a write fails at once; a single
+        write is taken whatever its size when none waits.
+        """
+        self.queue.maxQueuedBytes = 100
+        self.store("m0")
+        big = self.store("m1", "x" * 500)
+        self.assertNoResult(big)
+        self.failureResultOf(self.store("m2", "x" * 10), JobCacheQueueFull)
+        self.assertEqual(self.queue.queuedRows, 1)
 
 
 class WriteIntervalTests(SynchronousTestCase):

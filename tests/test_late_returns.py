@@ -21,6 +21,7 @@ from salttwist.config import loadMasterConfig
 from salttwist.events.bus import LocalEventBus
 from salttwist.master.core import Master
 from salttwist.master.jobcache_pgsql import JobCacheUnavailable
+from salttwist.master.jobcachequeue import JobCacheQueueFull
 from salttwist.master.keys import MasterKeys
 from salttwist.master.returns import NOT_STORED_LOG_INTERVAL
 from salttwist.pki.keystore import InMemoryKeyStore
@@ -41,6 +42,8 @@ class _Cache:
         self.down: set[str] = set()
 
     def _away(self) -> Deferred[Any]:
+        if "full" in self.down:
+            return fail(JobCacheQueueFull("the job cache does not keep up: 9 writes wait"))
         return fail(JobCacheUnavailable("cannot connect to the PostgreSQL job cache db:5432/salt"))
 
     def getJob(self, jid: str) -> Deferred[dict[str, Any] | None]:
@@ -187,3 +190,17 @@ class LateReturnTests(SynchronousTestCase):
         self.assertEqual([e["count"] for e in lines], [1, 3])
         self.assertIn("db:5432/salt", lines[0]["error"])
         self.assertEqual([e for e in lines if "log_failure" in e], [])
+
+    def test_queueFullNotStored(self) -> None:
+        """
+        A write refused because the job cache's queue is full (its server
+        hangs) is answered C{return not stored} too, logged in a line
+        without a traceback.
+        """
+        logged = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        master = self.makeMaster({})
+        self.cache.down = {"storeReturn", "full"}
+        self.assertNotStored(self.ret(master, "web1"))
+        [line] = [e for e in logged if "return not stored" in e.get("log_format", "")]
+        self.assertIn("does not keep up", line["error"])
+        self.assertNotIn("log_failure", line)

@@ -30,6 +30,18 @@ The most serialised bytes one write transaction holds (a single larger row
 still gets a transaction of its own).
 """
 
+MAX_QUEUED_ROWS = 100000
+"""
+The most writes that may wait for a batch (the batch being written is not
+counted): past it a write fails at once with L{JobCacheQueueFull}.
+"""
+
+MAX_QUEUED_BYTES = 128 * 1024 * 1024
+"""
+The most serialised bytes the writes waiting for a batch may hold: past it a
+write fails at once with L{JobCacheQueueFull}.
+"""
+
 WRITE_INTERVAL = 0.05
 """
 Seconds at least between the starts of two write batches while writes keep
@@ -44,6 +56,16 @@ never wait for it.
 class JobCacheClosed(RuntimeError):
     """
     Raised for an operation on a job cache that was closed.
+    """
+
+
+class JobCacheQueueFull(RuntimeError):
+    """
+    Raised for a write while L{MAX_QUEUED_ROWS} writes, or
+    L{MAX_QUEUED_BYTES}, already wait: the database does not keep up (a
+    server that hangs holds the batch in progress until its connection's
+    timeout). Nothing was written; a return so refused is sent again by its
+    minion, a job so refused is refused to its client.
     """
 
 
@@ -128,19 +150,41 @@ class OperationQueue:
         #: The delayed call that starts the writes held back.
         self._writeTimer: Any = None
         self._busy = False
+        #: The bounds on the writes waiting (L{MAX_QUEUED_ROWS},
+        #: L{MAX_QUEUED_BYTES}), and what they hold now.
+        self.maxQueuedRows = MAX_QUEUED_ROWS
+        self.maxQueuedBytes = MAX_QUEUED_BYTES
+        self.queuedRows = 0
+        self.queuedBytes = 0
 
     def write(self, isJob: bool, row: tuple[Any, ...], size: int) -> Deferred[None]:
         """
         Queue one row for the next write batch.
 
         @param isJob: a C{jobs} row, else a C{returns} row.
-        @param size: its serialised bytes, for L{MAX_BATCH_BYTES}.
-        @return: a L{Deferred} firing once the batch holding it committed.
+        @param size: its serialised bytes, for L{MAX_BATCH_BYTES} and
+            L{maxQueuedBytes}.
+        @return: a L{Deferred} firing once the batch holding it committed,
+            or failing at once with L{JobCacheQueueFull} past the bounds on
+            the writes waiting (a single write is taken whatever its size
+            when none waits).
         """
         if self.closed:
             return fail(JobCacheClosed("the job cache is closed"))
+        if self.queuedRows >= self.maxQueuedRows or (
+            self.queuedRows and self.queuedBytes + size > self.maxQueuedBytes
+        ):
+            return fail(
+                JobCacheQueueFull(
+                    f"the job cache does not keep up: {self.queuedRows} writes "
+                    f"({self.queuedBytes} bytes) wait already, at most {self.maxQueuedRows} "
+                    f"({self.maxQueuedBytes} bytes)"
+                )
+            )
         item = _Write(isJob, row, size)
         self._queue.append(item)
+        self.queuedRows += 1
+        self.queuedBytes += size
         # A batch in progress, or writes held back by the timer, take this
         # one along when they are done: nothing to start now.
         if not self._busy and (self._writeTimer is None or len(self._queue) >= MAX_BATCH_ROWS):
@@ -179,6 +223,7 @@ class OperationQueue:
         items = list(self._queue)
         self._queue.clear()
         self._queuedCalls = 0
+        self.queuedRows = self.queuedBytes = 0
         return items
 
     def pump(self) -> None:
@@ -223,6 +268,8 @@ class OperationQueue:
                 break
             batch.append(self._queue.popleft())
             size += following.size
+        self.queuedRows -= len(batch)
+        self.queuedBytes -= size
         jobs = [w.row for w in batch if w.isJob]
         returns = [w.row for w in batch if not w.isJob]
         self._busy = True

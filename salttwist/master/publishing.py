@@ -35,6 +35,7 @@ from salttwist.master.acl import FIND_JOB, AclRefused, Decision, PublisherAcl
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.interfaces import IJobPublisher, IMinionSession, ISessions
 from salttwist.master.jobcache import JobCacheError
+from salttwist.master.jobcachequeue import JobCacheQueueFull
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.keys import PublicationKey
 from salttwist.master.keywatch import AcceptedIds
@@ -371,7 +372,7 @@ class JobPublisher:
             # The job cache's own error (its server is away) says it all in
             # a line; anything else gets its traceback.
             message = "job {jid} refused: the job cache did not store it: {error}"
-            if failure.check(JobCacheError):
+            if failure.check(JobCacheError, JobCacheQueueFull):
                 self.log.error(message, jid=load["jid"], error=failure.getErrorMessage())
             else:
                 self.log.failure(message, failure, jid=load["jid"], error=failure.getErrorMessage())

@@ -26,6 +26,7 @@ from salttwist.jid import isJid
 from salttwist.master.grainscache import GrainsCache
 from salttwist.master.interfaces import IJobPublisher, IMinionRequests, IMinionSession
 from salttwist.master.jobcache import JobCacheError
+from salttwist.master.jobcachequeue import JobCacheQueueFull
 from salttwist.master.jobs import JobRegistry
 from salttwist.master.publishing import FUNCTION_NAME
 from salttwist.master.ratelimit import EventRateLimiter
@@ -426,7 +427,7 @@ class MinionRequests:
                 "{count} returns answered 'return not stored' (the minions send them "
                 "again) since the last such line: the job cache failed: {error}"
             )
-            if failure.check(JobCacheError):
+            if failure.check(JobCacheError, JobCacheQueueFull):
                 self.log.error(message, count=count, error=failure.getErrorMessage())
             else:
                 self.log.failure(message, failure, count=count, error=failure.getErrorMessage())
