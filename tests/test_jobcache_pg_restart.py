@@ -7,16 +7,18 @@ its own), stopped and started again under a live cache.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 from twisted.internet.testing import EventLoggingObserver
 from twisted.internet.threads import deferToThread
 from twisted.logger import globalLogPublisher
@@ -115,6 +117,48 @@ class PrivateServer:
         """
         await deferToThread(self._stop, mode)
 
+    def _processes(self) -> list[int]:
+        """
+        @return: the pids of the server: its postmaster and the postmaster's
+            children (backends and helpers).
+        """
+        with open(os.path.join(self._data, "postmaster.pid")) as f:
+            postmaster = int(f.readline())
+        children = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            # The command may hold spaces and parentheses: the fields
+            # follow the last ")".
+            if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
+                children.append(int(entry))
+        return [postmaster, *children]
+
+    def pause(self, testCase: TestCase) -> None:
+        """
+        Stop every process of the server (SIGSTOP), as a server that hangs:
+        its kernel still accepts connections and acknowledges data, nothing
+        answers. Resumed when C{testCase} ends, if not before.
+        """
+        self._paused = self._processes()
+        for pid in self._paused:
+            os.kill(pid, signal.SIGSTOP)
+        testCase.addCleanup(self.resume)
+
+    def resume(self) -> None:
+        """
+        Continue the processes L{pause} stopped.
+        """
+        paused, self._paused = getattr(self, "_paused", []), []
+        for pid in paused:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def options(self) -> dict[str, Any]:
         """
         @return: C{psycopg.connect} keyword arguments for its C{postgres}
@@ -172,3 +216,57 @@ class RestartTests(TestCase):
         )
         self.assertEqual((await cache.getJob(jid(1)))["minions"], ["a", "b"])
         self.assertEqual(database.connections, 2)
+
+
+class HungServerTests(TestCase):
+    """
+    The cache under a server that hangs rather than goes away.
+    """
+
+    timeout = 120
+
+    async def test_hungServerCut(self) -> None:
+        """
+        An operation the server does not answer within the cache's
+        C{operationTimeout} (of its clock) has its connection cut: it fails
+        with L{JobCacheUnavailable} saying so, and what was queued behind
+        it fails too rather than wait for ever. Once the server answers
+        again (and the back-off has passed), the cache reconnects and
+        stores.
+        """
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise SkipTest("psycopg is not installed") from None
+        server = PrivateServer(self)
+        await server.create()
+        clock = Clock()
+        clock.advance(NOW)
+        times = [0.0]
+        database = PostgresJobCacheDatabase(server.options(), monotonic=lambda: times[0])
+        cache = PostgresJobCache(
+            server.options(), reactor, clock=clock, database=database, operationTimeout=5
+        )
+        self.addCleanup(cache.close)
+        await cache.whenOpen()
+        await cache.storeJob(jid(1), load(), ["a", "b", "c"])
+
+        server.pause(self)
+        stuck = cache.storeReturn(jid(1), "a", {"return": "during"})
+        behind = cache.getReturns(jid(1))
+        # The write is sent and waits for the server: nothing answers.
+        await deferLater(reactor, 0.5, lambda: None)
+        self.assertFalse(stuck.called)
+        clock.advance(5)
+        with self.assertRaises(JobCacheUnavailable) as raised:
+            await stuck
+        self.assertIn("did not answer within 5 s", str(raised.exception))
+        with self.assertRaises(JobCacheUnavailable):
+            await behind
+        self.flushLoggedErrors(JobCacheUnavailable)
+
+        server.resume()
+        times[0] = 60.0
+        await cache.storeReturn(jid(1), "b", {"return": "after"})
+        returns = await cache.getReturns(jid(1))
+        self.assertEqual({m: r["return"] for m, r in returns.items()}, {"b": "after"})

@@ -55,7 +55,12 @@ seconds); operations called meanwhile fail at once with the same error. A
 write batch that fails is logged at critical level with its size: nothing is
 dropped silently. TCP keepalives and a user timeout
 (L{salttwist.pgsql.CONNECTION_DEFAULTS}) end a connection to
-a server that vanished without closing it in about 30 s.
+a server that vanished without closing it in about 30 s. A server that
+hangs (stopped, its kernel still acknowledging) is not seen by those: an
+operation it has not answered within L{OPERATION_TIMEOUT} seconds has its
+connection cut from this side, fails with L{JobCacheUnavailable}, and the
+back-off starts; connection attempts give up after C{connect_timeout}
+(L{salttwist.master.jobcache_pgsql.CONNECT_TIMEOUT} by default).
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ from salttwist import pgsql
 from salttwist.master.jobcache import PRUNE_INTERVAL, BatchingJobCache, _DatabaseThreadPool
 from salttwist.master.jobcache_pgsql import (
     MIGRATIONS,
+    OPERATION_TIMEOUT,
     RECONNECT_INITIAL,
     RECONNECT_MAX,
     JobCacheUnavailable,
@@ -137,12 +143,15 @@ class PostgresJobCache(BatchingJobCache):
         pruneInterval: float = PRUNE_INTERVAL,
         writeInterval: float | None = None,
         database: PostgresJobCacheDatabase | None = None,
+        operationTimeout: float = OPERATION_TIMEOUT,
     ) -> None:
         """
         @param options: C{psycopg.connect} keyword arguments (see
             L{connectionOptions}).
         @param database: the backend to run (tests); by default one over
             C{options}.
+        @param operationTimeout: seconds (of C{clock}) an operation may run
+            before its connection is cut (L{OPERATION_TIMEOUT}).
         Other parameters as L{BatchingJobCache}'s.
         """
         self.database = database or PostgresJobCacheDatabase(options)
@@ -151,6 +160,9 @@ class PostgresJobCache(BatchingJobCache):
         #: is, and how many operations failed since.
         self._unavailableSince: float | None = None
         self._failedMeanwhile = 0
+        #: Seconds an operation may run before its connection is cut.
+        self.operationTimeout = operationTimeout
+        self._operationNumber = 0
         super().__init__(
             None,  # type: ignore[arg-type]
             reactor,
@@ -227,10 +239,26 @@ class PostgresJobCache(BatchingJobCache):
 
     def _run(self, operation: str, *args: Any) -> Deferred[Any]:
         """
-        Run the operation on the database thread.
+        Run the operation on the database thread; if it has not ended
+        within C{operationTimeout} seconds (the server hangs), cut its
+        connection (L{PostgresJobCacheDatabase.cut}): it then fails with
+        L{JobCacheUnavailable}.
         """
-        d = deferToThreadPool(self._reactor, self._pool, getattr(self.database, operation), *args)
-        return d.addBoth(self._watchServer)
+        self._operationNumber += 1
+        number = self._operationNumber
+        timer = self._clock.callLater(
+            self.operationTimeout, self.database.cut, number, self.operationTimeout
+        )
+        d = deferToThreadPool(
+            self._reactor, self._pool, self.database.runOperation, number, operation, *args
+        )
+
+        def ended(result: object) -> object:
+            if timer.active():
+                timer.cancel()
+            return result
+
+        return d.addBoth(ended).addBoth(self._watchServer)
 
     def _watchServer(self, result: object) -> object:
         """

@@ -8,8 +8,11 @@ synchronously on the cache's thread.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import os
 import re
+import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -48,6 +51,22 @@ Seconds before the second connection attempt after a failed one.
 RECONNECT_MAX = 30.0
 """
 The longest wait between two connection attempts.
+"""
+
+OPERATION_TIMEOUT = 30.0
+"""
+Seconds an operation may run before the cache cuts its connection from this
+side (L{PostgresJobCacheDatabase.cut}): a server that hangs (stopped, or a
+path that drops packets while the kernel still acknowledges them) would
+otherwise hold the cache's thread, and every job and return queued behind
+it, for ever.
+"""
+
+CONNECT_TIMEOUT = 10
+"""
+libpq's C{connect_timeout} when C{returner.pgjsonb.connect_timeout} is not
+set: a server that accepts the TCP connection but never answers fails the
+attempt after this many seconds rather than never.
 """
 
 PARTITIONS_AHEAD = 2
@@ -352,6 +371,15 @@ class PostgresJobCacheDatabase:
         self._lastError = ""
         self._partitions: set[str] = set()
         self._migrated = False
+        #: The connection in use, from its making on (set before
+        #: L{_prepare}), for L{cut} from another thread.
+        self._current: psycopg.Connection[Any] | None = None
+        #: The operation running on the cache's thread (a number the
+        #: reactor side gave it, see L{runOperation}), and the one whose
+        #: connection L{cut} cut.
+        self._running: int | None = None
+        self._cutOperation: int | None = None
+        self._cutAfter = OPERATION_TIMEOUT
         #: How many connections were made (the first and every reconnection).
         self.connections = 0
 
@@ -385,7 +413,8 @@ class PostgresJobCacheDatabase:
                 **{
                     **CONNECTION_DEFAULTS,
                     "application_name": "salttwist-master",
-                    **self.options,
+                    "connect_timeout": CONNECT_TIMEOUT,
+                    **{k: v for k, v in self.options.items() if v is not None},
                     "autocommit": True,
                 }
             )
@@ -399,6 +428,7 @@ class PostgresJobCacheDatabase:
             ) from e
         self._backoff = 0.0
         self._nextAttempt = 0.0
+        self._current = connection
         try:
             self._prepare(connection)
         except BaseException:
@@ -430,11 +460,21 @@ class PostgresJobCacheDatabase:
         import psycopg
 
         for attempt in (1, 2):
-            connection = self._connect()
             try:
+                connection = self._connect()
                 return work(connection)
             except psycopg.OperationalError as e:
-                if not (connection.closed or connection.broken):
+                connection = self._current
+                if self._cutOperation is not None and self._cutOperation == self._running:
+                    # Cut by the reactor side: the server hangs. Not tried
+                    # again on it before the back-off.
+                    self._cutOperation = None
+                    self._hung()
+                    raise JobCacheUnavailable(
+                        f"the PostgreSQL job cache {describeServer(self.options)} did not "
+                        f"answer within {self._cutAfter:g} s: its connection was cut"
+                    ) from e
+                if connection is None or not (connection.closed or connection.broken):
                     raise
                 self._lastError = str(e).strip() or type(e).__name__
                 if attempt == 2:
@@ -449,6 +489,52 @@ class PostgresJobCacheDatabase:
                     error=self._lastError,
                 )
         raise AssertionError("unreachable")
+
+    def _hung(self) -> None:
+        """
+        The connection was cut because the server did not answer: drop it,
+        and wait the back-off before the next attempt.
+        """
+        self._lastError = f"no answer within {self._cutAfter:g} s"
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+        self._backoff = min(max(self._backoff * 2, RECONNECT_INITIAL), RECONNECT_MAX)
+        self._nextAttempt = self._monotonic() + self._backoff
+
+    def runOperation(self, number: int, operation: str, *args: Any) -> Any:
+        """
+        Run C{operation(*args)} (a method of this class) as the operation
+        numbered C{number}, which L{cut} may end.
+        """
+        self._running = number
+        try:
+            return getattr(self, operation)(*args)
+        finally:
+            self._running = None
+            self._cutOperation = None
+
+    def cut(self, number: int, seconds: float = OPERATION_TIMEOUT) -> None:
+        """
+        From any thread: if the operation numbered C{number} still runs,
+        shut its connection's socket down, so the call blocked on a server
+        that hangs fails at once.
+
+        @param seconds: how long it ran, for the error.
+        """
+        connection = self._current
+        if self._running != number or connection is None:
+            return
+        self._cutAfter = seconds
+        self._cutOperation = number
+        with contextlib.suppress(Exception):
+            # A duplicate of the descriptor: shutting it down ends the
+            # socket under the one the blocked call reads.
+            duplicate = socket.socket(fileno=os.dup(connection.fileno()))
+            try:
+                duplicate.shutdown(socket.SHUT_RDWR)
+            finally:
+                duplicate.close()
 
     # Schema --------------------------------------------------------------
 
