@@ -414,5 +414,5 @@ class PostgresRestartedDuringJobTests(TestCase):
         ]
         lines.append(await self.restartDuringJob("fast", self.a, known))
         lines.append(await self.restartDuringJob("immediate", self.b, known))
-        lines.append(f"\n  rows: {self.query('SELECT count(*) FROM salttwist_returns')[0][0]}\n")
+        lines.append("\n")
         sys.stdout.write("".join(lines))
