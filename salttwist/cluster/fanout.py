@@ -184,12 +184,19 @@ class ClusterFanout:
 
         @return: the message, for L{returnAccepted}.
         @raise ClusterUnavailable: the buffer has no room for it now. A
-            message that could never fit (larger than the broker's
-            C{max_payload} or than the whole buffer) is not refused: it
-            would be sent again forever; L{returnAccepted} keeps it here.
+            buffer holding its most messages refuses any return before it
+            is serialised (while the broker is away every return is
+            refused: each refusal must cost little). Otherwise a message
+            that could never fit (larger than the broker's C{max_payload}
+            or than the whole buffer) is not refused: it would be sent
+            again forever; L{returnAccepted} keeps it here.
         """
-        payload = serial.dumps({"origin": self.memberId, "event": event})
         outbox = getattr(self.bus, "outbox", None)
+        if outbox is not None:
+            why = outbox.whyNoRoom()
+            if why is not None:
+                raise ClusterUnavailable(why)
+        payload = serial.dumps({"origin": self.memberId, "event": event})
         size = len(payload)
         if (
             outbox is not None

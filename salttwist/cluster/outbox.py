@@ -75,16 +75,31 @@ class Outbox:
         """
         return self._bytes
 
+    def whyNoRoom(self) -> str | None:
+        """
+        Whether no message at all can be added now, whatever its size: the
+        buffer holds C{maxMessages} messages. Cheap (a length), so a
+        sender checks it before it makes the message.
+
+        @return: L{None} if the count leaves room, else why not.
+        """
+        if len(self._pending) >= self.maxMessages:
+            return self._countFull()
+        return None
+
+    def _countFull(self) -> str:
+        return (
+            f"the cluster's outgoing buffer is full ({len(self._pending)} messages "
+            f"not yet acknowledged by {self._broker}, at most {self.maxMessages})"
+        )
+
     def whyFull(self, extra: int = 0) -> str | None:
         """
         @param extra: the size of a message about to be added.
         @return: L{None} if a message of C{extra} bytes fits, else why not.
         """
         if len(self._pending) >= self.maxMessages:
-            return (
-                f"the cluster's outgoing buffer is full ({len(self._pending)} messages "
-                f"not yet acknowledged by {self._broker}, at most {self.maxMessages})"
-            )
+            return self._countFull()
         if self._bytes + extra > self.maxBytes:
             return (
                 f"the cluster's outgoing buffer is full ({self._bytes} bytes not yet "
