@@ -12,11 +12,24 @@ turn to be sent.
 L{ReturnDelivery} knows nothing of the connection's life: the minion hands
 it the req protocol of a ready session (L{ReturnDelivery.req}) and takes it
 back when the session ends.
+
+A return the master refuses for now is kept and sent again after a
+back-off (L{RETRY_FIRST} seconds, doubling up to L{RETRY_MAX}, each delay
+drawn from its last L{RETRY_JITTER} so a fleet refused at once does not
+send again in step): C{return not stored} (the master's job cache or its
+cluster's broker is away) for as long as it lasts; an internal error of
+the master's L{ERROR_TRIES} times in a row, then the return is set aside
+on disk (sent again when the minion starts next). While backing off, the
+returns go one at a time until one is stored. Any other refusal (a return
+the master already has, a job that did not target this minion, an unknown
+job) is final: the return is dropped, and the log says why.
 """
 
 from __future__ import annotations
 
+import random
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred, DeferredList, succeed
@@ -46,9 +59,25 @@ DEFAULT_REQ_WRITE_BUFFER = 16 * 1024 * 1024
 #: Seconds between two looks at a full req connection, when no
 #: acknowledgement comes to say it has room again.
 FLUSH_RETRY = 0.1
-#: Seconds before a return the master could not store (its job cache
-#: failed: L{wire.RETURN_NOT_STORED}) is sent again.
-NOT_STORED_RETRY = 5.0
+#: Seconds before a return the master refused for now (its job cache or
+#: broker away: L{wire.RETURN_NOT_STORED}; or an internal error) is first
+#: sent again; each refusal in a row doubles it, up to L{RETRY_MAX}.
+RETRY_FIRST = 5.0
+#: The longest wait between two tries of a refused return, in seconds.
+RETRY_MAX = 60.0
+#: The share of each wait that is drawn at random: a wait of C{d} seconds
+#: is between C{d * (1 - RETRY_JITTER)} and C{d}, so that thousands of
+#: minions refused at once (a database restarting) spread their tries.
+RETRY_JITTER = 0.5
+#: The first wait (the name the tests and docs knew it by).
+NOT_STORED_RETRY = RETRY_FIRST
+#: How many times in a row the master may answer a return with an internal
+#: error before the minion sets it aside: kept in its returns queue on disk
+#: (sent again when the minion starts next), no longer sent in this run.
+ERROR_TRIES = 5
+#: How a master's refusal starts when an unexpected error failed it (its
+#: reqserver answers C{internal error in <cmd>}).
+INTERNAL_ERROR = "internal error"
 #: The most bytes of returns the minion keeps in memory by default
 #: (C{returns_memory_max}): returns waiting to be sent or acknowledged, as a
 #: running total; past it, a new return is kept on disk only and read back
@@ -132,7 +161,7 @@ class ReturnDelivery:
         self.log = Logger(namespace=MINION_LOG_NAMESPACE, source=self)
         self.reactor = reactor
         self.returnsQueue = returnsQueue
-        self.req: ReqClientProtocol | None = None
+        self._req: ReqClientProtocol | None = None
         self.stopping = False
         self.stopped = True
         self.pending: deque[tuple[str | StoredReturn | None, dict[str, Any]]] = deque()
@@ -140,9 +169,24 @@ class ReturnDelivery:
         self.writeLimit = DEFAULT_REQ_WRITE_BUFFER
         #: The delayed call that tries L{flush} again, while one is due.
         self._flushTimer: Any = None
-        #: The delayed call that sends again the returns the master could
-        #: not store, while one is due.
-        self._notStoredTimer: Any = None
+        #: The delayed call that sends again the returns the master
+        #: refused for now, while one is due (nothing is sent meanwhile).
+        self._retryTimer: Any = None
+        #: Refusals for now in a row (no return stored since): the back-off's
+        #: exponent.
+        self.retryAttempt = 0
+        #: Whether the returns go one at a time (after a refusal for now,
+        #: until one is stored), and the one awaiting its answer.
+        self._probing = False
+        self._probe: dict[str, Any] | None = None
+        #: A float in [0, 1): the jitter of each wait.
+        self.random: Callable[[], float] = random.random
+        #: How many times in a row the master failed each return (by jid)
+        #: with an internal error.
+        self._errorTries: dict[Any, int] = {}
+        #: Returns set aside after L{ERROR_TRIES} internal errors with no
+        #: returns queue to keep them in (tests; a minion always has one).
+        self.setAside: list[dict[str, Any]] = []
         #: The returns of this run the master has not acknowledged yet.
         self.unacknowledged: dict[StoredReturn, dict[str, Any]] = {}
         #: The delayed call that writes the unacknowledged returns that are
@@ -167,6 +211,23 @@ class ReturnDelivery:
         #: free up (an acknowledgement then calls L{flush}).
         self._waitingForMemory = False
 
+    @property
+    def req(self) -> ReqClientProtocol | None:
+        """
+        The req protocol of the minion's ready session, or L{None}.
+        """
+        return self._req
+
+    @req.setter
+    def req(self, req: ReqClientProtocol | None) -> None:
+        if req is not None and req is not self._req and self._retryTimer is not None:
+            # A new session (maybe another master): a first return goes at
+            # once, the back-off goes on if it is refused too.
+            if self._retryTimer.active():
+                self._retryTimer.cancel()
+            self._retryTimer = None
+        self._req = req
+
     def stop(self) -> None:
         """
         The minion stopped: no timer is left running.
@@ -176,10 +237,10 @@ class ReturnDelivery:
         if self._persistTimer is not None and self._persistTimer.active():
             self._persistTimer.cancel()
         self._persistTimer = None
-        for timer in (self._flushTimer, self._notStoredTimer):
+        for timer in (self._flushTimer, self._retryTimer):
             if timer is not None and timer.active():
                 timer.cancel()
-        self._flushTimer = self._notStoredTimer = None
+        self._flushTimer = self._retryTimer = None
 
     def jobDone(self, result: dict[str, Any], load: dict[str, Any]) -> None:
         """
@@ -426,9 +487,13 @@ class ReturnDelivery:
         Send every pending return over the ready session, if there is one,
         while its connection holds at most L{writeLimit} bytes unsent: the
         rest wait, and are sent as acknowledgements come back (or
-        L{FLUSH_RETRY} seconds later).
+        L{FLUSH_RETRY} seconds later). Nothing is sent while a refused
+        return's back-off runs, and one return at a time after it until one
+        is stored.
         """
         while self.req is not None and self.pending:
+            if self._retryTimer is not None or self._probe is not None:
+                return
             if writeBacklog(self.req.transport) > self.writeLimit:
                 if self._flushTimer is None and not self.stopped:
                     self._flushTimer = self.reactor.callLater(FLUSH_RETRY, self._flushAgain)
@@ -440,16 +505,43 @@ class ReturnDelivery:
                 if ret is None:
                     return
             self.pending.popleft()
+            if self._probing:
+                self._probe = ret
             d = self.req.request(ret)
-            d.addCallbacks(self._delivered, self._failed, (name,), None, (name, ret))
+            d.addCallbacks(self._stored, self._failed, (name, ret), None, (name, ret))
 
     def _flushAgain(self) -> None:
         self._flushTimer = None
         self.flush()
 
     def _sendAgain(self) -> None:
-        self._notStoredTimer = None
+        self._retryTimer = None
         self.flush()
+
+    def retryDelay(self) -> float:
+        """
+        @return: the seconds to wait before sending again after
+            L{retryAttempt} refusals in a row: L{RETRY_FIRST} doubled each
+            time, at most L{RETRY_MAX}, less up to L{RETRY_JITTER} of it at
+            random.
+        """
+        delay = min(RETRY_MAX, RETRY_FIRST * 2 ** min(max(self.retryAttempt - 1, 0), 16))
+        return delay * (1.0 - RETRY_JITTER * self.random())
+
+    def _stored(self, reply: Any, name: str | StoredReturn | None, ret: dict[str, Any]) -> None:
+        """
+        The master acknowledged C{ret}: the back-off is over.
+        """
+        if self._errorTries:
+            self._errorTries.pop(ret.get("jid"), None)
+        wasProbing = self._probing
+        if ret is self._probe:
+            self._probe = None
+        self.retryAttempt = 0
+        self._probing = False
+        self._delivered(reply, name)
+        if wasProbing:
+            self.flush()
 
     def _delivered(self, reply: Any, name: str | StoredReturn | None) -> None:
         if isinstance(name, StoredReturn):
@@ -470,38 +562,104 @@ class ReturnDelivery:
             self.flush()
 
     def _failed(self, failure: Any, name: str | StoredReturn | None, ret: dict[str, Any]) -> None:
-        notStored = failure.check(RequestError) and str(failure.value).startswith(
-            wire.RETURN_NOT_STORED
-        )
-        if notStored:
-            # The master could not store it: keep it, and send it again a
-            # little later (to this master, or the next one).
-            self.log.warn(
-                "minion {id}: the master could not store the return for {jid}; "
-                "sending it again in {delay:.0f} s",
-                id=self.id,
-                jid=ret["jid"],
-                delay=NOT_STORED_RETRY,
-            )
-            if self._notStoredTimer is None and not self.stopped:
-                self._notStoredTimer = self.reactor.callLater(NOT_STORED_RETRY, self._sendAgain)
-        elif failure.check(RequestError):
-            # Refused (a duplicate of a return the master has, or a job it
-            # never sent us): sending it again would not change that.
-            self.log.warn(
-                "minion {id}: the master refused the return for {jid}: {e}",
-                id=self.id,
-                jid=ret["jid"],
-                e=failure.value,
-            )
-            self._delivered(None, name)
-            return
-        # The connection went away before the master answered: keep the
-        # return and send it again after reconnecting. A duplicate is refused
-        # by the master, so the job still gets exactly one return.
+        probe = ret is self._probe
+        if probe:
+            self._probe = None
+        if failure.check(RequestError):
+            why = str(failure.value)
+            if why.startswith(wire.RETURN_NOT_STORED):
+                # The master could not store it: keep it, and send it again
+                # later (to this master, or the next one).
+                self._backOff(ret, why)
+            elif why.startswith(INTERNAL_ERROR):
+                # Something failed on the master (its log has the
+                # traceback): maybe for now, so tried again a few times.
+                jid = ret.get("jid")
+                tries = self._errorTries[jid] = self._errorTries.get(jid, 0) + 1
+                self._backOff(ret, why)
+                if tries >= ERROR_TRIES:
+                    del self._errorTries[jid]
+                    self._setAside(name, ret, why, tries)
+                    return
+            else:
+                # Refused (a duplicate of a return the master has, or a job
+                # it never sent us): sending it again would not change that.
+                self.log.warn(
+                    "minion {id}: the master refused the return for {jid}, which is dropped: {e}",
+                    id=self.id,
+                    jid=ret["jid"],
+                    e=why,
+                )
+                self._errorTries.pop(ret.get("jid"), None)
+                self._delivered(None, name)
+                if probe:
+                    self.flush()
+                return
+        # Kept, and sent again: after the back-off (a refusal for now), or
+        # after reconnecting (the connection went away before the master
+        # answered). A duplicate is refused by the master, so the job still
+        # gets exactly one return.
         if isinstance(name, StoredReturn) and name.size == 0 and name.name is not None:
             # Sent from memory while being written past the bound: on disk
             # only since, read back when its turn comes again.
             self.pending.appendleft((name, None))
             return
         self.pending.appendleft((name, ret))
+
+    def _backOff(self, ret: dict[str, Any], why: str) -> None:
+        """
+        The master refused C{ret} for now: send nothing for a while (once
+        per round of refusals: those of the returns sent with it only wait
+        with it), then one return at a time until one is stored.
+        """
+        self._probing = True
+        if self._retryTimer is not None or self.stopped:
+            return
+        self.retryAttempt += 1
+        delay = self.retryDelay()
+        self._retryTimer = self.reactor.callLater(delay, self._sendAgain)
+        self.log.warn(
+            "minion {id}: the master refused the return for {jid} for now ({why}); "
+            "{waiting} returns wait, sent again in {delay:.1f} s (refusal {n} in a row)",
+            id=self.id,
+            jid=ret["jid"],
+            why=why,
+            waiting=len(self.pending) + 1,
+            delay=delay,
+            n=self.retryAttempt,
+        )
+
+    def _setAside(
+        self, name: str | StoredReturn | None, ret: dict[str, Any], why: str, tries: int
+    ) -> None:
+        """
+        The master failed C{ret} L{ERROR_TRIES} times in a row: keep it in
+        the returns queue on disk (the minion sends it again when it starts
+        next), and no longer in memory or in this run's sending.
+        """
+        where = "in the returns queue on disk; sent again when the minion starts next"
+        if isinstance(name, StoredReturn) and self.returnsQueue is not None:
+            if name.size:
+                # Written if it was not yet; its file is never removed here.
+                self.persist(name)
+                self.unacknowledged.pop(name, None)
+                self._release(name)
+                if not self.unacknowledged and self._acknowledgementWaiters:
+                    self.acknowledgementsSettled()
+        elif isinstance(name, str):
+            self.memoryUsed -= self._heldSizes.pop(name, 0)
+        else:
+            if isinstance(name, StoredReturn):
+                self.unacknowledged.pop(name, None)
+                self._release(name)
+            self.setAside.append(ret)
+            where = "in memory only (no returns queue)"
+        self.log.error(
+            "minion {id}: the master failed {tries} times in a row on the return for "
+            "{jid} ({why}); it is no longer sent in this run and is kept {where}",
+            id=self.id,
+            tries=tries,
+            jid=ret["jid"],
+            why=why,
+            where=where,
+        )
