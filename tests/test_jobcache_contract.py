@@ -263,6 +263,47 @@ class RealJobCacheTests(JobCacheTests):
         self.assertIsNone(await cache.getJob(jid(1)))  # type: ignore[attr-defined]
         self.assertEqual(await cache.getReturns(jid(1)), {})  # type: ignore[attr-defined]
 
+    async def test_listJobSummaries(self) -> None:
+        """
+        C{listJobSummaries} lists what C{listJobs} does, with the same
+        filters, as C{(jid, fun, arg, tgt, tgt_type, user)}; the lists of
+        two jobs stored alike are each the caller's own.
+        """
+        cache = await self.makeCache()
+        stored = [
+            ("test.ping", "web*", []),
+            ("cmd.run", ["db1", "db2"], ["uptime"]),
+            ("cmd.run", ["db1", "db2"], ["uptime"]),
+            ("test.echo", "*", [{"__kwarg__": True, "metadata": {"a": 1}}]),
+        ]
+        for n, (fun, tgt, arg) in enumerate(stored, start=1):
+            await cache.storeJob(jid(n), dict(load(fun, tgt), arg=arg), ["m1", "m2"])
+            self.clock.advance(10)
+        summaries = await cache.listJobSummaries()  # type: ignore[attr-defined]
+        self.assertEqual(  # type: ignore[attr-defined]
+            summaries,
+            [
+                (jid(n), fun, arg, tgt, "glob", "root")
+                for n, (fun, tgt, arg) in reversed(list(enumerate(stored, start=1)))
+            ],
+        )
+        summaries[1][2].append("changed")
+        summaries[1][3].append("changed")
+        self.assertEqual(summaries[2][2:4], (["uptime"], ["db1", "db2"]))  # type: ignore[attr-defined]
+        self.assertEqual(  # type: ignore[attr-defined]
+            [s[0] for s in await cache.listJobSummaries(searchFunction="test.*", limit=1)],
+            [jid(4)],
+        )
+        self.assertEqual(  # type: ignore[attr-defined]
+            [s[0] for s in await cache.listJobSummaries(searchTarget="db2")], [jid(3), jid(2)]
+        )
+        self.assertEqual(  # type: ignore[attr-defined]
+            [s[0] for s in await cache.listJobSummaries(startTime=NOW + 10, endTime=NOW + 20)],
+            [jid(3), jid(2)],
+        )
+        with self.assertRaises(ValueError):  # type: ignore[attr-defined]
+            await cache.listJobSummaries(limit=-1)  # type: ignore[attr-defined]
+
     async def test_prune(self) -> None:
         """
         C{prune} removes the jobs that started more than the given seconds

@@ -15,6 +15,7 @@ import copy
 import fnmatch
 import os
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from twisted.internet.address import IPv4Address
@@ -34,7 +35,7 @@ from salttwist.master.core import Master, runSynchronously
 from salttwist.master.keys import MasterKeys
 from salttwist.minion.jobs import RunningJob
 from salttwist.pki.keystore import ACCEPTED, InMemoryKeyStore
-from salttwist.runners import jobs
+from salttwist.runners import RunnerContext, jobs
 
 MASTER_KEY = crypt.generatePrivateKey()
 MASTER_PEM = crypt.publicKeyToPem(MASTER_KEY.public_key())
@@ -870,3 +871,97 @@ class ActiveTests(RunnerTestCase):
         self.failureResultOf(d)
         self.assertEqual(bus.subscriptionCount(), subscriptions)
         self.assertEqual(self.master.clock.getDelayedCalls(), [])
+
+
+class SummaryJobCache(FakeJobCache):
+    """
+    A L{FakeJobCache} with C{listJobSummaries}, as the real caches have.
+
+    @ivar summaryCalls: the arguments of every C{listJobSummaries} call.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock)
+        self.summaryCalls: list[dict[str, Any]] = []
+
+    def listJobSummaries(self, **kwargs: Any) -> Deferred[list[tuple[Any, ...]]]:
+        """
+        The jobs C{listJobs} lists, as C{(jid, fun, arg, tgt, tgt_type,
+        user)}.
+        """
+        self.summaryCalls.append(kwargs)
+        listed: list[list[dict[str, Any]]] = []
+        self.listJobs(**kwargs).addCallback(listed.append)
+        self.listCalls.pop()
+        return succeed(
+            [(j["jid"], j["fun"], j["arg"], j["tgt"], j["tgt_type"], j["user"]) for j in listed[0]]
+        )
+
+
+class ListJobsSummaryTests(SynchronousTestCase):
+    """
+    C{jobs.list_jobs} reads a cache's C{listJobSummaries} when it has one
+    (not the minions of every job), with the same result as from
+    C{listJobs}.
+    """
+
+    def listed(self, cache: FakeJobCache, **kwargs: Any) -> Any:
+        context = RunnerContext(master=SimpleNamespace(jobCache=cache))  # type: ignore[arg-type]
+        return self.successResultOf(Deferred.fromCoroutine(jobs.list_jobs(context, **kwargs)))
+
+    def test_sameListing(self) -> None:
+        """
+        Both caches, holding the same jobs, give the same listing; the one
+        with C{listJobSummaries} is asked with it only, filters included.
+        """
+        clock = Clock()
+        plain, summarising = FakeJobCache(clock), SummaryJobCache(clock)
+        jobsStored = [
+            ("20261122010203456789", "test.ping", [], "*", "glob", "alice"),
+            ("20261122010203456790", "cmd.run", ["ls"], ["a", "b"], "list", None),
+            (
+                "20261122020000000001",
+                "test.echo",
+                [{"__kwarg__": True, "metadata": {"k": "v"}}],
+                "web*",
+                None,
+                "bob",
+            ),
+            ("20261122020000000002", "test.arg", [], None, "glob", "root"),
+        ]
+        for jid, fun, arg, tgt, tgtType, user in jobsStored:
+            for cache in (plain, summarising):
+                cache.storeJob(
+                    jid, {"fun": fun, "arg": arg, "tgt": tgt, "tgt_type": tgtType, "user": user}, []
+                )
+            clock.advance(1)
+        for kwargs in ({}, {"search_function": "test.*"}, {"search_metadata": {"k": "v"}}):
+            self.assertEqual(self.listed(summarising, **kwargs), self.listed(plain, **kwargs))
+        self.assertEqual(summarising.listCalls, [])
+        self.assertEqual(len(summarising.summaryCalls), 3)
+        self.assertEqual(summarising.summaryCalls[1]["searchFunction"], "test.*")
+        full = self.listed(summarising)
+        self.assertEqual(list(full), [row[0] for row in jobsStored])
+        self.assertEqual(full["20261122020000000001"]["Metadata"], {"k": "v"})
+        self.assertEqual(full["20261122010203456790"]["User"], "root")
+        self.assertEqual(full["20261122020000000002"]["Target"], "unknown-target")
+
+    def test_startTimes(self) -> None:
+        """
+        The listing's C{StartTime}s are L{jobs._jidToTime}'s, an hour's
+        prefix made once: jids of one hour, of others, and values that are
+        not jids (empty).
+        """
+        startTime = jobs._ListedStartTime()
+        for jid in (
+            "20261122010203456789",
+            "20261122015959999999",
+            "20261122020000000000",
+            "20150316190000000001",
+            "20261322010203456789",
+            "2026112201020345678x",
+            "2026112201020345678",
+            "２0261122010203456789",
+            "",
+        ):
+            self.assertEqual(startTime(jid), jobs._jidToTime(jid), jid)

@@ -130,6 +130,7 @@ _INSERT_RETURN = (
     " VALUES (?, ?, ?, ?, ?, ?)"
 )
 _JOB_COLUMNS = "jid, fun, arg, tgt, tgt_type, user, minions, start_time"
+_SUMMARY_COLUMNS = "jid, fun, arg, tgt, tgt_type, user"
 _GLOB_CHARACTERS = frozenset("*?[")
 
 
@@ -250,6 +251,25 @@ def _timeBound(name: str, value: object) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     raise ValueError(f"{name} must be a number of seconds or a datetime, not {value!r}")
+
+
+def _listFilters(
+    searchFunction: object, searchTarget: object, startTime: object, endTime: object, limit: object
+) -> tuple[list[str] | None, list[str] | None, float | None, float | None, int | None]:
+    """
+    Check and normalise L{IJobCache.listJobs}' arguments.
+
+    @return: C{(functions, targets, start, end, limit)} as the database's
+        C{listJobs} takes them.
+    @raise ValueError: naming what is wrong.
+    """
+    functions = _patternList("searchFunction", searchFunction)
+    targets = _patternList("searchTarget", searchTarget)
+    start = _timeBound("startTime", startTime)
+    end = _timeBound("endTime", endTime)
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise ValueError(f"limit must be a non-negative integer, not {limit!r}")
+    return functions, targets, start, end, limit  # type: ignore[return-value]
 
 
 @functools.lru_cache(maxsize=64)
@@ -516,17 +536,39 @@ class BatchingJobCache:
         See L{IJobCache.listJobs}.
         """
         try:
-            functions = _patternList("searchFunction", searchFunction)
-            targets = _patternList("searchTarget", searchTarget)
-            start = _timeBound("startTime", startTime)
-            end = _timeBound("endTime", endTime)
-            if limit is not None and (
-                not isinstance(limit, int) or isinstance(limit, bool) or limit < 0
-            ):
-                raise ValueError(f"limit must be a non-negative integer, not {limit!r}")
+            filters = _listFilters(searchFunction, searchTarget, startTime, endTime, limit)
         except ValueError as e:
             return fail(e)
-        return self._enqueue("listJobs", functions, targets, start, end, limit)
+        return self._enqueue("listJobs", *filters)
+
+    def listJobSummaries(
+        self,
+        searchFunction: str | list[str] | None = None,
+        searchTarget: str | list[str] | None = None,
+        startTime: float | datetime | None = None,
+        endTime: float | datetime | None = None,
+        limit: int | None = None,
+    ) -> Deferred[list[tuple[Any, ...]]]:
+        """
+        L{listJobs}, with only what a job listing shows (C{jobs.list_jobs}):
+        C{(jid, fun, arg, tgt, tgt_type, user)} for each job, newest first.
+        The minions, most of a job's bytes, are not read. A backend that
+        has no such operation (the job cache worker's) lists whole jobs.
+
+        @return: a L{Deferred} firing with the tuples.
+        """
+        try:
+            filters = _listFilters(searchFunction, searchTarget, startTime, endTime, limit)
+        except ValueError as e:
+            return fail(e)
+        database = getattr(self, "_database", None) or getattr(self, "database", None)
+        if database is not None and hasattr(database, "listJobSummaries"):
+            return self._enqueue("listJobSummaries", *filters)
+        return self._enqueue("listJobs", *filters).addCallback(
+            lambda jobs: [
+                (j["jid"], j["fun"], j["arg"], j["tgt"], j["tgt_type"], j["user"]) for j in jobs
+            ]
+        )
 
     def prune(self, olderThanSeconds: float) -> Deferred[int]:
         """
@@ -879,35 +921,35 @@ class JobCacheDatabase:
         """
         Read the jobs that match every given filter, newest first.
         """
-        # Only fixed SQL fragments and placeholders are joined here; every
-        # value is a parameter.
-        clauses: list[str] = []
-        params: list[object] = []
-        if functions is not None:
-            if any(_GLOB_CHARACTERS.intersection(p) for p in functions):
-                clauses.append("salttwist_fnmatch(fun, ?)")
-                params.append(serial.dumps(functions))
-            else:
-                # Literal names: an equality the fun index can serve.
-                clauses.append("fun IN (" + ", ".join("?" * len(functions)) + ")")
-                params.extend(functions)
-        if targets is not None:
-            clauses.append("salttwist_fnmatch(tgt, ?)")
-            params.append(serial.dumps(targets))
-        if start is not None:
-            clauses.append("start_time >= ?")
-            params.append(start)
-        if end is not None:
-            clauses.append("start_time <= ?")
-            params.append(end)
-        query = f"SELECT {_JOB_COLUMNS} FROM jobs"
-        if clauses:
-            query += " WHERE " + " AND ".join(clauses)
-        query += " ORDER BY start_time DESC, jid DESC"
-        if limit is not None:
-            query += " LIMIT ?"
-            params.append(limit)
+        query, params = _listQuery(_JOB_COLUMNS, functions, targets, start, end, limit)
         return [_jobFromRow(row) for row in self._db().execute(query, params)]
+
+    def listJobSummaries(
+        self,
+        functions: list[str] | None,
+        targets: list[str] | None,
+        start: float | None,
+        end: float | None,
+        limit: int | None,
+    ) -> list[tuple[Any, ...]]:
+        """
+        Read what a job listing shows of the jobs that match every given
+        filter, newest first: C{(jid, fun, arg, tgt, tgt_type, user)} each
+        (see L{BatchingJobCache.listJobSummaries}); not the minions.
+        """
+        query, params = _listQuery(_SUMMARY_COLUMNS, functions, targets, start, end, limit)
+        loads = serial.loads
+        return [
+            (
+                jid,
+                fun,
+                loads(arg) if arg is not None else [],
+                loads(tgt) if type(tgt) is bytes else tgt,
+                loads(tgtType) if type(tgtType) is bytes else tgtType,
+                loads(user) if type(user) is bytes else user,
+            )
+            for jid, fun, arg, tgt, tgtType, user in self._db().execute(query, params)
+        ]
 
     def prune(self, cutoff: float) -> int:
         """
@@ -948,6 +990,50 @@ class JobCacheDatabase:
             finally:
                 self._connection.close()
                 self._connection = None
+
+
+def _listQuery(
+    columns: str,
+    functions: list[str] | None,
+    targets: list[str] | None,
+    start: float | None,
+    end: float | None,
+    limit: int | None,
+) -> tuple[str, list[object]]:
+    """
+    The SQL of L{JobCacheDatabase.listJobs}, selecting C{columns}.
+
+    @return: the query and its parameters.
+    """
+    # Only fixed SQL fragments and placeholders are joined here; every
+    # value is a parameter.
+    clauses: list[str] = []
+    params: list[object] = []
+    if functions is not None:
+        if any(_GLOB_CHARACTERS.intersection(p) for p in functions):
+            clauses.append("salttwist_fnmatch(fun, ?)")
+            params.append(serial.dumps(functions))
+        else:
+            # Literal names: an equality the fun index can serve.
+            clauses.append("fun IN (" + ", ".join("?" * len(functions)) + ")")
+            params.extend(functions)
+    if targets is not None:
+        clauses.append("salttwist_fnmatch(tgt, ?)")
+        params.append(serial.dumps(targets))
+    if start is not None:
+        clauses.append("start_time >= ?")
+        params.append(start)
+    if end is not None:
+        clauses.append("start_time <= ?")
+        params.append(end)
+    query = f"SELECT {columns} FROM jobs"
+    if clauses:
+        query += " WHERE " + " AND ".join(clauses)
+    query += " ORDER BY start_time DESC, jid DESC"
+    if limit is not None:
+        query += " LIMIT ?"
+        params.append(limit)
+    return query, params
 
 
 def _jobFromRow(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -163,6 +163,15 @@ _INSERT_RETURNS = """
 """
 
 _JOB_COLUMNS = 'jid, fun, arg, tgt, tgt_type, "user", minions, start_time'
+#: What a job listing shows (L{PostgresJobCacheDatabase.listJobSummaries}):
+#: no C{minions}, which are most of a job's bytes (100 ids: 2.5 KB).
+_SUMMARY_COLUMNS = 'jid, fun, arg, tgt, tgt_type, "user"'
+
+LIST_FETCH_ROWS = 5000
+"""
+Rows fetched from the server at a time by a listing, each fetch a round
+trip that counts as progress for L{OPERATION_TIMEOUT}.
+"""
 
 GET_JOB = f"SELECT {_JOB_COLUMNS} FROM salttwist_jobs WHERE jid = %s"
 """
@@ -382,6 +391,10 @@ class PostgresJobCacheDatabase:
         self._cutAfter = OPERATION_TIMEOUT
         #: How many connections were made (the first and every reconnection).
         self.connections = 0
+        #: Bumped at each answer of the server in a long operation (a
+        #: listing's fetch): the reactor side does not cut an operation
+        #: that progresses (L{salttwist.master.jobcache_pg.PostgresJobCache}).
+        self.progress = 0
 
     # Connecting --------------------------------------------------------------
 
@@ -513,6 +526,13 @@ class PostgresJobCacheDatabase:
         finally:
             self._running = None
             self._cutOperation = None
+
+    def progressed(self) -> None:
+        """
+        On the cache's thread: the server answered a step of a long
+        operation (see L{progress}).
+        """
+        self.progress += 1
 
     def cut(self, number: int, seconds: float = OPERATION_TIMEOUT) -> None:
         """
@@ -760,29 +780,74 @@ class PostgresJobCacheDatabase:
         Read the jobs that match every given filter, newest first.
         """
         query, params, checks = listJobsQuery(functions, targets, start, end, limit)
+        return self._withConnection(  # type: ignore[no-any-return]
+            lambda connection: self._listRows(connection, query, params, checks, limit, _jobFromRow)
+        )
 
-        def work(connection: psycopg.Connection[Any]) -> list[dict[str, Any]]:
-            if not checks:
-                rows = connection.execute(query, params, binary=True)
-                return [_jobFromRow(row) for row in rows]
-            found: list[dict[str, Any]] = []
-            if limit == 0:
-                return found
-            # Stream the rows newest first and stop at the limit.
-            with (
-                connection.transaction(),
-                connection.cursor(name="salttwist_list_jobs", binary=True) as cursor,
-            ):
-                cursor.itersize = 500
-                cursor.execute(query, params)
-                for row in cursor:
-                    if all(check(row) for check in checks):
-                        found.append(_jobFromRow(row))
-                        if limit is not None and len(found) >= limit:
-                            break
-            return found
+    def listJobSummaries(
+        self,
+        functions: list[str] | None,
+        targets: list[str] | None,
+        start: float | None,
+        end: float | None,
+        limit: int | None,
+    ) -> list[tuple[Any, ...]]:
+        """
+        Read what a job listing shows of the jobs that match every given
+        filter, newest first: C{(jid, fun, arg, tgt, tgt_type, user)} each,
+        decoded (not the minions, most of a job's bytes). Values that are
+        not containers are decoded once per listing and shared.
+        """
+        query, params, checks = listJobsQuery(
+            functions, targets, start, end, limit, columns=_SUMMARY_COLUMNS
+        )
+        return self._withConnection(  # type: ignore[no-any-return]
+            lambda connection: self._listRows(
+                connection, query, params, checks, limit, _summaryDecoder()
+            )
+        )
 
-        return self._withConnection(work)  # type: ignore[no-any-return]
+    def _listRows(
+        self,
+        connection: psycopg.Connection[Any],
+        query: str,
+        params: list[object],
+        checks: list[Callable[[tuple[Any, ...]], bool]],
+        limit: int | None,
+        make: Callable[[tuple[Any, ...]], Any],
+    ) -> list[Any]:
+        """
+        Run a listing's C{query} and make each row that passes C{checks}
+        with C{make}, up to C{limit}. A listing that may be long is streamed
+        from a server-side cursor, L{LIST_FETCH_ROWS} at a time, each fetch
+        counted as progress (L{progressed}): a long listing is not cut by
+        L{OPERATION_TIMEOUT} while the server answers.
+        """
+        if limit == 0:
+            return []
+        if not checks and limit is not None and limit <= LIST_FETCH_ROWS:
+            return [make(row) for row in connection.execute(query, params, binary=True)]
+        found: list[Any] = []
+        with (
+            connection.transaction(),
+            connection.cursor(name="salttwist_list_jobs", binary=True) as cursor,
+        ):
+            cursor.execute(query, params)
+            while True:
+                fetched = cursor.fetchmany(LIST_FETCH_ROWS)
+                self.progressed()
+                rows = (
+                    [row for row in fetched if all(check(row) for check in checks)]
+                    if checks
+                    else fetched
+                )
+                found.extend(map(make, rows))
+                if limit is not None and len(found) >= limit:
+                    del found[limit:]
+                    break
+                if len(fetched) < LIST_FETCH_ROWS:
+                    break
+        return found
 
     def prune(self, cutoff: float) -> int:
         """
@@ -878,11 +943,15 @@ def listJobsQuery(
     start: float | None,
     end: float | None,
     limit: int | None,
+    columns: str = _JOB_COLUMNS,
 ) -> tuple[str, list[object], list[Callable[[tuple[Any, ...]], bool]]]:
     """
     The SQL of L{PostgresJobCacheDatabase.listJobs} (the benchmark explains
     it too): the query, its parameters, and the checks left to Python (globs
     with C{[...]}), which the rows it yields, newest first, must pass.
+
+    @param columns: the columns selected, C{jid, fun, arg, tgt} first (the
+        checks read C{fun} and C{tgt} by position).
     """
     # Only fixed SQL fragments are joined here; every value is a
     # parameter.
@@ -928,7 +997,7 @@ def listJobsQuery(
     if end is not None:
         clauses.append("start_time <= %s")
         params.append(end)
-    query = f"SELECT {_JOB_COLUMNS} FROM salttwist_jobs"
+    query = f"SELECT {columns} FROM salttwist_jobs"
     if clauses:
         query += " WHERE " + " AND ".join(clauses)
     query += " ORDER BY start_time DESC, jid DESC"
@@ -963,6 +1032,48 @@ def migrate(connection: psycopg.Connection[Any], migrations: list[Migration]) ->
         "the PostgreSQL job cache",
         JobCacheError,
     )
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+_MISSING = object()
+
+
+def _summaryDecoder() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """
+    @return: a function making a C{(jid, fun, arg, tgt, tgt_type, user)}
+        listing row of its msgpack columns decoded. A listing repeats
+        values (C{tgt_type}, C{user}, C{[]} or C{["uptime"]} as C{arg}, the
+        same glob or list of minions as C{tgt}): scalars and lists of
+        scalars are decoded once per listing and looked up after, each
+        list copied (a caller may change it); other containers are decoded
+        each time.
+    """
+    known: dict[bytes, Any] = dict(_SMALL_VALUES)
+    lists: dict[bytes, list[Any]] = {}
+    loads = serial.loads
+    scalars = _SCALARS
+
+    def value(packed: bytes) -> Any:
+        decoded = known.get(packed, _MISSING)
+        if decoded is not _MISSING:
+            return decoded
+        flat = lists.get(packed)
+        if flat is not None:
+            return list(flat)
+        decoded = loads(packed)
+        kind = type(decoded)
+        if kind in scalars:
+            if len(known) < 65536:
+                known[packed] = decoded
+        elif kind is list and len(lists) < 4096 and all(type(v) in scalars for v in decoded):
+            lists[packed] = list(decoded)
+        return decoded
+
+    def make(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        jid, fun, arg, tgt, tgtType, user = row
+        return (jid, fun, value(arg), value(tgt), value(tgtType), value(user))
+
+    return make
 
 
 def _jobFromRow(row: tuple[Any, ...]) -> dict[str, Any]:
