@@ -423,7 +423,7 @@ class PostgresJobCacheTests(TestCase):
         unavailable = [e for e in logged if "is unavailable" in e.get("log_format", "")]
         self.assertEqual(len(unavailable), 1)
         self.assertIn("refused", unavailable[0]["log_format"])
-        self.assertEqual((unavailable[0]["initial"], unavailable[0]["maximum"]), (0.5, 30.0))
+        self.assertEqual((unavailable[0]["initial"], unavailable[0]["maximum"]), (0.5, 5.0))
         reconnected = [e for e in logged if "reconnected" in e.get("log_format", "")]
         self.assertEqual([(e["seconds"], e["failed"]) for e in reconnected], [(7, 2)])
 

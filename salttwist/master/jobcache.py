@@ -579,6 +579,15 @@ class BatchingJobCache:
         if olderThanSeconds < 0:
             return fail(ValueError("olderThanSeconds must not be negative"))
         cutoff = float(self._clock.seconds()) - olderThanSeconds
+        return self._pruneBefore(cutoff)
+
+    def _pruneBefore(self, cutoff: float) -> Deferred[int]:
+        """
+        Run the prune of everything older than C{cutoff} (POSIX seconds):
+        one operation here.
+
+        @return: a L{Deferred} firing with the number of rows removed.
+        """
         return self._enqueue("prune", cutoff)
 
     def startPruning(self) -> None:

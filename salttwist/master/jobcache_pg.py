@@ -50,17 +50,23 @@ Connection loss: an operation whose connection broke is run again once on a
 new connection (every operation is idempotent: writes are C{ON CONFLICT DO
 NOTHING}). When the server cannot be reached, the operation fails with
 L{JobCacheUnavailable} naming the server and the reason, and connection
-attempts back off (L{RECONNECT_INITIAL} doubling to L{RECONNECT_MAX}
-seconds); operations called meanwhile fail at once with the same error. A
+attempts back off (L{RECONNECT_INITIAL} doubling to L{RECONNECT_MAX}, 5
+seconds); operations called meanwhile fail at once with the same error,
+except a new job's reservation, which tries at once if the last attempt
+was a second ago or more (L{salttwist.master.jobcache_pgsql.EARLY_RECONNECT}). A
 write batch that fails is logged at critical level with its size: nothing is
 dropped silently. TCP keepalives and a user timeout
 (L{salttwist.pgsql.CONNECTION_DEFAULTS}) end a connection to
 a server that vanished without closing it in about 30 s. A server that
 hangs (stopped, its kernel still acknowledging) is not seen by those: an
-operation it has not answered within L{OPERATION_TIMEOUT} seconds has its
+operation it has not answered for L{OPERATION_TIMEOUT} seconds has its
 connection cut from this side, fails with L{JobCacheUnavailable}, and the
 back-off starts; connection attempts give up after C{connect_timeout}
-(L{salttwist.master.jobcache_pgsql.CONNECT_TIMEOUT} by default).
+(L{salttwist.master.jobcache_pgsql.CONNECT_TIMEOUT} by default). Long
+operations are not cut while the server answers: a listing streams its
+rows, each fetch counting as progress, and a prune runs as steps, each an
+operation of its own deleting at most C{pruneChunk} rows of each table
+(L{salttwist.master.jobcache_pgsql.PRUNE_CHUNK}).
 """
 
 from __future__ import annotations
@@ -70,7 +76,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from twisted.internet.defer import Deferred, fail
+from twisted.internet.defer import Deferred, fail, gatherResults
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -80,6 +86,7 @@ from salttwist.master.jobcache import PRUNE_INTERVAL, BatchingJobCache, _Databas
 from salttwist.master.jobcache_pgsql import (
     MIGRATIONS,
     OPERATION_TIMEOUT,
+    PRUNE_CHUNK,
     RECONNECT_INITIAL,
     RECONNECT_MAX,
     JobCacheUnavailable,
@@ -144,14 +151,18 @@ class PostgresJobCache(BatchingJobCache):
         writeInterval: float | None = None,
         database: PostgresJobCacheDatabase | None = None,
         operationTimeout: float = OPERATION_TIMEOUT,
+        pruneChunk: int = PRUNE_CHUNK,
     ) -> None:
         """
         @param options: C{psycopg.connect} keyword arguments (see
             L{connectionOptions}).
         @param database: the backend to run (tests); by default one over
             C{options}.
-        @param operationTimeout: seconds (of C{clock}) an operation may run
-            before its connection is cut (L{OPERATION_TIMEOUT}).
+        @param operationTimeout: seconds (of C{clock}) the server may leave
+            an operation unanswered before its connection is cut
+            (L{OPERATION_TIMEOUT}).
+        @param pruneChunk: the most rows of each table a step of a prune
+            deletes one by one (L{PRUNE_CHUNK}).
         Other parameters as L{BatchingJobCache}'s.
         """
         self.database = database or PostgresJobCacheDatabase(options)
@@ -163,6 +174,10 @@ class PostgresJobCache(BatchingJobCache):
         #: Seconds an operation may run before its connection is cut.
         self.operationTimeout = operationTimeout
         self._operationNumber = 0
+        #: The most rows of each table a step of a prune deletes.
+        self.pruneChunk = pruneChunk
+        #: The prunes under way (L{flush} waits for them).
+        self._prunes: set[Deferred[int]] = set()
         super().__init__(
             None,  # type: ignore[arg-type]
             reactor,
@@ -229,6 +244,49 @@ class PostgresJobCache(BatchingJobCache):
         hour = datetime.fromtimestamp(max(cutoff, 0)).replace(minute=0, second=0, microsecond=0)
         return now - hour.timestamp()
 
+    def _pruneBefore(self, cutoff: float) -> Deferred[int]:
+        """
+        Prune in steps, each an operation of its own in the queue (see
+        L{PostgresJobCacheDatabase.prune}): list the expired hours, drop
+        each one's partitions, delete the other expired jobs with their
+        returns and the returns without a job L{pruneChunk} rows at a time,
+        make the partitions ahead. No step of a large prune comes near
+        C{operationTimeout}, and writes and reads run between the steps.
+        """
+
+        async def prune() -> int:
+            removed = 0
+            for key in await self._enqueue("expiredPartitions", cutoff):
+                removed += await self._enqueue("dropPartition", key, cutoff)
+            for step in ("pruneJobsStep", "pruneOrphansStep"):
+                more = True
+                while more:
+                    count, more = await self._enqueue(step, cutoff, self.pruneChunk)
+                    removed += count
+            await self._enqueue("ensureAhead")
+            return removed
+
+        d = Deferred.fromCoroutine(prune())
+        self._prunes.add(d)
+
+        def done(result: object) -> object:
+            self._prunes.discard(d)
+            return result
+
+        return d.addBoth(done)
+
+    def flush(self) -> Deferred[None]:
+        """
+        See L{BatchingJobCache.flush}; a prune called before it counts as
+        one operation: its steps all end first.
+        """
+        waits = [self._operations.barrier()]
+        for prune in self._prunes:
+            ended: Deferred[None] = Deferred()
+            prune.addBoth(lambda result, ended=ended: (ended.callback(None), result)[1])
+            waits.append(ended)
+        return gatherResults(waits).addCallback(lambda _: None)
+
     def _startBackend(self) -> Deferred[None]:
         """
         Start the database thread and open the database on it.
@@ -239,23 +297,35 @@ class PostgresJobCache(BatchingJobCache):
 
     def _run(self, operation: str, *args: Any) -> Deferred[Any]:
         """
-        Run the operation on the database thread; if it has not ended
-        within C{operationTimeout} seconds (the server hangs), cut its
+        Run the operation on the database thread; if the server has not
+        answered it for C{operationTimeout} seconds (it hangs), cut its
         connection (L{PostgresJobCacheDatabase.cut}): it then fails with
-        L{JobCacheUnavailable}.
+        L{JobCacheUnavailable}. A long operation whose steps the server
+        answers (a listing's fetches, L{PostgresJobCacheDatabase.progress})
+        is not cut: every C{operationTimeout} seconds the timer looks
+        whether it progressed since, and cuts it only if not.
         """
         self._operationNumber += 1
         number = self._operationNumber
-        timer = self._clock.callLater(
-            self.operationTimeout, self.database.cut, number, self.operationTimeout
-        )
+        database = self.database
+        timer: list[Any] = [None]
+        seen = [database.progress]
+
+        def check() -> None:
+            if database.progress != seen[0]:
+                seen[0] = database.progress
+                timer[0] = self._clock.callLater(self.operationTimeout, check)
+            else:
+                database.cut(number, self.operationTimeout)
+
+        timer[0] = self._clock.callLater(self.operationTimeout, check)
         d = deferToThreadPool(
-            self._reactor, self._pool, self.database.runOperation, number, operation, *args
+            self._reactor, self._pool, database.runOperation, number, operation, *args
         )
 
         def ended(result: object) -> object:
-            if timer.active():
-                timer.cancel()
+            if timer[0].active():
+                timer[0].cancel()
             return result
 
         return d.addBoth(ended).addBoth(self._watchServer)

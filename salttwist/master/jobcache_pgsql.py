@@ -33,7 +33,10 @@ __all__ = [
     "GET_JOB",
     "GET_RETURNS",
     "MIGRATIONS",
+    "EARLY_RECONNECT",
+    "LIST_FETCH_ROWS",
     "PARTITIONS_AHEAD",
+    "PRUNE_CHUNK",
     "RECONNECT_INITIAL",
     "RECONNECT_MAX",
     "JobCacheUnavailable",
@@ -48,9 +51,27 @@ RECONNECT_INITIAL = 0.5
 Seconds before the second connection attempt after a failed one.
 """
 
-RECONNECT_MAX = 30.0
+RECONNECT_MAX = 5.0
 """
-The longest wait between two connection attempts.
+The longest wait between two connection attempts: once the server is back,
+jobs and returns are taken again within this many seconds (at 30 s, a long
+outage left jobs refused up to 30 s after the server came back).
+"""
+
+EARLY_RECONNECT = 1.0
+"""
+Seconds since the last connection attempt after which a new job's
+reservation (L{PostgresJobCacheDatabase.reserveJob}: a client waits for
+it) tries to connect at once, whatever the back-off: at most one attempt
+a second, and a job published after the server came back is not refused.
+"""
+
+PRUNE_CHUNK = 10000
+"""
+The most rows of each table one step of a prune deletes one by one: each
+step is an operation of its own, well within L{OPERATION_TIMEOUT} (10,000
+returns take about 0.1 s), and the cache's writes and reads run between
+the steps of a large prune rather than wait for all of it.
 """
 
 OPERATION_TIMEOUT = 30.0
@@ -377,6 +398,8 @@ class PostgresJobCacheDatabase:
         self._closed = False
         self._backoff = 0.0
         self._nextAttempt = 0.0
+        #: When (C{monotonic}) the last connection attempt was made.
+        self._lastAttempt = float("-inf")
         self._lastError = ""
         self._partitions: set[str] = set()
         self._migrated = False
@@ -398,8 +421,11 @@ class PostgresJobCacheDatabase:
 
     # Connecting --------------------------------------------------------------
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def _connect(self, urgent: bool = False) -> psycopg.Connection[Any]:
         """
+        @param urgent: an operation a client waits for (a new job's
+            reservation): it tries to connect within the back-off too,
+            if the last attempt was L{EARLY_RECONNECT} seconds ago or more.
         @return: the connection, made anew if there is none or it broke.
         @raise JobCacheUnavailable: if the server cannot be reached now, or
             was not reachable at the last attempt less than the back-off
@@ -416,11 +442,12 @@ class PostgresJobCacheDatabase:
             connection.close()
             self._connection = None
         now = self._monotonic()
-        if now < self._nextAttempt:
+        if now < self._nextAttempt and not (urgent and now >= self._lastAttempt + EARLY_RECONNECT):
             raise JobCacheUnavailable(
                 f"the PostgreSQL job cache {describeServer(self.options)} is unreachable "
                 f"({self._lastError}); next attempt in {self._nextAttempt - now:.1f} s"
             )
+        self._lastAttempt = now
         try:
             connection = psycopg.connect(
                 **{
@@ -463,18 +490,21 @@ class PostgresJobCacheDatabase:
         self._partitions = self._listPartitions(connection)
         self._ensureAhead(connection)
 
-    def _withConnection(self, work: Callable[[psycopg.Connection[Any]], Any]) -> Any:
+    def _withConnection(
+        self, work: Callable[[psycopg.Connection[Any]], Any], urgent: bool = False
+    ) -> Any:
         """
         Run C{work(connection)}; if the connection broke under it, once more
         on a new connection (every operation here is idempotent).
 
+        @param urgent: see L{_connect}.
         @raise JobCacheUnavailable: if the server cannot be reached.
         """
         import psycopg
 
         for attempt in (1, 2):
             try:
-                connection = self._connect()
+                connection = self._connect(urgent)
                 return work(connection)
             except psycopg.OperationalError as e:
                 connection = self._current
@@ -513,7 +543,8 @@ class PostgresJobCacheDatabase:
         if connection is not None:
             connection.close()
         self._backoff = min(max(self._backoff * 2, RECONNECT_INITIAL), RECONNECT_MAX)
-        self._nextAttempt = self._monotonic() + self._backoff
+        self._lastAttempt = self._monotonic()
+        self._nextAttempt = self._lastAttempt + self._backoff
 
     def runOperation(self, number: int, operation: str, *args: Any) -> Any:
         """
@@ -719,7 +750,7 @@ class PostgresJobCacheDatabase:
                 self._ensurePartitions(connection, keys)
                 return insert(connection)
 
-        return self._withConnection(work)  # type: ignore[no-any-return]
+        return self._withConnection(work, urgent=True)  # type: ignore[no-any-return]
 
     def _insert(
         self,
@@ -849,53 +880,118 @@ class PostgresJobCacheDatabase:
                     break
         return found
 
-    def prune(self, cutoff: float) -> int:
+    def prune(self, cutoff: float, chunk: int = PRUNE_CHUNK) -> int:
         """
         Remove the jobs that started before C{cutoff} with their returns, and
         the returns with no job whose jid is older than C{cutoff}: drop the
         hours' partitions that hold nothing else, delete the rest row by row.
+        All at once, in the steps the reactor side runs as operations of
+        their own (L{salttwist.master.jobcache_pg.PostgresJobCache.prune}).
 
         @return: the number of rows removed from both tables.
         """
-        cutoffJid = _jidAt(cutoff)
-        cutoffKey = _partitionKey(cutoffJid)
+        removed = 0
+        for key in self.expiredPartitions(cutoff):
+            removed += self.dropPartition(key, cutoff)
+        for step in (self.pruneJobsStep, self.pruneOrphansStep):
+            more = True
+            while more:
+                count, more = step(cutoff, chunk)
+                removed += count
+        self.ensureAhead()
+        return removed
 
-        def work(connection: psycopg.Connection[Any]) -> int:
-            removed = 0
+    def expiredPartitions(self, cutoff: float) -> list[str]:
+        """
+        A prune's first step: the hours, oldest first, whose jids are all
+        older than C{cutoff} (each may still hold a job stored after it).
+        """
+        cutoffKey = _partitionKey(_jidAt(cutoff))
+
+        def work(connection: psycopg.Connection[Any]) -> list[str]:
             self._partitions = self._listPartitions(connection)
-            for key in sorted(self._partitions):
-                # Hours past the cutoff's hold jids that are not expired.
-                if key >= cutoffKey:
-                    break
-                removed += self._dropIfExpired(connection, key, cutoff)
-            with connection.transaction():
-                # The expired jobs' returns are deleted by their jids, so
-                # that PostgreSQL looks in their partitions only, through
-                # the primary key: a join on jid read every partition of
-                # returns (3.4 s at 10 million returns, for 200 rows).
-                expired = [
-                    jid
-                    for (jid,) in connection.execute(
-                        "DELETE FROM salttwist_jobs WHERE start_time < %s RETURNING jid",
-                        (cutoff,),
-                    )
-                ]
-                removed += len(expired)
-                if expired:
-                    removed += connection.execute(
-                        "DELETE FROM salttwist_returns WHERE jid = ANY(%s)", (expired,)
-                    ).rowcount
-                # The second bound on j.jid says the same, but lets the
-                # jobs' side skip the partitions after the cutoff too.
-                removed += connection.execute(
-                    "DELETE FROM salttwist_returns r WHERE r.jid < %s AND NOT EXISTS"
-                    " (SELECT 1 FROM salttwist_jobs j WHERE j.jid = r.jid AND j.jid < %s)",
-                    (cutoffJid, cutoffJid),
-                ).rowcount
-            self._ensureAhead(connection)
-            return removed
+            return [key for key in sorted(self._partitions) if key < cutoffKey]
 
         return self._withConnection(work)  # type: ignore[no-any-return]
+
+    def dropPartition(self, key: str, cutoff: float) -> int:
+        """
+        A prune's step: drop the partitions of hour C{key} if every job in
+        it started before C{cutoff} (L{_dropIfExpired}).
+
+        @return: the number of rows dropped.
+        """
+        return self._withConnection(  # type: ignore[no-any-return]
+            lambda connection: self._dropIfExpired(connection, key, cutoff)
+        )
+
+    def pruneJobsStep(self, cutoff: float, chunk: int = PRUNE_CHUNK) -> tuple[int, bool]:
+        """
+        A prune's step: delete at most C{chunk} returns of at most C{chunk}
+        jobs that started before C{cutoff}, and those jobs once their
+        returns are all gone, in one transaction (a job never loses its row
+        before its returns).
+
+        @return: the rows deleted, and whether there may be more.
+        """
+
+        def work(connection: psycopg.Connection[Any]) -> tuple[int, bool]:
+            with connection.transaction():
+                # Their returns are deleted by their jids, so that
+                # PostgreSQL looks in their partitions only, through the
+                # primary key: a join on jid read every partition of
+                # returns (3.4 s at 10 million returns, for 200 rows).
+                jids = [
+                    jid
+                    for (jid,) in connection.execute(
+                        "SELECT jid FROM salttwist_jobs WHERE start_time < %s LIMIT %s",
+                        (cutoff, chunk),
+                    )
+                ]
+                if not jids:
+                    return 0, False
+                returns = connection.execute(
+                    "DELETE FROM salttwist_returns WHERE jid = ANY(%s) AND (jid, id) IN"
+                    " (SELECT jid, id FROM salttwist_returns WHERE jid = ANY(%s) LIMIT %s)",
+                    (jids, jids, chunk),
+                ).rowcount
+                if returns >= chunk:
+                    return returns, True
+                jobs = connection.execute(
+                    "DELETE FROM salttwist_jobs WHERE jid = ANY(%s)", (jids,)
+                ).rowcount
+                return returns + jobs, len(jids) >= chunk
+
+        return self._withConnection(work)  # type: ignore[no-any-return]
+
+    def pruneOrphansStep(self, cutoff: float, chunk: int = PRUNE_CHUNK) -> tuple[int, bool]:
+        """
+        A prune's step: delete at most C{chunk} returns whose jid is older
+        than C{cutoff} and that have no job.
+
+        @return: the rows deleted, and whether there may be more.
+        """
+        cutoffJid = _jidAt(cutoff)
+
+        def work(connection: psycopg.Connection[Any]) -> tuple[int, bool]:
+            # The second bound on j.jid says the same, but lets the jobs'
+            # side skip the partitions after the cutoff too.
+            deleted = connection.execute(
+                "DELETE FROM salttwist_returns WHERE jid < %s AND (jid, id) IN"
+                " (SELECT r.jid, r.id FROM salttwist_returns r WHERE r.jid < %s AND NOT EXISTS"
+                " (SELECT 1 FROM salttwist_jobs j WHERE j.jid = r.jid AND j.jid < %s) LIMIT %s)",
+                (cutoffJid, cutoffJid, cutoffJid, chunk),
+            ).rowcount
+            return deleted, deleted >= chunk
+
+        return self._withConnection(work)  # type: ignore[no-any-return]
+
+    def ensureAhead(self) -> None:
+        """
+        A prune's last step: make the partitions of this hour and the next
+        (L{PARTITIONS_AHEAD}).
+        """
+        self._withConnection(self._ensureAhead)
 
     def _dropIfExpired(self, connection: psycopg.Connection[Any], key: str, cutoff: float) -> int:
         """
