@@ -262,7 +262,8 @@ class IJobPublisher(Interface):
         """
         Give a new job its jid and record it.
 
-        @return: the job's load.
+        @return: the job's load, or a L{Deferred} firing with it once its
+            jid is reserved in a job cache the masters share.
         """
 
     def publish(load):
