@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.testing import EventLoggingObserver
 from twisted.logger import globalLogPublisher
 
@@ -38,9 +38,13 @@ class ReservingJobCache(HeldJobCache):
         super().__init__()
         self.taken: set[str] = set()
         self.reservations: list[str] = []
+        #: The error every reservation fails with, if set (the server away).
+        self.unavailable: Exception | None = None
 
     def reserveJob(self, jid: str, load: dict[str, Any], minions: Any) -> Deferred[bool]:
         self.reservations.append(jid)
+        if self.unavailable is not None:
+            return fail(self.unavailable)
         if jid in self.taken or jid in self.jobs:
             return succeed(False)
         self.jobs[jid] = dict(load, minions=list(minions))
@@ -132,4 +136,93 @@ class ReservedJidTests(MasterTestCase):
         self.assertIn(f"{JID_ATTEMPTS} jids in a row were other jobs'", message)
         self.assertEqual(self.received, [])
         self.assertEqual(self.eventsTagged("salt/job/"), [])
+        self.flushLoggedErrors()
+
+
+class ReqJobReservedTests(MasterTestCase):
+    """
+    The job a master makes for a C{salttwist-call} return (jid C{req})
+    reserves its jid in a shared job cache as a published job does.
+    """
+
+    def makeMaster(self, runBlocking: Any) -> Master:
+        master = super().makeMaster(runSynchronously)
+        self.cache = ReservingJobCache()
+        master.jobCache = self.cache
+        return master
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.minion, _, _ = self.authMinion("m1")
+        self.events.clear()
+
+    def reqReturn(self) -> Deferred[Any]:
+        return self.request(
+            self.minion,
+            {
+                "cmd": "_return",
+                "id": "m1",
+                "jid": "req",
+                "fun": "test.echo",
+                "fun_args": ["hi"],
+                "return": "hi",
+            },
+        )
+
+    def test_reserved(self) -> None:
+        """
+        The new job's row is reserved (not written with C{storeJob}) before
+        anything else; the return is stored under that jid and the minion
+        is answered with it.
+        """
+        reply = self.successResultOf(self.reqReturn())
+        self.assertEqual(self.cache.reservations, [reply["jid"]])
+        self.assertEqual(self.cache.pending, [])
+        job = self.cache.jobs[reply["jid"]]
+        self.assertEqual((job["fun"], job["arg"], job["minions"]), ("test.echo", ["hi"], ["m1"]))
+        self.assertIn((reply["jid"], "m1"), self.cache.returns)
+        self.assertEqual(
+            [tag for tag, _ in self.eventsTagged("salt/job/")],
+            [f"salt/job/{reply['jid']}/new", f"salt/job/{reply['jid']}/ret/m1"],
+        )
+
+    def test_takenJidBumped(self) -> None:
+        """
+        A jid another master's job holds is not taken: the job takes the
+        next free one, and only that one is seen.
+        """
+        jids = self.master.jobPublisher.jids = JidGenerator(now=lambda: INSTANT)
+        made = int(jids.next())
+        self.cache.taken = {f"{made + 1:020d}"}
+        reply = self.successResultOf(self.reqReturn())
+        self.assertEqual(reply["jid"], f"{made + 2:020d}")
+        self.assertIsNone(self.master.jobs.get(f"{made + 1:020d}"))
+        self.assertNotIn((f"{made + 1:020d}", "m1"), self.cache.returns)
+        self.assertIn((reply["jid"], "m1"), self.cache.returns)
+        self.assertEqual(
+            [tag for tag, _ in self.eventsTagged("salt/job/")],
+            [f"salt/job/{reply['jid']}/new", f"salt/job/{reply['jid']}/ret/m1"],
+        )
+        self.flushLoggedErrors()
+
+    def test_notReservedNotStored(self) -> None:
+        """
+        A reservation that fails (the database away) answers the return
+        'return not stored', so the minion sends it again; no job is
+        recorded and nothing is fired.
+        """
+        from salttwist import wire
+        from salttwist.master.jobcache_pgsql import JobCacheUnavailable
+
+        self.cache.unavailable = JobCacheUnavailable("the server is away")
+        message = str(self.failureResultOf(self.reqReturn(), RequestError).value)
+        self.assertIn(wire.RETURN_NOT_STORED, message)
+        self.assertEqual(len(self.cache.reservations), 1)
+        self.assertEqual(self.cache.jobs, {})
+        self.assertEqual(self.cache.returns, {})
+        self.assertEqual(self.eventsTagged("salt/job/"), [])
+        self.assertIsNone(self.master.jobs.get(self.cache.reservations[0]))
+        self.cache.unavailable = None
+        reply = self.successResultOf(self.reqReturn())
+        self.assertIn((reply["jid"], "m1"), self.cache.returns)
         self.flushLoggedErrors()

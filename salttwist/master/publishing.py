@@ -284,16 +284,31 @@ class JobPublisher:
 
     def newJob(
         self, minions: list[str], fun: str, arg: list[Any], tgt: Any, tgtType: str, user: str
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | Deferred[dict[str, Any]]:
         """
         Give a new job its jid and record it: in the registry, in the job
         cache, and as C{salt/job/<jid>/new} on the bus.
 
-        @return: the job's load (what is published to the minions).
+        With a job cache the masters share (it has C{reserveJob}), the jid
+        is reserved there first, as a published job's is (L{reserveJid}):
+        another master may have made the same jid. The job is recorded
+        only once its row is committed.
+
+        @return: the job's load (what is published to the minions); with a
+            shared job cache, a L{Deferred} firing with it once reserved,
+            or failing with the job cache's error (nothing recorded then).
         """
         load = self._jobLoad(fun, arg, tgt, tgtType, user)
-        if self.jobCache is not None:
-            self._cacheWrite(self.jobCache.storeJob(load["jid"], load, minions))
+        jobCache = self.jobCache
+        if jobCache is not None and getattr(jobCache, "reserveJob", None) is not None:
+
+            def reserved(_: str) -> dict[str, Any]:
+                self._recordJob(load, minions)
+                return load
+
+            return reserveJid(jobCache, self.jids, load, minions).addCallback(reserved)
+        if jobCache is not None:
+            self._cacheWrite(jobCache.storeJob(load["jid"], load, minions))
         self._recordJob(load, minions)
         return load
 

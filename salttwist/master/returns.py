@@ -251,7 +251,23 @@ class MinionRequests:
         if not isinstance(claimed, str) or not 0 < len(claimed) <= 256 or _CONTROL.search(claimed):
             claimed = "root"
         user = f"{claimed}@{minionId}"
-        jid = self._publisher.newJob([minionId], fun, arg, minionId, "list", user)["jid"]
+        made = self._publisher.newJob([minionId], fun, arg, minionId, "list", user)
+        if isinstance(made, Deferred):
+            # A job cache the masters share reserves the jid first. If it
+            # cannot, nothing was recorded or fired: the minion keeps the
+            # return and sends it again (a new job then).
+            return made.addCallbacks(
+                lambda job: self._reqJobMade(minionId, job["jid"], load),
+                lambda failure: self._notStored(failure, REQ_JID, minionId),
+            )
+        return self._reqJobMade(minionId, made["jid"], load)
+
+    def _reqJobMade(
+        self, minionId: str, jid: str, load: dict[str, Any]
+    ) -> dict[str, Any] | Deferred[dict[str, Any]]:
+        """
+        Take a C{req} return as one for its new job C{jid} (L{_reqReturn}).
+        """
         self._checkReturn(jid, minionId)
         answer = self._acknowledge(
             self._acceptReturn(minionId, jid, load, refuseWhenFull=False), jid, minionId
