@@ -15,7 +15,11 @@ message older than its kind's window (L{MAX_AGES}: a minute for an event,
 the broker's retention for a job or a return) or from too far in the future
 is dropped, and so is one whose id was handled within the window. On top
 of that a master drops a jid it knows, and a job older than
-C{cluster_job_max_age}.
+C{cluster_job_max_age}. The drops are logged in one line per kind every
+L{DROP_LOG_INTERVAL} seconds at most, counting them (L{DropCounter}): a
+copy of a message handled already at C{info} (the broker delivers again
+what it did not see acknowledged, after every reconnection: hundreds of
+copies after a big job), a message outside the window as a warning.
 
 The key rotates without stopping the cluster (L{ClusterKeyring}): a
 sealed message starts with the id of the key that sealed it (L{keyId}: the
@@ -39,6 +43,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from twisted.internet.defer import maybeDeferred
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from zope.interface import implementer
@@ -72,6 +77,14 @@ FUTURE_SKEW = 60.0
 #: oldest are forgotten early (and that is logged once), so memory stays
 #: bounded whatever the traffic.
 REMEMBERED_IDS = 200_000
+#: Seconds between two log lines about the messages of one kind dropped
+#: for one reason (L{DropCounter}): the first is logged at once, the
+#: others counted and logged together.
+DROP_LOG_INTERVAL = 10.0
+#: The words for the kinds of messages in the drops' log lines.
+_KIND_WORDS = {EVENT: "event", JOB: "job", RETURN: "return"}
+#: Why L{ReplayWindow.why} drops a message whose id it has seen.
+HANDLED_ALREADY = "a copy of it was handled already"
 
 
 class ClusterKeyError(ValueError):
@@ -396,7 +409,7 @@ class ReplayWindow:
         if sentAt > now + FUTURE_SKEW:
             return f"it is dated {sentAt - now:.0f} s in the future"
         if msgId in self._seen:
-            return "a copy of it was handled already"
+            return HANDLED_ALREADY
         return None
 
     def handled(self, msgId: bytes, sentAt: float) -> None:
@@ -422,6 +435,70 @@ class ReplayWindow:
         return len(self._seen)
 
 
+class DropCounter:
+    """
+    Counts the messages dropped for one reason and logs them in one line
+    every C{interval} seconds at most: the first drop after a quiet
+    interval at once, the ones after it together when the interval ends,
+    so a burst of thousands makes two lines, and every drop is counted in
+    one.
+    """
+
+    def __init__(
+        self,
+        clock: IReactorTime,
+        emit: Callable[[int, str], None],
+        interval: float = DROP_LOG_INTERVAL,
+    ) -> None:
+        """
+        @param emit: writes the line: called with how many were dropped
+            since the last line, and why the last one was.
+        """
+        self._clock = clock
+        self._emit = emit
+        self.interval = interval
+        #: Drops not yet logged, and why the last one was dropped.
+        self.count = 0
+        self._why = ""
+        self._loggedAt = float("-inf")
+        self._timer: IDelayedCall | None = None
+
+    def dropped(self, why: str) -> None:
+        """
+        One more message was dropped, because of C{why}.
+        """
+        self.count += 1
+        self._why = why
+        if self._timer is not None:
+            return
+        now = self._clock.seconds()
+        due = self._loggedAt + self.interval
+        if now >= due:
+            self._log()
+        else:
+            self._timer = self._clock.callLater(due - now, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self._log()
+
+    def _log(self) -> None:
+        count, self.count = self.count, 0
+        self._loggedAt = self._clock.seconds()
+        if count:
+            self._emit(count, self._why)
+
+    def stop(self) -> None:
+        """
+        Log the drops not yet logged, and leave no timer running.
+        """
+        if self._timer is not None:
+            if self._timer.active():
+                self._timer.cancel()
+            self._timer = None
+        self._log()
+
+
 @implementer(IClusterBus)
 class SealedClusterBus:
     """
@@ -438,11 +515,15 @@ class SealedClusterBus:
         clusterId: str,
         now: Callable[[], float] = time.time,
         maxAges: dict[str, float] | None = None,
+        clock: IReactorTime | None = None,
     ) -> None:
         """
         @param key: the cluster key, or the keys (a L{ClusterKeyring}).
         @param now: the wall clock (the masters compare their times).
         @param maxAges: the replay window of each kind (L{MAX_AGES}).
+        @param clock: the timers of the log lines about dropped messages
+            (L{DropCounter}); the global reactor, found when first needed,
+            if L{None}.
         """
         self._inner = inner
         #: The keys that seal and open.
@@ -451,6 +532,51 @@ class SealedClusterBus:
         self._now = now
         self.windows = {kind: ReplayWindow(age) for kind, age in (maxAges or MAX_AGES).items()}
         self.memberId = inner.memberId
+        self._clock = clock
+        #: The counters of dropped messages, by kind and reason (copies
+        #: handled already, or outside the window), made at the first.
+        self.drops: dict[tuple[str, bool], DropCounter] = {}
+
+    def _dropped(self, kind: str, why: str) -> None:
+        """
+        A C{kind} message was dropped by the replay window because of
+        C{why}: counted, and logged with the others (L{DropCounter}).
+        """
+        copy = why == HANDLED_ALREADY
+        counter = self.drops.get((kind, copy))
+        if counter is None:
+            if self._clock is None:
+                from twisted.internet import reactor
+
+                self._clock = reactor  # type: ignore[assignment]
+            assert self._clock is not None
+            word = _KIND_WORDS.get(kind, kind)
+            if copy:
+
+                def emit(count: int, why: str) -> None:
+                    self.log.info(
+                        "cluster: dropped {count} {kind} message(s) this master had handled "
+                        "already, since the last such line: the broker delivers again what "
+                        "it did not see acknowledged (after a reconnection: normal); many "
+                        "with no reconnection would be a replay",
+                        count=count,
+                        kind=word,
+                    )
+
+            else:
+
+                def emit(count: int, why: str) -> None:
+                    self.log.warn(
+                        "cluster: dropped {count} {kind} message(s) outside the replay "
+                        "window, since the last such line; the last because {why} (a "
+                        "replay, or a clock far off)",
+                        count=count,
+                        kind=word,
+                        why=why,
+                    )
+
+            counter = self.drops[kind, copy] = DropCounter(self._clock, emit)
+        counter.dropped(why)
 
     @property
     def maxPayload(self) -> int:
@@ -511,11 +637,7 @@ class SealedClusterBus:
             sentAt, msgId = _HEADER.unpack_from(plaintext)
             why = window.why(msgId, sentAt, self._now())
             if why is not None:
-                self.log.warn(
-                    "cluster: dropped a {kind} message: {why} (a replay, or a clock far off)",
-                    kind=kind,
-                    why=why,
-                )
+                self._dropped(kind, why)
                 return None
             if window.overflowed:
                 window.overflowed = False
@@ -547,8 +669,10 @@ class SealedClusterBus:
 
     def stop(self) -> Any:
         """
-        See L{IClusterBus.stop}.
+        See L{IClusterBus.stop}: the drops not yet logged are logged.
         """
+        for counter in self.drops.values():
+            counter.stop()
         return self._inner.stop()
 
     def whyUnavailable(self) -> str | None:
