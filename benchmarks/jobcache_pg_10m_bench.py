@@ -23,7 +23,7 @@ Figures only, no assertions. Usage::
 
     .venv/bin/python benchmarks/jobcache_pg_10m_bench.py [--jobs 99000]
         [--minions-per-job 100] [--big-jobs 10] [--hours 48] [--repeat 15]
-        [--keep] [--reuse DBNAME] [--json FILE]
+        [--keep] [--reuse DBNAME] [--reads-only] [--json FILE]
         [--server 'host=127.0.0.1 port=5432 user=postgres dbname=postgres']
 """
 
@@ -386,159 +386,194 @@ async def measureAll(
     context = RunnerContext(master=SimpleNamespace(jobCache=cache))  # type: ignore[arg-type]
     now = time.time()
     try:
-        await timings.measure(
-            "getJob (a 100-minion job)",
-            lambda i: cache.getJob(normal[i]),
-            (GET_JOB, (normal[0],)),
-            size=lambda job: 1 if job else 0,
-        )
-        await timings.measure(
-            "getReturns (100 returns)",
-            lambda i: cache.getReturns(normal[50 + i]),
-            (GET_RETURNS, (normal[50],)),
-        )
-        await timings.measure(
-            f"getReturns ({FLEET:,} returns)",
-            lambda i: cache.getReturns(big[i % len(big)]),
-            (GET_RETURNS, (big[0],)),
-        )
-        await timings.measure(
-            "jobs.lookup_jid runner (100 returns)",
-            lambda i: jobsRunners.lookup_jid(context, normal[100 + i]),
-        )
-        await timings.measure(
-            f"jobs.lookup_jid runner ({FLEET:,} returns)",
-            lambda i: jobsRunners.lookup_jid(context, big[i % len(big)]),
-        )
-        hour = 3600.0
-        listings: list[tuple[str, dict[str, Any]]] = [
-            ("listJobs(limit=100)", {"limit": 100}),
-            ("listJobs(fun=test.ping, limit=100)", {"searchFunction": "test.ping", "limit": 100}),
-            ("listJobs(fun=state.*, limit=100)", {"searchFunction": "state.*", "limit": 100}),
-            ("listJobs(fun=pkg.install, limit=10)", {"searchFunction": "pkg.install", "limit": 10}),
-            ("listJobs(tgt=web*, limit=100)", {"searchTarget": "web*", "limit": 100}),
-            (
-                "listJobs(tgt=lb00442.dc1.example.com, limit=100)",
-                {"searchTarget": "lb00442.dc1.example.com", "limit": 100},
-            ),
-            (
-                "listJobs(fun=cmd.run,tgt=[ab]*, limit=100)",
-                {"searchFunction": "cmd.run", "searchTarget": "[ab]*", "limit": 100},
-            ),
-            (
-                "listJobs(last hour)",
-                {"startTime": now - hour},
-            ),
-            (
-                "listJobs(a 1-hour window 24 h ago)",
-                {"startTime": now - 25 * hour, "endTime": now - 24 * hour},
-            ),
-            (
-                "listJobs(fun=test.ping, 1-hour window, limit=100)",
-                {
-                    "searchFunction": "test.ping",
-                    "startTime": now - 25 * hour,
-                    "endTime": now - 24 * hour,
-                    "limit": 100,
-                },
-            ),
-        ]
-        for label, kwargs in listings:
-            query = listJobsQuery(
-                _patternList("searchFunction", kwargs.get("searchFunction")),
-                _patternList("searchTarget", kwargs.get("searchTarget")),
-                kwargs.get("startTime"),
-                kwargs.get("endTime"),
-                kwargs.get("limit"),
-            )
-            await timings.measure(
-                label,
-                lambda i, kw=kwargs: cache.listJobs(**kw),  # type: ignore[misc]
-                (query[0], query[1]),
-                repeat=max(5, args.repeat // 2),
-            )
-        await timings.measure(
-            "jobs.list_jobs runner (search_function=test.ping, last 2 h)",
-            lambda i: jobsRunners.list_jobs(
-                context, search_function="test.ping", start_time=now - 2 * hour
-            ),
-            repeat=5,
-        )
-        await timings.measure(
-            "jobs.list_jobs runner (no filter: every job)",
-            lambda i: jobsRunners.list_jobs(context),
-            repeat=3,
-        )
-        # The plans of the slow reads, before anything is pruned.
-        explainSlow(connection, timings, args.slow, report)
-        # Writes into the full table: a new job's reservation; a new job of
-        # 1,000 minions and its returns, handed over at once, committed.
-        await timings.measure(
-            "reserveJob (a new job's row, committed)",
-            lambda i: cache.reserveJob(
-                f"{int(_jidAt(time.time())) + i:020d}",
-                {"fun": "test.ping", "arg": [], "tgt": "web*", "tgt_type": "glob", "user": "root"},
-                [_minionId(n) for n in range(100)],
-            ),
-            size=lambda held: int(held),
-        )
-
-        async def storeBatch(i: int) -> list[None]:
-            jid = f"{int(_jidAt(time.time())) + 1000 + i:020d}"
-            minions = [_minionId(n) for n in range(1000)]
-            await cache.storeJob(
-                jid,
-                {"fun": "test.ping", "arg": [], "tgt": "*", "tgt_type": "glob", "user": "root"},
-                minions,
-            )
-            stores = [
-                cache.storeReturn(jid, m, {"return": "x" * 90, "retcode": 0, "success": True})
-                for m in minions
-            ]
-            await cache.flush()
-            return [await d for d in stores]
-
-        await timings.measure("storeJob + 1,000 storeReturn, committed", storeBatch, repeat=10)
-        # The hourly keep_jobs prune, each one an hour later than the last.
-        # First with an exact cutoff in the middle of an hour (IJobCache.prune
-        # as a caller asks it): the hour before it is dropped, the half hour
-        # before the cutoff deleted row by row.
-        prunes: list[int] = []
-
-        async def pruneMidHour(i: int) -> int:
-            removed = await cache.prune((args.hours - i - 0.5) * hour)
-            prunes.append(removed)
-            return removed
-
-        await timings.measure(
-            "prune, exact cutoff mid-hour (drops 1 hour, deletes 1/2 hour)",
-            pruneMidHour,
-            repeat=5,
-            size=lambda n: n,
-        )
-        # What the DELETEs cost at the next cutoff, rolled back.
-        report["prune_sql"] = explainPrune(connection, time.time() - (args.hours - 5.5) * hour)
-        # Then as the master's automatic prune: keep_jobs rounded up to the
-        # hour's start (PostgresJobCache._automaticPruneAge): drops only.
-
-        async def pruneAutomatic(i: int) -> int:
-            cache.keepJobsHours = args.hours - 6 - i
-            removed = await cache.prune(cache._automaticPruneAge())
-            prunes.append(removed)
-            return removed
-
-        await timings.measure(
-            "automatic prune (keep_jobs, cutoff on the hour: drops 1 hour)",
-            pruneAutomatic,
-            repeat=5,
-            size=lambda n: n,
-        )
-        report["prunes_removed"] = prunes
+        await measureReads(cache, context, timings, normal, big, now, connection, args, report)
     finally:
         await cache.close()
     report["results"] = timings.results
     for r in timings.results:
         r.pop("sql", None)
+
+
+async def measureReads(
+    cache: PostgresJobCache,
+    context: RunnerContext,
+    timings: Timings,
+    normal: list[str],
+    big: list[str],
+    now: float,
+    connection: dict[str, Any],
+    args: argparse.Namespace,
+    report: dict[str, Any],
+) -> None:
+    """
+    Time the reads, then (unless C{--reads-only}) the writes and prunes.
+    """
+    await timings.measure(
+        "getJob (a 100-minion job)",
+        lambda i: cache.getJob(normal[i]),
+        (GET_JOB, (normal[0],)),
+        size=lambda job: 1 if job else 0,
+    )
+    await timings.measure(
+        "getReturns (100 returns)",
+        lambda i: cache.getReturns(normal[50 + i]),
+        (GET_RETURNS, (normal[50],)),
+    )
+    await timings.measure(
+        f"getReturns ({FLEET:,} returns)",
+        lambda i: cache.getReturns(big[i % len(big)]),
+        (GET_RETURNS, (big[0],)),
+    )
+    await timings.measure(
+        "jobs.lookup_jid runner (100 returns)",
+        lambda i: jobsRunners.lookup_jid(context, normal[100 + i]),
+    )
+    await timings.measure(
+        f"jobs.lookup_jid runner ({FLEET:,} returns)",
+        lambda i: jobsRunners.lookup_jid(context, big[i % len(big)]),
+    )
+    hour = 3600.0
+    listings: list[tuple[str, dict[str, Any]]] = [
+        ("listJobs(limit=100)", {"limit": 100}),
+        ("listJobs(fun=test.ping, limit=100)", {"searchFunction": "test.ping", "limit": 100}),
+        ("listJobs(fun=state.*, limit=100)", {"searchFunction": "state.*", "limit": 100}),
+        ("listJobs(fun=pkg.install, limit=10)", {"searchFunction": "pkg.install", "limit": 10}),
+        ("listJobs(tgt=web*, limit=100)", {"searchTarget": "web*", "limit": 100}),
+        (
+            "listJobs(tgt=lb00442.dc1.example.com, limit=100)",
+            {"searchTarget": "lb00442.dc1.example.com", "limit": 100},
+        ),
+        (
+            "listJobs(fun=cmd.run,tgt=[ab]*, limit=100)",
+            {"searchFunction": "cmd.run", "searchTarget": "[ab]*", "limit": 100},
+        ),
+        (
+            "listJobs(last hour)",
+            {"startTime": now - hour},
+        ),
+        (
+            "listJobs(a 1-hour window 24 h ago)",
+            {"startTime": now - 25 * hour, "endTime": now - 24 * hour},
+        ),
+        (
+            "listJobs(fun=test.ping, 1-hour window, limit=100)",
+            {
+                "searchFunction": "test.ping",
+                "startTime": now - 25 * hour,
+                "endTime": now - 24 * hour,
+                "limit": 100,
+            },
+        ),
+    ]
+    for label, kwargs in listings:
+        query = listJobsQuery(
+            _patternList("searchFunction", kwargs.get("searchFunction")),
+            _patternList("searchTarget", kwargs.get("searchTarget")),
+            kwargs.get("startTime"),
+            kwargs.get("endTime"),
+            kwargs.get("limit"),
+        )
+        await timings.measure(
+            label,
+            lambda i, kw=kwargs: cache.listJobs(**kw),  # type: ignore[misc]
+            (query[0], query[1]),
+            repeat=max(5, args.repeat // 2),
+        )
+    await timings.measure(
+        "jobs.list_jobs runner (search_function=test.ping, last 2 h)",
+        lambda i: jobsRunners.list_jobs(
+            context, search_function="test.ping", start_time=now - 2 * hour
+        ),
+        repeat=5,
+    )
+    await timings.measure(
+        "jobs.list_jobs runner (no filter: every job)",
+        lambda i: jobsRunners.list_jobs(context),
+        repeat=3,
+    )
+
+    async def listedAndSent(i: int) -> dict[str, Any]:
+        # What salttwist-run gets: the master's reply encoded, and
+        # decoded by the command (not printed).
+        listed = await jobsRunners.list_jobs(context)
+        reply = serial.dumps({"jid": "20261127000000000000", "return": listed})
+        sizesSent.append(len(reply))
+        return serial.loads(reply)["return"]  # type: ignore[no-any-return]
+
+    sizesSent: list[int] = []
+    await timings.measure(
+        "jobs.list_jobs runner, no filter, reply encoded and decoded",
+        listedAndSent,
+        repeat=3,
+    )
+    report["list_jobs_reply_bytes"] = sizesSent[-1]
+    # The plans of the slow reads, before anything is pruned.
+    explainSlow(connection, timings, args.slow, report)
+    if args.reads_only:
+        return
+    # Writes into the full table: a new job's reservation; a new job of
+    # 1,000 minions and its returns, handed over at once, committed.
+    await timings.measure(
+        "reserveJob (a new job's row, committed)",
+        lambda i: cache.reserveJob(
+            f"{int(_jidAt(time.time())) + i:020d}",
+            {"fun": "test.ping", "arg": [], "tgt": "web*", "tgt_type": "glob", "user": "root"},
+            [_minionId(n) for n in range(100)],
+        ),
+        size=lambda held: int(held),
+    )
+
+    async def storeBatch(i: int) -> list[None]:
+        jid = f"{int(_jidAt(time.time())) + 1000 + i:020d}"
+        minions = [_minionId(n) for n in range(1000)]
+        await cache.storeJob(
+            jid,
+            {"fun": "test.ping", "arg": [], "tgt": "*", "tgt_type": "glob", "user": "root"},
+            minions,
+        )
+        stores = [
+            cache.storeReturn(jid, m, {"return": "x" * 90, "retcode": 0, "success": True})
+            for m in minions
+        ]
+        await cache.flush()
+        return [await d for d in stores]
+
+    await timings.measure("storeJob + 1,000 storeReturn, committed", storeBatch, repeat=10)
+    # The hourly keep_jobs prune, each one an hour later than the last.
+    # First with an exact cutoff in the middle of an hour (IJobCache.prune
+    # as a caller asks it): the hour before it is dropped, the half hour
+    # before the cutoff deleted row by row.
+    prunes: list[int] = []
+
+    async def pruneMidHour(i: int) -> int:
+        removed = await cache.prune((args.hours - i - 0.5) * hour)
+        prunes.append(removed)
+        return removed
+
+    await timings.measure(
+        "prune, exact cutoff mid-hour (drops 1 hour, deletes 1/2 hour)",
+        pruneMidHour,
+        repeat=5,
+        size=lambda n: n,
+    )
+    # What the DELETEs cost at the next cutoff, rolled back.
+    report["prune_sql"] = explainPrune(connection, time.time() - (args.hours - 5.5) * hour)
+    # Then as the master's automatic prune: keep_jobs rounded up to the
+    # hour's start (PostgresJobCache._automaticPruneAge): drops only.
+
+    async def pruneAutomatic(i: int) -> int:
+        cache.keepJobsHours = args.hours - 6 - i
+        removed = await cache.prune(cache._automaticPruneAge())
+        prunes.append(removed)
+        return removed
+
+    await timings.measure(
+        "automatic prune (keep_jobs, cutoff on the hour: drops 1 hour)",
+        pruneAutomatic,
+        repeat=5,
+        size=lambda n: n,
+    )
+    report["prunes_removed"] = prunes
 
 
 def explainSlow(
@@ -609,6 +644,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=15, help="runs of each fast query")
     parser.add_argument("--slow", type=float, default=50.0, help="explain queries slower (ms)")
     parser.add_argument("--keep", action="store_true", help="keep the database")
+    parser.add_argument(
+        "--reads-only",
+        action="store_true",
+        help="time the reads only (no writes, no prunes): a database kept can be reused again",
+    )
     parser.add_argument("--reuse", help="measure this database (filled and kept before)")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument(

@@ -947,15 +947,15 @@ class JobCacheDatabase:
         (see L{BatchingJobCache.listJobSummaries}); not the minions.
         """
         query, params = _listQuery(_SUMMARY_COLUMNS, functions, targets, start, end, limit)
-        loads = serial.loads
+        value = listingDecoder()
         return [
             (
                 jid,
                 fun,
-                loads(arg) if arg is not None else [],
-                loads(tgt) if type(tgt) is bytes else tgt,
-                loads(tgtType) if type(tgtType) is bytes else tgtType,
-                loads(user) if type(user) is bytes else user,
+                value(arg) if arg is not None else [],
+                value(tgt) if type(tgt) is bytes else tgt,
+                value(tgtType) if type(tgtType) is bytes else tgtType,
+                value(user) if type(user) is bytes else user,
             )
             for jid, fun, arg, tgt, tgtType, user in self._db().execute(query, params)
         ]
@@ -999,6 +999,45 @@ class JobCacheDatabase:
             finally:
                 self._connection.close()
                 self._connection = None
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+_MISSING = object()
+
+
+def listingDecoder(known: dict[bytes, Any] | None = None) -> Callable[[bytes], Any]:
+    """
+    @param known: values known already, by their msgpack bytes (immutable
+        ones only).
+    @return: a function decoding the msgpack values of one job listing. A
+        listing repeats values (C{tgt_type}, C{user}, C{[]} or
+        C{["uptime"]} as C{arg}, the same glob or list of minions as
+        C{tgt}): scalars and lists of scalars are decoded once per listing
+        and looked up after, each list copied (a caller may change it);
+        other containers are decoded each time.
+    """
+    scalarsKnown: dict[bytes, Any] = dict(known or {})
+    lists: dict[bytes, list[Any]] = {}
+    loads = serial.loads
+    scalars = _SCALARS
+
+    def value(packed: bytes) -> Any:
+        decoded = scalarsKnown.get(packed, _MISSING)
+        if decoded is not _MISSING:
+            return decoded
+        flat = lists.get(packed)
+        if flat is not None:
+            return list(flat)
+        decoded = loads(packed)
+        kind = type(decoded)
+        if kind in scalars:
+            if len(scalarsKnown) < 65536:
+                scalarsKnown[packed] = decoded
+        elif kind is list and len(lists) < 4096 and all(type(v) in scalars for v in decoded):
+            lists[packed] = list(decoded)
+        return decoded
+
+    return value
 
 
 def _listQuery(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from twisted.logger import Logger
 
 from salttwist import serial
-from salttwist.master.jobcache import JobCacheError, _unpackSuccess
+from salttwist.master.jobcache import JobCacheError, _unpackSuccess, listingDecoder
 from salttwist.pgsql import CONNECTION_DEFAULTS, Migration, applyMigrations, describeServer
 
 if TYPE_CHECKING:
@@ -1130,40 +1130,13 @@ def migrate(connection: psycopg.Connection[Any], migrations: list[Migration]) ->
     )
 
 
-_SCALARS = frozenset((str, int, float, bool, type(None)))
-_MISSING = object()
-
-
 def _summaryDecoder() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
     """
     @return: a function making a C{(jid, fun, arg, tgt, tgt_type, user)}
-        listing row of its msgpack columns decoded. A listing repeats
-        values (C{tgt_type}, C{user}, C{[]} or C{["uptime"]} as C{arg}, the
-        same glob or list of minions as C{tgt}): scalars and lists of
-        scalars are decoded once per listing and looked up after, each
-        list copied (a caller may change it); other containers are decoded
-        each time.
+        listing row of its msgpack columns decoded, repeated values once
+        per listing (L{listingDecoder}).
     """
-    known: dict[bytes, Any] = dict(_SMALL_VALUES)
-    lists: dict[bytes, list[Any]] = {}
-    loads = serial.loads
-    scalars = _SCALARS
-
-    def value(packed: bytes) -> Any:
-        decoded = known.get(packed, _MISSING)
-        if decoded is not _MISSING:
-            return decoded
-        flat = lists.get(packed)
-        if flat is not None:
-            return list(flat)
-        decoded = loads(packed)
-        kind = type(decoded)
-        if kind in scalars:
-            if len(known) < 65536:
-                known[packed] = decoded
-        elif kind is list and len(lists) < 4096 and all(type(v) in scalars for v in decoded):
-            lists[packed] = list(decoded)
-        return decoded
+    value = listingDecoder(_SMALL_VALUES)
 
     def make(row: tuple[Any, ...]) -> tuple[Any, ...]:
         jid, fun, arg, tgt, tgtType, user = row
