@@ -187,7 +187,10 @@ class NotStoredBackOffTests(_DeliveryTestCase):
         self.assertEqual(self.delivery.retryAttempt, 2)
         self.assertEqual(self.nextWait(), 2 * RETRY_FIRST)
         self.assertEqual(len(self.req.requests), 4)
-        self.assertEqual(len(self.messages(LogLevel.warn)), 2, "one line per round of refusals")
+        first, second = self.messages(LogLevel.warn)
+        self.assertIn("the master could not store the return for 1 (return not stored", first)
+        self.assertIn("3 return(s) not stored, sent again in 5.0 s (refusal 1 in a row)", first)
+        self.assertIn("sent again in 10.0 s (refusal 2 in a row)", second)
 
     def test_storedEndsTheBackOff(self) -> None:
         """
@@ -280,6 +283,10 @@ class RefusalKindsTests(_DeliveryTestCase):
         self.assertEqual(self.onDisk(), [])
         self.assertEqual(self.delivery.retryAttempt, 0)
         self.assertEqual(self.messages(LogLevel.error), [])
+        self.assertIn(
+            "the master failed on the return for 1 (internal error in _return)",
+            self.messages(LogLevel.warn)[0],
+        )
 
     def test_internalErrorSetAside(self) -> None:
         """

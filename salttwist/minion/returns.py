@@ -619,12 +619,13 @@ class ReturnDelivery:
         delay = self.retryDelay()
         self._retryTimer = self.reactor.callLater(delay, self._sendAgain)
         self.log.warn(
-            "minion {id}: the master refused the return for {jid} for now ({why}); "
-            "{waiting} returns wait, sent again in {delay:.1f} s (refusal {n} in a row)",
+            "minion {id}: the master {what} the return for {jid} ({why}); {waiting} "
+            "return(s) not stored, sent again in {delay:.1f} s (refusal {n} in a row)",
             id=self.id,
+            what="could not store" if why.startswith(wire.RETURN_NOT_STORED) else "failed on",
             jid=ret["jid"],
             why=why,
-            waiting=len(self.pending) + 1,
+            waiting=max(len(self.unacknowledged), len(self.pending) + 1),
             delay=delay,
             n=self.retryAttempt,
         )
