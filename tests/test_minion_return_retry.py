@@ -188,6 +188,10 @@ class NotStoredBackOffTests(_DeliveryTestCase):
         self.assertEqual(self.nextWait(), 2 * RETRY_FIRST)
         self.assertEqual(len(self.req.requests), 4)
         first, second = self.messages(LogLevel.warn)
+        self.assertIn(
+            "the master could not store the return for {jid}",
+            [e for e in self.logged if e["log_level"] == LogLevel.warn][0]["log_format"],
+        )
         self.assertIn("the master could not store the return for 1 (return not stored", first)
         self.assertIn("3 return(s) not stored, sent again in 5.0 s (refusal 1 in a row)", first)
         self.assertIn("sent again in 10.0 s (refusal 2 in a row)", second)

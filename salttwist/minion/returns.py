@@ -619,10 +619,16 @@ class ReturnDelivery:
         delay = self.retryDelay()
         self._retryTimer = self.reactor.callLater(delay, self._sendAgain)
         self.log.warn(
-            "minion {id}: the master {what} the return for {jid} ({why}); {waiting} "
-            "return(s) not stored, sent again in {delay:.1f} s (refusal {n} in a row)",
+            # The verb is in the format itself: a reader of the log's
+            # events (a test, a log shipper) finds it there.
+            (
+                "minion {id}: the master could not store the return for {jid}"
+                if why.startswith(wire.RETURN_NOT_STORED)
+                else "minion {id}: the master failed on the return for {jid}"
+            )
+            + " ({why}); {waiting} return(s) not stored, sent again in {delay:.1f} s "
+            "(refusal {n} in a row)",
             id=self.id,
-            what="could not store" if why.startswith(wire.RETURN_NOT_STORED) else "failed on",
             jid=ret["jid"],
             why=why,
             waiting=max(len(self.unacknowledged), len(self.pending) + 1),
