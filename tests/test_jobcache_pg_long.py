@@ -183,7 +183,7 @@ class LongOperationTests(TestCase):
         listed = await cache.listJobSummaries()
         self.assertEqual([row[0] for row in listed], [jid(n) for n in range(7, 0, -1)])
         self.assertGreater(self.clock.seconds() - before, 2 * TIMEOUT)
-        self.assertEqual([j["jid"] for j in await cache.listJobs(limit=5)], listed_jids(5))
+        self.assertEqual([j["jid"] for j in await cache.listJobs(limit=5)], listedJids(5))
 
     async def test_noProgressCut(self) -> None:
         """
@@ -201,7 +201,7 @@ class LongOperationTests(TestCase):
         self.flushLoggedErrors(JobCacheUnavailable)
 
 
-def listed_jids(count: int) -> list[str]:
+def listedJids(count: int) -> list[str]:
     """
     @return: the newest C{count} of the seven jobs of
         L{LongOperationTests.test_longListingNotCut}, newest first.
