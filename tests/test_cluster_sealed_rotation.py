@@ -129,6 +129,31 @@ class KeyringTests(SynchronousTestCase):
         keyring.update(NEW, [OLD])
         self.assertEqual(keyring.open(fromOld, b"a"), b"x")
 
+    def test_graceFromBecomingPrevious(self) -> None:
+        """
+        A previous key's grace starts when it becomes a previous key, not
+        when this master first held it: on a master up longer than the
+        grace, step 2 of the rotation (the current key moved to the previous
+        keys) leaves the old key opening the messages of the masters not yet
+        rotated, for C{grace} seconds from step 2.
+        """
+        clock = Clock()
+        keyring = ClusterKeyring(OLD, grace=100, now=clock.seconds)
+        clock.advance(1000)
+        fromOld = ClusterKeyring(OLD).seal(b"not yet rotated", b"a")
+        # Step 1, then (a while later) step 2.
+        keyring.update(OLD, [NEW])
+        clock.advance(50)
+        keyring.update(NEW, [OLD])
+        self.assertEqual(keyring.open(fromOld, b"a"), b"not yet rotated")
+        clock.advance(100)
+        self.assertEqual(keyring.open(fromOld, b"a"), b"not yet rotated")
+        self.assertEqual(keyring.expiredIds(), [])
+        clock.advance(1)
+        error = self.assertRaises(CryptError, keyring.open, fromOld, b"a")
+        self.assertIn("grace (100 s) has passed", str(error))
+        self.assertEqual(keyring.expiredIds(), [keyId(OLD)])
+
     def test_sameIdRefused(self) -> None:
         """
         Two different keys with the same id are refused, and the keys held
@@ -204,6 +229,36 @@ class RotationBusTests(TestCase):
         self.assertEqual(a.got[JOB], every)
         [warning] = set(warnings(self.observer))
         self.assertIn(f"does not hold (id {keyId(OLD).hex()})", warning)
+
+    async def test_rollingProcedureWithGrace(self) -> None:
+        """
+        The rolling procedure on masters up longer than the previous keys'
+        grace (the default's case: a day): a master at step 2 still opens
+        the messages of one at step 1 (sealed with the old key), for the
+        grace from its step 2.
+        """
+        a = self.member("a", ClusterKeyring(OLD, grace=100, now=self.clock.seconds))
+        b = self.member("b", ClusterKeyring(OLD, grace=100, now=self.clock.seconds))
+        self.clock.advance(1000)
+        # Step 1.
+        a.keyring.update(OLD, [NEW])
+        b.keyring.update(OLD, [NEW])
+        self.clock.advance(10)
+        # Step 2, on a only so far.
+        a.keyring.update(NEW, [OLD])
+        self.clock.advance(10)
+        await a.publish(JOB, b"a on the new key")
+        await b.publish(JOB, b"b on the old key")
+        every = [b"a on the new key", b"b on the old key"]
+        self.assertEqual(a.got[JOB], every)
+        self.assertEqual(b.got[JOB], every)
+        self.assertEqual(warnings(self.observer), [])
+        # Past the grace from a's step 2, b's old key is refused by a.
+        self.clock.advance(91)
+        await b.publish(JOB, b"b too late")
+        self.assertEqual(a.got[JOB], every)
+        [warning] = set(warnings(self.observer))
+        self.assertIn("grace (100 s) has passed", warning)
 
     async def test_replayAcrossRotation(self) -> None:
         """

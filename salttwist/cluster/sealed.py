@@ -187,8 +187,9 @@ class ClusterKeyring:
     """
     The cluster keys a master holds: the current one, which seals and
     opens, and the previous ones, which only open, each for C{grace}
-    seconds after this master first held it (so a key left behind after a
-    rotation stops working by itself).
+    seconds after it became a previous key on this master (added as one, or
+    moved there from current in a rotation's step 2), so a key left behind
+    after a rotation stops working by itself.
 
     @ivar currentId: the current key's L{keyId}.
     """
@@ -211,14 +212,17 @@ class ClusterKeyring:
         """
         self.grace = grace
         self._now = now
-        self._firstHeld: dict[bytes, float] = {}
+        #: When each previous key became one (a current key has no entry).
+        self._previousSince: dict[bytes, float] = {}
         self._expiredLogged: set[bytes] = set()
         self.update(current, previous)
 
     def update(self, current: bytes, previous: Sequence[bytes] = ()) -> None:
         """
         Hold these keys from now on (the key files were read again). A key
-        held before keeps the time it was first held.
+        previous before and still previous keeps the time it became one; a
+        key that was current (or not held) and is now previous starts its
+        grace now.
 
         @raise ClusterKeyError: two different keys have the same id; the
             keys held are not changed.
@@ -236,8 +240,10 @@ class ClusterKeyring:
         self.currentId = currentId
         self._sealer = AesCipher(current)
         self._openers = {kid: AesCipher(key) for kid, key in byId.items()}
-        self._firstHeld = {kid: self._firstHeld.get(kid, now) for kid in byId}
-        self._expiredLogged &= set(byId)
+        self._previousSince = {
+            kid: self._previousSince.get(kid, now) for kid in byId if kid != currentId
+        }
+        self._expiredLogged &= set(self._previousSince)
 
     @property
     def previousIds(self) -> list[bytes]:
@@ -266,7 +272,7 @@ class ClusterKeyring:
         if cipher is None:
             raise CryptError(f"it is sealed with a key this master does not hold (id {kid.hex()})")
         if kid != self.currentId and self.grace is not None:
-            if self._now() - self._firstHeld[kid] > self.grace:
+            if self._now() - self._previousSince[kid] > self.grace:
                 raise CryptError(
                     f"it is sealed with the previous key {kid.hex()}, whose grace "
                     f"({self.grace:.0f} s) has passed"
@@ -282,7 +288,7 @@ class ClusterKeyring:
             return []
         now, expired = self._now(), []
         for kid in self.previousIds:
-            if kid not in self._expiredLogged and now - self._firstHeld[kid] > self.grace:
+            if kid not in self._expiredLogged and now - self._previousSince[kid] > self.grace:
                 self._expiredLogged.add(kid)
                 expired.append(kid)
         return expired
