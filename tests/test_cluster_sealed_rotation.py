@@ -13,6 +13,7 @@ when they change (L{ClusterKeyWatcher}); and a master's options load them
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from twisted.internet.task import Clock
@@ -412,3 +413,35 @@ class ConfigTests(MasterTestCase):
         self.assertEqual(keyring.grace, 60)
         self.assertIs(service.keyWatcher.keyring, keyring)
         self.assertEqual(service.keyWatcher.directory, keyDir)
+
+    def test_keyClockMonotonic(self) -> None:
+        """
+        The previous keys' grace runs on a monotonic clock, not the
+        reactor's wall clock (set back, it would prolong the grace); a test
+        gives its own.
+        """
+        root = self.mktemp()
+        config = loadMasterConfig(
+            root,
+            overrides={
+                "root_dir": root,
+                "cluster_id": "c1",
+                "cluster_broker": "nats://127.0.0.1:4222",
+                "cluster_previous_keys_grace": 60,
+            },
+        )
+        reactorClock = Clock()
+        service = clusterFromConfig(config, reactorClock, self.master)
+        assert service is not None
+        keyring = service.bus.keyring  # type: ignore[attr-defined]
+        self.assertIs(keyring._now, time.monotonic)
+        keyClock = Clock()
+        service = clusterFromConfig(config, reactorClock, self.master, keyClock.seconds)
+        assert service is not None
+        keyring = service.bus.keyring  # type: ignore[attr-defined]
+        keyring.update(NEW, [OLD])
+        fromOld = ClusterKeyring(OLD).seal(b"x", b"a")
+        reactorClock.advance(1000)
+        self.assertEqual(keyring.open(fromOld, b"a"), b"x")
+        keyClock.advance(61)
+        self.assertRaises(CryptError, keyring.open, fromOld, b"a")

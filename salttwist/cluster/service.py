@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import re
 import socket
+import time
+from collections.abc import Callable
 from typing import Any
 
 from twisted.application.service import Service
@@ -78,13 +80,21 @@ class ClusterService(Service):
         return self.bus.stop()  # type: ignore[no-any-return]
 
 
-def clusterFromConfig(config: dict[str, Any], reactor: Any, master: Any) -> ClusterService | None:
+def clusterFromConfig(
+    config: dict[str, Any],
+    reactor: Any,
+    master: Any,
+    keyClock: Callable[[], float] = time.monotonic,
+) -> ClusterService | None:
     """
     Join the cluster the options name, if any: make the bus and the
     fan-out, and hand the fan-out to the master's publishing and returns
     rooms.
 
     @param master: a L{salttwist.master.core.Master}.
+    @param keyClock: the clock of the previous cluster keys' grace: a
+        monotonic one (the reactor's is the wall clock, which set back
+        would prolong the grace); tests give a L{Clock}'s C{seconds}.
     @return: the service to start with the master, or L{None} when
         C{cluster_id} is not set (a single master needs no broker).
     @raise ClusterConfigError: C{cluster_id} without C{cluster_broker}, or
@@ -124,7 +134,7 @@ def clusterFromConfig(config: dict[str, Any], reactor: Any, master: Any) -> Clus
         key,
         loadPreviousKeys(keyDir),
         float(config.get("cluster_previous_keys_grace", 86400)),
-        reactor.seconds,
+        keyClock,
     )
     log.info(
         "cluster: sealing with the cluster key {current}, also opening {previous}",
