@@ -163,7 +163,7 @@ class ClusterFanout:
             size = len(serial.dumps([self.memberId, fun, arg, tgt, minions])) + _JOB_FIELDS
             why = tooLarge(size, self.bus.maxPayload)
             if why is None and outbox is not None:
-                why = outbox.whyFull(size)
+                why = outbox.whyFull(self._bufferedSize(size))
         if why is not None:
             raise ClusterUnavailable(f"job refused: {why}")
 
@@ -198,15 +198,25 @@ class ClusterFanout:
                 raise ClusterUnavailable(why)
         payload = serial.dumps({"origin": self.memberId, "event": event})
         size = len(payload)
+        buffered = self._bufferedSize(size)
         if (
             outbox is not None
-            and size <= outbox.maxBytes
+            and buffered <= outbox.maxBytes
             and tooLarge(size, self.bus.maxPayload) is None
         ):
-            why = outbox.whyFull(size)
+            why = outbox.whyFull(buffered)
             if why is not None:
                 raise ClusterUnavailable(why)
         return payload
+
+    def _bufferedSize(self, size: int) -> int:
+        """
+        @return: the bytes a message of C{size} bytes takes in the bus's
+            outbox: more than C{size} on a bus that seals its messages
+            (L{salttwist.cluster.sealed.SealedClusterBus.bufferedSize}).
+        """
+        bufferedSize = getattr(self.bus, "bufferedSize", None)
+        return size if bufferedSize is None else bufferedSize(size)  # type: ignore[no-any-return]
 
     def returnAccepted(self, event: dict[str, Any], payload: bytes | None = None) -> None:
         """

@@ -591,6 +591,13 @@ class SealedClusterBus:
         """
         return self._inner.maxPayload - SEAL_BYTES  # type: ignore[no-any-return]
 
+    def bufferedSize(self, size: int) -> int:
+        """
+        @return: the bytes a message of C{size} bytes takes in the
+            L{outbox} (which holds it sealed: L{SEAL_BYTES} more).
+        """
+        return size + SEAL_BYTES
+
     @property
     def outbox(self) -> Any:
         """
