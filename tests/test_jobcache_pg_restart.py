@@ -15,10 +15,11 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.task import Clock, deferLater
+from twisted.internet.task import Clock
 from twisted.internet.testing import EventLoggingObserver
 from twisted.internet.threads import deferToThread
 from twisted.logger import globalLogPublisher
@@ -218,6 +219,22 @@ class RestartTests(TestCase):
         self.assertEqual(database.connections, 2)
 
 
+class _SignallingDatabase(PostgresJobCacheDatabase):
+    """
+    A database that sets L{entered}, once a test gives it one, when the
+    cache's thread starts a write batch (inside L{runOperation}): the test
+    then knows the operation runs, and may be cut, without guessing how
+    long the thread takes to get there.
+    """
+
+    entered: threading.Event | None = None
+
+    def writeBatch(self, jobs: list[tuple[Any, ...]], returns: list[tuple[Any, ...]]) -> None:
+        if self.entered is not None:
+            self.entered.set()
+        super().writeBatch(jobs, returns)
+
+
 class HungServerTests(TestCase):
     """
     The cache under a server that hangs rather than goes away.
@@ -243,7 +260,7 @@ class HungServerTests(TestCase):
         clock = Clock()
         clock.advance(NOW)
         times = [0.0]
-        database = PostgresJobCacheDatabase(server.options(), monotonic=lambda: times[0])
+        database = _SignallingDatabase(server.options(), monotonic=lambda: times[0])
         cache = PostgresJobCache(
             server.options(), reactor, clock=clock, database=database, operationTimeout=5
         )
@@ -252,10 +269,12 @@ class HungServerTests(TestCase):
         await cache.storeJob(jid(1), load(), ["a", "b", "c"])
 
         server.pause(self)
+        entered = database.entered = threading.Event()
         stuck = cache.storeReturn(jid(1), "a", {"return": "during"})
         behind = cache.getReturns(jid(1))
-        # The write is sent and waits for the server: nothing answers.
-        await deferLater(reactor, 0.5, lambda: None)
+        # The write runs on the cache's thread (whether or not it was sent
+        # yet, the cut ends it): nothing answers it.
+        await deferToThread(entered.wait)
         self.assertFalse(stuck.called)
         clock.advance(5)
         with self.assertRaises(JobCacheUnavailable) as raised:
