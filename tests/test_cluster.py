@@ -280,7 +280,7 @@ class ClusterKeyTests(TestCase):
         _, path, _ = loadOrCreateClusterKey(directory)
         os.chmod(path, 0o644)
         error = self.assertRaises(ClusterKeyError, loadOrCreateClusterKey, directory)
-        self.assertIn("chmod 600", str(error))
+        self.assertIn("chmod go-rwx", str(error))
         os.chmod(path, 0o600)
         with open(path, "w") as f:
             f.write("not a key\n")

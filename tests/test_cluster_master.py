@@ -260,4 +260,4 @@ class ClusterConfigTests(MasterTestCase):
         _, path, _ = loadOrCreateClusterKey(config["cluster_pki_dir"])
         os.chmod(path, 0o640)
         error = self.assertRaises(ClusterKeyError, clusterFromConfig, config, Clock(), self.master)
-        self.assertIn("chmod 600", str(error))
+        self.assertIn("chmod go-rwx", str(error))

@@ -13,13 +13,14 @@ when they change (L{ClusterKeyWatcher}); and a master's options load them
 from __future__ import annotations
 
 import os
+import pwd
 import time
 from typing import Any
 
 from twisted.internet.task import Clock
 from twisted.internet.testing import EventLoggingObserver
 from twisted.logger import LogLevel, globalLogPublisher
-from twisted.trial.unittest import SynchronousTestCase, TestCase
+from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
 from salttwist.cluster import sealed
 from salttwist.cluster.interfaces import EVENT, JOB
@@ -34,6 +35,7 @@ from salttwist.cluster.sealed import (
     keyId,
     loadOrCreateClusterKey,
     loadPreviousKeys,
+    readClusterKey,
 )
 from salttwist.cluster.service import clusterFromConfig
 from salttwist.config import loadMasterConfig
@@ -319,11 +321,57 @@ class KeyFilesTests(SynchronousTestCase):
         self.assertEqual(loadPreviousKeys(self.directory), [NEW, OLD])
         os.chmod(self.previousPath, 0o640)
         error = self.assertRaises(ClusterKeyError, loadPreviousKeys, self.directory)
-        self.assertIn("chmod 600", str(error))
+        self.assertIn("chmod go-rwx", str(error))
         self.write(self.previousPath, f"{NEW.hex()}\nsecret-ish text\n")
         error = self.assertRaises(ClusterKeyError, loadPreviousKeys, self.directory)
         self.assertIn("line 2", str(error))
         self.assertNotIn("secret-ish", str(error))
+
+    def test_symlinksRefused(self) -> None:
+        """
+        Either key file as a symlink (even to a file of mode 0600) is
+        refused as the daemon's other private files are, saying so; the
+        watcher keeps the keys held.
+        """
+        target = os.path.join(self.directory, "elsewhere")
+        self.write(target, OLD.hex() + "\n")
+        os.symlink(target, self.previousPath)
+        error = self.assertRaises(ClusterKeyError, loadPreviousKeys, self.directory)
+        self.assertIn("not a symlink", str(error))
+        self.assertIn("previous cluster keys", str(error))
+        self.assertNotIn("refusing to start", str(error))
+        os.remove(self.previousPath)
+        os.replace(self.keyPath, target)
+        os.symlink(target, self.keyPath)
+        error = self.assertRaises(ClusterKeyError, readClusterKey, self.keyPath)
+        self.assertIn("not a symlink", str(error))
+        error = self.assertRaises(ClusterKeyError, loadOrCreateClusterKey, self.directory)
+        self.assertIn("not a symlink", str(error))
+
+    def test_owner(self) -> None:
+        """
+        A key file owned by another user than root, this process's or the
+        C{user} option's is refused; the C{user} option's own is read (the
+        daemon gave it its files when it dropped privileges).
+        """
+        if os.geteuid() != 0:
+            raise SkipTest("chown needs root")
+        nobody = pwd.getpwnam("nobody").pw_uid
+        self.write(self.previousPath, OLD.hex() + "\n")
+        for path in (self.keyPath, self.previousPath):
+            os.chown(path, nobody, -1)
+        error = self.assertRaises(ClusterKeyError, loadPreviousKeys, self.directory)
+        self.assertIn(f"belongs to uid {nobody}", str(error))
+        error = self.assertRaises(ClusterKeyError, readClusterKey, self.keyPath)
+        self.assertIn(f"belongs to uid {nobody}", str(error))
+        self.assertEqual(loadPreviousKeys(self.directory, "nobody"), [OLD])
+        self.assertEqual(readClusterKey(self.keyPath, "nobody"), self.key)
+        keyring = ClusterKeyring(OLD)
+        watcher = ClusterKeyWatcher(self.directory, keyring, Clock(), runAs="nobody")
+        watcher._seen = []
+        watcher.check()
+        self.assertEqual(keyring.currentId, keyId(self.key))
+        self.assertEqual(keyring.previousIds, [keyId(OLD)])
 
     def test_watcherReadsChanges(self) -> None:
         """

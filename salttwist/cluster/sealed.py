@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import struct
 import time
 from collections import OrderedDict
@@ -50,6 +49,7 @@ from zope.interface import implementer
 
 from salttwist.cluster.interfaces import EVENT, JOB, RETURN, IClusterBus
 from salttwist.crypt import newAesKey, writePrivateFile
+from salttwist.daemon import StartupError, checkPrivatePath
 from salttwist.symmetric import AES_KEY_BYTES, NONCE_BYTES, TAG_BYTES, AesCipher, CryptError
 
 #: The shared key's file in C{cluster_pki_dir}.
@@ -102,12 +102,24 @@ def keyId(key: bytes) -> bytes:
     return hashlib.sha256(b"salttwist cluster key id\0" + key).digest()[:KEY_ID_BYTES]
 
 
-def _checkPrivate(path: str, info: os.stat_result, what: str) -> None:
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ClusterKeyError(
-            f"{path}: the {what} may be read by others than its owner "
-            f"(mode {stat.S_IMODE(info.st_mode):o}); chmod 600 it"
-        )
+def _readPrivate(path: str, what: str, runAs: str | None) -> bytes:
+    """
+    Read a key file after the check the daemon makes of its other private
+    files (L{salttwist.daemon.checkPrivatePath}): a regular file, not a
+    symlink, owned by root, this process's user or C{runAs}, mode 0600 or
+    less; opened without following a symlink. Blocking.
+
+    @raise FileNotFoundError: there is no such file.
+    @raise ClusterKeyError: the check refuses it, saying why.
+    """
+    try:
+        checkPrivatePath(path, 0o077, runAs=runAs)
+    except StartupError as e:
+        reason = str(e).removeprefix("refusing to start: ")
+        raise ClusterKeyError(f"the {what}: {reason}") from e
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
 
 
 def _parseKey(text: bytes) -> bytes | None:
@@ -118,48 +130,49 @@ def _parseKey(text: bytes) -> bytes | None:
     return key if len(key) == AES_KEY_BYTES else None
 
 
-def loadPreviousKeys(directory: str) -> list[bytes]:
+def loadPreviousKeys(directory: str, runAs: str | None = None) -> list[bytes]:
     """
     Read C{directory}'s L{PREVIOUS_KEYS_FILE}: a key (64 hex digits) a line;
     blank lines and lines starting with C{#} are skipped. Blocking.
 
+    @param runAs: the C{user} option (its user may own the file).
     @return: the keys, none if there is no such file.
-    @raise ClusterKeyError: others than its owner may read it, or a line is
-        not a key (its number is given, never its text).
+    @raise ClusterKeyError: the file is refused as the daemon's private
+        files are (see L{_readPrivate}), or a line is not a key (its number
+        is given, never its text).
     """
     path = os.path.join(directory, PREVIOUS_KEYS_FILE)
     try:
-        info = os.stat(path)
+        text = _readPrivate(path, "previous cluster keys", runAs)
     except FileNotFoundError:
         return []
-    _checkPrivate(path, info, "previous cluster keys")
     keys = []
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line or line.startswith(b"#"):
-                continue
-            key = _parseKey(line)
-            if key is None:
-                raise ClusterKeyError(
-                    f"{path}: line {number} is not a cluster key ({AES_KEY_BYTES * 2} hex digits)"
-                )
-            keys.append(key)
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(b"#"):
+            continue
+        key = _parseKey(line)
+        if key is None:
+            raise ClusterKeyError(
+                f"{path}: line {number} is not a cluster key ({AES_KEY_BYTES * 2} hex digits)"
+            )
+        keys.append(key)
     return keys
 
 
-def loadOrCreateClusterKey(directory: str) -> tuple[bytes, str, bool]:
+def loadOrCreateClusterKey(directory: str, runAs: str | None = None) -> tuple[bytes, str, bool]:
     """
     Read the cluster key from C{directory}, making one (and the directory,
     mode 0700) if there is none.
 
+    @param runAs: the C{user} option (its user may own the file).
     @return: the key, its file's path, and whether it was just made.
-    @raise ClusterKeyError: the file is not 64 hex digits, or others than
-        its owner may read it.
+    @raise ClusterKeyError: the file is not 64 hex digits, or it is refused
+        as the daemon's private files are (see L{_readPrivate}).
     """
     path = os.path.join(directory, CLUSTER_KEY_FILE)
     try:
-        return readClusterKey(path), path, False
+        return readClusterKey(path, runAs), path, False
     except FileNotFoundError:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         key = newAesKey()
@@ -167,17 +180,14 @@ def loadOrCreateClusterKey(directory: str) -> tuple[bytes, str, bool]:
         return key, path, True
 
 
-def readClusterKey(path: str) -> bytes:
+def readClusterKey(path: str, runAs: str | None = None) -> bytes:
     """
     Read a cluster key file (never making one).
 
     @raise FileNotFoundError: there is none.
     @raise ClusterKeyError: see L{loadOrCreateClusterKey}.
     """
-    info = os.stat(path)
-    _checkPrivate(path, info, "cluster key")
-    with open(path, "rb") as f:
-        key = _parseKey(f.read().strip())
+    key = _parseKey(_readPrivate(path, "cluster key", runAs).strip())
     if key is None:
         raise ClusterKeyError(f"{path}: not a cluster key ({AES_KEY_BYTES * 2} hex digits)")
     return key
@@ -318,8 +328,13 @@ class ClusterKeyWatcher:
         keyring: ClusterKeyring,
         clock: Any,
         interval: float = KEY_CHECK_INTERVAL,
+        runAs: str | None = None,
     ) -> None:
+        """
+        @param runAs: the C{user} option (its user may own the key files).
+        """
         self.directory = directory
+        self._runAs = runAs
         self.keyring = keyring
         self._paths = [
             os.path.join(directory, name) for name in (CLUSTER_KEY_FILE, PREVIOUS_KEYS_FILE)
@@ -363,8 +378,8 @@ class ClusterKeyWatcher:
             return
         try:
             # Never made afresh here: a new key would cut this master off.
-            current = readClusterKey(self._paths[0])
-            previous = loadPreviousKeys(self.directory)
+            current = readClusterKey(self._paths[0], self._runAs)
+            previous = loadPreviousKeys(self.directory, self._runAs)
             before = self.keyring.currentId
             self.keyring.update(current, previous)
         except FileNotFoundError:

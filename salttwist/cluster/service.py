@@ -122,7 +122,8 @@ def clusterFromConfig(
     )
 
     keyDir = config.get("cluster_pki_dir") or os.path.join(config["pki_dir"], "cluster")
-    key, keyPath, made = loadOrCreateClusterKey(keyDir)
+    runAs = config.get("user")
+    key, keyPath, made = loadOrCreateClusterKey(keyDir, runAs)
     if made:
         log.warn(
             "cluster: made a new cluster key {path}: copy it (mode 0600) to cluster_pki_dir "
@@ -132,7 +133,7 @@ def clusterFromConfig(
         )
     keyring = ClusterKeyring(
         key,
-        loadPreviousKeys(keyDir),
+        loadPreviousKeys(keyDir, runAs),
         float(config.get("cluster_previous_keys_grace", 86400)),
         keyClock,
     )
@@ -154,14 +155,14 @@ def clusterFromConfig(
         keyFile=config.get("cluster_broker_key"),
         nkeyFile=config.get("cluster_broker_nkey"),
         credsFile=config.get("cluster_broker_creds"),
-        runAs=config.get("user"),
+        runAs=runAs,
     )
     return joinCluster(
         config,
         reactor,
         master,
         SealedClusterBus(inner, keyring, clusterId),
-        ClusterKeyWatcher(keyDir, keyring, reactor),
+        ClusterKeyWatcher(keyDir, keyring, reactor, runAs=runAs),
     )
 
 
