@@ -17,7 +17,7 @@ from twisted.trial.unittest import TestCase
 
 from salttwist.jid import JidGenerator
 from salttwist.master.jobcache_pg import PostgresJobCache
-from salttwist.master.jobcache_pgsql import PostgresJobCacheDatabase
+from salttwist.master.jobcache_pgsql import JobCacheUnavailable, PostgresJobCacheDatabase
 from salttwist.master.publishing import JobNotStored, reserveJid
 from tests._postgres import temporaryDatabase
 from tests.test_jobcache_contract import NOW
@@ -125,21 +125,81 @@ class ReserveJidTests(TestCase):
         self.assertEqual((await second.getJob(jid))["minions"], ["a"])
         self.assertFalse(await first.reserveJob(jid, load, ["a"]))
 
+    def _terminate(self, pid: int) -> None:
+        """
+        End the server process of the connection C{pid} from another
+        connection, as a server restart or a lost network path would.
+        """
+        import psycopg
+
+        with psycopg.connect(autocommit=True, **self.options) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
     def test_reservationRetriedFindsItsOwnRow(self) -> None:
         """
-        A reservation run again with the same token (the cache runs an
-        operation once more when the connection broke, maybe after the
-        commit) finds the row it stored: the job holds the jid. Another
-        token does not.
+        A reservation whose connection breaks after the commit, before its
+        answer is read, is run again by the cache on a new connection; the
+        retry finds the row the first attempt stored under the same token:
+        the job holds the jid (stored once). Another token does not.
         """
         database = PostgresJobCacheDatabase(self.options)
         self.addCleanup(database.close)
         jid = JidGenerator(now=lambda: INSTANT).next()
         row = (jid, "test.ping", b"\x90", "*", "glob", "root", b"\x91\xa1a", NOW)
+
+        def breakConnection(connection: Any) -> None:
+            database.afterReservation = None
+            self._terminate(connection.info.backend_pid)
+            # The committed statement's answer is lost with the connection.
+            connection.execute("SELECT 1")
+
+        database.afterReservation = breakConnection
         self.assertTrue(database.reserveJob(row, "token-1"))
-        self.assertTrue(database.reserveJob(row, "token-1"))
+        self.assertIsNone(database.afterReservation)
+        self.assertEqual(database.connections, 2)
+        self.assertEqual(self._count(jid), 1)
         self.assertFalse(database.reserveJob(row, "token-2"))
         self.assertEqual(self._count(jid), 1)
+
+    def test_reservationCutAfterCommitReleased(self) -> None:
+        """
+        A reservation whose connection the cache cuts (the server did not
+        answer within the operation timeout) after its commit fails with
+        L{JobCacheUnavailable}, so its job is refused; the row it may have
+        stored is deleted before anything else once a connection works
+        again: the refused job is never read or listed as a job. A jid
+        another job holds is not touched by that.
+        """
+        times = [0.0]
+        database = PostgresJobCacheDatabase(self.options, monotonic=lambda: times[0])
+        self.addCleanup(database.close)
+        jids = JidGenerator(now=lambda: INSTANT)
+        jid, other = jids.next(), jids.next()
+        row = (jid, "test.ping", b"\x90", "*", "glob", "root", b"\x91\xa1a", NOW)
+        otherRow = (other,) + row[1:]
+        self.assertTrue(database.runOperation(1, "reserveJob", otherRow, "token-other"))
+
+        def cutConnection(connection: Any) -> None:
+            database.afterReservation = None
+            database.cut(2, 5)
+            # The committed statement's answer never comes: the cut ends
+            # the wait for it.
+            connection.execute("SELECT 1")
+
+        database.afterReservation = cutConnection
+        with self.assertRaises(JobCacheUnavailable) as raised:
+            database.runOperation(2, "reserveJob", row, "token-1")
+        self.assertIn("did not answer within 5 s", str(raised.exception))
+        self.assertEqual(self._count(jid), 1)
+        # The reservation of the other jid under this token is left alone.
+        database._failedReservations[other] = "token-1"
+        times[0] = 60.0
+        self.assertIsNone(database.runOperation(3, "getJob", jid))
+        self.assertEqual(self._count(jid), 0)
+        self.assertEqual(self._count(other), 1)
+        self.assertEqual(
+            [j["jid"] for j in database.listJobs(None, None, None, None, None)], [other]
+        )
 
     async def test_jobsStoredElsewhereAreNotReservations(self) -> None:
         """

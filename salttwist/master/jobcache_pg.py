@@ -214,7 +214,10 @@ class PostgresJobCache(BatchingJobCache):
 
         The reservation runs at once, alone (not in a write batch), behind
         the operations already queued, and is idempotent: run again after a
-        lost connection, it finds its own row.
+        lost connection, it finds its own row. One that fails (the job is
+        refused), maybe after its commit (its connection cut while the
+        answer was awaited), has its row deleted, under its token only,
+        before anything else once a connection works again.
 
         @return: a L{Deferred} firing with C{True} once the job holds
             C{jid}, C{False} if another job does (nothing is stored then);

@@ -416,6 +416,16 @@ class PostgresJobCacheDatabase:
         self._cutAfter = OPERATION_TIMEOUT
         #: How many connections were made (the first and every reconnection).
         self.connections = 0
+        #: Reservations that failed, maybe after their commit (a connection
+        #: cut or lost while the server's answer was awaited): jid to
+        #: token. Their rows, if any, are deleted before anything else on
+        #: the next connection that works (L{_releaseFailed}): the job was
+        #: refused to its client and never published.
+        self._failedReservations: dict[str, str] = {}
+        #: Called on the cache's thread with the connection right after a
+        #: reservation's statement committed, before its result is read
+        #: (tests inject a lost connection at that point).
+        self.afterReservation: Callable[[psycopg.Connection[Any]], None] | None = None
         #: Bumped at each answer of the server in a long operation (a
         #: listing's fetch): the reactor side does not cut an operation
         #: that progresses (L{salttwist.master.jobcache_pg.PostgresJobCache}).
@@ -507,6 +517,8 @@ class PostgresJobCacheDatabase:
         for attempt in (1, 2):
             try:
                 connection = self._connect(urgent)
+                if self._failedReservations:
+                    self._releaseFailed(connection)
                 return work(connection)
             except psycopg.OperationalError as e:
                 connection = self._current
@@ -534,6 +546,25 @@ class PostgresJobCacheDatabase:
                     error=self._lastError,
                 )
         raise AssertionError("unreachable")
+
+    def _releaseFailed(self, connection: psycopg.Connection[Any]) -> None:
+        """
+        Delete the rows of the reservations that failed (see
+        L{_failedReservations}): those a job holds under the failed
+        attempt's token only, so a jid another job took is left alone.
+        """
+        failed = dict(self._failedReservations)
+        connection.execute(
+            "DELETE FROM salttwist_jobs WHERE (jid, reservation) IN "
+            "(SELECT * FROM unnest(%s::text[], %s::text[]))",
+            (list(failed), list(failed.values())),
+        )
+        for jid in failed:
+            self._failedReservations.pop(jid, None)
+        self.log.info(
+            "deleted the rows of {count} job reservations that failed (their jobs were refused)",
+            count=len(failed),
+        )
 
     def _hung(self) -> None:
         """
@@ -734,7 +765,10 @@ class PostgresJobCacheDatabase:
         keys = {_partitionKey(jid)}
 
         def insert(connection: psycopg.Connection[Any]) -> bool:
-            if connection.execute(_RESERVE_JOB, row).fetchone() is not None:
+            inserted = connection.execute(_RESERVE_JOB, row).fetchone() is not None
+            if self.afterReservation is not None:
+                self.afterReservation(connection)
+            if inserted:
                 return True
             held = connection.execute(
                 "SELECT reservation FROM salttwist_jobs WHERE jid = %s", (jid,)
@@ -752,7 +786,14 @@ class PostgresJobCacheDatabase:
                 self._ensurePartitions(connection, keys)
                 return insert(connection)
 
-        return self._withConnection(work, urgent=True)  # type: ignore[no-any-return]
+        try:
+            return self._withConnection(work, urgent=True)  # type: ignore[no-any-return]
+        except BaseException:
+            # Maybe committed before the failure (its answer lost, or its
+            # connection cut while it was awaited): the job is refused, so
+            # its row must go (with the next connection that works).
+            self._failedReservations[jid] = reservation
+            raise
 
     def _insert(
         self,
