@@ -32,7 +32,12 @@ from salttwist.master.jobcache import (
     JobCacheError,
     SQLiteJobCache,
 )
-from salttwist.master.jobcachequeue import MAX_QUEUED_BYTES, MAX_QUEUED_ROWS, JobCacheQueueFull
+from salttwist.master.jobcachequeue import (
+    MAX_QUEUED_BYTES,
+    MAX_QUEUED_CALLS,
+    MAX_QUEUED_ROWS,
+    JobCacheQueueFull,
+)
 from salttwist.serial import SerialError
 
 # 2023-11-14T22:13:20Z: a realistic "now" for the clock.
@@ -865,9 +870,37 @@ class QueueBoundTests(SynchronousTestCase):
         L{MAX_QUEUED_BYTES} bytes wait.
         """
         self.assertEqual(
-            (self.queue.maxQueuedRows, self.queue.maxQueuedBytes),
-            (MAX_QUEUED_ROWS, MAX_QUEUED_BYTES),
+            (self.queue.maxQueuedRows, self.queue.maxQueuedBytes, self.queue.maxQueuedCalls),
+            (MAX_QUEUED_ROWS, MAX_QUEUED_BYTES, MAX_QUEUED_CALLS),
         )
+
+    def test_callsBounded(self) -> None:
+        """
+        Past C{maxQueuedCalls} other operations waiting (reads, a new job's
+        reservation; the one in progress not counted), such an operation
+        fails at once saying so; a flush and the close are still taken.
+        Once one waiting starts, operations are taken again.
+        """
+        self.queue.maxQueuedCalls = 2
+        inFlight = self.cache.getJob(jid(1))
+        waiting = [self.cache.getJob(jid(2)), self.cache.getReturns(jid(3))]
+        refused = self.cache.getJob(jid(4))
+        message = str(self.failureResultOf(refused, JobCacheQueueFull).value)
+        self.assertIn("2 operations wait already, at most 2 (getJob refused)", message)
+        flushed = self.cache.flush()
+        self.assertNoResult(flushed)
+        self.assertEqual([op for op, _, _ in self.cache.calls], ["getJob"])
+        self.cache.finish()
+        self.successResultOf(inFlight)
+        self.assertEqual(self.queue.queuedOperations, 1)
+        taken = self.cache.getJob(jid(4))
+        self.assertNoResult(taken)
+        self.cache.finish()
+        self.cache.finish()
+        self.cache.finish()
+        for d in [*waiting, taken, flushed]:
+            self.successResultOf(d)
+        self.assertEqual(self.queue.queuedOperations, 0)
 
     def test_rowsBounded(self) -> None:
         """

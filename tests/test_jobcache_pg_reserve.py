@@ -18,6 +18,7 @@ from twisted.trial.unittest import TestCase
 from salttwist.jid import JidGenerator
 from salttwist.master.jobcache_pg import PostgresJobCache
 from salttwist.master.jobcache_pgsql import JobCacheUnavailable, PostgresJobCacheDatabase
+from salttwist.master.jobcachequeue import JobCacheQueueFull
 from salttwist.master.publishing import JobNotStored, reserveJid
 from tests._postgres import temporaryDatabase
 from tests.test_jobcache_contract import NOW
@@ -228,6 +229,22 @@ class ReserveJidTests(TestCase):
         )
         self.assertIn("3 jids in a row were other jobs'", str(error))
         self.assertEqual(len(await second.listJobs()), 3)
+
+    async def test_reservationRefusedPastQueueBound(self) -> None:
+        """
+        A new job's reservation is bounded like the writes: while
+        C{maxQueuedCalls} operations wait (a server that hangs holds the
+        one in progress), it fails at once with L{JobCacheQueueFull}, so
+        the job is refused to its client instead of waiting without end;
+        nothing is stored for it.
+        """
+        cache = await self._cache()
+        cache._operations.maxQueuedCalls = 0
+        jids = JidGenerator(now=lambda: INSTANT)
+        load = _load(jids.next())
+        await self.assertFailure(reserveJid(cache, jids, load, ["a"]), JobCacheQueueFull)
+        await self.assertFailure(cache.getJob(load["jid"]), JobCacheQueueFull)
+        self.assertEqual(self._count(load["jid"]), 0)
 
     async def test_invalidArgumentsFail(self) -> None:
         """

@@ -42,6 +42,20 @@ The most serialised bytes the writes waiting for a batch may hold: past it a
 write fails at once with L{JobCacheQueueFull}.
 """
 
+MAX_QUEUED_CALLS = 1000
+"""
+The most other operations (reads, a new job's reservation, a prune's steps)
+that may wait to run alone (the operation in progress is not counted):
+past it such an operation fails at once with L{JobCacheQueueFull}. A
+barrier (C{flush}) and the close are always taken.
+"""
+
+UNBOUNDED_CALLS = frozenset({"open", "close"})
+"""
+The operations L{MAX_QUEUED_CALLS} never refuses (besides barriers): the
+cache's own opening and closing.
+"""
+
 WRITE_INTERVAL = 0.05
 """
 Seconds at least between the starts of two write batches while writes keep
@@ -62,10 +76,12 @@ class JobCacheClosed(RuntimeError):
 class JobCacheQueueFull(RuntimeError):
     """
     Raised for a write while L{MAX_QUEUED_ROWS} writes, or
-    L{MAX_QUEUED_BYTES}, already wait: the database does not keep up (a
-    server that hangs holds the batch in progress until its connection's
-    timeout). Nothing was written; a return so refused is sent again by its
-    minion, a job so refused is refused to its client.
+    L{MAX_QUEUED_BYTES}, already wait, or for another operation while
+    L{MAX_QUEUED_CALLS} wait: the database does not keep up (a server that
+    hangs holds the operation in progress until its connection's timeout).
+    Nothing was written; a return so refused is sent again by its minion, a
+    job so refused (its reservation, or its row) is refused to its client,
+    a read so refused fails.
     """
 
 
@@ -156,6 +172,11 @@ class OperationQueue:
         self.maxQueuedBytes = MAX_QUEUED_BYTES
         self.queuedRows = 0
         self.queuedBytes = 0
+        #: The bound on the other operations waiting (L{MAX_QUEUED_CALLS}),
+        #: and how many wait now (barriers and L{UNBOUNDED_CALLS} not
+        #: counted).
+        self.maxQueuedCalls = MAX_QUEUED_CALLS
+        self.queuedOperations = 0
 
     def write(self, isJob: bool, row: tuple[Any, ...], size: int) -> Deferred[None]:
         """
@@ -196,10 +217,22 @@ class OperationQueue:
         Queue C{operation(*args)} to run alone, or with C{operation} L{None}
         a barrier (see L{barrier}).
 
-        @return: a L{Deferred} of its result.
+        @return: a L{Deferred} of its result, failing at once with
+            L{JobCacheQueueFull} while L{maxQueuedCalls} operations wait
+            (not for a barrier or one of L{UNBOUNDED_CALLS}).
         """
         if self.closed:
             return fail(JobCacheClosed("the job cache is closed"))
+        bounded = operation is not None and operation not in UNBOUNDED_CALLS
+        if bounded:
+            if self.queuedOperations >= self.maxQueuedCalls:
+                return fail(
+                    JobCacheQueueFull(
+                        f"the job cache does not keep up: {self.queuedOperations} operations "
+                        f"wait already, at most {self.maxQueuedCalls} ({operation} refused)"
+                    )
+                )
+            self.queuedOperations += 1
         item = _Call(operation, args)
         self._queue.append(item)
         self._queuedCalls += 1
@@ -224,6 +257,7 @@ class OperationQueue:
         self._queue.clear()
         self._queuedCalls = 0
         self.queuedRows = self.queuedBytes = 0
+        self.queuedOperations = 0
         return items
 
     def pump(self) -> None:
@@ -249,6 +283,8 @@ class OperationQueue:
             assert head.operation is not None
             self._queue.popleft()
             self._queuedCalls -= 1
+            if head.operation not in UNBOUNDED_CALLS:
+                self.queuedOperations -= 1
             self._busy = True
             d = self._run(head.operation, *head.args)
             d.addBoth(self._finished, [head])
