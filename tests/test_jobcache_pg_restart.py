@@ -26,7 +26,12 @@ from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import SkipTest, TestCase
 
 from salttwist.master.jobcache_pg import PostgresJobCache
-from salttwist.master.jobcache_pgsql import JobCacheUnavailable, PostgresJobCacheDatabase
+from salttwist.master.jobcache_pgsql import (
+    _LOCK_MIGRATIONS,
+    JobCacheUnavailable,
+    PostgresJobCacheDatabase,
+)
+from tests._postgres import temporaryDatabase
 from tests.test_jobcache_contract import NOW, jid, load
 
 
@@ -289,3 +294,65 @@ class HungServerTests(TestCase):
         await cache.storeReturn(jid(1), "b", {"return": "after"})
         returns = await cache.getReturns(jid(1))
         self.assertEqual({m: r["return"] for m, r in returns.items()}, {"b": "after"})
+
+
+def _waitForMigrationWaiter(options: dict[str, Any]) -> None:
+    """
+    On a thread: return once a connection of the database C{options} names
+    waits for an advisory lock (the job cache, for the migrations' lock).
+    """
+    import psycopg
+
+    with psycopg.connect(autocommit=True, **options) as connection:
+        while True:
+            row = connection.execute(
+                """
+                SELECT count(*) FROM pg_locks
+                WHERE locktype = 'advisory' AND NOT granted
+                  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                """
+            ).fetchone()
+            if row is not None and row[0]:
+                return
+
+
+class MigrationNotCutTests(TestCase):
+    """
+    The operation timeout spares the migrations.
+    """
+
+    timeout = 120
+
+    async def test_migrationLockWaitNotCut(self) -> None:
+        """
+        A cache opening while another master holds the migrations' lock
+        (applying a long migration) waits for it however long it takes:
+        the operation timeout, passed three times over meanwhile, does not
+        cut it. Once the lock is released, the cache opens on its first
+        connection and works.
+        """
+        try:
+            import psycopg
+        except ImportError:
+            raise SkipTest("psycopg is not installed") from None
+        options = temporaryDatabase(self)
+        holder = psycopg.connect(**options)
+        self.addCleanup(holder.close)
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_MIGRATIONS,))
+        clock = Clock()
+        clock.advance(NOW)
+        database = PostgresJobCacheDatabase(options)
+        cache = PostgresJobCache(
+            options, reactor, clock=clock, database=database, operationTimeout=5
+        )
+        self.addCleanup(cache.close)
+        await deferToThread(_waitForMigrationWaiter, options)
+        for _ in range(3):
+            clock.advance(5)
+        self.assertTrue(database.migrating)
+        holder.commit()
+        await cache.whenOpen()
+        self.assertFalse(database.migrating)
+        await cache.storeJob(jid(1), load(), ["a"])
+        self.assertEqual((await cache.getJob(jid(1)))["minions"], ["a"])
+        self.assertEqual(database.connections, 1)

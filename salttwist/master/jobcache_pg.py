@@ -66,7 +66,10 @@ back-off starts; connection attempts give up after C{connect_timeout}
 operations are not cut while the server answers: a listing streams its
 rows, each fetch counting as progress, and a prune runs as steps, each an
 operation of its own deleting at most C{pruneChunk} rows of each table
-(L{salttwist.master.jobcache_pgsql.PRUNE_CHUNK}).
+(L{salttwist.master.jobcache_pgsql.PRUNE_CHUNK}). The migrations (at open,
+or at the first connection that works) are never cut, nor the wait for
+another master's migration lock: a migration of a large table may take
+minutes; a server that vanishes meanwhile is still seen by the keepalives.
 """
 
 from __future__ import annotations
@@ -306,7 +309,10 @@ class PostgresJobCache(BatchingJobCache):
         L{JobCacheUnavailable}. A long operation whose steps the server
         answers (a listing's fetches, L{PostgresJobCacheDatabase.progress})
         is not cut: every C{operationTimeout} seconds the timer looks
-        whether it progressed since, and cuts it only if not.
+        whether it progressed since, and cuts it only if not. Nor is one
+        while it applies the schema's migrations, or waits for another
+        master's migration lock (L{PostgresJobCacheDatabase.migrating}): a
+        migration of a large table may take minutes.
         """
         self._operationNumber += 1
         number = self._operationNumber
@@ -315,7 +321,7 @@ class PostgresJobCache(BatchingJobCache):
         seen = [database.progress]
 
         def check() -> None:
-            if database.progress != seen[0]:
+            if database.progress != seen[0] or database.migrating:
                 seen[0] = database.progress
                 timer[0] = self._clock.callLater(self.operationTimeout, check)
             else:

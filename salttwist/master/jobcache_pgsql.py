@@ -416,6 +416,10 @@ class PostgresJobCacheDatabase:
         self._cutAfter = OPERATION_TIMEOUT
         #: How many connections were made (the first and every reconnection).
         self.connections = 0
+        #: Whether the cache's thread applies the migrations (or waits for
+        #: another master's migration lock): the reactor side does not cut
+        #: an operation meanwhile (L{salttwist.master.jobcache_pg}).
+        self.migrating = False
         #: Reservations that failed, maybe after their commit (a connection
         #: cut or lost while the server's answer was awaited): jid to
         #: token. Their rows, if any, are deleted before anything else on
@@ -497,7 +501,14 @@ class PostgresJobCacheDatabase:
         some meanwhile) and make those of the next hours.
         """
         if not self._migrated:
-            migrate(connection, MIGRATIONS)
+            # A migration of a large table (an index built, a column
+            # added), or another master's migration holding the lock, may
+            # take long while the server answers: not cut.
+            self.migrating = True
+            try:
+                migrate(connection, MIGRATIONS)
+            finally:
+                self.migrating = False
             self._migrated = True
         self._partitions = self._listPartitions(connection)
         self._ensureAhead(connection)
