@@ -180,10 +180,11 @@ class CallerFailoverTests(_Callers):
     def test_firstDownPlainList(self) -> None:
         """
         With a plain list (Salt's default C{master_type: str}, its
-        multi-master mode), the first master that answers is used.
+        multi-master mode), the first master that answers is used, its key
+        pinned already.
         """
         self.net.sites["A"].up = False
-        caller, session = self.makeCaller()
+        caller, session = self.makeCaller(pins={MASTER_PUB_FILE: MASTER_PEM})
         self.successResultOf(session)
         self.assertEqual(caller.master, B)
 
@@ -308,3 +309,56 @@ class CallerPinTests(_Callers):
         with open(os.path.join(self.pkiDir, MASTER_PUB_FILE), "rb") as f:
             self.assertEqual(crypt.canonicalPublicPem(f.read()), OTHER_MASTER_PEM)
         self.assertFalse(os.path.exists(os.path.join(self.pkiDir, ownPinFile(B))))
+
+    def test_plainListNoFirstContactButFirst(self) -> None:
+        """
+        With a plain list and nothing pinned, a master other than the first
+        is never trusted on first contact (the daemon uses the first alone,
+        against C{minion_master.pub}: B's key pinned there would lock it
+        out of A): with A down the call fails naming the files, and nothing
+        is pinned.
+        """
+        self.net.sites["A"].up = False
+        caller, session = self.makeCaller()
+        error = str(self.failureResultOf(session, CallerError).value)
+        self.assertIn(f"{B}: no master key is pinned yet and master {B} is not the first", error)
+        self.assertIn(os.path.join(self.pkiDir, ownPinFile(B)), error)
+        self.assertFalse(os.path.exists(os.path.join(self.pkiDir, MASTER_PUB_FILE)))
+        self.assertFalse(os.path.exists(os.path.join(self.pkiDir, ownPinFile(B))))
+        self.assertNotIn("m1", self.net.sites["B"].master.transients)
+
+    def test_plainListFirstPinnedOnFirstContact(self) -> None:
+        """
+        With a plain list and nothing pinned, the first master's key is
+        pinned in C{minion_master.pub} at first contact, as the daemon
+        pins it.
+        """
+        caller, session = self.makeCaller()
+        self.successResultOf(session)
+        self.assertEqual(caller.master, A)
+        with open(os.path.join(self.pkiDir, MASTER_PUB_FILE), "rb") as f:
+            self.assertEqual(crypt.canonicalPublicPem(f.read()), MASTER_PEM)
+
+    def test_plainListRandomFirstIsTheListed(self) -> None:
+        """
+        With C{random_master} shuffling a plain list, the first is still
+        the first listed (the daemon's): B, tried first, is not trusted on
+        first contact; A is, and is used.
+        """
+        caller, session = self.makeCaller(random_master=True)
+        self.successResultOf(session)
+        self.assertEqual(caller.master, A)
+        self.assertEqual(self.net.reqAttempts(), [B_REQ, A_REQ])
+        with open(os.path.join(self.pkiDir, MASTER_PUB_FILE), "rb") as f:
+            self.assertEqual(crypt.canonicalPublicPem(f.read()), MASTER_PEM)
+
+    def test_plainListOwnPinTrusted(self) -> None:
+        """
+        With a plain list, B's key in B's own pin file is trusted when A is
+        down, though nothing else is pinned.
+        """
+        self.net.sites["A"].up = False
+        caller, session = self.makeCaller(pins={ownPinFile(B): OTHER_MASTER_PEM})
+        self.successResultOf(session)
+        self.assertEqual(caller.master, B)
+        self.assertFalse(os.path.exists(os.path.join(self.pkiDir, MASTER_PUB_FILE)))

@@ -25,7 +25,10 @@ the next; if none opens the session the error names every master tried
 and why. Each master's key is checked as the daemon checks it
 (L{salttwist.pki.masterpins.PinnedMasterCredentials}: the pin of that
 master alone, else the shared C{minion_master.pub}; a key matching no pin
-is never trusted). Once the session is open the whole call uses that
+is never trusted). With nothing pinned, only the first master of a plain
+list (the one the daemon uses) has its key pinned on first contact; the
+others are left (with C{master_type: failover} any master may be, as the
+daemon's). Once the session is open the whole call uses that
 master: a master lost during the call is not replaced.
 """
 
@@ -42,7 +45,7 @@ from twisted.internet.error import TimeoutError as ConnectTimeout
 from twisted.logger import Logger
 
 from salttwist import crypt, serial
-from salttwist.masteraddress import MasterAddress, masterOrder
+from salttwist.masteraddress import MasterAddress, configuredMasters, masterOrder
 from salttwist.pki.credentials import (
     AuthRefused,
     MasterIdentityError,
@@ -58,6 +61,35 @@ CALL_TIMEOUT = 10.0
 REQ_JID = "req"
 
 ConnectTCP = Callable[[str, int, Any], Deferred]
+
+
+class _PinnedOnly(PinnedMasterCredentials):
+    """
+    The credentials for a master of a plain list (not C{master_type:
+    failover}) other than the first: its key is trusted only through a pin
+    that exists already (its own, or the shared C{minion_master.pub} if it
+    matches), never pinned on first contact. The daemon uses the first
+    master alone, against C{minion_master.pub}: a key pinned there by the
+    caller from another master would lock the daemon out of its own.
+    """
+
+    def openReply(self, reply: dict[str, Any], challenge: bytes, nonce: bytes) -> Any:
+        """
+        As L{PinnedMasterCredentials.openReply}, refusing a master when
+        nothing is pinned. Blocking (RSA, the pinned-key files).
+
+        @raise MasterIdentityError: nothing pinned, or a key not pinned.
+        """
+        if not (os.path.exists(self.ownPinPath) or os.path.exists(self.sharedPinPath)):
+            raise MasterIdentityError(
+                f"no master key is pinned yet and master {self.address} is not the first "
+                f"of the list (with master_type str the minion uses the first alone and "
+                f"pins its key): reach the first master once, or place this master's "
+                f"public key in {self.ownPinPath}"
+            )
+        return super().openReply(reply, challenge, nonce)
+
+
 #: What a step that took longer than the caller's timeout fails with.
 _TIMEOUTS = (AnswerTimeout, ConnectTimeout, CancelledError)
 
@@ -174,13 +206,18 @@ class MasterCaller:
             self.connectTCP = self._transportConnector()
         # As the daemon: a key pinned per master with a failover list (and
         # with any list here, where any of its masters may answer); the one
-        # pinned key of minion_master.pub with a single master.
-        perMaster = len(masters) > 1 or self.config.get("master_type") == "failover"
+        # pinned key of minion_master.pub with a single master. With a
+        # plain list the daemon uses the first master alone: only it may be
+        # trusted on first contact, or the key pinned could be another's.
+        failover = self.config.get("master_type") == "failover"
+        perMaster = len(masters) > 1 or failover
+        first = configuredMasters(self.config)[0]
         left: list[str] = []
         for address in masters:
             forMaster = credentials
             if perMaster:
-                forMaster = PinnedMasterCredentials(
+                pinned = PinnedMasterCredentials if failover or address == first else _PinnedOnly
+                forMaster = pinned(
                     credentials.id,
                     credentials.privateKey,
                     credentials.publicPem,
