@@ -13,6 +13,8 @@ from typing import Any
 from twisted.internet import reactor
 from twisted.internet.defer import gatherResults
 from twisted.internet.task import Clock
+from twisted.internet.testing import EventLoggingObserver
+from twisted.logger import LogLevel, globalLogPublisher
 from twisted.trial.unittest import TestCase
 
 from salttwist.jid import JidGenerator
@@ -201,6 +203,27 @@ class ReserveJidTests(TestCase):
         self.assertEqual(
             [j["jid"] for j in database.listJobs(None, None, None, None, None)], [other]
         )
+
+    def test_releaseErrorNotRepeated(self) -> None:
+        """
+        A failed reservation whose row cannot be deleted for a reason other
+        than the connection (here a jid PostgreSQL refuses as text) is
+        logged at critical level and given up: the operations after it run,
+        instead of each failing on the same delete.
+        """
+        database = PostgresJobCacheDatabase(self.options)
+        self.addCleanup(database.close)
+        jid = JidGenerator(now=lambda: INSTANT).next()
+        row = (jid, "test.ping", b"\x90", "*", "glob", "root", b"\x91\xa1a", NOW)
+        self.assertTrue(database.runOperation(1, "reserveJob", row, "token-1"))
+        database._failedReservations["bad\x00jid"] = "token-2"
+        logged = EventLoggingObserver.createWithCleanup(self, globalLogPublisher)
+        self.assertIsNotNone(database.runOperation(2, "getJob", jid))
+        self.assertEqual(database._failedReservations, {})
+        critical = [e for e in logged if e.get("log_level") == LogLevel.critical]
+        self.assertEqual(len(critical), 1, list(logged))
+        self.assertIn("could not delete the rows", critical[0]["log_format"])
+        self.assertIsNotNone(database.runOperation(3, "getJob", jid))
 
     async def test_jobsStoredElsewhereAreNotReservations(self) -> None:
         """

@@ -564,12 +564,30 @@ class PostgresJobCacheDatabase:
         L{_failedReservations}): those a job holds under the failed
         attempt's token only, so a jid another job took is left alone.
         """
+        import psycopg
+
         failed = dict(self._failedReservations)
-        connection.execute(
-            "DELETE FROM salttwist_jobs WHERE (jid, reservation) IN "
-            "(SELECT * FROM unnest(%s::text[], %s::text[]))",
-            (list(failed), list(failed.values())),
-        )
+        try:
+            connection.execute(
+                "DELETE FROM salttwist_jobs WHERE (jid, reservation) IN "
+                "(SELECT * FROM unnest(%s::text[], %s::text[]))",
+                (list(failed), list(failed.values())),
+            )
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as e:
+            # Not the connection: trying again would fail every operation
+            # after it. The rows stay (jobs never published), said loudly.
+            for jid in failed:
+                self._failedReservations.pop(jid, None)
+            self.log.critical(
+                "could not delete the rows of {count} job reservations that failed "
+                "({jids}): {error}; they stay listed as jobs that never ran",
+                count=len(failed),
+                jids=", ".join(sorted(failed)),
+                error=e,
+            )
+            return
         for jid in failed:
             self._failedReservations.pop(jid, None)
         self.log.info(
