@@ -54,6 +54,7 @@ from benchmarks.swarmlib import (
 )
 from salttwist import crypt
 from salttwist.master.service import JOB_CACHE_FILE
+from tests._installed import CHECKOUT
 from tests._nats import PrivateNatsServer, newClusterId
 from tests._postgres import temporaryDatabase
 from tests.integration.harness import Cluster, seedKeyPair, sleep, waitFor
@@ -61,6 +62,10 @@ from tests.integration.test_cluster_faults import acceptInDatabase
 
 #: How many simulated minions, all on master B.
 MINIONS = int(os.environ.get("SALTTWIST_BROKER_RESTART_MINIONS", "300"))
+#: Where their key pairs are cached: the checkout's C{benchmarks/.keys}
+#: (made once, by the first run that needs them), not the trial's working
+#: directory, which each run starts empty.
+KEYS_DIR = os.path.join(CHECKOUT, DEFAULT_KEYS_DIR)
 #: The job's longest sleep: its returns come over this many seconds.
 SPREAD = 8
 #: Seconds the broker stays down.
@@ -114,7 +119,7 @@ class BrokerRestartDuringReturnsTests(TestCase):
             "cluster_unreachable_limit": 60,
             **options,
         }
-        ensureKeys(DEFAULT_KEYS_DIR, MINIONS)
+        ensureKeys(KEYS_DIR, MINIONS)
         self.database: dict[str, Any] | None = None
         if shared:
             database = temporaryDatabase(self)
@@ -133,14 +138,14 @@ class BrokerRestartDuringReturnsTests(TestCase):
                     **{f"returner.pgjsonb.{k}": v for k, v in postgres.items()},
                 }
             )
-            acceptInDatabase(database, PREFIX, MINIONS)
+            acceptInDatabase(database, PREFIX, MINIONS, KEYS_DIR)
         self.a, self.b = Cluster(self), Cluster(self)
         ids = [(i, minionIdFor(PREFIX, i)) for i in range(MINIONS)]
         for name, cluster in (("b", self.b), ("a", self.a)):
             cluster.writeMasterConfig(cluster_master_id=f"master-{name}", **common)
             self.masterPub = seedKeyPair(cluster.masterPkiDir, "master", "restart-cluster")
             if not shared:
-                acceptKeys(cluster.masterPkiDir, DEFAULT_KEYS_DIR, ids, 2048)
+                acceptKeys(cluster.masterPkiDir, KEYS_DIR, ids, 2048)
         await self.b.startMaster()
         clusterKey = os.path.join("cluster", "cluster.key")
         await waitFor(
@@ -184,7 +189,7 @@ class BrokerRestartDuringReturnsTests(TestCase):
         swarm = Swarm(
             reactor,
             os.path.join(self.b.baseDir, "swarm"),
-            DEFAULT_KEYS_DIR,
+            KEYS_DIR,
             list(range(MINIONS)),
             "127.0.0.1",
             self.b.ports["ret_port"],
