@@ -84,7 +84,8 @@ PREFIX = "pgr-"
 NOT_STORED_WARNING = "the master could not store the return"
 #: Seconds for the job cache to reconnect and the returns sent again to be
 #: stored: the job cache's back-off (doubling from 0.5 s) and the minions'
-#: 5 s between two sends.
+#: back-off for a refused return (the first wait 2.5 to 5 s, doubling up to
+#: 60 s: see salttwist.minion.returns).
 RECOVERY = 90.0
 
 
