@@ -185,6 +185,19 @@ def _checkPositiveNumber(value: Any) -> int | float:
     return value
 
 
+def _checkRetryTimerMax(value: Any) -> int | float:
+    """
+    Check C{return_retry_timer_max}: a positive number. Salt's C{0} (a
+    wait that does not grow) is refused with what to set instead.
+    """
+    try:
+        return _checkPositiveNumber(value)
+    except _BadValue as e:
+        raise _BadValue(
+            f"{e.expected} (for a wait that does not grow, Salt's 0, set it to return_retry_timer)"
+        ) from None
+
+
 def _checkBool(value: Any) -> bool:
     """
     Check a flag: only a real YAML boolean (C{true}, C{false}, and YAML 1.1's
@@ -808,6 +821,12 @@ _MINION_OPTIONS: dict[str, _Option] = {
     "autosign_grains": _Option([], _checkStringList),
     "req_write_buffer": _Option(16777216, _integer(65536)),
     "returns_memory_max": _Option(67108864, _integer(65536)),
+    # The back-off for returns the master refused for now (see etc/minion):
+    # the first wait, the longest, and how many internal errors in a row
+    # set a return aside. Salt's defaults are 5, 10 and 3.
+    "return_retry_timer": _Option(5, _checkPositiveNumber),
+    "return_retry_timer_max": _Option(60, _checkRetryTimerMax),
+    "return_retry_tries": _Option(5, _integer(1)),
     "state_aggregate": _Option(False, _checkAggregate),
     "state_max_parallel": _Option(0, _COUNT),
     "disabled_requisites": _Option([], _checkDisabledRequisites),
@@ -1062,6 +1081,39 @@ def _warnNotImplemented(
         )
 
 
+#: Options that must be at least another option, per daemon: (option, the
+#: one it may not be below), checked on the merged configuration.
+_AT_LEAST: dict[str, list[tuple[str, str]]] = {
+    "master": [],
+    "minion": [("return_retry_timer_max", "return_retry_timer")],
+}
+
+
+def _checkAtLeast(config: Mapping[str, Any], daemon: str, sources: Mapping[str, str]) -> None:
+    """
+    Check the options of L{_AT_LEAST} on the merged configuration.
+
+    @param sources: the layer (file or C{<overrides>}) that set each option
+        last; options no layer set have their default.
+    @raise ConfigError: one is below the other; the error names the layer
+        that set the first option (or else the second's), and both options
+        with their values and where each came from.
+    """
+
+    def origin(option: str) -> str:
+        return sources.get(option, "its default")
+
+    for name, floor in _AT_LEAST[daemon]:
+        value, least = config[name], config[floor]
+        if value >= least:
+            continue
+        source = sources.get(name) or sources.get(floor) or config["conf_file"]
+        raise ConfigError(
+            f"{source}: option {name!r} ({value!r}, from {origin(name)}) must be >= "
+            f"option {floor!r} ({least!r}, from {origin(floor)})"
+        )
+
+
 def _loadConfig(
     configDir: str,
     daemon: str,
@@ -1087,11 +1139,15 @@ def _loadConfig(
         *((path, _readFile(path, missingOk=False)) for path in _dropInFiles(confFile + ".d")),
         (_OVERRIDES_SOURCE, copy.deepcopy(dict(overrides or {}))),
     ]
+    sources: dict[str, str] = {}
     for source, values in layers:
-        config.update(_checkLayer(source, values, options))
+        checked = _checkLayer(source, values, options)
+        config.update(checked)
+        sources.update(dict.fromkeys(checked, source))
     _applyRootDir(config, options)
     config["config_dir"] = configDir
     config["conf_file"] = confFile
+    _checkAtLeast(config, daemon, sources)
     _warnNotImplemented(config, daemon, options)
     return config
 

@@ -27,6 +27,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from salttwist import serial, wire
 from salttwist.blocking import runSynchronously
+from salttwist.minion.core import Minion
 from salttwist.minion.returns import (
     ERROR_TRIES,
     RETRY_FIRST,
@@ -36,6 +37,7 @@ from salttwist.minion.returns import (
 )
 from salttwist.minion.returnsqueue import ReturnsQueue
 from salttwist.transport.errors import RequestError
+from tests.test_minion import MinionTestCase
 
 NOT_STORED = f"{wire.RETURN_NOT_STORED}: the master's job cache could not store it"
 
@@ -338,3 +340,115 @@ class RefusalKindsTests(_DeliveryTestCase):
         self.assertEqual(
             [c for c in self.clock.getDelayedCalls() if c.func == self.delivery._sendAgain], []
         )
+
+
+class ConfiguredBackOffTests(_DeliveryTestCase):
+    """
+    The back-off's first wait, longest wait and internal errors allowed are
+    L{ReturnDelivery.retryFirst}, L{ReturnDelivery.retryMax} and
+    L{ReturnDelivery.errorTries} (C{return_retry_timer},
+    C{return_retry_timer_max} and C{return_retry_tries}).
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.delivery.retryFirst = 2
+        self.delivery.retryMax = 7
+        self.delivery.errorTries = 3
+
+    def test_waits(self) -> None:
+        """
+        The waits start at C{retryFirst} and double up to C{retryMax}; the
+        jitter draws each from its last half.
+        """
+        self.finish("1")
+        waits = []
+        for _ in range(5):
+            self.req.answerAll(NOT_STORED)
+            waits.append(self.nextWait())
+            self.clock.advance(waits[-1])
+        self.assertEqual(waits, [2, 4, 7, 7, 7])
+        self.req.answerAll(None)
+        self.delivery.random = lambda: 0.5
+        self.finish("2")
+        self.req.answerAll(NOT_STORED)
+        self.assertEqual(self.nextWait(), 2 * (1 - RETRY_JITTER * 0.5))
+
+    def test_errorTries(self) -> None:
+        """
+        The return is set aside after C{errorTries} internal errors in a
+        row.
+        """
+        self.finish("1")
+        for _ in range(3):
+            self.req.answerAll("internal error in _return")
+            self.clock.advance(self.nextWait())
+        self.assertEqual(self.req.jids(), ["1"] * 3)
+        self.assertEqual(self.onDisk(), ["1"])
+        [line] = self.messages(LogLevel.error)
+        self.assertIn("failed 3 times in a row on the return for 1", line)
+
+
+class MinionConfigTests(MinionTestCase):
+    """
+    A minion built from its config backs off as C{return_retry_timer},
+    C{return_retry_timer_max} and C{return_retry_tries} say.
+    """
+
+    def heldReturns(self, minion: Minion) -> list[tuple[dict[str, Any], Deferred[Any]]]:
+        """
+        Make the returns C{minion} sends on its session wait for the test:
+        each is recorded with the L{Deferred} the test fires as the
+        master's answer. Other requests go to the master.
+        """
+        assert minion.req is not None
+        held: list[tuple[dict[str, Any], Deferred[Any]]] = []
+        send = minion.req.request
+
+        def request(payload: dict[str, Any]) -> Deferred[Any]:
+            if payload.get("cmd") != "_return":
+                return send(payload)
+            d: Deferred[Any] = Deferred()
+            held.append((payload, d))
+            return d
+
+        minion.req.request = request  # type: ignore[method-assign]
+        return held
+
+    def nextWait(self, minion: Minion) -> float:
+        """
+        The seconds until C{minion}'s back-off sends again.
+        """
+        reactor = self.net.reactor
+        [call] = [c for c in reactor.getDelayedCalls() if c.func == minion.returns._sendAgain]
+        return call.getTime() - reactor.seconds()
+
+    def test_configured(self) -> None:
+        """
+        With C{return_retry_timer: 2}, C{return_retry_timer_max: 7} and
+        C{return_retry_tries: 3}, a return answered C{return not stored}
+        is sent again after 2, 4, then 7 s (no jitter drawn here), and one
+        the master fails on is set aside after 3 tries.
+        """
+        minion = self.readyMinion(
+            return_retry_timer=2, return_retry_timer_max=7, return_retry_tries=3
+        )
+        minion.returns.random = lambda: 0.0
+        held = self.heldReturns(minion)
+        jid = self.publish("test.ping")
+        waits = []
+        for _ in range(4):
+            [(payload, answer)] = [(p, d) for p, d in held if not d.called]
+            self.assertEqual(payload["jid"], jid)
+            answer.errback(RequestError(NOT_STORED))
+            waits.append(self.nextWait(minion))
+            self.net.advance(waits[-1])
+        self.assertEqual(waits, [2, 4, 7, 7])
+        for _ in range(3):
+            [(_, answer)] = [(p, d) for p, d in held if not d.called]
+            answer.errback(RequestError("internal error in _return"))
+            self.net.advance(self.nextWait(minion))
+        self.assertEqual(len(held), 7)
+        self.assertEqual([d for _, d in held if not d.called], [])
+        self.assertEqual(minion.returns.unacknowledged, {})
+        self.assertEqual(len(self.logged("failed 3 times in a row on the return for")), 1)

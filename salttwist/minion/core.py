@@ -162,6 +162,9 @@ class Minion:
         self.returns = ReturnDelivery(minionId, reactor, returnsQueue)
         self.returns.writeLimit = config.get("req_write_buffer", self.returns.writeLimit)
         self.returns.memoryLimit = config.get("returns_memory_max", self.returns.memoryLimit)
+        self.returns.retryFirst = config.get("return_retry_timer", self.returns.retryFirst)
+        self.returns.retryMax = config.get("return_retry_timer_max", self.returns.retryMax)
+        self.returns.errorTries = config.get("return_retry_tries", self.returns.errorTries)
         self.jobber = Jobber(minionId, executor, reactor, self.returns.jobDone, infoLogged(config))
         #: The minion's pillar, fetched over its session (C{context.pillar}).
         self.pillar = MinionPillar(minionId, executor.context, lambda: self.returns.req, reactor)

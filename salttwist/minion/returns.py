@@ -14,12 +14,13 @@ it the req protocol of a ready session (L{ReturnDelivery.req}) and takes it
 back when the session ends.
 
 A return the master refuses for now is kept and sent again after a
-back-off (L{RETRY_FIRST} seconds, doubling up to L{RETRY_MAX}, each delay
-drawn from its last L{RETRY_JITTER} so a fleet refused at once does not
-send again in step): C{return not stored} (the master's job cache or its
+back-off (C{return_retry_timer} seconds, L{RETRY_FIRST} by default,
+doubling up to C{return_retry_timer_max}, L{RETRY_MAX}; each delay drawn
+from its last L{RETRY_JITTER} so a fleet refused at once does not send
+again in step): C{return not stored} (the master's job cache or its
 cluster's broker is away) for as long as it lasts; an internal error of
-the master's L{ERROR_TRIES} times in a row, then the return is set aside
-on disk (sent again when the minion starts next). While backing off, the
+the master's C{return_retry_tries} times in a row (L{ERROR_TRIES}), then
+the return is set aside on disk (sent again when the minion starts next). While backing off, the
 returns go one at a time until one is stored. Any other refusal (a return
 the master already has, a job that did not target this minion, an unknown
 job) is final: the return is dropped, and the log says why.
@@ -61,9 +62,11 @@ DEFAULT_REQ_WRITE_BUFFER = 16 * 1024 * 1024
 FLUSH_RETRY = 0.1
 #: Seconds before a return the master refused for now (its job cache or
 #: broker away: L{wire.RETURN_NOT_STORED}; or an internal error) is first
-#: sent again; each refusal in a row doubles it, up to L{RETRY_MAX}.
+#: sent again; each refusal in a row doubles it, up to L{RETRY_MAX}. The
+#: default of C{return_retry_timer}.
 RETRY_FIRST = 5.0
-#: The longest wait between two tries of a refused return, in seconds.
+#: The longest wait between two tries of a refused return, in seconds: the
+#: default of C{return_retry_timer_max}.
 RETRY_MAX = 60.0
 #: The share of each wait that is drawn at random: a wait of C{d} seconds
 #: is between C{d * (1 - RETRY_JITTER)} and C{d}, so that thousands of
@@ -73,7 +76,8 @@ RETRY_JITTER = 0.5
 NOT_STORED_RETRY = RETRY_FIRST
 #: How many times in a row the master may answer a return with an internal
 #: error before the minion sets it aside: kept in its returns queue on disk
-#: (sent again when the minion starts next), no longer sent in this run.
+#: (sent again when the minion starts next), no longer sent in this run. The
+#: default of C{return_retry_tries}.
 ERROR_TRIES = 5
 #: How a master's refusal starts when an unexpected error failed it (its
 #: reqserver answers C{internal error in <cmd>}).
@@ -153,6 +157,13 @@ class ReturnDelivery:
         sent and not acknowledged, or being written to disk), a running
         total. Returns are counted only with a returns queue (without one
         nothing can go to disk).
+    @ivar retryFirst: seconds before a return refused for now is first sent
+        again (C{return_retry_timer}), before the jitter.
+    @ivar retryMax: the longest wait of the back-off
+        (C{return_retry_timer_max}), before the jitter; at least
+        L{retryFirst}.
+    @ivar errorTries: how many internal errors in a row set a return aside
+        (C{return_retry_tries}).
     """
 
     def __init__(self, minionId: str, reactor: Any, returnsQueue: ReturnsQueue | None) -> None:
@@ -167,6 +178,9 @@ class ReturnDelivery:
         self.pending: deque[tuple[str | StoredReturn | None, dict[str, Any]]] = deque()
         self.persistAfter = PERSIST_AFTER
         self.writeLimit = DEFAULT_REQ_WRITE_BUFFER
+        self.retryFirst = RETRY_FIRST
+        self.retryMax = RETRY_MAX
+        self.errorTries = ERROR_TRIES
         #: The delayed call that tries L{flush} again, while one is due.
         self._flushTimer: Any = None
         #: The delayed call that sends again the returns the master
@@ -184,7 +198,7 @@ class ReturnDelivery:
         #: How many times in a row the master failed each return (by jid)
         #: with an internal error.
         self._errorTries: dict[Any, int] = {}
-        #: Returns set aside after L{ERROR_TRIES} internal errors with no
+        #: Returns set aside after L{errorTries} internal errors with no
         #: returns queue to keep them in (tests; a minion always has one).
         self.setAside: list[dict[str, Any]] = []
         #: The returns of this run the master has not acknowledged yet.
@@ -521,11 +535,11 @@ class ReturnDelivery:
     def retryDelay(self) -> float:
         """
         @return: the seconds to wait before sending again after
-            L{retryAttempt} refusals in a row: L{RETRY_FIRST} doubled each
-            time, at most L{RETRY_MAX}, less up to L{RETRY_JITTER} of it at
+            L{retryAttempt} refusals in a row: L{retryFirst} doubled each
+            time, at most L{retryMax}, less up to L{RETRY_JITTER} of it at
             random.
         """
-        delay = min(RETRY_MAX, RETRY_FIRST * 2 ** min(max(self.retryAttempt - 1, 0), 16))
+        delay = min(self.retryMax, self.retryFirst * 2 ** min(max(self.retryAttempt - 1, 0), 16))
         return delay * (1.0 - RETRY_JITTER * self.random())
 
     def _stored(self, reply: Any, name: str | StoredReturn | None, ret: dict[str, Any]) -> None:
@@ -577,7 +591,7 @@ class ReturnDelivery:
                 jid = ret.get("jid")
                 tries = self._errorTries[jid] = self._errorTries.get(jid, 0) + 1
                 self._backOff(ret, why)
-                if tries >= ERROR_TRIES:
+                if tries >= self.errorTries:
                     del self._errorTries[jid]
                     self._setAside(name, ret, why, tries)
                     return
@@ -640,7 +654,7 @@ class ReturnDelivery:
         self, name: str | StoredReturn | None, ret: dict[str, Any], why: str, tries: int
     ) -> None:
         """
-        The master failed C{ret} L{ERROR_TRIES} times in a row: keep it in
+        The master failed C{ret} L{errorTries} times in a row: keep it in
         the returns queue on disk (the minion sends it again when it starts
         next), and no longer in memory or in this run's sending.
         """
