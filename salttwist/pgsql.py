@@ -2,19 +2,23 @@
 """
 What the PostgreSQL stores share (the job cache, L{salttwist.master.jobcache_pg};
 the key store, L{salttwist.pki.keystore_pg}): libpq's connection defaults,
-how a server is named in messages, and numbered schema migrations applied
-once under an advisory lock. Blocking psycopg calls: run on the stores'
+how a server is named in messages, numbered schema migrations applied
+once under an advisory lock, and how a connection blocked on a server that
+hangs is cut from another thread. Blocking psycopg calls: run on the stores'
 own threads, never on the reactor.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["CONNECTION_DEFAULTS", "Migration", "applyMigrations", "describeServer"]
+__all__ = ["CONNECTION_DEFAULTS", "Migration", "applyMigrations", "cutSocket", "describeServer"]
 
 CONNECTION_DEFAULTS: dict[str, Any] = {
     "keepalives": 1,
@@ -68,6 +72,21 @@ def optionsFromConfig(config: dict[str, Any], prefix: str) -> dict[str, Any]:
         if value is not None:
             options[libpq] = value
     return options
+
+
+def cutSocket(connection: psycopg.Connection[Any]) -> None:
+    """
+    Shut down the socket of C{connection} from any thread: a call blocked
+    on it fails at once with a broken connection.
+    """
+    with contextlib.suppress(Exception):
+        # A duplicate of the descriptor: shutting it down ends the socket
+        # under the one the blocked call reads.
+        cut = socket.socket(fileno=os.dup(connection.fileno()))
+        try:
+            cut.shutdown(socket.SHUT_RDWR)
+        finally:
+            cut.close()
 
 
 def describeServer(options: dict[str, Any]) -> str:

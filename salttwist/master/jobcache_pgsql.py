@@ -8,11 +8,8 @@ synchronously on the cache's thread.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
-import os
 import re
-import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,7 +20,13 @@ from twisted.logger import Logger
 
 from salttwist import serial
 from salttwist.master.jobcache import JobCacheError, _unpackSuccess, listingDecoder
-from salttwist.pgsql import CONNECTION_DEFAULTS, Migration, applyMigrations, describeServer
+from salttwist.pgsql import (
+    CONNECTION_DEFAULTS,
+    Migration,
+    applyMigrations,
+    cutSocket,
+    describeServer,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -640,14 +643,7 @@ class PostgresJobCacheDatabase:
             return
         self._cutAfter = seconds
         self._cutOperation = number
-        with contextlib.suppress(Exception):
-            # A duplicate of the descriptor: shutting it down ends the
-            # socket under the one the blocked call reads.
-            duplicate = socket.socket(fileno=os.dup(connection.fileno()))
-            try:
-                duplicate.shutdown(socket.SHUT_RDWR)
-            finally:
-                duplicate.close()
+        cutSocket(connection)
 
     # Schema --------------------------------------------------------------
 

@@ -76,10 +76,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import queue
 import random
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -91,7 +89,13 @@ from zope.interface import implementer
 
 from salttwist.crypt import canonicalPublicPem
 from salttwist.interfaces import IKeyStore
-from salttwist.pgsql import CONNECTION_DEFAULTS, Migration, applyMigrations, describeServer
+from salttwist.pgsql import (
+    CONNECTION_DEFAULTS,
+    Migration,
+    applyMigrations,
+    cutSocket,
+    describeServer,
+)
 from salttwist.pki.ids import DEFAULT_ID_RULES, IdIndex, IdRules, validateMinionId
 from salttwist.pki.keystore import STATES, KeyChanged, _checkMove, _checkState
 
@@ -258,21 +262,6 @@ def _connect(
     return psycopg.connect(autocommit=True, application_name="salttwist-keystore", **options)
 
 
-def _cutSocket(connection: psycopg.Connection[Any]) -> None:
-    """
-    Shut down the socket of C{connection} from any thread: a call blocked
-    on it fails at once with a broken connection.
-    """
-    with contextlib.suppress(Exception):
-        # A duplicate of the descriptor: shutting it down ends the socket
-        # under the one the blocked call reads.
-        cut = socket.socket(fileno=os.dup(connection.fileno()))
-        try:
-            cut.shutdown(socket.SHUT_RDWR)
-        finally:
-            cut.close()
-
-
 WATCHDOG_TICK = 0.25
 """
 Seconds between two looks of the watchdog thread at the deadlines it
@@ -314,7 +303,7 @@ class _Watchdog:
                     del cls._guarded[id(watchdog)]
                     watchdog.fired = True
             for watchdog in late:
-                _cutSocket(watchdog._connection)
+                cutSocket(watchdog._connection)
 
     @classmethod
     @contextlib.contextmanager
@@ -604,7 +593,7 @@ class PostgresKeyStore:
         if listener is not None:
             # Rather than wait for its next poll: salttwist-key closes a
             # store on every run.
-            _cutSocket(listener)
+            cutSocket(listener)
         for thread in self._threads:
             thread.join(10)
         self._threads = []
