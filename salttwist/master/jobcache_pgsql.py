@@ -1149,38 +1149,29 @@ def listJobsQuery(
     params: list[object] = []
     checks: list[Callable[[tuple[Any, ...]], bool]] = []
     if functions is not None:
-        likes = [_likePattern(p) for p in functions]
-        regexes = [_regexPattern(p) for p in functions]
-        if all(not set("*?[").intersection(p) for p in functions):
-            clauses.append("fun = ANY(%s)")
-            params.append(functions)
-        elif all(like is not None for like in likes):
-            clauses.append("fun LIKE ANY(%s)")
-            params.append(likes)
-        elif None not in regexes:
-            clauses.append('fun COLLATE "C" ~ ANY(%s)')
-            params.append(regexes)
-        else:
+        condition = _globCondition(
+            functions, "fun = ANY(%s)", "fun LIKE ANY(%s)", 'fun COLLATE "C" ~ ANY(%s)'
+        )
+        if condition is None:
             checks.append(lambda row, f=functions: _anyMatch([row[1]], f))
+        else:
+            clauses.append(condition[0])
+            params.append(condition[1])
     if targets is not None:
-        likes = [_likePattern(p) for p in targets]
-        regexes = [_regexPattern(p) for p in targets]
-        if all(not set("*?[").intersection(p) for p in targets):
+        condition = _globCondition(
+            targets,
             # Exact targets (a minion's id): the GIN index of tgt_match.
-            clauses.append("tgt_match && %s::text[]")
-            params.append(targets)
-        elif all(like is not None for like in likes):
-            clauses.append("EXISTS (SELECT 1 FROM unnest(tgt_match) AS t(v) WHERE v LIKE ANY(%s))")
-            params.append(likes)
-        elif None not in regexes:
+            "tgt_match && %s::text[]",
+            "EXISTS (SELECT 1 FROM unnest(tgt_match) AS t(v) WHERE v LIKE ANY(%s))",
             # Globs with classes ([ab]*): as regular expressions, in SQL
             # (read and matched in Python, 65 ms at 100,000 jobs).
-            clauses.append(
-                'EXISTS (SELECT 1 FROM unnest(tgt_match) AS t(v) WHERE v COLLATE "C" ~ ANY(%s))'
-            )
-            params.append(regexes)
-        else:
+            'EXISTS (SELECT 1 FROM unnest(tgt_match) AS t(v) WHERE v COLLATE "C" ~ ANY(%s))',
+        )
+        if condition is None:
             checks.append(lambda row, t=targets: _anyMatch(_strings(serial.loads(row[3])), t))
+        else:
+            clauses.append(condition[0])
+            params.append(condition[1])
     if start is not None:
         clauses.append("start_time >= %s")
         params.append(start)
@@ -1195,6 +1186,29 @@ def listJobsQuery(
         query += " LIMIT %s"
         params.append(limit)
     return query, params, checks
+
+
+def _globCondition(
+    patterns: list[str], exact: str, like: str, regex: str
+) -> tuple[str, list[str]] | None:
+    """
+    The SQL condition of L{listJobsQuery} for one column's globs, in the
+    simplest form that reads them all: C{exact} (no glob characters), then
+    C{like} (only C{*} and C{?}), then C{regex} (simple character classes),
+    each a fixed fragment with one C{%s}.
+
+    @return: the fragment and its parameter, or L{None} for globs only
+        Python matches (their classes PostgreSQL reads otherwise).
+    """
+    if all(not set("*?[").intersection(p) for p in patterns):
+        return exact, patterns
+    likes = [_likePattern(p) for p in patterns]
+    if all(pattern is not None for pattern in likes):
+        return like, likes  # type: ignore[return-value]
+    regexes = [_regexPattern(p) for p in patterns]
+    if None not in regexes:
+        return regex, regexes  # type: ignore[return-value]
+    return None
 
 
 def _anyMatch(values: list[Any], patterns: list[str]) -> bool:
