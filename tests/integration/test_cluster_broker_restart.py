@@ -41,12 +41,10 @@ import time
 from collections import Counter
 from typing import Any
 
-from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.defer import Deferred
 from twisted.trial.unittest import TestCase
 
 from benchmarks.swarmlib import (
-    DEFAULT_KEYS_DIR,
-    SharedVerification,
     Swarm,
     acceptKeys,
     ensureKeys,
@@ -54,18 +52,19 @@ from benchmarks.swarmlib import (
 )
 from salttwist import crypt
 from salttwist.master.service import JOB_CACHE_FILE
-from tests._installed import CHECKOUT
 from tests._nats import PrivateNatsServer, newClusterId
 from tests._postgres import temporaryDatabase
+from tests.integration.clusterswarm import (
+    KEYS_DIR,
+    acceptInDatabase,
+    runSwarms,
+    shareVerification,
+    storedReturns,
+)
 from tests.integration.harness import Cluster, seedKeyPair, sleep, waitFor
-from tests.integration.test_cluster_faults import acceptInDatabase
 
 #: How many simulated minions, all on master B.
 MINIONS = int(os.environ.get("SALTTWIST_BROKER_RESTART_MINIONS", "300"))
-#: Where their key pairs are cached: the checkout's C{benchmarks/.keys}
-#: (made once, by the first run that needs them), not the trial's working
-#: directory, which each run starts empty.
-KEYS_DIR = os.path.join(CHECKOUT, DEFAULT_KEYS_DIR)
 #: The job's longest sleep: its returns come over this many seconds.
 SPREAD = 8
 #: Seconds the broker stays down.
@@ -183,8 +182,7 @@ class BrokerRestartDuringReturnsTests(TestCase):
         """
         from twisted.internet import reactor
 
-        # For this test only: the trial process goes on to other tests.
-        self.patch(crypt, "verify", SharedVerification(crypt.verify))
+        shareVerification(self)
         assert self.b.ports is not None
         swarm = Swarm(
             reactor,
@@ -198,13 +196,7 @@ class BrokerRestartDuringReturnsTests(TestCase):
             masterPub=crypt.canonicalPublicPem(self.masterPub),
         )
 
-        async def stopSwarm() -> None:
-            protocols = [p for m in swarm.minions for p in (m.req, m.pub) if p is not None]
-            swarm.stop()
-            await gatherResults([p.lost for p in protocols])
-
-        self.addCleanup(stopSwarm)
-        swarm.start()
+        runSwarms(self, [swarm])
         return swarm
 
     def storedReturns(self, cluster: Cluster, jid: str) -> tuple[int, int]:
@@ -212,19 +204,14 @@ class BrokerRestartDuringReturnsTests(TestCase):
         @return: how many rows C{cluster}'s master's job cache holds for
             C{jid}'s returns, and for how many distinct minions.
         """
-        query = "SELECT count(*), count(DISTINCT id) FROM {} WHERE jid = {}"
         if self.database is not None:
-            import psycopg
-
-            with psycopg.connect(**self.database) as connection:
-                [(rows, minions)] = connection.execute(
-                    query.format("salttwist_returns", "%s"), (jid,)
-                ).fetchall()
-            return rows, minions
+            return storedReturns(self.database, jid)
         path = os.path.join(cluster.masterConfig()["cachedir"], JOB_CACHE_FILE)
         connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            [(rows, minions)] = connection.execute(query.format("returns", "?"), (jid,)).fetchall()
+            [(rows, minions)] = connection.execute(
+                "SELECT count(*), count(DISTINCT id) FROM returns WHERE jid = ?", (jid,)
+            ).fetchall()
         finally:
             connection.close()
         return rows, minions

@@ -28,34 +28,30 @@ import json
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.defer import Deferred
 from twisted.trial.unittest import TestCase
 
 from benchmarks.swarmlib import (
-    DEFAULT_KEYS_DIR,
-    SharedVerification,
     Swarm,
     ensureKeys,
     minionIdFor,
-    readKeyPair,
 )
 from salttwist import crypt
-from salttwist.pki.keystore import ACCEPTED
-from salttwist.pki.keystore_pg import PostgresKeyStore
-from tests._installed import CHECKOUT
 from tests._nats import deleteStreamAfter, newClusterId, requireServer, serverUrl
 from tests._postgres import temporaryDatabase
+from tests.integration.clusterswarm import (
+    KEYS_DIR,
+    acceptInDatabase,
+    runSwarms,
+    shareVerification,
+    storedReturns,
+)
 from tests.integration.harness import Cluster, seedKeyPair, waitFor
 
 #: How many simulated minions.
 MINIONS = int(os.environ.get("SALTTWIST_FAULT_MINIONS", "1000"))
-#: Where their key pairs are cached: the checkout's C{benchmarks/.keys}
-#: (the first run makes them: about 40 s per 1,000 on 2 cores), not the
-#: trial's working directory, which each run starts empty.
-KEYS_DIR = os.path.join(CHECKOUT, DEFAULT_KEYS_DIR)
 #: How long the job sleeps: long enough for every minion to be running it
 #: when B is killed, short enough that B's minions finish it while they
 #: move to A.
@@ -72,32 +68,6 @@ MINION_OPTIONS = {
     "recon_max": 1000,
     "acceptance_wait_time": 0.5,
 }
-
-
-def acceptInDatabase(
-    database: dict[str, Any], prefix: str, count: int, keysDir: str = DEFAULT_KEYS_DIR
-) -> None:
-    """
-    Accept the keys of swarm minions C{0..count-1} (their key pairs in
-    C{keysDir}) in the PostgreSQL key store of C{database}
-    (C{psycopg.connect} keywords). The writes go from
-    many threads at once, so the store commits them in batches: one at a
-    time, each its own commit, 1,000 took minutes on a busy machine.
-    Blocking.
-    """
-    store = PostgresKeyStore(database)
-    store.start()
-    try:
-        store.waitReady(30)
-
-        def accept(index: int) -> None:
-            _, public = readKeyPair(keysDir, index)
-            store.putKey(ACCEPTED, minionIdFor(prefix, index), public)
-
-        with ThreadPoolExecutor(64) as pool:
-            list(pool.map(accept, range(count)))
-    finally:
-        store.close()
 
 
 class MasterKilledDuringJobTests(TestCase):
@@ -174,8 +144,7 @@ class MasterKilledDuringJobTests(TestCase):
         """
         from twisted.internet import reactor
 
-        # For this test only: the trial process goes on to other tests.
-        self.patch(crypt, "verify", SharedVerification(crypt.verify))
+        shareVerification(self)
         assert self.a.ports is not None and self.b.ports is not None
         portA, portB = self.a.ports["ret_port"], self.b.ports["ret_port"]
         self.portA, self.portB = portA, portB
@@ -198,18 +167,7 @@ class MasterKilledDuringJobTests(TestCase):
                 )
             )
 
-        async def stopSwarms() -> None:
-            protocols = [
-                p for s in swarms for m in s.minions for p in (m.req, m.pub) if p is not None
-            ]
-            for swarm in swarms:
-                swarm.stop()
-            await gatherResults([p.lost for p in protocols])
-
-        self.addCleanup(stopSwarms)
-        for swarm in swarms:
-            swarm.start()
-        self.minions = [m for s in swarms for m in s.minions]
+        self.minions = runSwarms(self, swarms)
         return swarms
 
     def readyOn(self, port: int) -> list[Any]:
@@ -223,14 +181,7 @@ class MasterKilledDuringJobTests(TestCase):
         @return: how many rows the job cache holds for C{jid}'s returns,
             and for how many distinct minions.
         """
-        import psycopg
-
-        with psycopg.connect(**self.database) as connection:
-            [(rows, minions)] = connection.execute(
-                "SELECT count(*), count(DISTINCT id) FROM salttwist_returns WHERE jid = %s",
-                (jid,),
-            ).fetchall()
-        return rows, minions
+        return storedReturns(self.database, jid)
 
     def publishedJid(self) -> str | None:
         """

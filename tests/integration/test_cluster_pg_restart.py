@@ -42,36 +42,33 @@ import shutil
 import sys
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.defer import Deferred
 from twisted.internet.testing import EventLoggingObserver
 from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import TestCase
 
 from benchmarks.swarmlib import (
-    DEFAULT_KEYS_DIR,
-    SharedVerification,
     Swarm,
     ensureKeys,
     minionIdFor,
-    readKeyPair,
 )
 from salttwist import crypt
-from salttwist.pki.keystore import ACCEPTED
-from salttwist.pki.keystore_pg import PostgresKeyStore
-from tests._installed import CHECKOUT, installedCopy
+from tests._installed import installedCopy
 from tests._nats import deleteStreamAfter, newClusterId, requireServer, serverUrl
+from tests.integration.clusterswarm import (
+    KEYS_DIR,
+    acceptInDatabase,
+    runSwarms,
+    shareVerification,
+    storedReturns,
+)
 from tests.integration.harness import Cluster, seedKeyPair, sleep, waitFor
 from tests.test_jobcache_pg_restart import PrivateServer
 
 #: How many simulated minions.
 MINIONS = int(os.environ.get("SALTTWIST_PG_RESTART_MINIONS", "300"))
-#: Where their key pairs are cached: the checkout's C{benchmarks/.keys}
-#: (the first run makes them, about 10 s per 300 on 2 cores), not the
-#: trial's working directory, which each run starts empty.
-KEYS_DIR = os.path.join(CHECKOUT, DEFAULT_KEYS_DIR)
 #: How long the job sleeps: long enough for the server to be down before
 #: the first return comes.
 SLEEP = 4
@@ -87,27 +84,6 @@ NOT_STORED_WARNING = "the master could not store the return"
 #: back-off for a refused return (the first wait 2.5 to 5 s, doubling up to
 #: 60 s: see salttwist.minion.returns).
 RECOVERY = 90.0
-
-
-def acceptKeys(database: dict[str, Any], count: int) -> None:
-    """
-    Accept the keys of swarm minions C{0..count-1} in the PostgreSQL key
-    store of C{database} (C{psycopg.connect} keywords), from many threads
-    at once so that the store commits them in batches. Blocking.
-    """
-    store = PostgresKeyStore(database)
-    store.start()
-    try:
-        store.waitReady(30)
-
-        def accept(index: int) -> None:
-            _, public = readKeyPair(KEYS_DIR, index)
-            store.putKey(ACCEPTED, minionIdFor(PREFIX, index), public)
-
-        with ThreadPoolExecutor(32) as pool:
-            list(pool.map(accept, range(count)))
-    finally:
-        store.close()
 
 
 class PostgresRestartedDuringJobTests(TestCase):
@@ -152,7 +128,7 @@ class PostgresRestartedDuringJobTests(TestCase):
         }
         made = time.monotonic()
         ensureKeys(KEYS_DIR, MINIONS)
-        acceptKeys(database, MINIONS)
+        acceptInDatabase(database, PREFIX, MINIONS)
         accepted = time.monotonic()
         self.a, self.b = Cluster(self), Cluster(self)
         for name, cluster in (("b", self.b), ("a", self.a)):
@@ -181,8 +157,7 @@ class PostgresRestartedDuringJobTests(TestCase):
         """
         from twisted.internet import reactor
 
-        # For this test only: the trial process goes on to other tests.
-        self.patch(crypt, "verify", SharedVerification(crypt.verify))
+        shareVerification(self)
         assert self.a.ports is not None and self.b.ports is not None
         swarms = [
             Swarm(
@@ -200,18 +175,7 @@ class PostgresRestartedDuringJobTests(TestCase):
             if cluster.ports is not None
         ]
 
-        async def stopSwarms() -> None:
-            protocols = [
-                p for s in swarms for m in s.minions for p in (m.req, m.pub) if p is not None
-            ]
-            for swarm in swarms:
-                swarm.stop()
-            await gatherResults([p.lost for p in protocols])
-
-        self.addCleanup(stopSwarms)
-        for swarm in swarms:
-            swarm.start()
-        self.minions = [m for s in swarms for m in s.minions]
+        self.minions = runSwarms(self, swarms)
 
     def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         """
@@ -228,10 +192,7 @@ class PostgresRestartedDuringJobTests(TestCase):
         @return: how many rows the job cache holds for C{jid}'s returns,
             and for how many distinct minions.
         """
-        [(rows, minions)] = self.query(
-            "SELECT count(*), count(DISTINCT id) FROM salttwist_returns WHERE jid = %s", jid
-        )
-        return rows, minions
+        return storedReturns(self.database, jid)
 
     def newJid(self, known: set[str]) -> str | None:
         """
