@@ -3,13 +3,14 @@
 What the cluster fault tests share for their swarm of simulated minions
 (C{benchmarks/swarmlib.py}, in the trial process): where the key pairs are
 cached, accepting them in a PostgreSQL key store, running the swarms for a
-test, and counting a job's returns in a PostgreSQL job cache.
+test, and counting a job's returns in a PostgreSQL job cache; and the
+cluster key one master made, copied to another as an admin does.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -27,6 +28,7 @@ from salttwist import crypt
 from salttwist.pki.keystore import ACCEPTED
 from salttwist.pki.keystore_pg import PostgresKeyStore
 from tests._installed import CHECKOUT
+from tests.integration.harness import Cluster, waitFor
 
 KEYS_DIR = os.path.join(CHECKOUT, DEFAULT_KEYS_DIR)
 """
@@ -105,3 +107,25 @@ def storedReturns(database: dict[str, Any], jid: str) -> tuple[int, int]:
             (jid,),
         ).fetchall()
     return rows, minions
+
+
+async def copyClusterKey(source: Cluster, target: Cluster, context: Callable[[], str]) -> None:
+    """
+    Wait until C{source}'s master has made its cluster key, then write a
+    copy into C{target}'s C{pki_dir} (mode 0600), as an admin copies it to
+    the next master of the cluster.
+
+    @param context: what a timeout shows (the masters' logs).
+    """
+    clusterKey = os.path.join("cluster", "cluster.key")
+    await waitFor(
+        lambda: os.path.exists(os.path.join(source.masterPkiDir, clusterKey)),
+        "the first master's cluster key",
+        context=context,
+    )
+    os.makedirs(os.path.join(target.masterPkiDir, "cluster"), mode=0o700)
+    with open(os.path.join(source.masterPkiDir, clusterKey), "rb") as f:
+        key = f.read()
+    path = os.path.join(target.masterPkiDir, clusterKey)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        f.write(key)

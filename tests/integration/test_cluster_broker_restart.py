@@ -57,6 +57,7 @@ from tests._postgres import temporaryDatabase
 from tests.integration.clusterswarm import (
     KEYS_DIR,
     acceptInDatabase,
+    copyClusterKey,
     runSwarms,
     shareVerification,
     storedReturns,
@@ -146,18 +147,7 @@ class BrokerRestartDuringReturnsTests(TestCase):
             if not shared:
                 acceptKeys(cluster.masterPkiDir, KEYS_DIR, ids, 2048)
         await self.b.startMaster()
-        clusterKey = os.path.join("cluster", "cluster.key")
-        await waitFor(
-            lambda: os.path.exists(os.path.join(self.b.masterPkiDir, clusterKey)),
-            "B's cluster key",
-            context=self.logs,
-        )
-        os.makedirs(os.path.join(self.a.masterPkiDir, "cluster"), mode=0o700)
-        with open(os.path.join(self.b.masterPkiDir, clusterKey), "rb") as f:
-            key = f.read()
-        path = os.path.join(self.a.masterPkiDir, clusterKey)
-        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-            f.write(key)
+        await copyClusterKey(self.b, self.a, self.logs)
         await self.a.startMaster()
         await self.waitConnected(1)
 

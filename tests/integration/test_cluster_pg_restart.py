@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from collections import Counter
@@ -60,6 +59,7 @@ from tests._nats import deleteStreamAfter, newClusterId, requireServer, serverUr
 from tests.integration.clusterswarm import (
     KEYS_DIR,
     acceptInDatabase,
+    copyClusterKey,
     runSwarms,
     shareVerification,
     storedReturns,
@@ -136,10 +136,7 @@ class PostgresRestartedDuringJobTests(TestCase):
             # One key pair for both masters: the minions pin it once.
             self.masterPub = seedKeyPair(cluster.masterPkiDir, "master", "pg-cluster")
         await self.b.startMaster()
-        clusterKey = os.path.join(self.b.masterPkiDir, "cluster", "cluster.key")
-        await waitFor(lambda: os.path.exists(clusterKey), "B's cluster key", context=self.logs)
-        os.makedirs(os.path.join(self.a.masterPkiDir, "cluster"), mode=0o700)
-        shutil.copy2(clusterKey, os.path.join(self.a.masterPkiDir, "cluster", "cluster.key"))
+        await copyClusterKey(self.b, self.a, self.logs)
         await self.a.startMaster()
         for cluster in (self.a, self.b):
             master = cluster.master
