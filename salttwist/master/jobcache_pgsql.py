@@ -721,20 +721,7 @@ class PostgresJobCacheDatabase:
         """
         import psycopg
 
-        jobRows = [
-            (
-                jid,
-                fun,
-                arg,
-                _toBytes(tgt),
-                _targetStrings(tgt),
-                _toBytes(tgtType),
-                _toBytes(user),
-                minions,
-                start,
-            )
-            for jid, fun, arg, tgt, tgtType, user, minions, start in jobs
-        ]
+        jobRows = [_jobRow(job) for job in jobs]
         returnColumns: list[list[Any]] = [[] for _ in range(6)]
         for row in returns:
             jid, minionId, value, retcode, success, received = row
@@ -774,19 +761,8 @@ class PostgresJobCacheDatabase:
         """
         import psycopg
 
-        jid, fun, arg, tgt, tgtType, user, minions, start = job
-        row = (
-            jid,
-            fun,
-            arg,
-            _toBytes(tgt),
-            _targetStrings(tgt),
-            _toBytes(tgtType),
-            _toBytes(user),
-            minions,
-            start,
-            reservation,
-        )
+        jid = job[0]
+        row = (*_jobRow(job), reservation)
         keys = {_partitionKey(jid)}
 
         def insert(connection: psycopg.Connection[Any]) -> bool:
@@ -1209,6 +1185,28 @@ def _globCondition(
     if None not in regexes:
         return regex, regexes  # type: ignore[return-value]
     return None
+
+
+def _jobRow(job: tuple[Any, ...]) -> tuple[Any, ...]:
+    """
+    @param job: a job as the cache queues it: C{(jid, fun, arg, tgt,
+        tgt_type, user, minions, start_time)}.
+    @return: its C{salttwist_jobs} columns up to C{start_time}: the target,
+        its type and the user as C{bytea}, and the target's strings for
+        C{tgt_match}.
+    """
+    jid, fun, arg, tgt, tgtType, user, minions, start = job
+    return (
+        jid,
+        fun,
+        arg,
+        _toBytes(tgt),
+        _targetStrings(tgt),
+        _toBytes(tgtType),
+        _toBytes(user),
+        minions,
+        start,
+    )
 
 
 def _anyMatch(values: list[Any], patterns: list[str]) -> bool:
