@@ -94,16 +94,26 @@ class HeldJobCache:
         return fail(NotImplementedError())
 
 
-class DurableJobTests(MasterTestCase):
+class HeldCacheTestCase(MasterTestCase):
     """
-    C{publish} with a job cache waits for the job's row.
+    A master (blocking work run at once) whose job cache is a
+    C{cacheClass}, as C{self.cache}.
     """
+
+    cacheClass: type[HeldJobCache] = HeldJobCache
 
     def makeMaster(self, runBlocking: Any) -> Master:
         master = super().makeMaster(runSynchronously)
-        self.cache = HeldJobCache()
+        self.cache = self.cacheClass()
         master.jobCache = self.cache
         return master
+
+
+class OneMinionPublishTestCase(HeldCacheTestCase):
+    """
+    L{HeldCacheTestCase} with C{m1} subscribed and a local client session;
+    L{publish} sends it a job.
+    """
 
     def setUp(self) -> None:
         """
@@ -119,6 +129,12 @@ class DurableJobTests(MasterTestCase):
 
     def publish(self) -> Deferred[Any]:
         return self.request(self.client, {"cmd": "publish", "tgt": "m1", "fun": "test.ping"})
+
+
+class DurableJobTests(OneMinionPublishTestCase):
+    """
+    C{publish} with a job cache waits for the job's row.
+    """
 
     def test_jidAfterTheRowIsStored(self) -> None:
         """
@@ -181,18 +197,12 @@ class DurableJobTests(MasterTestCase):
         self.assertIn("db:5432/salt", line["error"])
 
 
-class DurableReturnTests(MasterTestCase):
+class DurableReturnTests(HeldCacheTestCase):
     """
     A minion's return is acknowledged only once the job cache holds it: a
     master killed before the write leaves the return with the minion, which
     sends it again.
     """
-
-    def makeMaster(self, runBlocking: Any) -> Master:
-        master = super().makeMaster(runSynchronously)
-        self.cache = HeldJobCache()
-        master.jobCache = self.cache
-        return master
 
     def setUp(self) -> None:
         """

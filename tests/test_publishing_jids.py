@@ -15,12 +15,9 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.testing import EventLoggingObserver
 from twisted.logger import globalLogPublisher
 
-from salttwist.blocking import runSynchronously
 from salttwist.jid import JidGenerator
-from salttwist.master.core import Master
 from salttwist.transport.reqclient import RequestError
-from tests.test_job_durability import HeldJobCache
-from tests.test_master_core import MasterTestCase
+from tests.test_job_durability import HeldCacheTestCase, HeldJobCache, OneMinionPublishTestCase
 
 #: The microsecond this master's clock is stopped at.
 INSTANT = datetime(2026, 11, 27, 6, 0, 0, 123456)
@@ -51,31 +48,12 @@ class ReservingJobCache(HeldJobCache):
         return succeed(True)
 
 
-class ReservedJidTests(MasterTestCase):
+class ReservedJidTests(OneMinionPublishTestCase):
     """
     C{publish} with a job cache that reserves jids.
     """
 
-    def makeMaster(self, runBlocking: Any) -> Master:
-        master = super().makeMaster(runSynchronously)
-        self.cache = ReservingJobCache()
-        master.jobCache = self.cache
-        return master
-
-    def setUp(self) -> None:
-        """
-        Open a session and pub subscription for C{m1}, and a local client
-        session.
-        """
-        super().setUp()
-        _, _, sessionKey = self.authMinion("m1")
-        _, _, self.received, answer = self.subscribe("m1", sessionKey)
-        self.assertEqual(answer, "subscribed")
-        self.client, _ = self.authClient()
-        self.events.clear()
-
-    def publish(self) -> Deferred[Any]:
-        return self.request(self.client, {"cmd": "publish", "tgt": "m1", "fun": "test.ping"})
+    cacheClass = ReservingJobCache
 
     def test_reservedNotStored(self) -> None:
         """
@@ -139,17 +117,13 @@ class ReservedJidTests(MasterTestCase):
         self.flushLoggedErrors()
 
 
-class ReqJobReservedTests(MasterTestCase):
+class ReqJobReservedTests(HeldCacheTestCase):
     """
     The job a master makes for a C{salttwist-call} return (jid C{req})
     reserves its jid in a shared job cache as a published job does.
     """
 
-    def makeMaster(self, runBlocking: Any) -> Master:
-        master = super().makeMaster(runSynchronously)
-        self.cache = ReservingJobCache()
-        master.jobCache = self.cache
-        return master
+    cacheClass = ReservingJobCache
 
     def setUp(self) -> None:
         super().setUp()
