@@ -43,7 +43,7 @@ from typing import Any
 
 from twisted.logger import Logger
 
-from salttwist import serial
+from salttwist import serial, wire
 from salttwist.cluster.interfaces import (
     EVENT,
     JOB,
@@ -165,7 +165,7 @@ class ClusterFanout:
             if why is None and outbox is not None:
                 why = outbox.whyFull(self._bufferedSize(size))
         if why is not None:
-            raise ClusterUnavailable(f"job refused: {why}")
+            raise ClusterUnavailable(f"{wire.JOB_REFUSED} {why}")
 
     def jobPublished(self, load: dict[str, Any], minions: list[str]) -> None:
         """

@@ -128,7 +128,7 @@ def reserveJid(
                 jid=jid,
                 next=load["jid"],
             )
-        raise JobNotStored(f"job refused: {attempts} jids in a row were other jobs'")
+        raise JobNotStored(f"{wire.JOB_REFUSED} {attempts} jids in a row were other jobs'")
 
     return Deferred.fromCoroutine(reserve())
 
@@ -391,7 +391,9 @@ class JobPublisher:
                 self.log.error(message, jid=load["jid"], error=failure.getErrorMessage())
             else:
                 self.log.failure(message, failure, jid=load["jid"], error=failure.getErrorMessage())
-            raise JobNotStored(f"job refused: the job cache could not store it ({failure.value})")
+            raise JobNotStored(
+                f"{wire.JOB_REFUSED} the job cache could not store it ({failure.value})"
+            )
 
         stored.addCallbacks(lambda _: self._publishRecorded(load, minions), notStored)
         return stored
