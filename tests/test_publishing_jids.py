@@ -112,6 +112,8 @@ class ReservedJidTests(OneMinionPublishTestCase):
         self.net.flush()
         message = str(self.failureResultOf(d, RequestError).value)
         self.assertIn(f"{JID_ATTEMPTS} jids in a row were other jobs'", message)
+        # Said once, not wrapped in a second refusal.
+        self.assertEqual(message.count("job refused"), 1, message)
         self.assertEqual(self.received, [])
         self.assertEqual(self.eventsTagged("salt/job/"), [])
         self.flushLoggedErrors()

@@ -384,9 +384,13 @@ class JobPublisher:
                 flush()
 
         def notStored(failure: Any) -> Any:
-            # The job cache's own error (its server is away) says it all in
-            # a line; anything else gets its traceback.
+            # The job cache's own error (its server is away), or a refusal
+            # that already says why (no free jid), says it all in a line;
+            # anything else gets its traceback.
             message = "job {jid} refused: the job cache did not store it: {error}"
+            if failure.check(JobNotStored):
+                self.log.error(message, jid=load["jid"], error=failure.getErrorMessage())
+                return failure
             if failure.check(JobCacheError, JobCacheQueueFull):
                 self.log.error(message, jid=load["jid"], error=failure.getErrorMessage())
             else:
